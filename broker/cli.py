@@ -1,0 +1,147 @@
+"""`kbroker`: serve a node, or act as a Kafka client against any broker."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvloop
+
+    from broker.config import ConfigError, load_config
+    from broker.log_setup import setup_logging
+    from broker.server import serve
+
+    setup_logging()
+    overrides: dict[str, str] = {}
+    for item in args.override or []:
+        if "=" not in item:
+            print(f"error: --override expects key=value, got '{item}'", file=sys.stderr)
+            return 2
+        key, value = item.split("=", 1)
+        overrides[key.strip()] = value.strip()
+    try:
+        config = load_config(Path(args.config) if args.config else None, overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    uvloop.run(serve(config))
+    return 0
+
+
+def _topics(args: argparse.Namespace) -> int:
+    from broker import client_commands as cc
+
+    if args.action == "create":
+        cc.topics_create(args.bootstrap_server, args.topic, args.partitions, args.replication_factor, cc.parse_kv(args.config), args.if_not_exists)
+    elif args.action == "list":
+        cc.topics_list(args.bootstrap_server)
+    elif args.action == "describe":
+        cc.topics_describe(args.bootstrap_server, args.topic)
+    elif args.action == "delete":
+        cc.topics_delete(args.bootstrap_server, _required(args.topic, "topic"))
+    elif args.action == "alter":
+        cc.topics_alter(args.bootstrap_server, _required(args.topic, "topic"), args.partitions_to, cc.parse_kv(args.config), args.delete_config or [])
+    return 0
+
+
+def _configs(args: argparse.Namespace) -> int:
+    from broker import client_commands as cc
+
+    if args.action == "describe":
+        cc.configs_describe(args.bootstrap_server, args.entity_type, args.entity_name)
+    else:
+        ok = cc.configs_alter(args.bootstrap_server, args.entity_type, args.entity_name, cc.parse_kv(args.add_config), args.delete_config or [])
+        return 0 if ok else 1
+    return 0
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from broker import client_commands as cc
+
+    cc.produce(args.bootstrap_server, args.topic, args.key_separator, cc.parse_kv(args.header), args.partition, extra=cc.parse_kv(args.producer_property))
+    return 0
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from broker import client_commands as cc
+
+    cc.consume(args.bootstrap_server, args.topic, args.from_beginning, args.partition, args.offset, args.max_messages, args.timeout_ms, args.print_key, args.key_separator)
+    return 0
+
+
+def _required(value: str | None, name: str) -> str:
+    if not value:
+        print(f"error: --{name} is required", file=sys.stderr)
+        raise SystemExit(2)
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka-compatible broker, and Kafka client tools.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run a broker+controller node")
+    serve.add_argument("--config", help="server.properties file")
+    serve.add_argument("--override", action="append", metavar="KEY=VALUE", help="override a property (repeatable)")
+    serve.set_defaults(func=_serve)
+
+    def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, help=f"HOST:PORT (default {DEFAULT_BOOTSTRAP})")
+        return p
+
+    topics = client(sub.add_parser("topics", help="create, list, describe, delete or alter topics"))
+    topics.add_argument("action", choices=["create", "list", "describe", "delete", "alter"])
+    topics.add_argument("topic", nargs="?")
+    topics.add_argument("--topic", dest="topic_opt")
+    topics.add_argument("--partitions", type=int, default=-1, help="create: partition count (default: broker's num.partitions)")
+    topics.add_argument("--partitions-to", type=int, help="alter: new partition count")
+    topics.add_argument("--replication-factor", type=int, default=-1)
+    topics.add_argument("--config", action="append", metavar="KEY=VALUE")
+    topics.add_argument("--delete-config", action="append", metavar="KEY")
+    topics.add_argument("--if-not-exists", action="store_true")
+    topics.set_defaults(func=_topics)
+
+    configs = client(sub.add_parser("configs", help="describe or alter topic and broker configs"))
+    configs.add_argument("action", choices=["describe", "alter"])
+    configs.add_argument("--entity-type", choices=["topics", "brokers"], required=True)
+    configs.add_argument("--entity-name", required=True)
+    configs.add_argument("--add-config", action="append", metavar="K=V[,K=V]")
+    configs.add_argument("--delete-config", action="append", metavar="KEY")
+    configs.set_defaults(func=_configs)
+
+    produce = client(sub.add_parser("produce", help="produce lines from stdin"))
+    produce.add_argument("topic")
+    produce.add_argument("--key-separator", help="split each line into key and value at the first SEP")
+    produce.add_argument("--header", action="append", metavar="K=V", help="header on every record (repeatable)")
+    produce.add_argument("--partition", type=int)
+    produce.add_argument("--producer-property", action="append", metavar="K=V", help="librdkafka property (repeatable)")
+    produce.set_defaults(func=_produce)
+
+    consume = client(sub.add_parser("consume", help="print records to stdout"))
+    consume.add_argument("topic")
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--partition", type=int)
+    consume.add_argument("--offset", type=int)
+    consume.add_argument("--max-messages", type=int)
+    consume.add_argument("--timeout-ms", type=int, help="exit after this long without reaching --max-messages")
+    consume.add_argument("--print-key", action="store_true")
+    consume.add_argument("--key-separator", default="\t")
+    consume.set_defaults(func=_consume)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "topic_opt", None):
+        args.topic = args.topic_opt
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

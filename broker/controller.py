@@ -1,0 +1,130 @@
+"""The active controller's asyncio shell: one metadata change at a time, committed then applied.
+
+The decisions live in ``raft.controller_logic`` (sans-IO). This shell serialises
+requests, appends the resulting records to the metadata log (committed at once by a
+1-voter quorum), applies them to the image, and lets the replica manager act on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from typing import Sequence
+
+import structlog
+
+from broker.config import BrokerConfig
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from raft import controller_logic
+from raft.controller_logic import CreatableTopic
+from raft.metadata_log import MetadataLog
+from raft.metadata_records import MetadataRecord
+from storage.log_config import InvalidConfigError, LogConfig
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResource:
+    resource_type: int
+    resource_name: str
+    ops: list[tuple[str, int, str | None]]
+
+
+class QuorumController:
+    def __init__(self, config: BrokerConfig, metadata_log: MetadataLog, metadata: MetadataCache, replica_manager: ReplicaManager) -> None:
+        self._config = config
+        self._log = metadata_log
+        self._metadata = metadata
+        self._rm = replica_manager
+        self._lock = asyncio.Lock()
+
+    @property
+    def _broker_ids(self) -> list[int]:
+        return [b.node_id for b in self._metadata.alive_brokers()]
+
+    def bootstrap(self) -> None:
+        """Format a fresh metadata log: the metadata.version and this node's registration."""
+        if self._log.is_empty:
+            endpoint = self._metadata.endpoint
+            self._commit(controller_logic.bootstrap_records(self._config.node_id, endpoint.host, endpoint.port))
+
+    def effective_topic_config(self, overrides: dict[str, str]) -> dict[str, str]:
+        props = dict(self._config.topic_defaults())
+        props.update(overrides)
+        return LogConfig.from_properties(props).to_properties()
+
+    def _validate_topic_config(self, configs: dict[str, str]) -> None:
+        props = dict(self._config.topic_defaults())
+        props.update(configs)
+        LogConfig.from_properties(props)
+
+    def _commit(self, records: Sequence[MetadataRecord]) -> None:
+        if not records:
+            return
+        self._log.append(records)
+        self._metadata.image = self._log.image
+        self._rm.apply_image(self._metadata.image)
+
+    async def create_topics(self, topics: list[CreatableTopic], validate_only: bool) -> list[controller_logic.CreateTopicResult]:
+        async with self._lock:
+            records, results = controller_logic.create_topics(
+                self._metadata.image,
+                topics,
+                validate_only=validate_only,
+                broker_ids=self._broker_ids,
+                default_partitions=self._config.num_partitions,
+                default_replication_factor=self._config.default_replication_factor,
+                validate_config=self._validate_topic_config,
+            )
+            if not validate_only:
+                self._commit(records)
+            for r in results:
+                if r.error_code == 0 and not validate_only:
+                    log.info("topic.created", topic=r.name, partitions=r.num_partitions, topic_id=str(r.topic_id))
+            return results
+
+    async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
+        """Create topics a Metadata request named; returns each name's error code (0 = exists now)."""
+        topics = [CreatableTopic(name=n, num_partitions=-1, replication_factor=-1, assignments=None, configs={}) for n in dict.fromkeys(names)]
+        results = await self.create_topics(topics, validate_only=False)
+        out = {}
+        for r in results:
+            code = r.error_code
+            out[r.name] = 0 if code == controller_logic.TOPIC_ALREADY_EXISTS else code
+        return out
+
+    async def delete_topics(self, entries: list[tuple[str | None, uuid.UUID | None]]) -> list[controller_logic.DeleteTopicResult]:
+        async with self._lock:
+            records, results = controller_logic.delete_topics(self._metadata.image, entries)
+            self._commit(records)
+            for r in results:
+                if r.error_code == 0:
+                    log.info("topic.deleted", topic=r.name)
+            return results
+
+    async def create_partitions(self, topics: list[tuple[str, int, list[list[int]] | None]], validate_only: bool) -> list[controller_logic.CreatePartitionsResult]:
+        async with self._lock:
+            records, results = controller_logic.create_partitions(self._metadata.image, topics, validate_only=validate_only, broker_ids=self._broker_ids)
+            if not validate_only:
+                self._commit(records)
+            return results
+
+    async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool) -> list[controller_logic.AlterConfigsResult]:
+        async with self._lock:
+            records, results = controller_logic.alter_configs(
+                self._metadata.image,
+                [(r.resource_type, r.resource_name, r.ops) for r in resources],
+                incremental=incremental,
+                validate_only=validate_only,
+                validate_config=self._validate_topic_config,
+                node_id=self._config.node_id,
+            )
+            if not validate_only:
+                self._commit(records)
+            return results
+
+
+__all__ = ["ConfigResource", "QuorumController", "InvalidConfigError"]

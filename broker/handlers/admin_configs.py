@@ -1,0 +1,165 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from broker.config import BrokerConfig
+from broker.controller import ConfigResource, QuorumController
+from broker.kafka_apis import RequestContext
+from broker.metadata_cache import MetadataCache
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+from storage.log_config import TOPIC_CONFIG_SYNONYMS
+
+TOPIC = 2
+BROKER = 4
+
+SOURCE_TOPIC_CONFIG = 1
+SOURCE_DYNAMIC_BROKER_CONFIG = 2
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
+
+
+def _config_type(name: str, value: str | None) -> int:
+    if name == "cleanup.policy" or name.endswith(".policy"):
+        return TYPE_LIST
+    if value in ("true", "false"):
+        return TYPE_BOOLEAN
+    if value is not None:
+        try:
+            int(value)
+            return TYPE_LONG
+        except ValueError:
+            try:
+                float(value)
+                return TYPE_DOUBLE
+            except ValueError:
+                pass
+    return TYPE_STRING
+
+
+class DescribeConfigsHandler:
+    def __init__(self, controller: QuorumController, metadata: MetadataCache, broker_config: BrokerConfig) -> None:
+        self._controller = controller
+        self._metadata = metadata
+        self._broker_config = broker_config
+        self._explicit = set(broker_config.model_fields_set)
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.DESCRIBE_CONFIGS, ctx.version)
+        result_cls = nested(schema, "DescribeConfigsResult")
+        entry_cls = nested(schema, "DescribeConfigsResourceResult")
+        synonym_cls = nested(schema, "DescribeConfigsSynonym")
+        synonyms_wanted = getattr(request, "include_synonyms", False)
+        results = []
+        for res in request.resources:
+            entries, error, message = self._describe(res.resource_type, res.resource_name)
+            keys = res.configuration_keys
+            configs = []
+            for name, value, source, broker_synonym in entries:
+                if keys is not None and name not in keys:
+                    continue
+                synonyms = []
+                if synonyms_wanted:
+                    synonyms.append(build(synonym_cls, name=name, value=value, source=source))
+                    if broker_synonym is not None and source == SOURCE_TOPIC_CONFIG:
+                        synonyms.append(build(synonym_cls, name=broker_synonym[0], value=broker_synonym[1], source=broker_synonym[2]))
+                configs.append(
+                    build(
+                        entry_cls,
+                        name=name,
+                        value=value,
+                        read_only=res.resource_type == BROKER,
+                        config_source=source,
+                        is_sensitive=False,
+                        synonyms=tuple(synonyms),
+                        config_type=_config_type(name, value),
+                        documentation=None,
+                    )
+                )
+            results.append(
+                build(
+                    result_cls,
+                    error_code=error,
+                    error_message=message,
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                    configs=tuple(configs) if not error else (),
+                )
+            )
+        return build(schema, throttle_time=0, results=tuple(results))
+
+    def _describe(self, resource_type: int, name: str):  # type: ignore[no-untyped-def]
+        image = self._metadata.image
+        if resource_type == TOPIC:
+            if name not in image.topics:
+                return [], ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
+            overrides = image.topic_config(name)
+            defaults = self._broker_config.topic_defaults()
+            out = []
+            for key, value in sorted(self._controller.effective_topic_config(overrides).items()):
+                synonym_name = TOPIC_CONFIG_SYNONYMS.get(key)
+                broker_source = SOURCE_STATIC_BROKER_CONFIG if synonym_name and self._is_explicit(synonym_name) else SOURCE_DEFAULT_CONFIG
+                broker_synonym = (synonym_name, defaults.get(key), broker_source) if synonym_name else None
+                source = SOURCE_TOPIC_CONFIG if key in overrides else broker_source
+                out.append((key, value, source, broker_synonym))
+            return out, 0, None
+        if resource_type == BROKER:
+            if name not in ("", str(self._metadata.node_id)):
+                return [], ErrorCode.invalid_request, f"Unexpected broker id, expected {self._metadata.node_id} but received {name}"
+            dynamic = image.configs.get((BROKER, name), {})
+            out = []
+            for key, value in sorted(self._broker_config.as_properties().items()):
+                if key in dynamic:
+                    out.append((key, dynamic[key], SOURCE_DYNAMIC_BROKER_CONFIG, None))
+                else:
+                    out.append((key, value, SOURCE_STATIC_BROKER_CONFIG if self._is_explicit(key) else SOURCE_DEFAULT_CONFIG, None))
+            return out, 0, None
+        return [], ErrorCode.invalid_request, f"Unsupported resource type {resource_type}"
+
+    def _is_explicit(self, kafka_name: str) -> bool:
+        for field, info in BrokerConfig.model_fields.items():
+            if info.alias == kafka_name:
+                return field in self._explicit
+        return False
+
+
+class AlterConfigsHandler:
+    """Legacy AlterConfigs: the given set replaces every override of the resource."""
+
+    def __init__(self, controller: QuorumController) -> None:
+        self._controller = controller
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        resources = [
+            ConfigResource(r.resource_type, r.resource_name, [(c.name, 0, c.value) for c in r.configs])
+            for r in request.resources
+        ]
+        results = await self._controller.alter_configs(resources, incremental=False, validate_only=request.validate_only)
+        return _alter_response(ApiKey.ALTER_CONFIGS, ctx.version, results)
+
+
+class IncrementalAlterConfigsHandler:
+    def __init__(self, controller: QuorumController) -> None:
+        self._controller = controller
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        resources = [
+            ConfigResource(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs])
+            for r in request.resources
+        ]
+        results = await self._controller.alter_configs(resources, incremental=True, validate_only=request.validate_only)
+        return _alter_response(ApiKey.INCREMENTAL_ALTER_CONFIGS, ctx.version, results)
+
+
+def _alter_response(api_key: ApiKey, version: int, results):  # type: ignore[no-untyped-def]
+    schema = response_schema(api_key, version)
+    item_cls = nested(schema, "AlterConfigsResourceResponse")
+    out = tuple(
+        build(item_cls, error_code=r.error_code, error_message=r.error_message, resource_type=r.resource_type, resource_name=r.resource_name)
+        for r in results
+    )
+    return build(schema, throttle_time=0, responses=out)

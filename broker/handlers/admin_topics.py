@@ -1,0 +1,108 @@
+"""CreateTopics, DeleteTopics and CreatePartitions: forwarded to the quorum controller."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from broker.controller import QuorumController
+from broker.kafka_apis import RequestContext
+from broker.metadata_cache import MetadataCache
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+from raft.controller_logic import CreatableTopic
+
+CONFIG_SOURCE_TOPIC = 1
+CONFIG_SOURCE_DEFAULT = 5
+
+
+class CreateTopicsHandler:
+    def __init__(self, controller: QuorumController) -> None:
+        self._controller = controller
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        topics = [
+            CreatableTopic(
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                assignments={a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
+                configs={c.name: c.value for c in t.configs},
+            )
+            for t in request.topics
+        ]
+        results = await self._controller.create_topics(topics, validate_only=request.validate_only)
+        schema = response_schema(ApiKey.CREATE_TOPICS, ctx.version)
+        result_cls = nested(schema, "CreatableTopicResult")
+        config_cls = nested(schema, "CreatableTopicConfigs")
+        out = []
+        for r in results:
+            configs = None
+            if r.error_code == 0:
+                overrides = r.configs or {}
+                configs = tuple(
+                    build(
+                        config_cls,
+                        name=name,
+                        value=value,
+                        read_only=False,
+                        config_source=CONFIG_SOURCE_TOPIC if name in overrides else CONFIG_SOURCE_DEFAULT,
+                        is_sensitive=False,
+                    )
+                    for name, value in sorted(self._controller.effective_topic_config(overrides).items())
+                )
+            out.append(
+                build(
+                    result_cls,
+                    name=r.name,
+                    topic_id=r.topic_id or uuid.UUID(int=0),
+                    error_code=r.error_code,
+                    error_message=r.error_message,
+                    topic_config_error_code=0,
+                    num_partitions=r.num_partitions if r.error_code == 0 else -1,
+                    replication_factor=r.replication_factor if r.error_code == 0 else -1,
+                    configs=configs,
+                )
+            )
+        return build(schema, throttle_time=0, topics=tuple(out))
+
+
+class DeleteTopicsHandler:
+    def __init__(self, controller: QuorumController, metadata: MetadataCache) -> None:
+        self._controller = controller
+        self._metadata = metadata
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        if ctx.version >= 6:
+            entries = [(t.name, t.topic_id) for t in request.topics]
+        else:
+            entries = [(name, None) for name in request.topic_names]
+        results = await self._controller.delete_topics(entries)
+        schema = response_schema(ApiKey.DELETE_TOPICS, ctx.version)
+        result_cls = nested(schema, "DeletableTopicResult")
+        out = tuple(
+            build(result_cls, name=r.name, topic_id=r.topic_id or uuid.UUID(int=0), error_code=r.error_code, error_message=r.error_message)
+            for r in results
+        )
+        return build(schema, throttle_time=0, responses=out)
+
+
+class CreatePartitionsHandler:
+    def __init__(self, controller: QuorumController) -> None:
+        self._controller = controller
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        topics = [
+            (t.name, t.count, None if t.assignments is None else [list(a.broker_ids) for a in t.assignments])
+            for t in request.topics
+        ]
+        results = await self._controller.create_partitions(topics, validate_only=request.validate_only)
+        schema = response_schema(ApiKey.CREATE_PARTITIONS, ctx.version)
+        result_cls = nested(schema, "CreatePartitionsTopicResult")
+        out = tuple(build(result_cls, name=r.name, error_code=r.error_code, error_message=r.error_message) for r in results)
+        return build(schema, throttle_time=0, results=out)
+
+
+def unknown_topic(name: str) -> tuple[int, str]:
+    return ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."

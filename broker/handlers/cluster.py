@@ -1,0 +1,84 @@
+"""DescribeCluster and DescribeLogDirs."""
+
+from __future__ import annotations
+
+import shutil
+
+from kio.schema.errors import ErrorCode
+
+from broker.config import BrokerConfig
+from broker.kafka_apis import RequestContext
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+
+AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
+ENDPOINT_TYPE_BROKERS = 1
+
+
+class DescribeClusterHandler:
+    def __init__(self, metadata: MetadataCache) -> None:
+        self._metadata = metadata
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.DESCRIBE_CLUSTER, ctx.version)
+        broker_cls = nested(schema, "DescribeClusterBroker")
+        endpoint_type = getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKERS)
+        if endpoint_type != ENDPOINT_TYPE_BROKERS:
+            return build(
+                schema,
+                throttle_time=0,
+                error_code=ErrorCode.unsupported_endpoint_type,
+                error_message="Only brokers are served as endpoints by this node",
+                endpoint_type=endpoint_type,
+                cluster_id=self._metadata.cluster_id,
+                controller_id=-1,
+                brokers=(),
+                cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+            )
+        brokers = tuple(build(broker_cls, broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in self._metadata.alive_brokers())
+        return build(
+            schema,
+            throttle_time=0,
+            error_code=0,
+            error_message=None,
+            endpoint_type=endpoint_type,
+            cluster_id=self._metadata.cluster_id,
+            controller_id=self._metadata.controller_id,
+            brokers=brokers,
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+        )
+
+
+class DescribeLogDirsHandler:
+    def __init__(self, replica_manager: ReplicaManager, config: BrokerConfig) -> None:
+        self._rm = replica_manager
+        self._config = config
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.DESCRIBE_LOG_DIRS, ctx.version)
+        result_cls = nested(schema, "DescribeLogDirsResult")
+        topic_cls = nested(schema, "DescribeLogDirsTopic")
+        part_cls = nested(schema, "DescribeLogDirsPartition")
+        wanted: set[tuple[str, int]] | None = None
+        if request.topics is not None:
+            wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+        by_topic: dict[str, list[object]] = {}
+        for (topic, index), partition in sorted(self._rm.partitions.items()):
+            if wanted is not None and (topic, index) not in wanted:
+                continue
+            by_topic.setdefault(topic, []).append(
+                build(part_cls, partition_index=index, partition_size=partition.log.size_in_bytes, offset_lag=0, is_future_key=False)
+            )
+        data_dir = self._config.data_dir.resolve()
+        usage = shutil.disk_usage(data_dir)
+        result = build(
+            result_cls,
+            error_code=0,
+            log_dir=str(data_dir),
+            topics=tuple(build(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()),
+            total_bytes=usage.total,
+            usable_bytes=usage.free,
+        )
+        return build(schema, throttle_time=0, error_code=0, results=(result,))

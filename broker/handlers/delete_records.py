@@ -1,0 +1,48 @@
+"""DeleteRecords: move a partition's log start offset forward."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka_apis import RequestContext
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+from storage.errors import StorageError
+
+HIGH_WATERMARK = -1
+
+
+class DeleteRecordsHandler:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache) -> None:
+        self._rm = replica_manager
+        self._metadata = metadata
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.DELETE_RECORDS, ctx.version)
+        topic_cls = nested(schema, "DeleteRecordsTopicResult")
+        part_cls = nested(schema, "DeleteRecordsPartitionResult")
+        topics = []
+        for t in request.topics:
+            parts = []
+            for p in t.partitions:
+                low, error = self._delete(t.name, p.partition_index, p.offset)
+                parts.append(build(part_cls, partition_index=p.partition_index, low_watermark=low, error_code=error))
+            topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))
+        return build(schema, throttle_time=0, topics=tuple(topics))
+
+    def _delete(self, topic: str, index: int, offset: int) -> tuple[int, int]:
+        partition = self._rm.get_partition(topic, index)
+        if partition is None:
+            known = self._metadata.image.has_partition(topic, index)
+            return -1, ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
+        target = partition.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0 or target > partition.high_watermark:
+            return -1, ErrorCode.offset_out_of_range
+        try:
+            partition.log.maybe_increment_log_start_offset(target)
+        except StorageError as e:
+            return -1, e.error_code
+        self._rm.fetch_purgatory.touch(partition.key)
+        return partition.log.log_start_offset, 0

@@ -1,0 +1,107 @@
+"""Metadata: brokers, controller, topics and their partition leaders; auto-creates topics."""
+
+from __future__ import annotations
+
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from broker.controller import QuorumController
+from broker.kafka_apis import RequestContext
+from broker.metadata_cache import MetadataCache
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+from raft.metadata_image import TopicImage
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
+
+
+class MetadataHandler:
+    def __init__(self, metadata: MetadataCache, controller: QuorumController, auto_create_enabled: bool) -> None:
+        self._metadata = metadata
+        self._controller = controller
+        self._auto_create = auto_create_enabled
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        version = ctx.version
+        image = self._metadata.image
+        requested = request.topics
+        topics: list[tuple[str | None, uuid.UUID | None, int, TopicImage | None]] = []
+        if requested is None or (version == 0 and not requested):
+            topics = [(t.name, t.topic_id, 0, t) for t in image.topics.values()]
+        else:
+            missing: list[str] = []
+            for entry in requested:
+                name = getattr(entry, "name", None)
+                topic_id = getattr(entry, "topic_id", None)
+                if name is None and topic_id is not None and topic_id.int != 0:
+                    found = image.topics_by_id.get(topic_id)
+                    topics.append((found.name if found else None, topic_id, 0 if found else ErrorCode.unknown_topic_id, found))
+                    continue
+                found = image.topics.get(name) if name is not None else None
+                if found is None and name is not None:
+                    missing.append(name)
+                topics.append((name, found.topic_id if found else None, 0 if found else ErrorCode.unknown_topic_or_partition, found))
+            allow = getattr(request, "allow_auto_topic_creation", True)
+            if missing and allow and self._auto_create:
+                created = await self._controller.auto_create_topics(missing)
+                image = self._metadata.image
+                topics = [self._after_create(entry, image, created) for entry in topics]
+        return self._response(version, topics)
+
+    @staticmethod
+    def _after_create(entry, image, created: dict[str, int]):  # type: ignore[no-untyped-def]
+        name, topic_id, error, found = entry
+        if found is not None or name not in created:
+            return entry
+        if created[name]:
+            return (name, None, created[name], None)
+        topic = image.topics.get(name)
+        if topic is None:
+            return (name, None, ErrorCode.leader_not_available, None)
+        return (name, topic.topic_id, 0, topic)
+
+    def _response(self, version: int, topics):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.METADATA, version)
+        broker_cls = nested(schema, "MetadataResponseBroker")
+        topic_cls = nested(schema, "MetadataResponseTopic")
+        part_cls = nested(schema, "MetadataResponsePartition")
+        brokers = tuple(build(broker_cls, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in self._metadata.alive_brokers())
+        out = []
+        for name, topic_id, error, topic in topics:
+            parts = ()
+            if topic is not None:
+                parts = tuple(
+                    build(
+                        part_cls,
+                        error_code=0,
+                        partition_index=index,
+                        leader_id=reg.leader,
+                        leader_epoch=reg.leader_epoch,
+                        replica_nodes=tuple(reg.replicas),
+                        isr_nodes=tuple(reg.isr),
+                        offline_replicas=(),
+                    )
+                    for index, reg in sorted(topic.partitions.items())
+                )
+            out.append(
+                build(
+                    topic_cls,
+                    error_code=error,
+                    name=name,
+                    topic_id=topic_id or uuid.UUID(int=0),
+                    is_internal=name in INTERNAL_TOPICS,
+                    partitions=parts,
+                    topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+                )
+            )
+        return build(
+            schema,
+            throttle_time=0,
+            brokers=brokers,
+            cluster_id=self._metadata.cluster_id,
+            controller_id=self._metadata.controller_id,
+            topics=tuple(out),
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+        )

@@ -1,0 +1,42 @@
+"""OffsetForLeaderEpoch: the end offset of a leader epoch, for truncation after a leader change."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from broker.handlers.list_offsets import check_leader_epoch
+from broker.kafka_apis import RequestContext
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+
+
+class OffsetForLeaderEpochHandler:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache) -> None:
+        self._rm = replica_manager
+        self._metadata = metadata
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.OFFSET_FOR_LEADER_EPOCH, ctx.version)
+        topic_cls = nested(schema, "OffsetForLeaderTopicResult")
+        part_cls = nested(schema, "EpochEndOffset")
+        topics = []
+        for t in request.topics:
+            parts = []
+            for p in t.partitions:
+                error, epoch, end = self._end_offset(t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+                parts.append(build(part_cls, error_code=error, partition=p.partition, leader_epoch=epoch, end_offset=end))
+            topics.append(build(topic_cls, topic=t.topic, partitions=tuple(parts)))
+        return build(schema, throttle_time=0, topics=tuple(topics))
+
+    def _end_offset(self, topic: str, index: int, current_epoch: int, epoch: int) -> tuple[int, int, int]:
+        partition = self._rm.get_partition(topic, index)
+        if partition is None:
+            known = self._metadata.image.has_partition(topic, index)
+            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition, -1, -1)
+        error = check_leader_epoch(partition, current_epoch)
+        if error:
+            return (error, -1, -1)
+        found_epoch, end = partition.log.end_offset_for_epoch(epoch)
+        return (0, found_epoch, end)

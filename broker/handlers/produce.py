@@ -1,0 +1,66 @@
+"""Produce: validate and append each partition's batches, answer per partition."""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka_apis import RequestContext
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ProduceResult, ReplicaManager
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+
+VALID_ACKS = (-1, 0, 1)
+
+
+class ProduceHandler:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache) -> None:
+        self._rm = replica_manager
+        self._metadata = metadata
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        acks = request.acks
+        if acks not in VALID_ACKS:
+            results = {
+                (t.name, p.index): ProduceResult(error_code=ErrorCode.invalid_required_acks)
+                for t in request.topic_data
+                for p in t.partition_data
+            }
+        else:
+            # A fresh bytearray per partition: offsets and epochs are rewritten in place.
+            entries = (
+                (t.name, p.index, None if p.records is None else memoryview(bytearray(p.records)))
+                for t in request.topic_data
+                for p in t.partition_data
+            )
+            results = self._rm.append_records(entries, self._metadata.image)
+        if acks == 0:
+            return None
+        return self._response(ctx.version, request, results)
+
+    @staticmethod
+    def _response(version: int, request, results: dict[tuple[str, int], ProduceResult]):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.PRODUCE, version)
+        topic_cls = nested(schema, "TopicProduceResponse")
+        part_cls = nested(schema, "PartitionProduceResponse")
+        topics = []
+        for t in request.topic_data:
+            parts = []
+            for p in t.partition_data:
+                r = results[(t.name, p.index)]
+                parts.append(
+                    build(
+                        part_cls,
+                        index=p.index,
+                        error_code=r.error_code,
+                        base_offset=r.base_offset,
+                        log_append_time=None if r.log_append_time < 0 else datetime.datetime.fromtimestamp(r.log_append_time / 1000, datetime.timezone.utc),
+                        log_start_offset=r.log_start_offset,
+                        record_errors=(),
+                        error_message=r.error_message,
+                    )
+                )
+            topics.append(build(topic_cls, name=t.name, partition_responses=tuple(parts)))
+        return build(schema, responses=tuple(topics), throttle_time=0)

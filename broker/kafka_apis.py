@@ -1,0 +1,63 @@
+"""Request dispatch: one handler per API, answers encoded in the request's version."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+import structlog
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+from broker.handlers.api_versions import unsupported_version_fallback
+from broker.network import ClientInfo, CloseConnection, Response
+from protocol.api_keys import SUPPORTED_APIS, ApiKey, is_supported
+from protocol.headers import RequestHeader
+from protocol.messages import decode_request, encode_response
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    header: RequestHeader
+    client: ClientInfo
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+HandlerResult = ResponsePayload | Response
+Handler = Callable[[RequestContext, Any], "HandlerResult | Awaitable[HandlerResult]"]
+
+
+class KafkaApis:
+    def __init__(self, handlers: dict[ApiKey, Handler]) -> None:
+        missing = set(SUPPORTED_APIS) - set(handlers)
+        if missing:
+            raise ValueError(f"no handler for api keys {sorted(missing)}")
+        self._handlers = handlers
+
+    def dispatch(self, header: RequestHeader, frame: bytearray, client: ClientInfo) -> Response | Awaitable[Response]:
+        key, version = header.api_key, header.api_version
+        if not is_supported(key, version):
+            if key == ApiKey.API_VERSIONS:
+                return [unsupported_version_fallback(header.correlation_id)]
+            # Kafka cannot parse such a request either and drops the connection.
+            raise CloseConnection(f"unsupported api key {key} version {version}")
+        request: RequestPayload = decode_request(key, version, frame, header.body_offset)
+        ctx = RequestContext(header, client)
+        result = self._handlers[ApiKey(key)](ctx, request)
+        if inspect.isawaitable(result):
+            return self._finish(ctx, result)
+        return self._encode(ctx, result)
+
+    async def _finish(self, ctx: RequestContext, pending: Awaitable[HandlerResult]) -> Response:
+        return self._encode(ctx, await pending)
+
+    @staticmethod
+    def _encode(ctx: RequestContext, result: HandlerResult) -> Response:
+        if result is None or isinstance(result, list):
+            return result
+        return [encode_response(ctx.header.api_key, ctx.version, ctx.header.correlation_id, result)]

@@ -1,0 +1,166 @@
+"""KafkaServer: start-up, the background schedules, and graceful shutdown of one node."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from typing import Awaitable, Callable
+
+import structlog
+
+from broker.config import BrokerConfig
+from broker.controller import QuorumController
+from broker.fetch_session import FetchSessionCache
+from broker.handlers.admin_configs import AlterConfigsHandler, DescribeConfigsHandler, IncrementalAlterConfigsHandler
+from broker.handlers.admin_topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
+from broker.handlers.api_versions import api_versions_response
+from broker.handlers.cluster import DescribeClusterHandler, DescribeLogDirsHandler
+from broker.handlers.delete_records import DeleteRecordsHandler
+from broker.handlers.fetch import FetchHandler
+from broker.handlers.list_offsets import ListOffsetsHandler
+from broker.handlers.metadata import MetadataHandler
+from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from broker.handlers.produce import ProduceHandler
+from broker.kafka_apis import KafkaApis, RequestContext
+from broker.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.network import SocketServer, TransferMetrics
+from broker.replica_manager import ReplicaManager
+from protocol.api_keys import ApiKey
+from raft.metadata_log import MetadataLog
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+
+log = structlog.get_logger()
+
+SHUTDOWN_GRACE_S = 10.0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.metrics = TransferMetrics()
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.socket_server: SocketServer | None = None
+
+    async def startup(self) -> None:
+        cfg = self.config
+        started = time.monotonic()
+        defaults = LogConfig.from_properties(cfg.topic_defaults())
+        self.log_manager = LogManager(cfg.data_dir, defaults, now_ms)
+        self.log_manager.startup()
+        cluster_id = self.log_manager.ensure_meta_properties(cfg.node_id, cfg.cluster_id)
+        listener = cfg.advertised_listener
+        endpoint = BrokerEndpoint(cfg.node_id, listener.host, listener.port)
+        self.metadata_log = MetadataLog.open(self.log_manager)
+        self.metadata = MetadataCache(cfg.node_id, cluster_id, endpoint, self.metadata_log.image)
+        self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, cfg.topic_defaults)
+        self.controller = QuorumController(cfg, self.metadata_log, self.metadata, self.replica_manager)
+        self.controller.bootstrap()
+        self.replica_manager.apply_image(self.metadata.image)
+
+        sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
+        handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {
+            ApiKey.API_VERSIONS: lambda ctx, req: api_versions_response(ctx.version),
+            ApiKey.METADATA: MetadataHandler(self.metadata, self.controller, cfg.auto_create_topics_enable),
+            ApiKey.PRODUCE: ProduceHandler(self.replica_manager, self.metadata),
+            ApiKey.FETCH: FetchHandler(self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes),
+            ApiKey.LIST_OFFSETS: ListOffsetsHandler(self.replica_manager, self.metadata),
+            ApiKey.CREATE_TOPICS: CreateTopicsHandler(self.controller),
+            ApiKey.DELETE_TOPICS: DeleteTopicsHandler(self.controller, self.metadata),
+            ApiKey.CREATE_PARTITIONS: CreatePartitionsHandler(self.controller),
+            ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(self.controller, self.metadata, cfg),
+            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(self.controller),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsHandler(self.controller),
+            ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(self.metadata),
+            ApiKey.DELETE_RECORDS: DeleteRecordsHandler(self.replica_manager, self.metadata),
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochHandler(self.replica_manager, self.metadata),
+            ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(self.replica_manager, cfg),
+        }
+        apis = KafkaApis(handlers)  # type: ignore[arg-type]
+        listen = cfg.listener
+        self.socket_server = SocketServer(
+            listen.host,
+            listen.port,
+            apis.dispatch,
+            max_request_size=cfg.socket_request_max_bytes,
+            max_in_flight=cfg.queued_max_requests,
+            metrics=self.metrics,
+        )
+        await self.socket_server.start()
+        self._schedule("log-retention", cfg.log_retention_check_interval_ms, self._retention)
+        self._schedule("log-flush", min(cfg.log_flush_scheduler_interval_ms, 2**31), self._flush)
+        self._schedule("recovery-point-checkpoint", cfg.log_flush_offset_checkpoint_interval_ms, self._checkpoint)
+        self._schedule("delete-segments", 1000, self._delete_segments)
+        log.info(
+            "broker.started",
+            node_id=cfg.node_id,
+            cluster_id=cluster_id,
+            listener=f"{listen.name}://{listen.host}:{self.socket_server.port}",
+            log_dir=str(cfg.data_dir),
+            partitions=len(self.replica_manager.partitions),
+            startup_s=round(time.monotonic() - started, 3),
+        )
+
+    def _schedule(self, name: str, interval_ms: int, job: Callable[[], Awaitable[None] | None]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    result = job()
+                    if result is not None:
+                        await result
+                except Exception:
+                    log.exception("scheduler.job_failed", job=name)
+
+        self._tasks.append(asyncio.create_task(loop(), name=name))
+
+    def _retention(self) -> None:
+        deleted = self.log_manager.cleanup_logs()
+        if deleted:
+            log.info("log.retention", segments_deleted=deleted)
+            self.replica_manager.fetch_purgatory.touch_all()
+
+    def _flush(self) -> None:
+        self.log_manager.flush_dirty_logs()
+
+    def _checkpoint(self) -> None:
+        self.log_manager.checkpoint_recovery_points()
+        self.log_manager.checkpoint_log_start_offsets()
+
+    def _delete_segments(self) -> None:
+        self.log_manager.delete_pending_segments()
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def wait_for_stop(self) -> None:
+        await self._stopping.wait()
+
+    async def shutdown(self) -> None:
+        log.info("broker.stopping")
+        if self.socket_server is not None:
+            await self.socket_server.stop_accepting()
+            self.replica_manager.fetch_purgatory.touch_all()
+            await self.socket_server.close_connections(SHUTDOWN_GRACE_S)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.log_manager.shutdown()
+        log.info("fetch.bytes", sendfile_bytes=self.metrics.sendfile_bytes, copied_bytes=self.metrics.copied_bytes)
+        log.info("broker.stopped")
+
+
+async def serve(config: BrokerConfig) -> None:
+    server = KafkaServer(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.request_stop)
+    await server.startup()
+    await server.wait_for_stop()
+    await server.shutdown()

@@ -1,0 +1,90 @@
+"""The APIs kbroker serves, their version ranges, and the kio entities behind them.
+
+Ranges are Kafka 4.x's (the lowest versions Kafka 4 still serves up to the highest both
+the specs in use and kio know), so current clients and librdkafka 2.0 (kcat 1.7) agree
+with us on a version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import cache
+
+from kio.index import load_request_schema, load_response_schema
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLUSTER = 60
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRange:
+    key: ApiKey
+    min_version: int
+    max_version: int
+    first_flexible: int
+
+
+SUPPORTED_APIS: dict[int, ApiRange] = {
+    r.key: r
+    for r in (
+        ApiRange(ApiKey.PRODUCE, 3, 11, 9),
+        ApiRange(ApiKey.FETCH, 4, 17, 12),
+        ApiRange(ApiKey.LIST_OFFSETS, 1, 10, 6),
+        ApiRange(ApiKey.METADATA, 0, 12, 9),
+        ApiRange(ApiKey.API_VERSIONS, 0, 4, 3),
+        ApiRange(ApiKey.CREATE_TOPICS, 2, 7, 5),
+        ApiRange(ApiKey.DELETE_TOPICS, 1, 6, 4),
+        ApiRange(ApiKey.DELETE_RECORDS, 0, 2, 2),
+        ApiRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, 4),
+        ApiRange(ApiKey.DESCRIBE_CONFIGS, 1, 4, 4),
+        ApiRange(ApiKey.ALTER_CONFIGS, 0, 2, 2),
+        ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
+        ApiRange(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
+        ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
+        ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
+    )
+}
+
+
+def is_supported(api_key: int, version: int) -> bool:
+    r = SUPPORTED_APIS.get(api_key)
+    return r is not None and r.min_version <= version <= r.max_version
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    return version >= SUPPORTED_APIS[api_key].first_flexible
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    # ApiVersions answers with header v0 even when flexible, so a client that does
+    # not yet know our versions can still read the reply (KIP-511).
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, version) else 0
+
+
+@cache
+def request_schema(api_key: int, version: int) -> type[RequestPayload]:
+    return load_request_schema(api_key, version)
+
+
+@cache
+def response_schema(api_key: int, version: int) -> type[ResponsePayload]:
+    return load_response_schema(api_key, version)

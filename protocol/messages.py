@@ -1,0 +1,51 @@
+"""Decode request bodies and encode response bodies through kio's entities."""
+
+from __future__ import annotations
+
+import io
+from functools import cache
+from typing import Any, Callable
+
+from kio.serial import entity_reader, entity_writer
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+from protocol.api_keys import request_schema, response_header_version, response_schema
+from protocol.frame import encode_size
+from protocol.headers import InvalidRequest, response_header
+
+
+@cache
+def _reader(api_key: int, version: int) -> Callable[[Any, int], Any]:
+    return entity_reader(request_schema(api_key, version))
+
+
+@cache
+def _writer(schema: type) -> Callable[[Any, Any], None]:
+    return entity_writer(schema)
+
+
+def decode_request(api_key: int, version: int, frame: bytes | bytearray | memoryview, offset: int) -> RequestPayload:
+    try:
+        request, _ = _reader(api_key, version)(frame, offset)
+    except InvalidRequest:
+        raise
+    except Exception as e:  # kio raises several types for malformed input
+        raise InvalidRequest(f"cannot decode api {api_key} v{version}: {e}") from e
+    return request
+
+
+def encode_body(body: ResponsePayload) -> bytes:
+    out = io.BytesIO()
+    _writer(type(body))(out, body)
+    return out.getvalue()
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: ResponsePayload) -> bytes:
+    """A whole response frame: size, header and body."""
+    header = response_header(correlation_id, response_header_version(api_key, version))
+    payload = encode_body(body)
+    return encode_size(len(header) + len(payload)) + header + payload
+
+
+def response_type(api_key: int, version: int) -> type[ResponsePayload]:
+    return response_schema(api_key, version)

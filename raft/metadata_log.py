@@ -1,0 +1,87 @@
+"""The `__cluster_metadata-0` log of a single-voter KRaft quorum, and the image it replays into.
+
+With one voter a record is committed as soon as it is durable on this node, so an
+append is: one batch, one write, one fsync, then apply. The Raft issue replaces the
+commit rule (a majority of voters) and keeps this log format and the replay.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Iterator, Sequence
+
+import structlog
+
+from protocol.records import build_batch, iter_batches, iter_records
+from raft.metadata_image import MetadataImage
+from raft.metadata_records import MetadataRecord, decode_metadata_record
+from storage.log import Log
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+
+log = structlog.get_logger()
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed Uuid.METADATA_TOPIC_ID
+LEADER_EPOCH = 1
+READ_CHUNK = 1 << 20
+
+# The metadata log is never trimmed by retention: until snapshots exist it is the only
+# copy of the cluster's state.
+METADATA_LOG_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete", "segment.bytes": str(64 << 20)}
+
+
+class MetadataLog:
+    def __init__(self, metadata_log: Log, image: MetadataImage) -> None:
+        self._log = metadata_log
+        self.image = image
+
+    @classmethod
+    def open(cls, log_manager: LogManager) -> "MetadataLog":
+        config = LogConfig.from_properties(METADATA_LOG_CONFIG)
+        metadata_log = log_manager.get_or_create_log(METADATA_TOPIC, 0, config, METADATA_TOPIC_ID)
+        metadata_log.update_config(config)
+        image = MetadataImage()
+        count = 0
+        started = time.monotonic()
+        for offset, record in cls._replay(metadata_log):
+            image.apply(record, offset)
+            count += 1
+        log.info("metadata.replayed", records=count, topics=len(image.topics), seconds=round(time.monotonic() - started, 3))
+        return cls(metadata_log, image)
+
+    @staticmethod
+    def _replay(metadata_log: Log) -> Iterator[tuple[int, MetadataRecord]]:
+        offset = metadata_log.log_start_offset
+        end = metadata_log.log_end_offset
+        while offset < end:
+            info = metadata_log.read(offset, READ_CHUNK, end, True)
+            if not info.regions:
+                return
+            for region in info.regions:
+                data = os.pread(region.fd, region.length, region.position)
+                for header, batch in iter_batches(data):
+                    for record in iter_records(batch, header):
+                        if record.offset >= offset and record.value is not None:
+                            yield record.offset, decode_metadata_record(record.value)
+                    offset = max(offset, header.next_offset)
+
+    @property
+    def is_empty(self) -> bool:
+        return self._log.log_end_offset == self._log.log_start_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._log.log_end_offset
+
+    def append(self, records: Sequence[MetadataRecord]) -> int:
+        """Append, make durable, apply; returns the offset of the last record."""
+        now = time.time_ns() // 1_000_000
+        batch = build_batch([(None, r.encode(), (), now) for r in records], partition_leader_epoch=LEADER_EPOCH)
+        info = self._log.append_as_leader(memoryview(bytearray(batch)), LEADER_EPOCH)
+        self._log.flush()
+        for i, record in enumerate(records):
+            self.image.apply(record, info.first_offset + i)
+        return info.last_offset

@@ -1,0 +1,115 @@
+"""Frames, request headers, API ranges and the sendfile-shaped FetchResponse encoder."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.serial import entity_reader
+
+from protocol.api_keys import SUPPORTED_APIS, is_flexible, response_schema
+from protocol.fetch_response import FetchPartitionResult, FetchTopicResult, encode_fetch_response
+from protocol.frame import FrameDecoder, FrameTooLarge
+from protocol.headers import InvalidRequest, parse_request_header
+
+SPECS = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol" / "message"
+
+
+@given(st.lists(st.binary(max_size=300), max_size=20), st.integers(min_value=1, max_value=64))
+@settings(max_examples=200)
+def test_frames_survive_any_split(payloads: list[bytes], step: int) -> None:
+    stream = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    decoder = FrameDecoder(1 << 20)
+    out: list[bytes] = []
+    for i in range(0, len(stream), step):
+        out.extend(bytes(f) for f in decoder.feed(stream[i : i + step]))
+    assert out == payloads
+    assert decoder.buffered == 0
+
+
+@pytest.mark.parametrize("size", [-1, -2**31, 1 << 20 + 1, 2**31 - 1])
+def test_frame_size_out_of_bounds_is_refused_before_buffering(size: int) -> None:
+    with pytest.raises(FrameTooLarge):
+        FrameDecoder(1 << 20).feed(struct.pack(">i", size) + b"xx")
+
+
+def _header(api_key: int, version: int, correlation: int, client_id: bytes | None, tagged: bytes = b"") -> bytes:
+    cid = struct.pack(">h", -1) if client_id is None else struct.pack(">h", len(client_id)) + client_id
+    return struct.pack(">hhi", api_key, version, correlation) + cid + tagged
+
+
+def test_request_header_v1_and_v2() -> None:
+    h = parse_request_header(_header(3, 1, 42, b"me") + b"BODY")
+    assert (h.api_key, h.api_version, h.correlation_id, h.client_id) == (3, 1, 42, "me")
+    assert h.body_offset == 12
+    # v12 Metadata is flexible: header v2 carries tagged fields (here one, tag 5, 2 bytes).
+    h = parse_request_header(_header(3, 12, 7, None, b"\x01\x05\x02ab") + b"BODY")
+    assert h.client_id is None and h.body_offset == 10 + 5
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [b"", b"\x00\x03\x00", _header(3, 1, 1, b"x")[:-1] + b"", struct.pack(">hhih", 3, 1, 1, 50) + b"short", struct.pack(">hhih", 3, 1, 1, -7)],
+)
+def test_malformed_headers_raise(frame: bytes) -> None:
+    with pytest.raises(InvalidRequest):
+        parse_request_header(frame)
+
+
+def test_supported_ranges_match_kafka_specs() -> None:
+    if not SPECS.is_dir():
+        pytest.skip("../shared/kafka-protocol is not present")
+    by_key = {}
+    for path in SPECS.glob("*Request.json"):
+        text = "\n".join(line for line in path.read_text().splitlines() if not line.strip().startswith("//"))
+        spec = json.loads(text)
+        by_key[spec["apiKey"]] = spec
+    for key, r in SUPPORTED_APIS.items():
+        spec = by_key[key]
+        low, high = (int(x) for x in spec["validVersions"].split("-"))
+        assert low <= r.min_version <= r.max_version <= high, spec["name"]
+        flex = re.match(r"(\d+)\+", spec["flexibleVersions"])
+        first_flexible = int(flex.group(1)) if flex else 10**6
+        for v in range(r.min_version, r.max_version + 1):
+            assert is_flexible(key, v) == (v >= first_flexible), (spec["name"], v)
+
+
+class _Bytes:
+    """A stand-in region: the encoder only asks for its length; the test splices the bytes in."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.length = len(data)
+
+
+@pytest.mark.parametrize("version", range(4, 18))
+def test_fetch_response_decodes_with_kio(version: int) -> None:
+    topic_id = uuid.uuid4()
+    records = b"R" * 70
+    part = FetchPartitionResult(3, high_watermark=10, last_stable_offset=9, log_start_offset=2, aborted_transactions=[(5, 6)], records=[_Bytes(records)])
+    empty = FetchPartitionResult(4, error_code=1, high_watermark=-1)
+    chunks = encode_fetch_response(version, 99, [FetchTopicResult("t", topic_id, [part, empty])], session_id=77)
+    wire = b"".join(c.data if isinstance(c, _Bytes) else bytes(c) for c in chunks)
+    (size,) = struct.unpack_from(">i", wire)
+    assert size == len(wire) - 4
+    (correlation,) = struct.unpack_from(">i", wire, 4)
+    assert correlation == 99
+    body_at = 8 + (1 if version >= 12 else 0)
+    resp, _ = entity_reader(response_schema(1, version))(wire, body_at)
+    topic = resp.responses[0]
+    assert (topic.topic_id if version >= 13 else topic.topic) == (topic_id if version >= 13 else "t")
+    p0, p1 = topic.partitions
+    assert p0.partition_index == 3 and p0.high_watermark == 10 and p0.last_stable_offset == 9
+    assert bytes(p0.records) == records
+    assert p0.aborted_transactions[0].producer_id == 5
+    assert p1.error_code == 1
+    if version >= 5:
+        assert p0.log_start_offset == 2
+    if version >= 7:
+        assert resp.session_id == 77
