@@ -142,6 +142,11 @@ class Connection:
                 self._log.warning("connection.closed_by_handler", reason=str(e))
                 self._sock.shutdown(socket.SHUT_RDWR)
                 return
+            except Exception:
+                # A handler bug must not take the broker down; this client reconnects.
+                self._log.exception("connection.handler_failed")
+                self._sock.shutdown(socket.SHUT_RDWR)
+                return
             if chunks is None:
                 continue
             for chunk in chunks:

@@ -36,5 +36,10 @@ def nested(schema: type, name: str) -> type:
     return getattr(sys.modules[schema.__module__], name)  # type: ignore[no-any-return]
 
 
+def nested_or_none(schema: type, name: str) -> type | None:
+    """Like ``nested`` for entities that only some versions have."""
+    return getattr(sys.modules[schema.__module__], name, None)
+
+
 def has_field(schema: type, name: str) -> bool:
     return name in schema.__dataclass_fields__  # type: ignore[attr-defined]

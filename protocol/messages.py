@@ -26,7 +26,7 @@ def _writer(schema: type) -> Callable[[Any, Any], None]:
 
 def decode_request(api_key: int, version: int, frame: bytes | bytearray | memoryview, offset: int) -> RequestPayload:
     try:
-        request, _ = _reader(api_key, version)(frame, offset)
+        request, _ = _reader(api_key, version)(memoryview(frame).toreadonly(), offset)
     except InvalidRequest:
         raise
     except Exception as e:  # kio raises several types for malformed input

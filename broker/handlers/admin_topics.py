@@ -10,7 +10,7 @@ from broker.controller import QuorumController
 from broker.kafka_apis import RequestContext
 from broker.metadata_cache import MetadataCache
 from protocol.api_keys import ApiKey, response_schema
-from protocol.entities import build, nested
+from protocol.entities import build, nested, nested_or_none
 from raft.controller_logic import CreatableTopic
 
 CONFIG_SOURCE_TOPIC = 1
@@ -35,11 +35,11 @@ class CreateTopicsHandler:
         results = await self._controller.create_topics(topics, validate_only=request.validate_only)
         schema = response_schema(ApiKey.CREATE_TOPICS, ctx.version)
         result_cls = nested(schema, "CreatableTopicResult")
-        config_cls = nested(schema, "CreatableTopicConfigs")
+        config_cls = nested_or_none(schema, "CreatableTopicConfigs")
         out = []
         for r in results:
             configs = None
-            if r.error_code == 0:
+            if r.error_code == 0 and config_cls is not None:
                 overrides = r.configs or {}
                 configs = tuple(
                     build(
