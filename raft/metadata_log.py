@@ -63,7 +63,7 @@ class MetadataLog:
             for region in info.regions:
                 data = os.pread(region.fd, region.length, region.position)
                 for header, batch in iter_batches(data):
-                    for record in iter_records(batch, header):
+                    for record in iter_records(batch):
                         if record.offset >= offset and record.value is not None:
                             yield record.offset, decode_metadata_record(record.value)
                     offset = max(offset, header.next_offset)
