@@ -119,7 +119,8 @@ def main() -> None:
     pid = proc.pid if proc else None
     try:
         topic = f"bench-{int(time.time())}"
-        AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future resolves
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
         phases = [
             measure("produce", pid, args.records, args.size, lambda: produce(bootstrap, topic, args.records, args.size)),
             measure("consume (fetch.queue.backoff.ms=0)", pid, args.records, args.size, lambda: consume(bootstrap, topic, args.records, 0)),
