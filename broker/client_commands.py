@@ -7,7 +7,7 @@ import time
 from typing import Any, NoReturn, TextIO
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, ResourceType
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -92,14 +92,15 @@ def topics_describe(bootstrap: str, name: str | None, out: TextIO = sys.stdout) 
         parts = topic.partitions
         rf = len(next(iter(parts.values())).replicas) if parts else 0
         cfg = ",".join(f"{k}={v}" for k, v in sorted(configs.get(n, {}).items()))
-        print(f"Topic: {n}\tTopicId: {getattr(topic, 'topic_id', '')}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {cfg}", file=out)
+        print(f"Topic: {n}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {cfg}", file=out)
         for index in sorted(parts):
             p = parts[index]
             print(f"\tTopic: {n}\tPartition: {index}\tLeader: {p.leader}\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isrs))}", file=out)
 
 
 def topics_delete(bootstrap: str, name: str) -> None:
-    if not _wait(admin(bootstrap).delete_topics([name]), "cannot delete topic"):
+    client = admin(bootstrap)  # kept alive until the futures resolve
+    if not _wait(client.delete_topics([name]), "cannot delete topic"):
         raise SystemExit(1)
     print(f"Deleted topic {name}.")
 
@@ -118,11 +119,14 @@ def topics_alter(bootstrap: str, name: str, partitions: int | None, set_configs:
 def configs_describe(bootstrap: str, entity_type: str, entity_name: str, out: TextIO = sys.stdout) -> None:
     client = admin(bootstrap)
     resource = ConfigResource(_resource_type(entity_type), entity_name)
-    entries = client.describe_configs([resource])[resource].result(timeout=30)
+    try:
+        entries = client.describe_configs([resource])[resource].result(timeout=30)
+    except KafkaException as e:
+        fail(f"cannot describe {entity_type} {entity_name}: {e.args[0].str()}")
     print(f"Configs for {entity_type.rstrip('s')} {entity_name} are:", file=out)
     for key in sorted(entries):
         e = entries[key]
-        print(f"  {key}={e.value} ({e.source.name if hasattr(e.source, 'name') else e.source})", file=out)
+        print(f"  {key}={e.value} ({ConfigSource(e.source).name})", file=out)
 
 
 def configs_alter(bootstrap: str, entity_type: str, entity_name: str, set_configs: dict[str, str], delete_configs: list[str], client: AdminClient | None = None) -> bool:
