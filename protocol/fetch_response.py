@@ -7,10 +7,13 @@ framing around them is built in Python.
 
 from __future__ import annotations
 
+import io
 import struct
 import uuid
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
+
+from kio.serial.writers import write_unsigned_varint
 
 from protocol.frame import encode_size
 from protocol.headers import response_header
@@ -52,12 +55,9 @@ class FetchTopicResult:
 
 
 def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    out = io.BytesIO()
+    write_unsigned_varint(out, value)
+    return out.getvalue()
 
 
 def _array_len(n: int, flexible: bool) -> bytes:

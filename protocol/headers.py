@@ -5,6 +5,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from kio.serial.errors import DecodeError
+from kio.serial.readers import read_unsigned_varint
+
 from protocol.api_keys import is_flexible, is_supported
 
 _FIXED = struct.Struct(">hhi")
@@ -25,18 +28,13 @@ class RequestHeader:
 
 
 def read_uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    for _ in range(5):
-        if pos >= len(buf):
-            raise InvalidRequest("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-    raise InvalidRequest("varint longer than 5 bytes")
+    """The unsigned varint at ``pos`` and the position after it."""
+    try:
+        # kio reads only read-only buffers; a view over the frame costs no copy.
+        value, size = read_unsigned_varint(memoryview(buf).toreadonly(), pos)
+    except (DecodeError, ValueError) as e:
+        raise InvalidRequest(f"bad varint: {e}") from None
+    return value, pos + size
 
 
 def skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int) -> int:

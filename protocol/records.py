@@ -1,23 +1,52 @@
-"""Records inside v2 batches: full decoding and building, for tools, tests, the metadata log
-and the cleaner. Never used on the produce or fetch path, which keep batches as bytes.
+"""The records inside v2 batches, fully decoded and built.
+
+For the places that need every record: tests, the CLI consumer, the metadata log and the
+log cleaner. The produce and fetch paths never come here; they keep batches as bytes and
+look only at the fixed header (protocol/record_batch.py).
+
+A record inside a batch (DefaultRecord in Kafka)::
+
+    length          varint   bytes after this field
+    attributes      int8     unused
+    timestampDelta  varlong  from the batch's baseTimestamp
+    offsetDelta     varint   from the batch's baseOffset
+    keyLength       varint   -1 for a null key
+    key             bytes
+    valueLength     varint   -1 for a null value
+    value           bytes
+    headersCount    varint
+    headers         (keyLength varint, key utf-8, valueLength varint (-1 null), value)*
+
+Varints are zigzag-encoded (protobuf's sint32/sint64). The records section is compressed
+as a whole when the batch names a codec.
 """
 
 from __future__ import annotations
 
+import io
 import struct
-import time
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterator, Sequence
+from typing import BinaryIO, Iterator, Protocol, Sequence
 
 import crc32c
+from kio.records.readers import read_signed_compact_string_as_bytes_nullable
+from kio.records.writers import write_signed_compact_bytes
+from kio.serial.errors import DecodeError
+from kio.serial.readers import read_signed_varint, read_signed_varlong
+from kio.serial.writers import write_signed_varint, write_signed_varlong
 
-from protocol.compression import compress, decompress
+from protocol.compression import CompressionType, compress, decompress
 from protocol.record_batch import (
     ATTRIBUTES,
     CONTROL_MASK,
+    CRC,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
@@ -25,11 +54,26 @@ from protocol.record_batch import (
     read_header,
 )
 
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+MAGIC_V2 = 2
+
+# Every field of the fixed header, CRC included (as zero until computed).
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC = struct.Struct(">I")
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_END_TXN_MARKER = struct.Struct(">hi")  # version, coordinatorEpoch
+CONTROL_RECORD_VERSION = 0
+END_TXN_MARKER_VERSION = 0
+
 Header = tuple[str, bytes | None]
 
 
 class InvalidRecordError(ValueError):
-    pass
+    """Record data that does not decode: lengths past the end, bad varints, wrong sizes."""
 
 
 class ControlRecordType(IntEnum):
@@ -46,118 +90,191 @@ class Record:
     headers: tuple[Header, ...] = ()
 
 
-def encode_varint(value: int) -> bytes:
-    """Zigzag varint (Kafka's signed varint/varlong)."""
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+class RecordLike(Protocol):
+    @property
+    def key(self) -> bytes | None: ...
 
+    @property
+    def value(self) -> bytes | None: ...
 
-def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise InvalidRecordError("varint runs past the end of the record")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise InvalidRecordError("varint too long")
-    return (result >> 1) ^ -(result & 1), pos
+    @property
+    def headers(self) -> Sequence[Header]: ...
 
-
-def _read_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
-    length, pos = decode_varint(buf, pos)
-    if length < 0:
-        return None, pos
-    if pos + length > len(buf):
-        raise InvalidRecordError("field runs past the end of the record")
-    return bytes(buf[pos : pos + length]), pos + length
-
-
-def iter_records(batch: bytes | memoryview, header: BatchHeader | None = None) -> Iterator[Record]:
-    """Decode every record of one batch (decompressing if needed)."""
-    if header is None:
-        header = read_header(batch)
-    start = header.position + HEADER_SIZE
-    body = batch[start : header.position + header.size]
-    data = decompress(header.compression, body) if header.compression else body
-    log_append = header.attributes & TIMESTAMP_TYPE_MASK
-    pos = 0
-    for _ in range(header.records_count):
-        length, pos = decode_varint(data, pos)
-        end = pos + length
-        if end > len(data):
-            raise InvalidRecordError("record runs past the end of the batch")
-        pos += 1  # attributes
-        ts_delta, pos = decode_varint(data, pos)
-        offset_delta, pos = decode_varint(data, pos)
-        key, pos = _read_bytes(data, pos)
-        value, pos = _read_bytes(data, pos)
-        count, pos = decode_varint(data, pos)
-        headers = []
-        for _ in range(count):
-            hkey, pos = _read_bytes(data, pos)
-            hvalue, pos = _read_bytes(data, pos)
-            headers.append(((hkey or b"").decode("utf-8", "replace"), hvalue))
-        if pos != end:
-            raise InvalidRecordError("record length does not match its fields")
-        timestamp = header.max_timestamp if log_append else header.base_timestamp + ts_delta
-        yield Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers))
-
-
-def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[BatchHeader, memoryview]]:
-    view = memoryview(buf)
-    for header in iter_headers(view):
-        yield header, view[header.position : header.position + header.size]
-
-
-def _encode_bytes(value: bytes | None) -> bytes:
-    return encode_varint(-1) if value is None else encode_varint(len(value)) + value
+    @property
+    def timestamp(self) -> int: ...
 
 
 RecordInput = tuple[bytes | None, bytes | None, Sequence[Header], int]
 
 
+def write_varint(out: BinaryIO, value: int) -> None:
+    """Append ``value`` (an int32) as a zigzag varint."""
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise ValueError(f"{value} does not fit a varint (int32)")
+    write_signed_varint(out, value)
+
+
+def write_varlong(out: BinaryIO, value: int) -> None:
+    """Append ``value`` (an int64) as a zigzag varlong."""
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError(f"{value} does not fit a varlong (int64)")
+    write_signed_varlong(out, value)
+
+
+def encode_varint(value: int) -> bytes:
+    out = io.BytesIO()
+    write_varint(out, value)
+    return out.getvalue()
+
+
+def encode_varlong(value: int) -> bytes:
+    out = io.BytesIO()
+    write_varlong(out, value)
+    return out.getvalue()
+
+
+def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """The zigzag varint (int32, at most 5 bytes) at ``pos`` and the position after it."""
+    try:
+        value, size = read_signed_varint(buf, pos)
+    except (DecodeError, ValueError) as e:
+        raise InvalidRecordError(f"bad varint at {pos}: {e}") from None
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise InvalidRecordError(f"varint at {pos} overflows int32")
+    return value, pos + size
+
+
+def decode_varlong(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """The zigzag varlong (int64, at most 10 bytes) at ``pos`` and the position after it."""
+    try:
+        value, size = read_signed_varlong(buf, pos)
+    except (DecodeError, ValueError) as e:
+        raise InvalidRecordError(f"bad varlong at {pos}: {e}") from None
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidRecordError(f"varlong at {pos} overflows int64")
+    return value, pos + size
+
+
+def _read_nullable_bytes(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
+    try:
+        value, size = read_signed_compact_string_as_bytes_nullable(buf, pos)
+    except (DecodeError, ValueError) as e:
+        raise InvalidRecordError(f"bad length-prefixed field at {pos}: {e}") from None
+    return value, pos + size
+
+
+def iter_records(batch: bytes | memoryview, header: BatchHeader | None = None) -> Iterator[Record]:
+    """Every record of one batch, decompressing the records section if needed.
+
+    ``batch`` starts at the batch's first byte; ``header`` (read from ``batch`` when not
+    given) supplies the fields, and its ``position`` is ignored, so headers from
+    ``iter_batches`` or ``iter_headers`` over a larger buffer fit. The CRC is not checked
+    here (``record_batch.is_crc_valid`` does that). Raises InvalidRecordError for records
+    that do not decode, CompressionError for a records section that does not decompress.
+    """
+    if header is None:
+        header = read_header(batch)
+    if len(batch) < header.size:
+        raise InvalidRecordError(f"batch of {header.size} bytes cut at {len(batch)}")
+    section = memoryview(batch)[HEADER_SIZE : header.size]
+    # A memoryview, so that slicing out each record does not copy the rest.
+    data = memoryview(decompress(header.compression, section)) if header.compression else section
+    log_append_time = header.is_log_append_time
+    pos = 0
+    for _ in range(header.records_count):
+        record, pos = _read_record(data, pos, header, log_append_time)
+        yield record
+    if pos != len(data):
+        raise InvalidRecordError(f"{len(data) - pos} bytes left after the batch's {header.records_count} records")
+
+
+def _read_record(data: memoryview, pos: int, header: BatchHeader, log_append_time: bool) -> tuple[Record, int]:
+    length, start = decode_varint(data, pos)
+    end = start + length
+    if length < 0 or end > len(data):
+        raise InvalidRecordError(f"record of {length} bytes at {start} runs past the records section ({len(data)} bytes)")
+    body = data[:end]  # so that no field reads into the next record
+    pos = start + 1  # attributes: no record-level attribute is defined
+    timestamp_delta, pos = decode_varlong(body, pos)
+    offset_delta, pos = decode_varint(body, pos)
+    key, pos = _read_nullable_bytes(body, pos)
+    value, pos = _read_nullable_bytes(body, pos)
+    count, pos = decode_varint(body, pos)
+    if count < 0:
+        raise InvalidRecordError(f"negative header count {count}")
+    headers = []
+    for _ in range(count):
+        header_key, pos = _read_nullable_bytes(body, pos)
+        if header_key is None:
+            raise InvalidRecordError("null header key")
+        header_value, pos = _read_nullable_bytes(body, pos)
+        # Java's String(bytes, UTF_8) replaces malformed sequences rather than failing.
+        headers.append((header_key.decode("utf-8", "replace"), header_value))
+    if pos != end:
+        raise InvalidRecordError(f"record declares {length} bytes but its fields take {pos - start}")
+    timestamp = header.max_timestamp if log_append_time else header.base_timestamp + timestamp_delta
+    return Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers)), end
+
+
+def iter_batches(buf: bytes | memoryview) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Each whole batch in ``buf`` with a view of its bytes; a trailing partial batch is skipped.
+
+    A header's ``position`` is where its batch starts in ``buf``.
+    """
+    view = memoryview(buf)
+    for header in iter_headers(view):
+        yield header, view[header.position : header.position + header.size]
+
+
+def _fields(record: RecordInput | RecordLike) -> RecordInput:
+    if isinstance(record, tuple):
+        return record
+    return record.key, record.value, record.headers, record.timestamp
+
+
+def _write_record(out: io.BytesIO, offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> None:
+    body = io.BytesIO()
+    body.write(b"\x00")
+    write_varlong(body, timestamp_delta)
+    write_varint(body, offset_delta)
+    write_signed_compact_bytes(body, key)
+    write_signed_compact_bytes(body, value)
+    write_varint(body, len(headers))
+    for header_key, header_value in headers:
+        write_signed_compact_bytes(body, header_key.encode("utf-8"))
+        write_signed_compact_bytes(body, header_value)
+    write_varint(out, body.tell())
+    out.write(body.getbuffer())
+
+
 def build_batch(
-    records: Sequence[RecordInput],
+    records: Sequence[RecordInput | RecordLike],
     *,
     base_offset: int = 0,
-    compression: int = 0,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
+    compression: int = CompressionType.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
     is_transactional: bool = False,
     is_control: bool = False,
-    partition_leader_epoch: int = -1,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     timestamp_type_log_append: bool = False,
 ) -> bytes:
-    """A complete v2 batch of (key, value, headers, timestamp) records, CRC included."""
+    """A complete v2 batch (Kafka's MemoryRecordsBuilder), CRC32C included.
+
+    ``records`` are (key, value, headers, timestamp) tuples or objects with those
+    attributes (a Record's offset is not used). They get offset deltas 0..n-1;
+    baseTimestamp is the first record's timestamp and maxTimestamp the largest.
+    """
     if not records:
         raise ValueError("a batch holds at least one record")
-    base_ts = records[0][3]
-    max_ts = max(r[3] for r in records)
-    body = bytearray()
-    for delta, (key, value, headers, ts) in enumerate(records):
-        rec = bytearray(b"\x00")
-        rec += encode_varint(ts - base_ts)
-        rec += encode_varint(delta)
-        rec += _encode_bytes(key)
-        rec += _encode_bytes(value)
-        rec += encode_varint(len(headers))
-        for hkey, hvalue in headers:
-            rec += _encode_bytes(hkey.encode())
-            rec += _encode_bytes(hvalue)
-        body += encode_varint(len(rec)) + rec
-    payload = compress(compression, bytes(body)) if compression else bytes(body)
+    entries = [_fields(r) for r in records]
+    base_timestamp = entries[0][3]
+    max_timestamp = max(e[3] for e in entries)
+    section = io.BytesIO()
+    for offset_delta, (key, value, headers, timestamp) in enumerate(entries):
+        _write_record(section, offset_delta, timestamp - base_timestamp, key, value, headers)
+    payload = compress(compression, section.getvalue()) if compression else section.getvalue()
     attributes = compression
     if timestamp_type_log_append:
         attributes |= TIMESTAMP_TYPE_MASK
@@ -165,12 +282,30 @@ def build_batch(
         attributes |= TRANSACTIONAL_MASK
     if is_control:
         attributes |= CONTROL_MASK
-    tail = struct.pack(">hiqqqhii", attributes, len(records) - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records)) + payload
-    crc = crc32c.crc32c(tail)
-    length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
-    head = struct.pack(">qiibI", base_offset, length, partition_leader_epoch, 2, crc)
-    assert len(head) == ATTRIBUTES
-    return head + tail
+    out = bytearray(HEADER_SIZE + len(payload))
+    try:
+        _BATCH_HEADER.pack_into(
+            out,
+            0,
+            base_offset,
+            HEADER_SIZE - LOG_OVERHEAD + len(payload),
+            partition_leader_epoch,
+            MAGIC_V2,
+            0,
+            attributes,
+            len(entries) - 1,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(entries),
+        )
+    except struct.error as e:
+        raise ValueError(f"batch header field out of range: {e}") from None
+    out[HEADER_SIZE:] = payload
+    _CRC.pack_into(out, CRC, crc32c.crc32c(memoryview(out)[ATTRIBUTES:]))
+    return bytes(out)
 
 
 def build_control_batch(
@@ -178,15 +313,15 @@ def build_control_batch(
     producer_id: int,
     producer_epoch: int,
     coordinator_epoch: int,
-    timestamp: int | None = None,
+    timestamp: int,
     base_offset: int = 0,
-    partition_leader_epoch: int = -1,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
-    ts = time.time_ns() // 1_000_000 if timestamp is None else timestamp
-    key = struct.pack(">hh", 0, int(kind))
-    value = struct.pack(">hi", 0, coordinator_epoch)
+    """A transaction marker: one COMMIT or ABORT control record in a transactional batch."""
+    key = _CONTROL_KEY.pack(CONTROL_RECORD_VERSION, kind)
+    value = _END_TXN_MARKER.pack(END_TXN_MARKER_VERSION, coordinator_epoch)
     return build_batch(
-        [(key, value, (), ts)],
+        [(key, value, (), timestamp)],
         base_offset=base_offset,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
@@ -197,8 +332,19 @@ def build_control_batch(
 
 
 def parse_control_record(record: Record) -> tuple[ControlRecordType, int]:
-    if record.key is None or len(record.key) < 4 or record.value is None or len(record.value) < 6:
-        raise InvalidRecordError("not a control record")
-    _, kind = struct.unpack_from(">hh", record.key)
-    _, coordinator_epoch = struct.unpack_from(">hi", record.value)
-    return ControlRecordType(kind), coordinator_epoch
+    """The marker type and coordinator epoch of a transaction marker record."""
+    if record.key is None or len(record.key) < _CONTROL_KEY.size:
+        raise InvalidRecordError("a control record key is 4 bytes: version, type")
+    version, kind = _CONTROL_KEY.unpack_from(record.key)
+    if version < 0:
+        raise InvalidRecordError(f"negative control record version {version}")
+    try:
+        marker = ControlRecordType(kind)
+    except ValueError:
+        raise InvalidRecordError(f"control record type {kind} is not a transaction marker") from None
+    if record.value is None or len(record.value) < _END_TXN_MARKER.size:
+        raise InvalidRecordError("a transaction marker value is 6 bytes: version, coordinatorEpoch")
+    marker_version, coordinator_epoch = _END_TXN_MARKER.unpack_from(record.value)
+    if marker_version < 0:
+        raise InvalidRecordError(f"negative transaction marker version {marker_version}")
+    return marker, coordinator_epoch
