@@ -1,34 +1,58 @@
-"""Kafka's offset checkpoint files: "0", a count, then "topic partition offset" lines."""
+"""Kafka's OffsetCheckpointFile: "0", a count, then "<topic> <partition> <offset>" lines.
+
+Used for `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and (later)
+`replication-offset-checkpoint`. Written to a `.tmp` sibling, fsynced, renamed over the
+old file and the directory fsynced, so a crash leaves either the old or the new content.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping
 
 VERSION = 0
 
 
-def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+class CheckpointError(ValueError):
+    pass
+
+
+def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
     lines = [str(VERSION), str(len(offsets))] + [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         f.write("\n".join(lines) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """The offsets in ``path``; {} when it does not exist, CheckpointError when it is malformed."""
     if not path.exists():
         return {}
-    lines = path.read_text().split("\n")
-    if len(lines) < 2 or lines[0].strip() != str(VERSION):
-        raise ValueError(f"{path}: unknown checkpoint version")
-    count = int(lines[1])
-    out = {}
-    for line in lines[2 : 2 + count]:
-        topic, partition, offset = line.split()
-        out[(topic, int(partition))] = int(offset)
+    lines = path.read_text().splitlines()
+    try:
+        if not lines or int(lines[0]) != VERSION:
+            raise CheckpointError(f"{path}: unknown checkpoint version {lines[:1]}")
+        count = int(lines[1])
+        out: dict[tuple[str, int], int] = {}
+        for line in lines[2 : 2 + count]:
+            topic, partition, offset = line.split()
+            out[(topic, int(partition))] = int(offset)
+    except (ValueError, IndexError) as e:
+        raise CheckpointError(f"{path}: malformed checkpoint: {e}") from None
     if len(out) != count:
-        raise ValueError(f"{path}: expected {count} entries, found {len(out)}")
+        raise CheckpointError(f"{path}: expected {count} entries, found {len(out)}")
     return out
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or a new file in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

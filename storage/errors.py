@@ -2,7 +2,7 @@
 
 
 class StorageError(Exception):
-    error_code: int = -1
+    error_code: int = -1  # UNKNOWN_SERVER_ERROR
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -35,3 +35,25 @@ class KafkaStorageError(StorageError):
 
 class InvalidRecordError(StorageError):
     error_code = 87
+
+
+class InconsistentTopicIdError(StorageError):
+    """The partition folder belongs to another topic of the same name."""
+
+    error_code = 103
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append starts below the log end; the fetcher must truncate before retrying.
+
+    Kafka keeps this internal (UNKNOWN_SERVER_ERROR if it ever reaches a client).
+    """
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class OffsetsOutOfOrderError(StorageError):
+    """Batches handed to a follower append are not in increasing offset order (internal in Kafka)."""

@@ -1,56 +1,116 @@
-"""Log: one partition's segments, appended to as leader, read as file regions, trimmed by retention."""
+"""Log: one partition's log, Kafka's UnifiedLog + LocalLog + LogLoader (no tiered storage).
+
+Appends validate batches from their 61-byte headers only (structure, magic, CRC32C, sizes,
+counts), assign offsets by rewriting ``baseOffset`` and ``partitionLeaderEpoch`` in place and
+write the whole buffer to the active segment with one write. Reads answer with regions of
+segment files. Records are decoded only for ListOffsets by time.
+"""
 
 from __future__ import annotations
 
-import base64
 import bisect
+import enum
 import os
 import shutil
+import struct
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import structlog
 
 from protocol.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    BatchHeader,
     InvalidBatch,
     UnsupportedMagic,
     is_crc_valid,
-    iter_headers,
     read_header,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from protocol.records import iter_records
+from storage.abstract_index import CorruptIndexError, InvalidIndexEntryError
+from storage.batch_records import record_timestamps
+from storage.checkpoints import fsync_dir
 from storage.errors import (
     CorruptRecordError,
+    InconsistentTopicIdError,
     InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnexpectedAppendOffsetError,
     UnsupportedForMessageFormatError,
 )
-from storage.leader_epoch_cache import LeaderEpochCache
+from storage.fetch_data_info import FetchDataInfo, FileRegion
+from storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.log_config import LogConfig
-from storage.log_segment import FileRegion, LogSegment
+from storage.log_segment import (
+    CLEANED_FILE_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_SUFFIXES,
+    LOG_FILE_SUFFIX,
+    MAX_BATCH_SIZE,
+    SWAP_FILE_SUFFIX,
+    LogSegment,
+    filename_prefix,
+    offset_from_file,
+    read_next_offset_of_file,
+)
+from storage.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata, write_partition_metadata
+
+__all__ = [
+    "AppendOrigin",
+    "FetchDataInfo",
+    "FileRegion",
+    "Log",
+    "LogAppendInfo",
+    "parse_topic_partition",
+    "wall_clock_ms",
+]
 
 log = structlog.get_logger()
 
-EARLIEST_TIMESTAMP = -2
+# ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
+
+_I32 = struct.Struct(">i")
+_MIN_BATCH_LENGTH = 49  # HEADER_SIZE - LOG_OVERHEAD
+_LEGACY_RECORD_OVERHEAD = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+_MIN_RECORD_SIZE = 7  # length, attributes, timestamp delta, offset delta, key, value, header count: one byte each
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class AppendOrigin(enum.Enum):
+    """Who is appending as leader; Kafka relaxes or tightens validation by origin."""
+
+    CLIENT = "client"  # a Produce request
+    COORDINATOR = "coordinator"  # group/transaction coordinators (may write control batches)
+    RAFT_LEADER = "raft_leader"  # the metadata log leader (batches already carry the epoch)
+
+
 @dataclass(frozen=True, slots=True)
 class LogAppendInfo:
+    """What an append did. ``offset_of_max_timestamp`` is shallow, as in Kafka: the last
+    offset of the first batch carrying ``max_timestamp``. All -1 (and zero counts) when the
+    input held no batch."""
+
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -61,13 +121,8 @@ class LogAppendInfo:
     valid_bytes: int
 
 
-@dataclass(slots=True)
-class FetchDataInfo:
-    fetch_offset: int
-    regions: list[FileRegion] = field(default_factory=list)
-
-
 def parse_topic_partition(directory: Path) -> tuple[str, int]:
+    """``<topic>-<partition>``: the partition follows the LAST '-' (topic names may contain '-')."""
     topic, _, partition = directory.name.rpartition("-")
     if not topic or not partition.isdigit():
         raise ValueError(f"{directory.name} is not a <topic>-<partition> directory")
@@ -85,13 +140,15 @@ class Log:
         self._base_offsets: list[int] = []
         self.log_start_offset = 0
         self.recovery_point = 0
-        self.unflushed_messages = 0
+        self._log_end_offset = 0
         self.last_flush_ms = now_ms()
-        self._pending_deletes: list[LogSegment] = []
-        self.leader_epoch_cache = LeaderEpochCache(directory / "leader-epoch-checkpoint")
+        # Segments rolled but not yet fsynced (Kafka schedules this flush right after a roll).
+        self._flush_rolled_up_to: int | None = None
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE)
         self._log = log.bind(topic=self.topic_partition[0], partition=self.topic_partition[1])
 
-    # -- opening and recovery ----------------------------------------------------------
+    # -- opening and recovery (Kafka's LogLoader) ---------------------------------------------------
 
     @classmethod
     def open(
@@ -107,66 +164,184 @@ class Log:
     ) -> "Log":
         directory.mkdir(parents=True, exist_ok=True)
         plog = cls(directory, config, topic_id, now_ms)
-        plog._load_partition_metadata()
-        plog._load_segments(recovery_point, had_clean_shutdown)
-        plog.log_start_offset = max(log_start_offset, plog.segments[0].base_offset)
-        plog.recovery_point = min(max(recovery_point, plog.log_start_offset), plog.log_end_offset)
-        if had_clean_shutdown:
-            plog.recovery_point = plog.log_end_offset
-        plog.leader_epoch_cache.truncate_from_end(plog.log_end_offset)
+        try:
+            plog._load_partition_metadata()
+            plog._load(recovery_point, log_start_offset, had_clean_shutdown)
+        except BaseException:
+            plog.close_handlers()
+            raise
         return plog
 
     def _load_partition_metadata(self) -> None:
-        path = self.dir / "partition.metadata"
-        if path.exists():
-            for line in path.read_text().splitlines():
-                if line.startswith("topic_id:"):
-                    raw = line.split(":", 1)[1].strip()
-                    stored = uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-                    if self.topic_id is None:
-                        self.topic_id = stored
-        if self.topic_id is not None:
-            encoded = base64.urlsafe_b64encode(self.topic_id.bytes).decode().rstrip("=")
-            text = f"version: 0\ntopic_id: {encoded}\n"
-            if not path.exists() or path.read_text() != text:
-                tmp = path.with_name("partition.metadata.tmp")
-                tmp.write_text(text)
-                os.replace(tmp, path)
+        path = self.dir / PARTITION_METADATA_FILE
+        stored = read_partition_metadata(path)
+        if stored is not None and self.topic_id is not None and stored != self.topic_id:
+            raise InconsistentTopicIdError(f"{self.dir} belongs to topic id {stored}, not {self.topic_id}")
+        if self.topic_id is None:
+            self.topic_id = stored
+        elif stored is None:
+            write_partition_metadata(path, self.topic_id)
 
-    def _load_segments(self, recovery_point: int, had_clean_shutdown: bool) -> None:
+    def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
+        swap_files = self._remove_temp_files_and_collect_swap_files()
+        self._complete_swaps(swap_files)
+        rebuilt = self._load_segment_files()
+        new_recovery_point, log_end_offset, recovered, truncated = self._recover_log(had_clean_shutdown, recovery_point, log_start_offset, rebuilt)
+        self._log_end_offset = log_end_offset
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = new_recovery_point
+        self.leader_epoch_cache.truncate_from_end(log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._log.info(
+            "log.loaded",
+            clean_shutdown=had_clean_shutdown,
+            segments=len(self.segments),
+            log_start_offset=self.log_start_offset,
+            log_end_offset=log_end_offset,
+            recovery_point=self.recovery_point,
+            segments_recovered=recovered,
+            bytes_truncated=truncated,
+            indexes_rebuilt=len(rebuilt),
+        )
+
+    def _remove_temp_files_and_collect_swap_files(self) -> list[Path]:
+        swap_files: list[Path] = []
+        cleaned_files: list[Path] = []
+        min_cleaned = float("inf")
         for path in self.dir.iterdir():
-            if path.suffix in (".deleted", ".cleaned", ".tmp"):
+            if not path.is_file():
+                continue
+            name = path.name
+            if name.endswith(DELETED_FILE_SUFFIX) or name.endswith(".tmp"):
                 path.unlink()
-            elif path.suffix == ".swap":
-                os.replace(path, path.with_suffix(""))
-        bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
-        if not bases:
-            bases = [0]
-        now = self._now_ms()
-        for base in bases:
-            self._add_segment(LogSegment(self.dir, base, self.config.index_interval_bytes, self.config.max_index_entries, now))
-        for i, segment in enumerate(self.segments):
-            needs_recovery = not had_clean_shutdown and (i + 1 == len(self.segments) or self.segments[i + 1].base_offset > recovery_point)
-            if needs_recovery or not segment.offset_index.sane(segment.size) or (segment.size and len(segment.offset_index) == 0 and segment.size > self.config.index_interval_bytes):
-                truncated = segment.recover()
-                if truncated:
-                    self._log.warning("log.recovery.truncated", segment=segment.base_offset, bytes=truncated)
-                    for later in self.segments[i + 1 :]:
-                        later.close()
-                        later.delete_files()
-                    del self.segments[i + 1 :]
-                    del self._base_offsets[i + 1 :]
-                    break
+            elif name.endswith(CLEANED_FILE_SUFFIX):
+                min_cleaned = min(min_cleaned, _offset_or(path, float("inf")))
+                cleaned_files.append(path)
+            elif name.endswith(SWAP_FILE_SUFFIX):
+                swap_files.append(path)
+        # A .swap at or past the smallest .cleaned offset belongs to a split that never finished.
+        valid = []
+        for path in swap_files:
+            if _offset_or(path, float("inf")) >= min_cleaned:
+                path.unlink()
             else:
-                segment.load_tail()
-        if not had_clean_shutdown:
-            self._log.info("log.recovered", log_end_offset=self.log_end_offset, segments=len(self.segments))
+                valid.append(path)
+        for path in cleaned_files:
+            path.unlink()
+        return valid
+
+    def _complete_swaps(self, swap_files: list[Path]) -> None:
+        """Finish a compaction/split swap the crash interrupted: drop what it replaced, rename it in."""
+        low, high = None, None
+        for path in swap_files:
+            if not path.name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
+                continue
+            base = offset_from_file(path)
+            self._log.info("log.swap_recovered", file=path.name)
+            low = base if low is None else min(low, base)
+            end = read_next_offset_of_file(path, base)
+            high = end if high is None else max(high, end)
+        if low is not None and high is not None:
+            for path in self.dir.iterdir():
+                if path.is_file() and not path.name.endswith(SWAP_FILE_SUFFIX) and low <= _offset_or(path, -1) < high:
+                    self._log.info("log.replaced_segment_deleted", file=path.name)
+                    path.unlink()
+        for path in self.dir.iterdir():
+            if path.is_file() and path.name.endswith(SWAP_FILE_SUFFIX):
+                os.rename(path, path.with_name(path.name.removesuffix(SWAP_FILE_SUFFIX)))
+
+    def _load_segment_files(self) -> set[int]:
+        """Open every segment; rebuild the indexes of those whose index files are missing or corrupt."""
+        rebuilt: set[int] = set()
+        now = self._now_ms()
+        for path in sorted(p for p in self.dir.iterdir() if p.is_file()):
+            name = path.name
+            if name.endswith(INDEX_SUFFIXES):
+                base = _offset_or(path, -1)
+                if base >= 0 and not (self.dir / (filename_prefix(base) + LOG_FILE_SUFFIX)).exists():
+                    self._log.warning("log.orphaned_index_deleted", file=name)
+                    path.unlink()
+            elif name.endswith(LOG_FILE_SUFFIX) and _offset_or(path, -1) >= 0:
+                segment = LogSegment.open(self.dir, offset_from_file(path), self.config, now)
+                try:
+                    segment.sanity_check()
+                except CorruptIndexError as e:
+                    self._log.warning("log.index_rebuilt", segment=segment.base_offset, reason=str(e))
+                    segment.recover(MAX_BATCH_SIZE, self.leader_epoch_cache)
+                    rebuilt.add(segment.base_offset)
+                self._add_segment(segment)
+        return rebuilt
+
+    def _recover_log(self, clean: bool, recovery_point: int, log_start_offset: int, rebuilt: set[int]) -> tuple[int, int, int, int]:
+        """Kafka's recoverLog; returns (recovery point, log end offset, segments recovered, bytes truncated)."""
+        recovered = 0
+        truncated = 0
+        if not clean and self.segments:
+            start = self._floor_index(recovery_point)
+            unflushed = self.segments[start:]
+            for i, segment in enumerate(unflushed):
+                if segment.base_offset in rebuilt:
+                    continue
+                try:
+                    truncated = segment.recover(MAX_BATCH_SIZE, self.leader_epoch_cache)
+                except (InvalidIndexEntryError, OSError) as e:
+                    self._log.warning("log.recovery.invalid_offset", segment=segment.base_offset, error=str(e))
+                    truncated = segment.truncate_to(segment.base_offset, self._now_ms())
+                recovered += 1
+                if truncated > 0:
+                    remaining = unflushed[i + 1 :]
+                    self._log.warning(
+                        "log.recovery.truncated",
+                        segment=segment.base_offset,
+                        bytes=truncated,
+                        next_offset=segment.read_next_offset(),
+                        later_segments_deleted=len(remaining),
+                    )
+                    self._remove_segments(remaining)
+                    for later in remaining:
+                        later.delete()
+                    break
+        log_end_offset: int | None = None
+        if self.segments:
+            log_end_offset = self.segments[-1].read_next_offset()
+            if log_end_offset < log_start_offset:
+                self._log.warning("log.all_segments_deleted", log_end_offset=log_end_offset, log_start_offset=log_start_offset)
+                doomed = list(self.segments)
+                self._remove_segments(doomed)
+                for segment in doomed:
+                    segment.delete()
+                self.leader_epoch_cache.clear()
+                log_end_offset = None
+        if not self.segments:
+            self._add_segment(LogSegment.open(self.dir, log_start_offset, self.config, self._now_ms()))
+        if clean and log_end_offset is not None:
+            return log_end_offset, log_end_offset, recovered, truncated
+        end = log_end_offset if log_end_offset is not None else self.segments[-1].read_next_offset()
+        return min(recovery_point, end), end, recovered, truncated
+
+    # -- segment bookkeeping ----------------------------------------------------------------------------
 
     def _add_segment(self, segment: LogSegment) -> None:
         self.segments.append(segment)
         self._base_offsets.append(segment.base_offset)
 
-    # -- properties ---------------------------------------------------------------------
+    def _remove_segments(self, doomed: Sequence[LogSegment]) -> None:
+        gone = {id(s) for s in doomed}
+        self.segments = [s for s in self.segments if id(s) not in gone]
+        self._base_offsets = [s.base_offset for s in self.segments]
+
+    def _floor_index(self, offset: int) -> int:
+        """Index of the segment holding ``offset`` (the first one when it is below them all)."""
+        return max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
+
+    def _schedule_delete(self, doomed: Sequence[LogSegment]) -> None:
+        """Rename to .deleted now; close and unlink after file.delete.delay.ms (a sendfile may be in flight)."""
+        deadline = self._now_ms() + self.config.file_delete_delay_ms
+        for segment in doomed:
+            segment.rename_to_deleted()
+            self._pending_deletes.append((deadline, segment))
+
+    # -- properties ---------------------------------------------------------------------------------------
 
     @property
     def active_segment(self) -> LogSegment:
@@ -174,281 +349,496 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self.segments[-1].next_offset
+        """The offset the next appended record gets."""
+        return self._log_end_offset
 
     @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
+    @property
+    def unflushed_messages(self) -> int:
+        return self._log_end_offset - self.recovery_point
+
+    @property
+    def pending_deletes(self) -> int:
+        return len(self._pending_deletes)
+
     def update_config(self, config: LogConfig) -> None:
         self.config = config
 
-    # -- append ---------------------------------------------------------------------------
+    # -- append ---------------------------------------------------------------------------------------------
 
-    def append_as_leader(self, records: memoryview, leader_epoch: int) -> LogAppendInfo:
-        """Validate the batches from their headers, assign offsets in place, write once."""
+    def append_as_leader(self, records: memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Validate the batches of a produce request, assign their offsets in place, write them once.
+
+        ``records`` must be writable (a memoryview over a bytearray): baseOffset,
+        partitionLeaderEpoch and, for LogAppendTime topics, the timestamp and CRC are
+        rewritten in it. Nothing is written when any batch is invalid.
+        """
+        if records.readonly:
+            records = memoryview(bytearray(records))
         config = self.config
-        headers = []
-        position = 0
-        end = len(records)
-        try:
-            for header in iter_headers(records):
-                headers.append(header)
-                position = header.position + header.size
-            if position != end:
-                read_header(records, position)
-                raise CorruptRecordError(f"{end - position} trailing bytes do not form a whole batch")
-        except UnsupportedMagic as e:
-            raise UnsupportedForMessageFormatError(str(e)) from None
-        except InvalidBatch as e:
-            raise CorruptRecordError(str(e)) from None
-        if not headers:
-            raise CorruptRecordError("no record batch in the request")
-        for header in headers:
-            if header.size > config.max_message_bytes:
-                raise RecordTooLargeError(f"batch of {header.size} bytes exceeds max.message.bytes {config.max_message_bytes}")
-            if header.records_count != header.last_offset_delta + 1:
-                raise InvalidRecordError("record count does not match the last offset delta")
-            if not is_crc_valid(records, header):
-                raise CorruptRecordError("record batch CRC mismatch")
-
         now = self._now_ms()
+        headers = self._validate_leader_batches(records, leader_epoch, origin, now)
+        if not headers:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0)
+        valid_bytes = len(records)
+        if valid_bytes > config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"message batch size is {valid_bytes} bytes in append to partition {self._tp} which exceeds the maximum configured segment size of {config.segment_bytes}"
+            )
         log_append_time = now if config.message_timestamp_type == "LogAppendTime" else -1
-        next_offset = self.log_end_offset
-        first_offset = next_offset
-        max_ts, offset_of_max = -1, first_offset
-        count = 0
-        batches: list[tuple[int, int, int, int]] = []
+        first_offset = next_offset = self._log_end_offset
+        max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
+        records_count = 0
+        batches: list[tuple[int, int, int]] = []
         for header in headers:
             set_base_offset(records, header, next_offset)
             set_partition_leader_epoch(records, header, leader_epoch)
-            batch_max_ts = header.max_timestamp
+            batch_max_timestamp = header.max_timestamp
             if log_append_time >= 0:
                 set_log_append_time(records, header, log_append_time)
-                batch_max_ts = log_append_time
+                batch_max_timestamp = log_append_time
             last = next_offset + header.last_offset_delta
-            if batch_max_ts > max_ts:
-                max_ts, offset_of_max = batch_max_ts, last
-            batches.append((header.position, last, batch_max_ts, header.size))
-            count += header.records_count
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max_timestamp = batch_max_timestamp, last
+            batches.append((header.size, last, batch_max_timestamp))
+            records_count += header.records_count
             next_offset = last + 1
+        self._append(records, batches, first_offset, next_offset - 1, max_timestamp, offset_of_max_timestamp, now)
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        self._maybe_flush_by_messages()
+        return LogAppendInfo(
+            first_offset, next_offset - 1, max_timestamp, offset_of_max_timestamp, log_append_time, self.log_start_offset, records_count, valid_bytes
+        )
 
-        self._maybe_roll(end, now)
-        self.active_segment.append(records, batches, now)
-        self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        self.unflushed_messages += count
-        if self.unflushed_messages >= config.flush_messages:
-            self.flush()
-        return LogAppendInfo(first_offset, next_offset - 1, max_ts, offset_of_max, log_append_time, self.log_start_offset, count, end)
-
-    def append_as_follower(self, records: memoryview) -> LogAppendInfo:
-        """Append batches whose offsets were assigned by a leader, checking CRC and contiguity."""
-        headers = list(iter_headers(records))
-        if not headers:
-            raise CorruptRecordError("no record batch")
-        expected = self.log_end_offset
-        batches = []
-        max_ts, offset_of_max, count = -1, expected, 0
-        for header in headers:
-            if header.base_offset < expected:
-                raise InvalidRecordError(f"batch at offset {header.base_offset} is below the log end {expected}")
+    def _validate_leader_batches(self, records: memoryview, leader_epoch: int, origin: AppendOrigin, now: int) -> list[BatchHeader]:
+        """Kafka's analyzeAndValidateRecords + LogValidator checks that need only batch headers."""
+        config = self.config
+        end = len(records)
+        headers: list[BatchHeader] = []
+        position = 0
+        while position < end:
+            header = _parse_header(records, position)
+            if position + header.size > end:
+                raise CorruptRecordError(f"{end - position} trailing bytes do not form a whole batch (its length says {header.size})")
+            if origin is AppendOrigin.CLIENT and header.base_offset != 0:
+                raise InvalidRecordError(f"the baseOffset of the record batch in the append to {self._tp} should be 0, but it is {header.base_offset}")
+            if origin is AppendOrigin.RAFT_LEADER and header.partition_leader_epoch != leader_epoch:
+                raise InvalidRecordError(f"batch epoch {header.partition_leader_epoch} does not match the raft leader epoch {leader_epoch}")
+            if header.size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"the record batch size in the append to {self._tp} is {header.size} bytes which exceeds the maximum configured value of {config.max_message_bytes}"
+                )
             if not is_crc_valid(records, header):
-                raise CorruptRecordError("record batch CRC mismatch")
-            if header.max_timestamp > max_ts:
-                max_ts, offset_of_max = header.max_timestamp, header.last_offset
-            batches.append((header.position, header.last_offset, header.max_timestamp, header.size))
-            count += header.records_count
-            expected = header.next_offset
+                raise CorruptRecordError(f"record is corrupt (stored crc = {header.crc}) in topic partition {self._tp}")
+            if header.records_count <= 0:
+                raise InvalidRecordError(f"invalid reported count for record batch: {header.records_count} in topic partition {self._tp}")
+            if header.records_count != header.last_offset_delta + 1:
+                raise InvalidRecordError(
+                    f"inconsistent batch offset range [0, {header.last_offset_delta}] and count of records {header.records_count} in topic partition {self._tp}"
+                )
+            if not header.compression and header.records_count > (header.size - HEADER_SIZE) // _MIN_RECORD_SIZE:
+                # Records are not decoded, but an uncompressed batch cannot hold more records than
+                # fit in its bytes; a count beyond that would claim offsets for records that are not there.
+                raise InvalidRecordError(f"batch of {header.size} bytes cannot hold the {header.records_count} records it claims")
+            if origin is AppendOrigin.CLIENT:
+                if header.is_control:
+                    raise InvalidRecordError(f"clients are not allowed to write control records in topic partition {self._tp}")
+                if header.has_producer_id and header.base_sequence < 0:
+                    raise InvalidRecordError(f"invalid sequence number {header.base_sequence} in record batch with producerId {header.producer_id}")
+            if config.message_timestamp_type == "CreateTime" and not header.is_control:
+                self._validate_timestamps(header, now)
+            headers.append(header)
+            position += header.size
+        return headers
+
+    def _validate_timestamps(self, header: BatchHeader, now: int) -> None:
+        """message.timestamp.before/after.max.ms, checked on the batch bounds (records are not decoded).
+
+        The max timestamp bounds every record from above; the base timestamp (the first
+        record's) stands in for the oldest one.
+        """
+        config = self.config
+        if header.max_timestamp != NO_TIMESTAMP and header.max_timestamp > now + config.message_timestamp_after_max_ms:
+            raise InvalidTimestampError(
+                f"timestamp {header.max_timestamp} of a record in {self._tp} is more than message.timestamp.after.max.ms "
+                f"({config.message_timestamp_after_max_ms}) ahead of the broker's time {now}"
+            )
+        if header.base_timestamp != NO_TIMESTAMP and header.base_timestamp < now - config.message_timestamp_before_max_ms:
+            raise InvalidTimestampError(
+                f"timestamp {header.base_timestamp} of a record in {self._tp} is more than message.timestamp.before.max.ms "
+                f"({config.message_timestamp_before_max_ms}) behind the broker's time {now}"
+            )
+
+    def append_as_follower(self, records: memoryview | bytes) -> LogAppendInfo:
+        """Append batches whose offsets a leader assigned (replication, the Raft follower).
+
+        A trailing partial batch (a fetch cut by max bytes) is dropped, as Kafka does; every
+        whole batch must have a valid CRC and start past the previous one, the first at or past
+        the log end (gaps are allowed: compacted logs replicate with them).
+        """
+        view = memoryview(records).cast("B")
+        end = view.nbytes
+        headers: list[BatchHeader] = []
+        position = 0
+        while end - position >= LOG_OVERHEAD:
+            (length,) = _I32.unpack_from(view, position + 8)
+            if length < _MIN_BATCH_LENGTH:
+                raise CorruptRecordError(f"batch length {length} at byte {position} is below the v2 header size")
+            if position + LOG_OVERHEAD + length > end:
+                break
+            header = _parse_header(view, position)
+            if not is_crc_valid(view, header):
+                raise CorruptRecordError(f"record is corrupt (stored crc = {header.crc}) in topic partition {self._tp}")
+            if headers and header.base_offset < headers[-1].next_offset:
+                raise OffsetsOutOfOrderError(f"out of order offsets: batch at {header.base_offset} follows one ending at {headers[-1].last_offset}")
+            headers.append(header)
+            position += header.size
+        if not headers:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0)
+        first, last = headers[0].base_offset, headers[-1].last_offset
+        if first < self._log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"unexpected offset in append to {self._tp}: first offset {first} is less than the next offset {self._log_end_offset}", first, last
+            )
+        if position > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(f"message batch size is {position} bytes which exceeds the maximum configured segment size of {self.config.segment_bytes}")
+        max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
+        for header in headers:
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max_timestamp = header.max_timestamp, header.last_offset
+        batches = [(h.size, h.last_offset, h.max_timestamp) for h in headers]
+        self._append(view[:position], batches, first, last, max_timestamp, offset_of_max_timestamp, self._now_ms())
+        for header in headers:
             if header.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        valid = headers[-1].position + headers[-1].size
-        now = self._now_ms()
-        self._maybe_roll(valid, now, base_offset=headers[0].base_offset)
-        self.active_segment.append(records[:valid], batches, now)
-        self.unflushed_messages += count
-        return LogAppendInfo(headers[0].base_offset, headers[-1].last_offset, max_ts, offset_of_max, -1, self.log_start_offset, count, valid)
+        self._maybe_flush_by_messages()
+        return LogAppendInfo(first, last, max_timestamp, offset_of_max_timestamp, -1, self.log_start_offset, sum(h.records_count for h in headers), position)
 
-    def _maybe_roll(self, incoming: int, now: int, base_offset: int | None = None) -> None:
-        if self.active_segment.should_roll(incoming, self.config.segment_bytes, self.config.segment_ms, now):
-            self.roll(base_offset)
+    def _append(
+        self,
+        records: memoryview,
+        batches: list[tuple[int, int, int]],
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        now: int,
+    ) -> None:
+        segment = self.active_segment
+        if segment.should_roll(self.config.segment_bytes, self.config.max_segment_ms, len(records), max_timestamp, last_offset, now):
+            segment = self.roll(first_offset)
+        try:
+            segment.append(last_offset, max_timestamp, offset_of_max_timestamp, records, batches)
+        except OSError as e:
+            raise KafkaStorageError(f"error while appending to {segment}: {e}") from e
+        self._log_end_offset = last_offset + 1
 
-    def roll(self, base_offset: int | None = None) -> LogSegment:
-        new_base = self.log_end_offset if base_offset is None else base_offset
+    def _maybe_flush_by_messages(self) -> None:
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, log end offset)."""
+        new_offset = max(expected_next_offset or 0, self._log_end_offset)
         active = self.active_segment
-        if active.size == 0 and active.base_offset == new_base:
-            return active
-        active.flush()
-        segment = LogSegment(self.dir, new_base, self.config.index_interval_bytes, self.config.max_index_entries, self._now_ms())
+        if new_offset == active.base_offset:
+            if active.size == 0:
+                return active
+            raise KafkaStorageError(f"trying to roll a new segment at {new_offset} for {self._tp} while a non-empty one starts there")
+        if new_offset < active.base_offset:
+            raise KafkaStorageError(f"trying to roll a new segment at {new_offset} below the active segment {active.base_offset} of {self._tp}")
+        for suffix in (LOG_FILE_SUFFIX, *INDEX_SUFFIXES):
+            stale = self.dir / (filename_prefix(new_offset) + suffix)
+            if stale.exists():
+                self._log.warning("log.stale_segment_file_deleted", file=stale.name)
+                stale.unlink()
+        active.on_become_inactive_segment()
+        segment = LogSegment.open(self.dir, new_offset, self.config, self._now_ms())
         self._add_segment(segment)
-        self._log.debug("log.rolled", segment=new_base)
+        self._flush_rolled_up_to = max(self._flush_rolled_up_to or 0, new_offset)
+        self._log.info("log.rolled", segment=new_offset)
         return segment
 
-    # -- read -------------------------------------------------------------------------------
-
-    def _segment_index(self, offset: int) -> int:
-        return max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
+    # -- read -------------------------------------------------------------------------------------------------
 
     def read(self, start_offset: int, max_length: int, max_offset: int | None, min_one_message: bool) -> FetchDataInfo:
-        end = self.log_end_offset
+        """Regions holding the batches from ``start_offset``, never reaching ``max_offset`` (exclusive).
+
+        At most one segment's region is returned; a caller wanting more reads again from the
+        offset after it. Raises OffsetOutOfRangeError below the log start or past the log end.
+        """
+        end = self._log_end_offset
         if start_offset > end or start_offset < self.log_start_offset:
             raise OffsetOutOfRangeError(
-                f"offset {start_offset} is outside the log range [{self.log_start_offset}, {end}] of {self.topic_partition}"
+                f"received request for offset {start_offset} for partition {self._tp}, but we only have log segments in the range {self.log_start_offset} to {end}"
             )
         upper = end if max_offset is None else min(max_offset, end)
         if start_offset >= upper:
             return FetchDataInfo(start_offset)
-        i = self._segment_index(start_offset)
+        i = self._floor_index(start_offset)
         while i < len(self.segments):
             segment = self.segments[i]
+            segment_end = self._base_offsets[i + 1] if i + 1 < len(self.segments) else end
             max_position = segment.size
-            if upper < segment.next_offset:
+            if upper < segment_end:
                 found = segment.translate_offset(upper)
                 if found is not None:
-                    max_position = found[0]
-            region = segment.read(start_offset, max_length, max_position, min_one_message)
-            if region is not None:
-                return FetchDataInfo(start_offset, [region] if region.length > 0 else [])
+                    max_position = found.position
+            info = segment.read(start_offset, max_length, max_position, min_one_message)
+            if info is not None:
+                return info
             i += 1
         return FetchDataInfo(start_offset)
 
-    # -- offsets by time --------------------------------------------------------------------
+    # -- offsets by time (ListOffsets) ------------------------------------------------------------------------
 
-    def fetch_offset_by_timestamp(self, target: int) -> tuple[int, int, int] | None:
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> tuple[int, int, int] | None:
+        """Kafka's fetchOffsetByTimestamp: (timestamp, offset, leader epoch), -1 for unknown parts.
+
+        -2 EARLIEST and -4 EARLIEST_LOCAL give the log start offset, -1 LATEST the log end,
+        -5 LATEST_TIERED and -6 EARLIEST_PENDING_UPLOAD give offset -1 (no tiered storage, as
+        Kafka answers without it). -3 MAX_TIMESTAMP gives the first record carrying the
+        largest timestamp. Any other value finds the first record whose timestamp is >= it,
+        at or past the log start; None when there is none.
+        """
         cache = self.leader_epoch_cache
-        if target in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            return (-1, self.log_start_offset, cache.epoch_for_offset(self.log_start_offset))
-        if target == LATEST_TIMESTAMP:
-            return (-1, self.log_end_offset, cache.latest_epoch)
-        if target == LATEST_TIERED_TIMESTAMP:
-            # No tiered storage: Kafka answers the local log start minus one.
-            return (-1, self.log_start_offset - 1, cache.epoch_for_offset(self.log_start_offset))
-        if target == MAX_TIMESTAMP:
-            best = max(self.segments, key=lambda s: s.max_timestamp)
-            if best.max_timestamp < 0:
-                return None
-            return self._record_at_or_after(best, best.max_timestamp, exact=True)
+        if target_timestamp == EARLIEST_TIMESTAMP:
+            first = cache.earliest_entry
+            epoch = first.epoch if first is not None and first.start_offset <= self.log_start_offset else UNDEFINED_EPOCH
+            return NO_TIMESTAMP, self.log_start_offset, epoch
+        if target_timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return NO_TIMESTAMP, self.log_start_offset, cache.epoch_for_offset(self.log_start_offset)
+        if target_timestamp == LATEST_TIMESTAMP:
+            return NO_TIMESTAMP, self._log_end_offset, cache.latest_epoch
+        if target_timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            return NO_TIMESTAMP, -1, UNDEFINED_EPOCH
+        if target_timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_record()
         for segment in self.segments:
-            if segment.max_timestamp >= target:
-                return self._record_at_or_after(segment, target, exact=False)
+            if segment.largest_timestamp >= target_timestamp:
+                return segment.find_offset_by_timestamp(target_timestamp, self.log_start_offset)
         return None
 
-    def _record_at_or_after(self, segment: LogSegment, target: int, exact: bool) -> tuple[int, int, int] | None:
-        start = segment.time_index.lookup(target)
-        found = segment.translate_offset(start)
-        position = found[0] if found else 0
-        for pos, header in segment.iter_batch_headers(position):
-            if header.max_timestamp < target or header.base_offset < self.log_start_offset and header.last_offset < self.log_start_offset:
-                continue
-            batch = os.pread(segment.fd, header.size, pos)
-            for record in iter_records(batch):
-                if record.offset < self.log_start_offset:
-                    continue
-                if (record.timestamp == target) if exact else (record.timestamp >= target):
-                    return (record.timestamp, record.offset, self.leader_epoch_cache.epoch_for_offset(record.offset))
+    def _max_timestamp_record(self) -> tuple[int, int, int] | None:
+        best = self.segments[0]
+        for segment in self.segments[1:]:
+            if segment.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = segment
+        timestamp, offset = best.read_max_timestamp_and_offset_so_far()
+        position = best.offset_index.lookup(offset).position
+        for batch_position, header in best.batch_headers(position):
+            if header.max_timestamp == timestamp:
+                for record_offset, record_timestamp in record_timestamps(header, best.read_batch(batch_position, header.size)):
+                    if record_timestamp == timestamp:
+                        return timestamp, record_offset, header.partition_leader_epoch
+                return None
         return None
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), or (-1, -1) when unknown."""
+        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self._log_end_offset)
+        if offset == UNDEFINED_EPOCH_OFFSET:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        return epoch, offset
 
-    # -- retention ----------------------------------------------------------------------------
+    # -- retention ----------------------------------------------------------------------------------------------
 
-    def delete_old_segments(self) -> int:
+    def delete_old_segments(self, high_watermark: int | None = None) -> int:
+        """Delete segments past retention.ms / retention.bytes (when cleanup.policy has delete)
+        and those wholly below the log start offset. Returns how many were deleted.
+
+        Nothing at or above ``high_watermark`` (default: the log end) is deleted. When every
+        segment is due, the log rolls first so it keeps an empty active segment.
+        """
+        upper = self._log_end_offset if high_watermark is None else high_watermark
+        deleted = 0
+        if self.config.deletes:
+            deleted += self._delete_retention_ms_breached(upper)
+            deleted += self._delete_retention_size_breached(upper)
+        deleted += self._delete_log_start_offset_breached(upper)
+        return deleted
+
+    def _delete_retention_ms_breached(self, upper: int) -> int:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
+            return 0
         now = self._now_ms()
-        config = self.config
-        doomed: list[LogSegment] = []
-        if config.retention_ms >= 0:
-            for segment in self.segments:
-                if segment.size > 0 and now - segment.largest_timestamp > config.retention_ms:
-                    doomed.append(segment)
-                else:
-                    break
-        if config.retention_bytes >= 0:
-            excess = self.size_in_bytes - config.retention_bytes
-            for segment in self.segments[len(doomed) : -1]:
-                if excess - segment.size < 0:
-                    break
+        return self._delete_segments_while(lambda segment, _next: now - segment.largest_timestamp > retention_ms, upper, "retention.ms")
+
+    def _delete_retention_size_breached(self, upper: int) -> int:
+        retention_bytes = self.config.retention_bytes
+        size = self.size_in_bytes
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        excess = size - retention_bytes
+
+        def breached(segment: LogSegment, _next: LogSegment | None) -> bool:
+            nonlocal excess
+            if excess - segment.size >= 0:
                 excess -= segment.size
-                doomed.append(segment)
-        for i, segment in enumerate(self.segments[len(doomed) : -1], start=len(doomed)):
-            if self.segments[i + 1].base_offset <= self.log_start_offset:
-                doomed.append(segment)
+                return True
+            return False
+
+        return self._delete_segments_while(breached, upper, "retention.bytes")
+
+    def _delete_log_start_offset_breached(self, upper: int) -> int:
+        return self._delete_segments_while(
+            lambda _segment, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, upper, "log start offset"
+        )
+
+    def _delete_segments_while(self, predicate: Callable[[LogSegment, LogSegment | None], bool], upper: int, reason: str) -> int:
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper_bound = nxt.base_offset if nxt is not None else self._log_end_offset
+            last_and_empty = nxt is None and segment.size == 0
+            if upper >= upper_bound and not last_and_empty and predicate(segment, nxt):
+                deletable.append(segment)
             else:
                 break
-        if not doomed:
+        if not deletable:
             return 0
-        if len(doomed) == len(self.segments):
-            # Every segment is past retention: roll so the log keeps an (empty) active segment.
+        if len(deletable) == len(self.segments):
             self.roll()
-        self._delete_segments(doomed)
-        return len(doomed)
-
-    def _delete_segments(self, doomed: list[LogSegment]) -> None:
-        now = self._now_ms()
-        gone = {id(s) for s in doomed}
-        self.segments = [s for s in self.segments if id(s) not in gone]
-        self._base_offsets = [s.base_offset for s in self.segments]
-        new_start = max(self.log_start_offset, self.segments[0].base_offset)
-        if new_start != self.log_start_offset:
-            self.log_start_offset = new_start
-            self.leader_epoch_cache.truncate_from_start(new_start)
-        self.recovery_point = max(self.recovery_point, self.log_start_offset)
-        for segment in doomed:
-            segment.rename_to_deleted()
-            segment.deleted_at_ms = now
-            self._pending_deletes.append(segment)
-        self._log.info("log.segments_deleted", count=len(doomed), log_start_offset=self.log_start_offset)
-
-    def delete_pending_segments(self, force: bool = False) -> None:
-        """Close and unlink deleted segments once no in-flight fetch can still be reading them."""
-        now = self._now_ms()
-        keep = []
-        for segment in self._pending_deletes:
-            assert segment.deleted_at_ms is not None
-            if force or now - segment.deleted_at_ms >= self.config.file_delete_delay_ms:
-                segment.close()
-                segment.delete_files()
-            else:
-                keep.append(segment)
-        self._pending_deletes = keep
+        new_start = self.segments[len(deletable)].base_offset
+        self._increment_log_start_offset(new_start)
+        self._remove_segments(deletable)
+        self._schedule_delete(deletable)
+        self._log.info("log.segments_deleted", reason=reason, count=len(deletable), log_start_offset=self.log_start_offset)
+        return len(deletable)
 
     def maybe_increment_log_start_offset(self, new_offset: int) -> None:
-        if new_offset > self.log_end_offset:
-            raise OffsetOutOfRangeError(f"cannot move the log start offset past the log end {self.log_end_offset}")
-        if new_offset > self.log_start_offset:
-            self.log_start_offset = new_offset
-            self.leader_epoch_cache.truncate_from_start(new_offset)
-            self.delete_old_segments()
+        """DeleteRecords: move the log start forward (the broker checks it against the high watermark).
 
-    # -- truncation (replication) -----------------------------------------------------------------
+        The segments it leaves wholly behind go at the next ``delete_old_segments``.
+        """
+        if new_offset > self._log_end_offset:
+            raise OffsetOutOfRangeError(f"cannot increment the log start offset of {self._tp} to {new_offset} past the log end offset {self._log_end_offset}")
+        self._increment_log_start_offset(new_offset)
 
-    def truncate_to(self, offset: int) -> None:
-        if offset >= self.log_end_offset:
+    def _increment_log_start_offset(self, new_offset: int) -> None:
+        if new_offset <= self.log_start_offset:
             return
-        i = self._segment_index(offset)
-        for segment in self.segments[i + 1 :]:
-            segment.close()
-            segment.delete_files()
-        del self.segments[i + 1 :]
-        del self._base_offsets[i + 1 :]
-        self.segments[i].truncate_to(offset)
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.log_start_offset = new_offset
+        self.recovery_point = max(self.recovery_point, new_offset)
+        self.leader_epoch_cache.truncate_from_start(new_offset)
 
-    # -- durability and lifecycle -------------------------------------------------------------------
+    def delete_pending_segments(self, now_ms: int | None = None) -> int:
+        """Close and unlink deleted segments whose file.delete.delay.ms has passed; returns how many."""
+        now = self._now_ms() if now_ms is None else now_ms
+        due = [segment for deadline, segment in self._pending_deletes if deadline <= now]
+        self._pending_deletes = [(deadline, segment) for deadline, segment in self._pending_deletes if deadline > now]
+        for segment in due:
+            segment.delete()
+        return len(due)
 
-    def flush(self) -> None:
-        for segment in self.segments:
-            if segment.base_offset >= self.recovery_point or segment is self.active_segment or segment.next_offset > self.recovery_point:
-                segment.flush()
-        self.recovery_point = self.log_end_offset
-        self.unflushed_messages = 0
+    # -- truncation (replication) -----------------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Drop everything from ``target_offset`` on (a follower diverged); False when nothing was past it."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate {self._tp} to a negative offset {target_offset}")
+        if target_offset >= self._log_end_offset:
+            return False
+        self._log.info("log.truncating", target_offset=target_offset, log_end_offset=self._log_end_offset)
+        if self.segments[0].base_offset > target_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        doomed = [s for s in self.segments if s.base_offset > target_offset]
+        self._remove_segments(doomed)
+        self._schedule_delete(doomed)
+        self.active_segment.truncate_to(target_offset, self._now_ms())
+        self._log_end_offset = target_offset
+        self.recovery_point = min(self.recovery_point, target_offset)
+        self.leader_epoch_cache.truncate_from_end(target_offset)
+        self.log_start_offset = min(self.log_start_offset, target_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start an empty log at ``new_offset``."""
+        self._log.info("log.truncate_fully", new_offset=new_offset)
+        doomed = list(self.segments)
+        self._remove_segments(doomed)
+        self._schedule_delete(doomed)
+        self._add_segment(LogSegment.open(self.dir, new_offset, self.config, self._now_ms()))
+        self._log_end_offset = new_offset
+        self.recovery_point = new_offset
+        self.log_start_offset = new_offset
+        self._flush_rolled_up_to = None
+        self.leader_epoch_cache.clear()
+
+    # -- durability and lifecycle ------------------------------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync the segments holding [recovery point, up_to) and move the recovery point to ``up_to``
+        (default: the log end)."""
+        offset = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
         self.last_flush_ms = self._now_ms()
+        if offset > self.recovery_point:
+            start = self._floor_index(self.recovery_point)
+            flushed = [s for s in self.segments[start:] if s.base_offset < offset]
+            for segment in flushed:
+                segment.flush()
+            if any(s.base_offset >= self.recovery_point for s in flushed):
+                fsync_dir(self.dir)
+            self.recovery_point = offset
+        rolled = self._flush_rolled_up_to
+        if rolled is not None and (rolled <= self.recovery_point or rolled > self._log_end_offset):
+            self._flush_rolled_up_to = None
+
+    def flush_rolled_segments(self) -> bool:
+        """Flush segments rolled since the last flush (Kafka schedules this right after a roll)."""
+        if self._flush_rolled_up_to is None:
+            return False
+        self.flush(self._flush_rolled_up_to)
+        return True
 
     def close(self) -> None:
-        self.delete_pending_segments(force=True)
+        """Trim and close every segment; deleted ones still pending are unlinked now."""
+        for _, segment in self._pending_deletes:
+            segment.delete()
+        self._pending_deletes = []
         for segment in self.segments:
             segment.close()
 
+    def close_handlers(self) -> None:
+        """Release every fd and map without writing (the log is being deleted)."""
+        for _, segment in self._pending_deletes:
+            segment.close_handlers()
+        for segment in self.segments:
+            segment.close_handlers()
+
     def delete(self) -> None:
-        self.close()
+        self.close_handlers()
+        self._pending_deletes = []
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def _tp(self) -> str:
+        return f"{self.topic_partition[0]}-{self.topic_partition[1]}"
+
+    def __repr__(self) -> str:
+        return f"Log({self._tp}, log_start_offset={self.log_start_offset}, log_end_offset={self._log_end_offset}, segments={len(self.segments)})"
+
+
+def _parse_header(buf: memoryview, position: int) -> BatchHeader:
+    # Like Kafka, a size below the smallest legacy message is corruption whatever the magic byte says.
+    if len(buf) - position >= LOG_OVERHEAD and _I32.unpack_from(buf, position + 8)[0] < _LEGACY_RECORD_OVERHEAD:
+        raise CorruptRecordError(f"record size {_I32.unpack_from(buf, position + 8)[0]} is less than the minimum record overhead")
+    try:
+        return read_header(buf, position)
+    except UnsupportedMagic as e:
+        raise UnsupportedForMessageFormatError(str(e)) from None
+    except InvalidBatch as e:
+        raise CorruptRecordError(str(e)) from None
+
+
+def _offset_or(path: Path, default: float) -> float:
+    try:
+        return offset_from_file(path)
+    except ValueError:
+        return default

@@ -1,8 +1,10 @@
-"""LogManager: every partition log in a log dir, their checkpoints and the clean-shutdown marker."""
+"""LogManager: every partition log of a log dir, its checkpoint files and the clean-shutdown marker."""
 
 from __future__ import annotations
 
 import base64
+import json
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import Callable
 
 import structlog
 
-from storage.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from storage.checkpoints import CheckpointError, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from storage.log import Log, parse_topic_partition, wall_clock_ms
 from storage.log_config import LogConfig
 
@@ -20,6 +22,15 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
+DELETE_DIR_SUFFIX = "-delete"
+
+
+def random_kafka_uuid() -> str:
+    """A random Uuid as Kafka prints it; Kafka never hands out one starting with '-'."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 class LogManager:
@@ -29,17 +40,28 @@ class LogManager:
         self._now_ms = now_ms
         self.logs: dict[tuple[str, int], Log] = {}
         self.had_clean_shutdown = False
+        # Deleted logs whose fds stay open for file.delete.delay.ms: a sendfile may still use them.
+        self._logs_to_close: list[tuple[int, Log]] = []
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [self.log_dir]
+
+    # -- startup ------------------------------------------------------------------------------------------
 
     def startup(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
-        recovery_points = read_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT)
-        start_offsets = read_offset_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT)
+        if not self.had_clean_shutdown:
+            log.info("log_manager.recovering", log_dir=str(self.log_dir), reason="no clean shutdown file")
+        recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         for directory in sorted(self.log_dir.iterdir()):
             if not directory.is_dir():
                 continue
-            if directory.name.endswith("-delete"):
+            if directory.name.endswith(DELETE_DIR_SUFFIX):
+                log.info("log_manager.deleted_log_removed", dir=directory.name)
                 shutil.rmtree(directory, ignore_errors=True)
                 continue
             try:
@@ -55,39 +77,59 @@ class LogManager:
                 had_clean_shutdown=self.had_clean_shutdown,
                 now_ms=self._now_ms,
             )
-        # Removed only once every log is loaded: a crash during loading must recover again.
+        # Removed only once every log is loaded: a crash while loading must recover again.
         marker.unlink(missing_ok=True)
         log.info("log_manager.started", logs=len(self.logs), clean_shutdown=self.had_clean_shutdown, log_dir=str(self.log_dir))
 
-    def ensure_meta_properties(self, node_id: int, cluster_id: str | None) -> str:
-        """Kafka's `meta.properties`; a fresh dir is formatted with a new (or the given) cluster id."""
+    def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
+        try:
+            return read_offset_checkpoint(self.log_dir / name)
+        except (CheckpointError, OSError) as e:
+            # Kafka resets to 0 here: every log is then recovered (or starts) from its first segment.
+            log.warning("log_manager.checkpoint_unreadable", file=name, error=str(e))
+            return {}
+
+    def ensure_meta_properties(self, node_id: int, cluster_id: str | None = None) -> str:
+        """Kafka's `meta.properties` (version 1); keeps a stored cluster id, else stores the given or a new one."""
         path = self.log_dir / META_PROPERTIES
         if path.exists():
             props = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#"))
             stored = props.get("cluster.id")
             if stored and cluster_id and stored != cluster_id:
                 raise ValueError(f"cluster.id {cluster_id} does not match {stored} in {path}")
-            if int(props.get("node.id", node_id)) != node_id:
-                raise ValueError(f"node.id {node_id} does not match {props.get('node.id')} in {path}")
+            if "node.id" in props and int(props["node.id"]) != node_id:
+                raise ValueError(f"node.id {node_id} does not match {props['node.id']} in {path}")
             if stored:
                 return stored
-        cluster_id = cluster_id or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        directory_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        path.write_text(f"#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={directory_id}\n")
+        cluster_id = cluster_id or random_kafka_uuid()
+        body = f"#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={random_kafka_uuid()}\n"
+        tmp = path.with_name(META_PROPERTIES + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(self.log_dir)
         return cluster_id
+
+    # -- logs -----------------------------------------------------------------------------------------------
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
 
+    def all_logs(self) -> list[Log]:
+        return list(self.logs.values())
+
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID | None) -> Log:
-        existing = self.logs.get((topic, partition))
+        key = (topic, partition)
+        existing = self.logs.get(key)
         if existing is not None:
-            if topic_id is not None and existing.topic_id is not None and existing.topic_id != topic_id:
-                # A log left over from an earlier topic of the same name.
-                self.delete_log(topic, partition)
-            else:
+            if topic_id is None or existing.topic_id is None or existing.topic_id == topic_id:
                 existing.update_config(config)
                 return existing
+            # Left over from an earlier topic of the same name, deleted while we were away.
+            log.warning("log_manager.stale_log_replaced", topic=topic, partition=partition, old_topic_id=str(existing.topic_id), topic_id=str(topic_id))
+            self.delete_log(topic, partition)
         plog = Log.open(
             self.log_dir / f"{topic}-{partition}",
             config,
@@ -97,46 +139,77 @@ class LogManager:
             had_clean_shutdown=True,
             now_ms=self._now_ms,
         )
-        self.logs[(topic, partition)] = plog
+        self.logs[key] = plog
         return plog
 
-    def all_logs(self) -> list[Log]:
-        return list(self.logs.values())
+    def update_config(self, topic: str, partition: int, config: LogConfig) -> None:
+        plog = self.logs.get((topic, partition))
+        if plog is not None:
+            plog.update_config(config)
 
     def delete_log(self, topic: str, partition: int) -> None:
+        """Rename the folder to `<topic>-<partition>.<uuid>-delete` and remove it.
+
+        The files go at once; their fds are closed by ``delete_pending_segments`` after
+        file.delete.delay.ms, so an fd number is never reused under an in-flight sendfile.
+        """
         plog = self.logs.pop((topic, partition), None)
         if plog is None:
             return
-        plog.close()
-        target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}-delete")
-        plog.dir.rename(target)
+        target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.rename(plog.dir, target)
         shutil.rmtree(target, ignore_errors=True)
+        self._logs_to_close.append((self._now_ms() + plog.config.file_delete_delay_ms, plog))
+        log.info("log_manager.log_deleted", topic=topic, partition=partition)
+
+    # -- background work ----------------------------------------------------------------------------------
 
     def cleanup_logs(self) -> int:
-        return sum(plog.delete_old_segments() for plog in self.logs.values() if plog.config.deletes)
+        """Retention over every log (time and size where cleanup.policy has delete, log start always)."""
+        return sum(plog.delete_old_segments() for plog in self.logs.values())
 
-    def delete_pending_segments(self) -> None:
-        for plog in self.logs.values():
-            plog.delete_pending_segments()
+    def delete_pending_segments(self) -> int:
+        now = self._now_ms()
+        deleted = sum(plog.delete_pending_segments(now) for plog in self.logs.values())
+        due = [plog for deadline, plog in self._logs_to_close if deadline <= now]
+        self._logs_to_close = [(deadline, plog) for deadline, plog in self._logs_to_close if deadline > now]
+        for plog in due:
+            plog.close_handlers()
+        return deleted
 
     def flush_dirty_logs(self) -> None:
+        """Flush rolled segments, and whole logs whose flush.ms has passed since their last flush."""
         now = self._now_ms()
         for plog in self.logs.values():
-            if plog.unflushed_messages and now - plog.last_flush_ms >= plog.config.flush_ms:
+            plog.flush_rolled_segments()
+            if now - plog.last_flush_ms >= plog.config.flush_ms:
                 plog.flush()
 
     def checkpoint_recovery_points(self) -> None:
+        for plog in self.logs.values():
+            plog.flush_rolled_segments()
         write_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, {k: v.recovery_point for k, v in self.logs.items()})
 
     def checkpoint_log_start_offsets(self) -> None:
         write_offset_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, {k: v.log_start_offset for k, v in self.logs.items()})
 
-    def shutdown(self) -> None:
+    # -- shutdown -----------------------------------------------------------------------------------------
+
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log, write both checkpoints, then the clean-shutdown marker."""
         for plog in self.logs.values():
             plog.flush()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         for plog in self.logs.values():
             plog.close()
-        (self.log_dir / CLEAN_SHUTDOWN_FILE).write_text("")
+        for _, plog in self._logs_to_close:
+            plog.close_handlers()
+        self._logs_to_close = []
+        marker = self.log_dir / CLEAN_SHUTDOWN_FILE
+        with open(marker, "w") as f:
+            f.write(json.dumps({"version": 0, "brokerEpoch": broker_epoch}))
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_dir(self.log_dir)
         log.info("log_manager.stopped", logs=len(self.logs))

@@ -1,79 +1,88 @@
-"""Sparse offset index: (relative offset int32, position int32) entries, Kafka's `.index` format.
+"""Kafka's `.index`: sparse (relative offset int32, position int32) entries.
 
-Entries live in memory (two arrays) and are appended to the file as they are made; the
-file is only read back at start-up. An entry (offset O, position P) says the batch that
-starts at P ends at offset O, so a lookup for any offset >= O may start scanning at P.
+An entry (O, P) is written for a batch that starts at byte P and ends at offset O, so every
+offset >= O lives at or after P: ``lookup`` gives the place to start scanning batch headers.
 """
 
 from __future__ import annotations
 
-import bisect
-import os
 import struct
-from array import array
 from pathlib import Path
+from typing import NamedTuple
 
-ENTRY = struct.Struct(">ii")
+from storage.abstract_index import AbstractIndex, CorruptIndexError, IndexFullError, InvalidIndexEntryError
 
 
-class OffsetIndex:
-    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.max_entries = max_entries
-        self._offsets = array("q")
-        self._positions = array("q")
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        data = os.pread(self._fd, os.fstat(self._fd).st_size, 0)
-        usable = len(data) - len(data) % ENTRY.size
-        for rel, pos in ENTRY.iter_unpack(data[:usable]):
-            self._offsets.append(base_offset + rel)
-            self._positions.append(pos)
-        if usable != len(data):
-            os.ftruncate(self._fd, usable)
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
 
-    def __len__(self) -> int:
-        return len(self._offsets)
 
-    def is_full(self) -> bool:
-        return len(self._offsets) >= self.max_entries
+class OffsetIndex(AbstractIndex):
+    ENTRY = struct.Struct(">ii")
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        super().__init__(path, base_offset, max_index_size)
+        self._last_offset = self._read_last_offset()
+
+    def _read_last_offset(self) -> int:
+        return self.base_offset + self._field_i32(self._entries - 1, 0) if self._entries else self.base_offset
 
     @property
     def last_offset(self) -> int:
-        return self._offsets[-1] if self._offsets else self.base_offset
+        return self._last_offset
 
-    def sane(self, segment_size: int) -> bool:
-        offs, poss = self._offsets, self._positions
-        return all(offs[i] < offs[i + 1] and poss[i] < poss[i + 1] for i in range(len(offs) - 1)) and (
-            not poss or poss[-1] < segment_size
-        )
+    def entry(self, slot: int) -> OffsetPosition:
+        if not 0 <= slot < self._entries:
+            raise IndexError(f"slot {slot} outside an index of {self._entries} entries")
+        return OffsetPosition(self.base_offset + self._field_i32(slot, 0), self._field_i32(slot, 4))
 
     def append(self, offset: int, position: int) -> None:
-        if self._offsets and offset <= self._offsets[-1]:
-            return
-        self._offsets.append(offset)
-        self._positions.append(position)
-        os.write(self._fd, ENTRY.pack(offset - self.base_offset, position))
+        if self.is_full():
+            raise IndexFullError(f"attempt to append to a full index ({self._entries} entries) {self.path}")
+        if self._entries and offset <= self._last_offset:
+            raise InvalidIndexEntryError(
+                f"attempt to append offset {offset} to position {self._entries} no larger than the last offset appended ({self._last_offset}) to {self.path}"
+            )
+        relative = self.relative_offset(offset)
+        self._ensure_room_for_one()
+        assert self._mm is not None
+        self.ENTRY.pack_into(self._mm, self._entries * self.ENTRY.size, relative, position)
+        self._entries += 1
+        self._last_offset = offset
 
-    def lookup(self, target_offset: int) -> tuple[int, int]:
-        """The last entry at or below ``target_offset``, or (base offset, 0)."""
-        i = bisect.bisect_right(self._offsets, target_offset) - 1
-        if i < 0:
-            return self.base_offset, 0
-        return self._offsets[i], self._positions[i]
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The last entry whose offset is <= ``target_offset``, or (base offset, 0) when there is none."""
+        relative = min(target_offset - self.base_offset, 2**31 - 1)
+        slot = self._largest_slot_at_most(relative, 0, wide=False)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(slot)
 
-    def truncate_to_position(self, position: int) -> None:
-        """Drop entries that point at or past ``position`` (the log was cut there)."""
-        keep = bisect.bisect_left(self._positions, position)
-        del self._offsets[keep:]
-        del self._positions[keep:]
-        os.ftruncate(self._fd, keep * ENTRY.size)
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset``."""
+        relative = min(offset - self.base_offset, 2**31 - 1)
+        slot = self._largest_slot_at_most(relative, 0, wide=False)
+        if slot < 0:
+            self._truncate_to_entries(0)
+        elif self._field_i32(slot, 0) == relative:
+            self._truncate_to_entries(slot)
+        else:
+            self._truncate_to_entries(slot + 1)
+        self._last_offset = self._read_last_offset()
 
     def reset(self) -> None:
-        self.truncate_to_position(-1)
+        super().reset()
+        self._last_offset = self.base_offset
 
-    def flush(self) -> None:
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        os.close(self._fd)
+    def sanity_check(self, log_size: int | None = None) -> None:
+        """Cheap checks that catch a zero-filled (preallocated, never trimmed) or torn index."""
+        if not self.file_length_valid:
+            raise CorruptIndexError(f"index file {self.path} has a length that is not a multiple of {self.ENTRY.size}")
+        if not self._entries:
+            return
+        first, last = self.entry(0), self.entry(self._entries - 1)
+        if last.offset < self.base_offset or (self._entries > 1 and (last.offset <= first.offset or last.position <= first.position)):
+            raise CorruptIndexError(f"corrupt index {self.path}: first entry {first}, last entry {last} of {self._entries}")
+        if log_size is not None and last.position >= log_size:
+            raise CorruptIndexError(f"corrupt index {self.path}: last entry {last} points past the log end {log_size}")

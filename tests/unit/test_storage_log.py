@@ -1,209 +1,481 @@
-"""Log, LogSegment and indexes on real files: append/read, lookups, rolls, recovery, retention."""
+"""Log: leader and follower appends, validation, rolling, reads as file regions, ListOffsets."""
 
 from __future__ import annotations
 
 import os
-import time
+import struct
+import uuid
 from pathlib import Path
 
+import crc32c
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from protocol.record_batch import is_crc_valid, iter_headers, read_header
-from protocol.records import build_batch, iter_records
-from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
-from storage.log import Log
-from storage.log_config import InvalidConfigError, LogConfig
-from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from protocol.compression import CompressionType
+from protocol.record_batch import CONTROL_MASK, is_crc_valid, iter_headers
+from storage.errors import (
+    CorruptRecordError,
+    InconsistentTopicIdError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+    UnsupportedForMessageFormatError,
+)
+from storage.log import AppendOrigin, Log, parse_topic_partition
+from storage.log_config import LogConfig
+from tests.unit.batch_factory import FakeClock, concat, decode_records, make_batch
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def config(**props: str) -> LogConfig:
-    return LogConfig.from_properties(props)
-
-
-def batch(n: int, ts: int = 1000, size: int = 10) -> memoryview:
-    return memoryview(bytearray(build_batch([(None, bytes([i % 256]) * size, (), ts + i) for i in range(n)])))
+BASE_TS = 1_700_000_000_000
 
 
-def open_log(path: Path, cfg: LogConfig, clock: Clock | None = None, clean: bool = True, recovery_point: int = 0) -> Log:
-    return Log.open(path / "topic-0", cfg, topic_id=None, recovery_point=recovery_point, log_start_offset=0, had_clean_shutdown=clean, now_ms=clock or Clock())
+def open_log(directory: Path, clock: FakeClock, *, clean: bool = True, recovery_point: int = 0, log_start_offset: int = 0, topic_id: uuid.UUID | None = None, **props: str) -> Log:
+    config = LogConfig.from_properties({k.replace("_", "."): v for k, v in props.items()})
+    return Log.open(
+        directory,
+        config,
+        topic_id=topic_id,
+        recovery_point=recovery_point,
+        log_start_offset=log_start_offset,
+        had_clean_shutdown=clean,
+        now_ms=clock,
+    )
 
 
-def read_all(log: Log, start: int = 0) -> list[int]:
-    offsets = []
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Path:
+    return tmp_path / "my-topic-0"
+
+
+def produce(plog: Log, *batches: bytearray, epoch: int = 0) -> tuple[int, int]:
+    info = plog.append_as_leader(memoryview(concat(*batches)), epoch)
+    return info.first_offset, info.last_offset
+
+
+def read_all(plog: Log, start: int = 0, max_offset: int | None = None, chunk: int = 300) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """Fetch from ``start`` the way a consumer does: read, decode whole batches, continue after the last."""
+    out: list[tuple[int, int, bytes | None, bytes | None]] = []
     offset = start
-    while offset < log.log_end_offset:
-        info = log.read(offset, 1 << 20, None, True)
-        assert info.regions
-        data = b"".join(os.pread(r.fd, r.length, r.position) for r in info.regions)
-        for header in iter_headers(data):
-            assert is_crc_valid(data, header)
-            offsets.extend(r.offset for r in iter_records(data[header.position : header.position + header.size]))
-            offset = header.next_offset
-    return offsets
+    upper = plog.log_end_offset if max_offset is None else max_offset
+    for _ in range(10_000):
+        if offset >= upper:
+            break
+        info = plog.read(offset, chunk, max_offset, True)
+        if not info.regions:
+            break
+        region = info.regions[0]
+        records = [r for r in decode_records(os.pread(region.fd, region.length, region.position)) if r[0] >= offset]
+        out += records
+        offset = records[-1][0] + 1
+    return out
 
 
-def test_append_assigns_dense_offsets_and_reads_back(tmp_path: Path) -> None:
-    log = open_log(tmp_path, config())
-    infos = [log.append_as_leader(batch(n), leader_epoch=3) for n in (1, 5, 2)]
-    assert [(i.first_offset, i.last_offset) for i in infos] == [(0, 0), (1, 5), (6, 7)]
-    assert read_all(log) == list(range(8))
-    data = os.pread(log.active_segment.fd, 61, 0)
-    assert read_header(data).partition_leader_epoch == 3
-    assert log.end_offset_for_epoch(3) == (3, 8)
+def file_sizes(directory: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in directory.iterdir() if p.suffix == ".log"}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(sizes=st.lists(st.integers(1, 20), min_size=1, max_size=40), interval=st.sampled_from([0, 50, 500, 4096]), segment_bytes=st.sampled_from([300, 2000, 1 << 20]))
-def test_any_offset_translates_to_its_batch(tmp_path_factory: pytest.TempPathFactory, sizes: list[int], interval: int, segment_bytes: int) -> None:
-    path = tmp_path_factory.mktemp("idx")
-    log = open_log(path, config(**{"index.interval.bytes": str(interval), "segment.bytes": str(segment_bytes)}))
-    for n in sizes:
-        log.append_as_leader(batch(n), 0)
-    total = sum(sizes)
-    for offset in range(0, total, max(1, total // 15)):
-        info = log.read(offset, 1, None, True)
-        header = read_header(os.pread(info.regions[0].fd, 61, info.regions[0].position))
-        assert header.base_offset <= offset <= header.last_offset
-        assert info.regions[0].length == header.size  # min_one_message: the whole first batch
+# -- appends ----------------------------------------------------------------------------------------
 
 
-def test_read_limits(tmp_path: Path) -> None:
-    log = open_log(tmp_path, config())
+def test_append_assigns_dense_offsets_and_reads_back(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    assert plog.topic_partition == ("my-topic", 0)
+    values = []
+    for i in range(30):
+        batch_values = [f"v{i}-{j}".encode() for j in range(i % 4 + 1)]
+        values += batch_values
+        first, last = produce(plog, make_batch(batch_values))
+        assert last - first + 1 == len(batch_values)
+    assert plog.log_end_offset == len(values)
+    got = read_all(plog)
+    assert [r[0] for r in got] == list(range(len(values)))
+    assert [r[3] for r in got] == values
+    plog.close()
+
+
+def test_one_buffer_with_several_batches_is_one_write(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    produce(plog, make_batch([b"a"]))
+    buffer = concat(make_batch([b"b", b"c"]), make_batch([b"d"]), make_batch([b"e", b"f", b"g"]))
+    info = plog.append_as_leader(memoryview(buffer), 7)
+    assert (info.first_offset, info.last_offset, info.records_count, info.valid_bytes) == (1, 6, 6, len(buffer))
+    # Offsets and the leader epoch were rewritten in the caller's buffer, CRCs still valid.
+    headers = list(iter_headers(buffer))
+    assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [(1, 7), (3, 7), (4, 7)]
+    assert all(is_crc_valid(buffer, h) for h in headers)
+    assert (log_dir / "00000000000000000000.log").read_bytes().endswith(bytes(buffer))
+    assert [r[3] for r in read_all(plog)] == [b"a", b"b", b"c", b"d", b"e", b"f", b"g"]
+    plog.close()
+
+
+def test_append_info_reports_timestamps(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    info = plog.append_as_leader(memoryview(concat(make_batch([b"a", b"b"], timestamps=[BASE_TS + 5, BASE_TS + 9]), make_batch([b"c"], timestamps=[BASE_TS + 7]))), 0)
+    assert info.max_timestamp == BASE_TS + 9 and info.offset_of_max_timestamp == 1
+    assert info.log_append_time == -1 and info.log_start_offset == 0
+    plog.close()
+
+
+def test_log_append_time_rewrites_timestamps_and_crc(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, message_timestamp_type="LogAppendTime")
+    buffer = concat(make_batch([b"a", b"b"], timestamps=[1, 2]), make_batch([b"c"], timestamps=[3]))
+    info = plog.append_as_leader(memoryview(buffer), 0)
+    assert info.log_append_time == clock.now and info.max_timestamp == clock.now and info.offset_of_max_timestamp == 1
+    stored = (log_dir / "00000000000000000000.log").read_bytes()
+    headers = list(iter_headers(stored))
+    assert all(h.is_log_append_time and h.max_timestamp == clock.now and is_crc_valid(stored, h) for h in headers)
+    assert [r[1] for r in decode_records(stored)] == [clock.now] * 3
+    plog.close()
+
+
+def test_empty_input_appends_nothing(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    info = plog.append_as_leader(memoryview(bytearray()), 0)
+    assert (info.first_offset, info.last_offset, info.records_count, info.valid_bytes) == (-1, -1, 0, 0)
+    assert plog.log_end_offset == 0
+    plog.close()
+
+
+def corrupt_crc(batch: bytearray) -> bytearray:
+    bad = bytearray(batch)
+    bad[-1] ^= 0x55
+    return bad
+
+
+def count_lie(batch: bytearray, count: int) -> bytearray:
+    """The batch with its record count and last offset delta raised to ``count`` (CRC refreshed)."""
+    struct.pack_into(">i", batch, 23, count - 1)
+    struct.pack_into(">i", batch, 57, count)
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(batch[21:]))
+    return batch
+
+
+def legacy_message_set() -> bytearray:
+    """A magic-1 message (offset, size, crc, magic=1, ...), which produce v3+ never carries."""
+    body = struct.pack(">bbq", 1, 0, BASE_TS) + struct.pack(">i", -1) + struct.pack(">i", 3) + b"abc"
+    message = struct.pack(">I", 0) + body
+    return bytearray(struct.pack(">qi", 0, len(message)) + message)
+
+
+@pytest.mark.parametrize(
+    ("make_bad", "error"),
+    [
+        (lambda: corrupt_crc(make_batch([b"x"])), CorruptRecordError),
+        (lambda: bytearray(os.urandom(64)), CorruptRecordError),
+        (lambda: bytearray(b"\x00" * 20), CorruptRecordError),
+        (lambda: make_batch([b"x" * 50])[:-10], CorruptRecordError),
+        (lambda: concat(make_batch([b"ok"]), make_batch([b"x"])[:30]), CorruptRecordError),
+        (lambda: concat(make_batch([b"ok"]), corrupt_crc(make_batch([b"x"]))), CorruptRecordError),
+        (legacy_message_set, UnsupportedForMessageFormatError),
+        (lambda: make_batch([b"x" * 2000]), RecordTooLargeError),
+        (lambda: make_batch([b"a", b"b"], offset_deltas=[0, 5]), InvalidRecordError),
+        (lambda: make_batch([], base_offset=0), InvalidRecordError),
+        (lambda: make_batch([b"x"], base_offset=3), InvalidRecordError),
+        (lambda: make_batch([b"x"], attributes=CONTROL_MASK), InvalidRecordError),
+        (lambda: make_batch([b"x"], producer_id=5, producer_epoch=0, base_sequence=-1), InvalidRecordError),
+        (lambda: make_batch([b"x"], timestamps=[FakeClock().now + 3_600_001]), InvalidTimestampError),
+        (lambda: count_lie(make_batch([b"a", b"b"]), 1000), InvalidRecordError),
+    ],
+)
+def test_invalid_input_is_rejected_and_nothing_is_written(log_dir: Path, clock: FakeClock, make_bad, error) -> None:  # type: ignore[no-untyped-def]
+    plog = open_log(log_dir, clock, max_message_bytes="1000")
+    produce(plog, make_batch([b"before"]))
+    size_before = file_sizes(log_dir)
+    bad = make_bad()
+    pristine = bytes(bad)
+    with pytest.raises(error) as err:
+        plog.append_as_leader(memoryview(bad), 0)
+    assert err.value.error_code == error.error_code
+    assert plog.log_end_offset == 1 and file_sizes(log_dir) == size_before
+    assert bytes(bad) == pristine  # validation happens before any rewriting
+    assert [r[3] for r in read_all(plog)] == [b"before"]
+    plog.close()
+
+
+def test_error_codes_are_kafkas() -> None:
+    assert CorruptRecordError.error_code == 2 and OffsetOutOfRangeError.error_code == 1
+    assert RecordTooLargeError.error_code == 10 and RecordBatchTooLargeError.error_code == 18
+    assert InvalidRecordError.error_code == 87 and UnsupportedForMessageFormatError.error_code == 43
+    assert InvalidTimestampError.error_code == 32
+
+
+def test_buffer_larger_than_a_segment_is_record_batch_too_large(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, segment_bytes="300")
+    with pytest.raises(RecordBatchTooLargeError):
+        produce(plog, make_batch([b"x" * 200]), make_batch([b"y" * 200]))
+    assert plog.log_end_offset == 0
+    plog.close()
+
+
+def test_coordinator_may_write_control_batches(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    info = plog.append_as_leader(memoryview(make_batch([b"marker"], attributes=CONTROL_MASK, producer_id=9, producer_epoch=0)), 2, AppendOrigin.COORDINATOR)
+    assert info.first_offset == 0
+    with pytest.raises(InvalidRecordError):
+        plog.append_as_leader(memoryview(make_batch([b"x"], partition_leader_epoch=1)), 2, AppendOrigin.RAFT_LEADER)
+    plog.append_as_leader(memoryview(make_batch([b"x"], partition_leader_epoch=2)), 2, AppendOrigin.RAFT_LEADER)
+    assert plog.log_end_offset == 2
+    plog.close()
+
+
+def test_read_only_memoryview_is_accepted(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    info = plog.append_as_leader(memoryview(bytes(make_batch([b"ro"]))), 0)
+    assert info.first_offset == 0 and [r[3] for r in read_all(plog)] == [b"ro"]
+    plog.close()
+
+
+# -- follower appends ----------------------------------------------------------------------------------
+
+
+def test_follower_append_keeps_offsets_allows_gaps_and_drops_a_partial_tail(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    fetched = concat(make_batch([b"a", b"b"], base_offset=0, partition_leader_epoch=3), make_batch([b"c"], base_offset=5, partition_leader_epoch=4))
+    partial = make_batch([b"d" * 40], base_offset=6, partition_leader_epoch=4)[:50]
+    info = plog.append_as_follower(memoryview(concat(fetched, partial)))
+    assert (info.first_offset, info.last_offset, info.valid_bytes) == (0, 5, len(fetched))
+    assert plog.log_end_offset == 6
+    assert plog.leader_epoch_cache.entries == [(3, 0), (4, 5)]
+    assert [(r[0], r[3]) for r in read_all(plog)] == [(0, b"a"), (1, b"b"), (5, b"c")]
+    with pytest.raises(UnexpectedAppendOffsetError):
+        plog.append_as_follower(memoryview(make_batch([b"again"], base_offset=5)))
+    with pytest.raises(OffsetsOutOfOrderError):
+        plog.append_as_follower(memoryview(concat(make_batch([b"x", b"y"], base_offset=8), make_batch([b"z"], base_offset=9))))
+    with pytest.raises(CorruptRecordError):
+        plog.append_as_follower(memoryview(corrupt_crc(make_batch([b"x"], base_offset=6))))
+    assert plog.log_end_offset == 6
+    plog.close()
+
+
+# -- rolling ------------------------------------------------------------------------------------------
+
+
+def test_roll_on_segment_bytes(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, segment_bytes="1000")
+    batch_size = len(make_batch([b"x" * 100]))
+    for _ in range(25):
+        produce(plog, make_batch([b"x" * 100]))
+    per_segment = 1000 // batch_size
+    assert [s.base_offset for s in plog.segments] == list(range(0, 25, per_segment))
+    assert all(s.size <= 1000 for s in plog.segments)
+    # Rolled segments were trimmed: their index files hold only real entries.
+    for segment in plog.segments[:-1]:
+        assert segment.offset_index.path.stat().st_size == 8 * segment.offset_index.entries
+    assert len(read_all(plog)) == 25
+    plog.close()
+
+
+def test_roll_on_segment_ms_uses_record_timestamps(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, segment_ms="60000")
+    produce(plog, make_batch([b"a"], timestamps=[BASE_TS]))
+    produce(plog, make_batch([b"b"], timestamps=[BASE_TS + 60_000]))
+    assert len(plog.segments) == 1
+    produce(plog, make_batch([b"c"], timestamps=[BASE_TS + 60_001]))
+    assert [s.base_offset for s in plog.segments] == [0, 2]
+    plog.close()
+
+
+def test_roll_on_segment_ms_without_timestamps_uses_the_clock(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, segment_ms="1000")
+    produce(plog, make_batch([b"a"], timestamps=[-1]))
+    clock.advance(1001)
+    produce(plog, make_batch([b"b"], timestamps=[-1]))
+    assert [s.base_offset for s in plog.segments] == [0, 1]
+    plog.close()
+
+
+def test_roll_when_an_index_is_full(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, segment_index_bytes="24", index_interval_bytes="0")
+    for i in range(10):
+        produce(plog, make_batch([f"{i}".encode()]))
+    assert len(plog.segments) > 2
+    assert all(s.offset_index.entries <= 3 and s.time_index.entries <= 2 for s in plog.segments)
+    assert [r[0] for r in read_all(plog)] == list(range(10))
+    plog.close()
+
+
+# -- reads ---------------------------------------------------------------------------------------------
+
+
+def test_read_cuts_mid_batch_unless_min_one_message(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    big = make_batch([b"x" * 500])
+    produce(plog, big)
+    produce(plog, make_batch([b"small"]))
+    info = plog.read(0, 100, None, False)
+    assert [r.length for r in info.regions] == [100] and info.first_entry_incomplete
+    info = plog.read(0, 100, None, True)
+    assert [r.length for r in info.regions] == [len(big)]
+    info = plog.read(0, len(big) + 30, None, False)
+    assert info.regions[0].length == len(big) + 30  # ends inside the second batch
+    plog.close()
+
+
+def test_read_is_bounded_by_max_offset(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, segment_bytes="400")
+    for i in range(12):
+        produce(plog, make_batch([f"{i}a".encode(), f"{i}b".encode()]))
+    assert len(plog.segments) > 2
+    for high_watermark in (2, 6, 10, 13, 24):
+        upper = high_watermark - high_watermark % 2  # batches are 2 records: HW on a batch boundary
+        got = read_all(plog, 0, max_offset=upper)
+        assert [r[0] for r in got] == list(range(upper))
+    assert plog.read(6, 10_000, 6, True).regions == []
+    plog.close()
+
+
+def test_read_at_the_end_and_out_of_range(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    produce(plog, make_batch([b"a", b"b", b"c"]))
+    assert plog.read(3, 1000, None, True).regions == []
+    assert plog.read(3, 1000, 3, True).fetch_offset == 3
+    with pytest.raises(OffsetOutOfRangeError) as err:
+        plog.read(4, 1000, None, True)
+    assert err.value.error_code == 1
+    plog.maybe_increment_log_start_offset(2)
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.read(1, 1000, None, True)
+    info = plog.read(2, 1000, None, True)
+    assert info.regions and info.fetch_offset == 2  # the whole batch; the client skips offsets below 2
+    plog.close()
+
+
+def test_read_hands_out_one_segment_region(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, segment_bytes="200")
+    for i in range(6):
+        produce(plog, make_batch([b"y" * 60]))
+    info = plog.read(0, 10**6, None, False)
+    assert len(info.regions) == 1 and info.regions[0].fd == plog.segments[0].fd
+    assert info.regions[0].length == plog.segments[0].size
+    plog.close()
+
+
+# -- ListOffsets --------------------------------------------------------------------------------------
+
+
+def test_fetch_offset_by_timestamp(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, segment_bytes="400", index_interval_bytes="50")
+    timestamps = [BASE_TS + 10 * i for i in range(40)]
+    for i in range(0, 40, 2):
+        produce(plog, make_batch([b"r" * 20, b"s" * 20], timestamps=timestamps[i : i + 2]), epoch=3 if i < 20 else 5)
+    assert len(plog.segments) > 3
+    for target_index in (0, 1, 7, 20, 33, 39):
+        assert plog.fetch_offset_by_timestamp(timestamps[target_index]) == (timestamps[target_index], target_index, 3 if target_index < 20 else 5)
+        assert plog.fetch_offset_by_timestamp(timestamps[target_index] - 5) == (timestamps[target_index], target_index, 3 if target_index < 20 else 5)
+    assert plog.fetch_offset_by_timestamp(BASE_TS - 1000) == (BASE_TS, 0, 3)
+    assert plog.fetch_offset_by_timestamp(timestamps[-1] + 1) is None
+    assert plog.fetch_offset_by_timestamp(-2) == (-1, 0, 3)
+    assert plog.fetch_offset_by_timestamp(-4) == (-1, 0, 3)
+    assert plog.fetch_offset_by_timestamp(-1) == (-1, 40, 5)
+    assert plog.fetch_offset_by_timestamp(-5) == (-1, -1, -1)
+    assert plog.fetch_offset_by_timestamp(-3) == (timestamps[-1], 39, 5)
+    plog.close()
+
+
+def test_by_time_skips_records_below_the_log_start(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    produce(plog, make_batch([b"a", b"b", b"c"], timestamps=[BASE_TS, BASE_TS + 1, BASE_TS + 2]))
+    plog.maybe_increment_log_start_offset(2)
+    assert plog.fetch_offset_by_timestamp(BASE_TS) == (BASE_TS + 2, 2, 0)
+    assert plog.fetch_offset_by_timestamp(-2) == (-1, 2, 0)
+    plog.close()
+
+
+def test_max_timestamp_names_the_first_record_carrying_it(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    produce(plog, make_batch([b"a", b"b"], timestamps=[BASE_TS + 1, BASE_TS + 2]))
+    produce(plog, make_batch([b"c", b"d", b"e"], timestamps=[BASE_TS + 9, BASE_TS + 3, BASE_TS + 9]), epoch=2)
+    produce(plog, make_batch([b"f"], timestamps=[BASE_TS + 4]), epoch=2)
+    assert plog.fetch_offset_by_timestamp(-3) == (BASE_TS + 9, 2, 2)
+    plog.close()
+
+
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.ZSTD, CompressionType.LZ4, CompressionType.SNAPPY])
+def test_by_time_inside_a_compressed_batch(log_dir: Path, clock: FakeClock, codec: int) -> None:
+    plog = open_log(log_dir, clock)
+    produce(plog, make_batch([b"a", b"b", b"c", b"d"], timestamps=[BASE_TS, BASE_TS + 5, BASE_TS + 10, BASE_TS + 7], compression=codec))
+    assert plog.fetch_offset_by_timestamp(BASE_TS + 6) == (BASE_TS + 10, 2, 0)
+    assert plog.fetch_offset_by_timestamp(-3) == (BASE_TS + 10, 2, 0)
+    plog.close()
+
+
+def test_log_append_time_answers_with_the_first_record(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, message_timestamp_type="LogAppendTime")
+    produce(plog, make_batch([b"a", b"b"]))
+    assert plog.fetch_offset_by_timestamp(clock.now) == (clock.now, 0, 0)
+    assert plog.fetch_offset_by_timestamp(-3) == (clock.now, 0, 0)
+    plog.close()
+
+
+def test_empty_log_offsets(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    assert plog.fetch_offset_by_timestamp(-2) == (-1, 0, -1)
+    assert plog.fetch_offset_by_timestamp(-1) == (-1, 0, -1)
+    assert plog.fetch_offset_by_timestamp(-3) is None
+    assert plog.fetch_offset_by_timestamp(BASE_TS) is None
+    plog.close()
+
+
+# -- misc ------------------------------------------------------------------------------------------------
+
+
+def test_flush_messages_moves_the_recovery_point(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, flush_messages="3")
+    produce(plog, make_batch([b"a", b"b"]))
+    assert plog.recovery_point == 0 and plog.unflushed_messages == 2
+    produce(plog, make_batch([b"c"]))
+    assert plog.recovery_point == 3 and plog.unflushed_messages == 0
+    plog.close()
+
+
+def test_rolled_segments_are_flushed_later(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock, segment_bytes="200")
     for _ in range(4):
-        log.append_as_leader(batch(10, size=100), 0)
-    first_size = log.read(0, 1, None, True).regions[0].length
-    assert log.read(0, 10, None, False).regions[0].length == 10  # may cut mid-batch, as Kafka does
-    assert log.read(0, 1 << 20, 20, True).regions[0].length == 2 * first_size  # bounded by max_offset
-    assert log.read(40, 100, None, True).regions == []
-    with pytest.raises(OffsetOutOfRangeError):
-        log.read(41, 100, None, True)
+        produce(plog, make_batch([b"z" * 80]))
+    assert plog.recovery_point == 0
+    assert plog.flush_rolled_segments()
+    assert plog.recovery_point == plog.active_segment.base_offset
+    assert not plog.flush_rolled_segments()
+    plog.flush()
+    assert plog.recovery_point == plog.log_end_offset
+    plog.close()
 
 
-def test_rejects_bad_batches_and_appends_nothing(tmp_path: Path) -> None:
-    log = open_log(tmp_path, config(**{"max.message.bytes": "500"}))
-    good = bytes(batch(3))
-    corrupt = bytearray(good)
-    corrupt[-2] ^= 1
-    for bad, error in ((corrupt, CorruptRecordError), (good + b"\x00\x01", CorruptRecordError), (good[:40], CorruptRecordError), (bytes(batch(3, size=400)), RecordTooLargeError)):
-        with pytest.raises(error):
-            log.append_as_leader(memoryview(bytearray(bad)), 0)
-    assert log.log_end_offset == 0 and log.size_in_bytes == 0
+def test_partition_metadata_and_topic_id(log_dir: Path, clock: FakeClock) -> None:
+    topic_id = uuid.UUID("b1f9a2c4-3d5e-4f60-8a7b-9c0d1e2f3a4b")
+    plog = open_log(log_dir, clock, topic_id=topic_id)
+    plog.close()
+    text = (log_dir / "partition.metadata").read_text()
+    assert text == "version: 0\ntopic_id: sfmixD1eT2CKe5wNHi86Sw\n"
+    assert open_log(log_dir, clock).topic_id == topic_id
+    with pytest.raises(InconsistentTopicIdError):
+        open_log(log_dir, clock, topic_id=uuid.uuid4())
 
 
-def test_rolls_on_size_time_and_log_append_time(tmp_path: Path) -> None:
-    clock = Clock()
-    log = open_log(tmp_path, config(**{"segment.bytes": "400", "segment.ms": "1000", "message.timestamp.type": "LogAppendTime"}), clock)
-    log.append_as_leader(batch(2), 0)
-    log.append_as_leader(batch(2), 0)
-    assert [s.base_offset for s in log.segments] == [0]
-    log.append_as_leader(batch(20), 0)
-    assert [s.base_offset for s in log.segments] == [0, 4]
-    clock.now += 2000
-    log.append_as_leader(batch(1), 0)
-    assert [s.base_offset for s in log.segments] == [0, 4, 24]
-    data = os.pread(log.segments[2].fd, 1000, 0)
-    header = read_header(data)
-    assert header.is_log_append_time and header.max_timestamp == clock.now and is_crc_valid(data, header)
+def test_topic_partition_parsing() -> None:
+    assert parse_topic_partition(Path("/x/my-dashed-topic-12")) == ("my-dashed-topic", 12)
+    assert parse_topic_partition(Path("__cluster_metadata-0")) == ("__cluster_metadata", 0)
+    for bad in ("noPartition", "topic-", "-3", "t-0.abc-delete"):
+        with pytest.raises(ValueError):
+            parse_topic_partition(Path(bad))
 
 
-def test_offsets_by_timestamp(tmp_path: Path) -> None:
-    log = open_log(tmp_path, config(**{"index.interval.bytes": "0"}))
-    log.append_as_leader(batch(5, ts=100), 0)
-    log.append_as_leader(batch(5, ts=200), 0)
-    assert log.fetch_offset_by_timestamp(102)[:2] == (102, 2)
-    assert log.fetch_offset_by_timestamp(150)[:2] == (200, 5)
-    assert log.fetch_offset_by_timestamp(205) is None
-    assert log.fetch_offset_by_timestamp(-2)[1] == 0 and log.fetch_offset_by_timestamp(-1)[1] == 10
-    assert log.fetch_offset_by_timestamp(-3)[:2] == (204, 9)
-
-
-def test_recovery_truncates_torn_tail_and_rebuilds_indexes(tmp_path: Path) -> None:
-    cfg = config(**{"segment.bytes": "2000", "index.interval.bytes": "0"})
-    log = open_log(tmp_path, cfg)
-    for _ in range(12):
-        log.append_as_leader(batch(5), 0)
-    expected_end = log.log_end_offset
-    active = log.active_segment
-    log.close()
-    with open(active.log_path, "ab") as f:
-        f.write(bytes(batch(5))[:50])  # a torn write
-    for index in tmp_path.glob("topic-0/*.index"):
-        index.unlink()
-    log = open_log(tmp_path, cfg, clean=False)
-    assert log.log_end_offset == expected_end
-    assert read_all(log) == list(range(expected_end))
-    assert all(len(s.offset_index) > 0 for s in log.segments if s.size)
-    log.append_as_leader(batch(1), 0)
-    assert log.log_end_offset == expected_end + 1
-
-
-def test_recovery_stops_at_corruption_in_the_middle(tmp_path: Path) -> None:
-    log = open_log(tmp_path, config())
-    for _ in range(6):
-        log.append_as_leader(batch(5), 0)
-    path = log.active_segment.log_path
-    log.close()
-    data = bytearray(path.read_bytes())
-    third = sum(h.size for h in list(iter_headers(data))[:2])
-    data[third + 70] ^= 0xFF
-    path.write_bytes(bytes(data))
-    log = open_log(tmp_path, config(), clean=False)
-    assert log.log_end_offset == 10 and read_all(log) == list(range(10))
-
-
-def test_retention_by_size_and_time_moves_log_start(tmp_path: Path) -> None:
-    clock = Clock()
-    cfg = config(**{"segment.bytes": "300", "retention.bytes": "600", "file.delete.delay.ms": "1000"})
-    log = open_log(tmp_path, cfg, clock)
-    for _ in range(10):
-        log.append_as_leader(batch(2, ts=clock.now), 0)
-    segments_before = len(log.segments)
-    assert log.delete_old_segments() > 0
-    assert log.log_start_offset == log.segments[0].base_offset > 0
-    assert len(log.segments) < segments_before
-    assert list(tmp_path.glob("topic-0/*.deleted"))
-    clock.now += 1000
-    log.delete_pending_segments()
-    assert not list(tmp_path.glob("topic-0/*.deleted"))
-    with pytest.raises(OffsetOutOfRangeError):
-        log.read(0, 100, None, True)
-    log.update_config(config(**{"segment.bytes": "300", "retention.ms": "5000"}))
-    clock.now += 10_000
-    log.delete_old_segments()
-    assert log.log_start_offset == log.log_end_offset == 20
-    assert log.append_as_leader(batch(1), 0).first_offset == 20
-
-
-def test_log_manager_checkpoints_and_clean_shutdown(tmp_path: Path) -> None:
-    manager = LogManager(tmp_path, config())
-    manager.startup()
-    assert manager.had_clean_shutdown is False
-    log = manager.get_or_create_log("orders-events", 3, config(), None)
-    log.append_as_leader(batch(4, ts=time.time_ns() // 1_000_000), 0)
-    log.maybe_increment_log_start_offset(2)
-    manager.shutdown()
-    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
-    again = LogManager(tmp_path, config())
-    again.startup()
-    assert again.had_clean_shutdown and not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
-    reopened = again.get_log("orders-events", 3)
-    assert reopened is not None and reopened.log_end_offset == 4 and reopened.log_start_offset == 2
-    assert again.ensure_meta_properties(1, None) == again.ensure_meta_properties(1, None)
-
-
-def test_config_validation_names_the_key() -> None:
-    with pytest.raises(InvalidConfigError, match="segment.bytes"):
-        config(**{"segment.bytes": "abc"})
-    with pytest.raises(InvalidConfigError, match="no.such"):
-        config(**{"no.such": "1"})
-    assert config(**{"cleanup.policy": "delete, compact"}).compacts
+def test_end_offset_for_epoch(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    produce(plog, make_batch([b"a", b"b"]), epoch=1)
+    produce(plog, make_batch([b"c"]), epoch=1)
+    produce(plog, make_batch([b"d", b"e"]), epoch=4)
+    assert plog.leader_epoch_cache.entries == [(1, 0), (4, 3)]
+    assert plog.end_offset_for_epoch(1) == (1, 3)
+    assert plog.end_offset_for_epoch(2) == (1, 3)
+    assert plog.end_offset_for_epoch(4) == (4, 5)
+    assert plog.end_offset_for_epoch(0) == (0, 0)
+    assert plog.end_offset_for_epoch(9) == (-1, -1)
+    plog.close()
