@@ -18,7 +18,8 @@ from broker.config import BrokerConfig
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from raft import controller_logic
-from raft.controller_logic import CreatableTopic
+from raft.controller_logic import CreatableTopic, QuorumControllerLogic
+from raft.metadata_image import TOPIC_RESOURCE
 from raft.metadata_log import MetadataLog
 from raft.metadata_records import MetadataRecord
 from storage.log_config import InvalidConfigError, LogConfig
@@ -40,6 +41,7 @@ class QuorumController:
         self._metadata = metadata
         self._rm = replica_manager
         self._lock = asyncio.Lock()
+        self._logic = QuorumControllerLogic(config_default=self._config_default)
 
     @property
     def _broker_ids(self) -> list[int]:
@@ -61,6 +63,18 @@ class QuorumController:
         props.update(configs)
         LogConfig.from_properties(props)
 
+    def _validate_resource_config(self, resource_type: int, _name: str, configs: dict[str, str]) -> None:
+        if resource_type == TOPIC_RESOURCE:
+            self._validate_topic_config(configs)
+        elif configs:
+            key = next(iter(configs))
+            raise InvalidConfigError(key, "Dynamic broker configs are not supported by this node yet; set them in server.properties.")
+
+    def _config_default(self, resource_type: int, key: str) -> str | None:
+        if resource_type == TOPIC_RESOURCE:
+            return LogConfig.from_properties(dict(self._config.topic_defaults())).to_properties().get(key)
+        return None
+
     def _commit(self, records: Sequence[MetadataRecord]) -> None:
         if not records:
             return
@@ -70,7 +84,7 @@ class QuorumController:
 
     async def create_topics(self, topics: list[CreatableTopic], validate_only: bool) -> list[controller_logic.CreateTopicResult]:
         async with self._lock:
-            records, results = controller_logic.create_topics(
+            records, results = self._logic.create_topics(
                 self._metadata.image,
                 topics,
                 validate_only=validate_only,
@@ -98,7 +112,7 @@ class QuorumController:
 
     async def delete_topics(self, entries: list[tuple[str | None, uuid.UUID | None]]) -> list[controller_logic.DeleteTopicResult]:
         async with self._lock:
-            records, results = controller_logic.delete_topics(self._metadata.image, entries)
+            records, results = self._logic.delete_topics(self._metadata.image, entries)
             self._commit(records)
             for r in results:
                 if r.error_code == 0:
@@ -107,19 +121,19 @@ class QuorumController:
 
     async def create_partitions(self, topics: list[tuple[str, int, list[list[int]] | None]], validate_only: bool) -> list[controller_logic.CreatePartitionsResult]:
         async with self._lock:
-            records, results = controller_logic.create_partitions(self._metadata.image, topics, validate_only=validate_only, broker_ids=self._broker_ids)
+            records, results = self._logic.create_partitions(self._metadata.image, topics, validate_only=validate_only, broker_ids=self._broker_ids)
             if not validate_only:
                 self._commit(records)
             return results
 
     async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool) -> list[controller_logic.AlterConfigsResult]:
         async with self._lock:
-            records, results = controller_logic.alter_configs(
+            records, results = self._logic.alter_configs(
                 self._metadata.image,
                 [(r.resource_type, r.resource_name, r.ops) for r in resources],
                 incremental=incremental,
                 validate_only=validate_only,
-                validate_config=self._validate_topic_config,
+                validate_config=self._validate_resource_config,
                 node_id=self._config.node_id,
             )
             if not validate_only:

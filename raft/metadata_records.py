@@ -1,165 +1,248 @@
 """KRaft metadata records: the values stored in `__cluster_metadata`.
 
 A record value is ``frame version (uvarint 1) | apiKey (uvarint) | version (uvarint) |
-body``, the body in Kafka's flexible encoding (compact strings and arrays, tagged fields).
-Each record type below lists its fields as (name, type, first version, tag); one small
-codec walks those lists, so adding a record type is adding a list.
+body``; every metadata record is flexible, so the body uses compact strings and arrays
+and ends with a tagged-fields section. Keys are null.
+
+Each record class lists its fields in the order of Kafka's JSON spec
+(metadata/src/main/resources/common/metadata/*.json) as ``Field`` entries; one codec walks
+those lists with kio's native readers and its writers. Python attributes are the
+snake_case of the JSON names. A field with a JSON default, a tagged field, or one that
+older versions lack has that default in Python, so decoding an old version or a record
+without a tagged field fills it.
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import struct
 import uuid
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, Callable, ClassVar, NamedTuple
+
+from kio._kio_native import (
+    compact_array_reader,
+    read_boolean,
+    read_compact_string,
+    read_compact_string_nullable,
+    read_int8,
+    read_int16,
+    read_int32,
+    read_int64,
+    read_uint16,
+    read_unsigned_varint,
+    read_uuid,
+)
+from kio.serial.errors import SerialError
+from kio.serial.writers import (
+    compact_array_writer,
+    write_boolean,
+    write_compact_string,
+    write_int8,
+    write_int16,
+    write_int32,
+    write_int64,
+    write_nullable_compact_string,
+    write_tagged_field,
+    write_uint16,
+    write_unsigned_varint,
+    write_uuid,
+)
 
 FRAME_VERSION = 1
+ZERO_UUID = uuid.UUID(int=0)
 
-Spec = tuple[str, str, int, int | None]  # python name, type, first version, tag (None = regular)
+Reader = Callable[[Any, int], tuple[Any, int]]
+Writer = Callable[[io.BytesIO, Any], None]
 
 
 class MetadataRecordError(ValueError):
-    pass
+    """A metadata record value that cannot be decoded (or a record that cannot be encoded)."""
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+class Field(NamedTuple):
+    name: str
+    kind: str  # the JSON type: "int32", "string", "uuid", "[]int32", "[]BrokerEndpoint", ...
+    since: int = 0  # first version that carries the field
+    tag: int | None = None  # None: a regular field
+    nullable: bool = False
 
 
-class _Reader:
-    def __init__(self, buf: bytes | memoryview) -> None:
-        self.buf = bytes(buf)
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise MetadataRecordError("record truncated")
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def uvarint(self) -> int:
-        result, shift = 0, 0
-        while True:
-            b = self.take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise MetadataRecordError("varint too long")
-
-    def unpack(self, fmt: str) -> Any:
-        s = struct.Struct(fmt)
-        return s.unpack(self.take(s.size))[0]
+class _Plan(NamedTuple):
+    regular: tuple[tuple[str, Reader, Writer], ...]
+    tagged: tuple[tuple[int, str, Reader, Writer, Any], ...]  # sorted by tag
+    by_tag: dict[int, tuple[str, Reader]]
+    absent: tuple[tuple[str, Any], ...]  # fields this version lacks, with their defaults
 
 
-_FIXED = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint16": ">H", "bool": ">?"}
+def _read_uuid(buf: Any, offset: int) -> tuple[uuid.UUID, int]:
+    # kio reads the all-zero UUID as None; metadata records use it as a value
+    # (Uuid.ZERO_UUID, DirectoryId.MIGRATING), so it stays a UUID here.
+    value, size = read_uuid(buf, offset)
+    return (ZERO_UUID if value is None else value), size
 
 
-def _write(kind: str, value: Any, out: bytearray) -> None:
-    if kind in _FIXED:
-        out += struct.pack(_FIXED[kind], value)
-    elif kind == "uuid":
-        out += value.bytes
-    elif kind in ("string", "string?"):
+_PRIMITIVES: dict[str, tuple[Reader, Writer]] = {
+    "bool": (read_boolean, write_boolean),
+    "int8": (read_int8, write_int8),
+    "int16": (read_int16, write_int16),
+    "int32": (read_int32, write_int32),
+    "int64": (read_int64, write_int64),
+    "uint16": (read_uint16, write_uint16),
+    "uuid": (_read_uuid, write_uuid),
+}
+
+
+def _not_null(name: str, reader: Reader) -> Reader:
+    def read(buf: Any, offset: int) -> tuple[Any, int]:
+        value, size = reader(buf, offset)
         if value is None:
-            out += _uvarint(0)
+            raise MetadataRecordError(f"non-nullable field {name} was serialized as null")
+        return value, size
+
+    return read
+
+
+def _codec(f: Field) -> tuple[Reader, Writer]:
+    if f.kind == "string":
+        if f.nullable:
+            return read_compact_string_nullable, write_nullable_compact_string
+        return read_compact_string, write_compact_string
+    if f.kind.startswith("[]"):
+        item = f.kind[2:]
+        struct_cls = _STRUCTS.get(item)
+        if struct_cls is not None:
+            item_reader, item_writer = _struct_codec(struct_cls)
         else:
-            raw = value.encode()
-            out += _uvarint(len(raw) + 1) + raw
-    elif kind.startswith("[]"):
-        inner = kind[2:].rstrip("?")
-        if value is None:
-            out += _uvarint(0)
-            return
-        out += _uvarint(len(value) + 1)
-        for item in value:
-            if inner in _STRUCTS:
-                out += _encode_body(item, _STRUCTS[inner].SPECS, 0)
-            else:
-                _write(inner, item, out)
-    else:
-        raise MetadataRecordError(f"unknown field type {kind}")
+            item_reader, item_writer = _PRIMITIVES[item]
+        reader = compact_array_reader(item_reader)
+        return (reader if f.nullable else _not_null(f.name, reader)), compact_array_writer(item_writer)
+    return _PRIMITIVES[f.kind]
 
 
-def _read(kind: str, r: _Reader) -> Any:
-    if kind in _FIXED:
-        return r.unpack(_FIXED[kind])
-    if kind == "uuid":
-        return uuid.UUID(bytes=r.take(16))
-    if kind in ("string", "string?"):
-        n = r.uvarint()
-        if n == 0:
-            if kind == "string":
-                raise MetadataRecordError("null in a non-nullable string")
-            return None
-        return r.take(n - 1).decode()
-    if kind.startswith("[]"):
-        inner = kind[2:].rstrip("?")
-        n = r.uvarint()
-        if n == 0:
-            return None if kind.endswith("?") else ()
-        if inner in _STRUCTS:
-            return tuple(_decode_body(_STRUCTS[inner], r, 0) for _ in range(n - 1))
-        return tuple(_read(inner, r) for _ in range(n - 1))
-    raise MetadataRecordError(f"unknown field type {kind}")
+def _struct_codec(cls: type) -> tuple[Reader, Writer]:
+    def read(buf: Any, offset: int) -> tuple[Any, int]:
+        return _read_body(cls, 0, buf, offset)
+
+    def write(out: io.BytesIO, value: Any) -> None:
+        _write_body(out, value, 0)
+
+    return read, write
 
 
-def _encode_body(obj: Any, specs: list[Spec], version: int) -> bytes:
-    out = bytearray()
-    tagged: list[tuple[int, bytes]] = []
-    for name, kind, since, tag in specs:
-        if version < since:
+def _defaults(cls: type) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+@functools.cache
+def _plan(cls: type, version: int) -> _Plan:
+    defaults = _defaults(cls)
+    regular: list[tuple[str, Reader, Writer]] = []
+    tagged: list[tuple[int, str, Reader, Writer, Any]] = []
+    absent: list[tuple[str, Any]] = []
+    for f in cls.FIELDS:  # type: ignore[attr-defined]
+        if version < f.since:
+            absent.append((f.name, defaults[f.name]))
             continue
-        value = getattr(obj, name)
-        if tag is None:
-            _write(kind, value, out)
-        elif value != type(obj).__dataclass_fields__[name].default:
-            buf = bytearray()
-            _write(kind, value, buf)
-            tagged.append((tag, bytes(buf)))
-    out += _uvarint(len(tagged))
-    for tag, buf in tagged:
-        out += _uvarint(tag) + _uvarint(len(buf)) + buf
-    return bytes(out)
-
-
-def _decode_body(cls: type, r: _Reader, version: int) -> Any:
-    specs: list[Spec] = cls.SPECS  # type: ignore[attr-defined]
-    values: dict[str, Any] = {}
-    by_tag = {tag: (name, kind) for name, kind, since, tag in specs if tag is not None and version >= since}
-    for name, kind, since, tag in specs:
-        if tag is None and version >= since:
-            values[name] = _read(kind, r)
-    for _ in range(r.uvarint()):
-        tag = r.uvarint()
-        size = r.uvarint()
-        if tag in by_tag:
-            name, kind = by_tag[tag]
-            values[name] = _read(kind, _Reader(r.take(size)))
+        reader, writer = _codec(f)
+        if f.tag is None:
+            regular.append((f.name, reader, writer))
         else:
-            r.take(size)
-    return cls(**values)
+            tagged.append((f.tag, f.name, reader, writer, defaults[f.name]))
+    tagged.sort(key=lambda t: t[0])
+    return _Plan(tuple(regular), tuple(tagged), {t[0]: (t[1], t[2]) for t in tagged}, tuple(absent))
 
 
-@dataclass(frozen=True, slots=True)
+def _write_body(out: io.BytesIO, obj: Any, version: int) -> None:
+    plan = _plan(type(obj), version)
+    for name, default in plan.absent:
+        if getattr(obj, name) != default:
+            raise MetadataRecordError(f"{type(obj).__name__} version {version} cannot carry a non-default {name}")
+    for name, _, writer in plan.regular:
+        writer(out, getattr(obj, name))
+    present = [(tag, writer, getattr(obj, name)) for tag, name, _, writer, default in plan.tagged if getattr(obj, name) != default]
+    write_unsigned_varint(out, len(present))
+    for tag, writer, value in present:
+        write_tagged_field(out, tag, writer, value)
+
+
+def _read_body(cls: type, version: int, buf: Any, offset: int) -> tuple[Any, int]:
+    plan = _plan(cls, version)
+    start = offset
+    values: dict[str, Any] = {}
+    for name, reader, _ in plan.regular:
+        values[name], size = reader(buf, offset)
+        offset += size
+    count, size = read_unsigned_varint(buf, offset)
+    offset += size
+    for _ in range(count):
+        tag, size = read_unsigned_varint(buf, offset)
+        offset += size
+        length, size = read_unsigned_varint(buf, offset)
+        offset += size
+        if offset + length > len(buf):
+            raise MetadataRecordError(f"tagged field {tag} of {cls.__name__} runs past the end of the record")
+        known = plan.by_tag.get(tag)
+        if known is not None:
+            name, reader = known
+            values[name], used = reader(buf, offset)
+            if used != length:
+                raise MetadataRecordError(f"tagged field {name} of {cls.__name__} is {length} bytes but its value took {used}")
+        offset += length
+    return cls(**values), offset - start
+
+
+class MetadataRecord:
+    """Base of every metadata record: ``encode()`` gives the whole record value."""
+
+    __slots__ = ()
+    API_KEY: ClassVar[int]
+    VERSION: ClassVar[int]  # the highest version: decode reads 0..VERSION, encode writes VERSION
+    FIELDS: ClassVar[tuple[Field, ...]]
+
+    def encode(self, version: int | None = None) -> bytes:
+        version = self.VERSION if version is None else version
+        if not 0 <= version <= self.VERSION:
+            raise MetadataRecordError(f"{type(self).__name__} has no version {version}")
+        out = io.BytesIO()
+        write_unsigned_varint(out, FRAME_VERSION)
+        write_unsigned_varint(out, self.API_KEY)
+        write_unsigned_varint(out, version)
+        try:
+            _write_body(out, self, version)
+        except (struct.error, SerialError, TypeError) as e:
+            raise MetadataRecordError(f"cannot encode {type(self).__name__}: {e}") from e
+        return out.getvalue()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerEndpoint:
-    SPECS: ClassVar[list[Spec]] = [("name", "string", 0, None), ("host", "string", 0, None), ("port", "uint16", 0, None), ("security_protocol", "int16", 0, None)]
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("name", "string"),
+        Field("host", "string"),
+        Field("port", "uint16"),
+        Field("security_protocol", "int16"),
+    )
     name: str
     host: str
     port: int
-    security_protocol: int = 0
+    security_protocol: int = 0  # PLAINTEXT
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerFeature:
-    SPECS: ClassVar[list[Spec]] = [("name", "string", 0, None), ("min_supported_version", "int16", 0, None), ("max_supported_version", "int16", 0, None)]
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("name", "string"),
+        Field("min_supported_version", "int16"),
+        Field("max_supported_version", "int16"),
+    )
     name: str
     min_supported_version: int
     max_supported_version: int
@@ -168,35 +251,24 @@ class BrokerFeature:
 _STRUCTS: dict[str, type] = {"BrokerEndpoint": BrokerEndpoint, "BrokerFeature": BrokerFeature}
 
 
-class MetadataRecord:
-    API_KEY: ClassVar[int]
-    VERSION: ClassVar[int]
-    MAX_VERSION: ClassVar[int]
-    SPECS: ClassVar[list[Spec]]
-
-    def encode(self) -> bytes:
-        head = _uvarint(FRAME_VERSION) + _uvarint(self.API_KEY) + _uvarint(self.VERSION)
-        return head + _encode_body(self, self.SPECS, self.VERSION)
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RegisterBrokerRecord(MetadataRecord):
     API_KEY: ClassVar[int] = 0
     VERSION: ClassVar[int] = 3
-    MAX_VERSION: ClassVar[int] = 3
-    SPECS: ClassVar[list[Spec]] = [
-        ("broker_id", "int32", 0, None),
-        ("is_migrating_zk_broker", "bool", 2, None),
-        ("incarnation_id", "uuid", 0, None),
-        ("broker_epoch", "int64", 0, None),
-        ("end_points", "[]BrokerEndpoint", 0, None),
-        ("features", "[]BrokerFeature", 0, None),
-        ("rack", "string?", 0, None),
-        ("fenced", "bool", 0, None),
-        ("in_controlled_shutdown", "bool", 1, None),
-        ("log_dirs", "[]uuid", 3, 0),
-    ]
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("broker_id", "int32"),
+        Field("is_migrating_zk_broker", "bool", since=2),
+        Field("incarnation_id", "uuid"),
+        Field("broker_epoch", "int64"),
+        Field("end_points", "[]BrokerEndpoint"),
+        Field("features", "[]BrokerFeature"),
+        Field("rack", "string", nullable=True),
+        Field("fenced", "bool"),
+        Field("in_controlled_shutdown", "bool", since=1),
+        Field("log_dirs", "[]uuid", since=3, tag=0),
+    )
     broker_id: int
+    is_migrating_zk_broker: bool = False
     incarnation_id: uuid.UUID
     broker_epoch: int
     end_points: tuple[BrokerEndpoint, ...] = ()
@@ -204,125 +276,279 @@ class RegisterBrokerRecord(MetadataRecord):
     rack: str | None = None
     fenced: bool = True
     in_controlled_shutdown: bool = False
-    is_migrating_zk_broker: bool = False
     log_dirs: tuple[uuid.UUID, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterBrokerRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 1
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("broker_id", "int32"), Field("broker_epoch", "int64"))
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TopicRecord(MetadataRecord):
     API_KEY: ClassVar[int] = 2
     VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
-    SPECS: ClassVar[list[Spec]] = [("name", "string", 0, None), ("topic_id", "uuid", 0, None)]
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("name", "string"), Field("topic_id", "uuid"))
     name: str
     topic_id: uuid.UUID
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionRecord(MetadataRecord):
     API_KEY: ClassVar[int] = 3
-    VERSION: ClassVar[int] = 1
-    MAX_VERSION: ClassVar[int] = 2
-    SPECS: ClassVar[list[Spec]] = [
-        ("partition_id", "int32", 0, None),
-        ("topic_id", "uuid", 0, None),
-        ("replicas", "[]int32", 0, None),
-        ("isr", "[]int32", 0, None),
-        ("removing_replicas", "[]int32", 0, None),
-        ("adding_replicas", "[]int32", 0, None),
-        ("leader", "int32", 0, None),
-        ("leader_recovery_state", "int8", 0, 0),
-        ("leader_epoch", "int32", 0, None),
-        ("partition_epoch", "int32", 0, None),
-        ("directories", "[]uuid", 1, None),
-        ("eligible_leader_replicas", "[]int32?", 2, 1),
-        ("last_known_elr", "[]int32?", 2, 2),
-    ]
-    partition_id: int
+    VERSION: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("partition_id", "int32"),
+        Field("topic_id", "uuid"),
+        Field("replicas", "[]int32"),
+        Field("isr", "[]int32"),
+        Field("removing_replicas", "[]int32"),
+        Field("adding_replicas", "[]int32"),
+        Field("leader", "int32"),
+        Field("leader_recovery_state", "int8", tag=0),
+        Field("leader_epoch", "int32"),
+        Field("partition_epoch", "int32"),
+        Field("directories", "[]uuid", since=1),
+        Field("eligible_leader_replicas", "[]int32", since=2, tag=1, nullable=True),
+        Field("last_known_elr", "[]int32", since=2, tag=2, nullable=True),
+    )
+    partition_id: int = -1
     topic_id: uuid.UUID
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
-    leader: int
-    leader_epoch: int = 0
-    partition_epoch: int = 0
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    leader: int = -1
     leader_recovery_state: int = 0
+    leader_epoch: int = -1
+    partition_epoch: int = -1
     directories: tuple[uuid.UUID, ...] = ()
     eligible_leader_replicas: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigRecord(MetadataRecord):
     API_KEY: ClassVar[int] = 4
     VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
-    SPECS: ClassVar[list[Spec]] = [
-        ("resource_type", "int8", 0, None),
-        ("resource_name", "string", 0, None),
-        ("name", "string", 0, None),
-        ("value", "string?", 0, None),
-    ]
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+        Field("name", "string"),
+        Field("value", "string", nullable=True),
+    )
     resource_type: int
     resource_name: str
     name: str
     value: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionChangeRecord(MetadataRecord):
+    """Changes to one partition; every tagged field left at its default means "unchanged"."""
+
+    API_KEY: ClassVar[int] = 5
+    VERSION: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("partition_id", "int32"),
+        Field("topic_id", "uuid"),
+        Field("isr", "[]int32", tag=0, nullable=True),
+        Field("leader", "int32", tag=1),
+        Field("replicas", "[]int32", tag=2, nullable=True),
+        Field("removing_replicas", "[]int32", tag=3, nullable=True),
+        Field("adding_replicas", "[]int32", tag=4, nullable=True),
+        Field("leader_recovery_state", "int8", tag=5),
+        Field("directories", "[]uuid", since=1, tag=8, nullable=True),
+        Field("eligible_leader_replicas", "[]int32", since=2, tag=6, nullable=True),
+        Field("last_known_elr", "[]int32", since=2, tag=7, nullable=True),
+    )
+    partition_id: int = -1
+    topic_id: uuid.UUID
+    isr: tuple[int, ...] | None = None
+    leader: int = -2  # NO_LEADER_CHANGE; -1 is NO_LEADER
+    replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    leader_recovery_state: int = -1
+    directories: tuple[uuid.UUID, ...] | None = None
+    eligible_leader_replicas: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FenceBrokerRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 7
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("id", "int32"), Field("epoch", "int64"))
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnfenceBrokerRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 8
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("id", "int32"), Field("epoch", "int64"))
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RemoveTopicRecord(MetadataRecord):
     API_KEY: ClassVar[int] = 9
     VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
-    SPECS: ClassVar[list[Spec]] = [("topic_id", "uuid", 0, None)]
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("topic_id", "uuid"),)
     topic_id: uuid.UUID
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FeatureLevelRecord(MetadataRecord):
     API_KEY: ClassVar[int] = 12
     VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
-    SPECS: ClassVar[list[Spec]] = [("name", "string", 0, None), ("feature_level", "int16", 0, None)]
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("name", "string"), Field("feature_level", "int16"))
     name: str
     feature_level: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerIdsRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 15
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("broker_id", "int32"),
+        Field("broker_epoch", "int64"),
+        Field("next_producer_id", "int64"),
+    )
+    broker_id: int
+    broker_epoch: int = -1
+    next_producer_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistrationChangeRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 17
+    VERSION: ClassVar[int] = 2
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("broker_id", "int32"),
+        Field("broker_epoch", "int64"),
+        Field("fenced", "int8", tag=0),
+        Field("in_controlled_shutdown", "int8", since=1, tag=1),
+        Field("log_dirs", "[]uuid", since=2, tag=2),
+    )
+    broker_id: int
+    broker_epoch: int
+    fenced: int = 0  # -1 unfenced, 0 no change, 1 fenced
+    in_controlled_shutdown: int = 0  # 0 no change, 1 in controlled shutdown
+    log_dirs: tuple[uuid.UUID, ...] = ()  # empty: no change
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoOpRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 20
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BeginTransactionRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 23
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("name", "string", tag=0, nullable=True),)
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndTransactionRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 24
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbortTransactionRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 25
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("reason", "string", tag=0, nullable=True),)
+    reason: str | None = None
+
+
 RECORD_TYPES: dict[int, type[MetadataRecord]] = {
-    cls.API_KEY: cls for cls in (RegisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord, RemoveTopicRecord, FeatureLevelRecord)
+    cls.API_KEY: cls
+    for cls in (
+        RegisterBrokerRecord,
+        UnregisterBrokerRecord,
+        TopicRecord,
+        PartitionRecord,
+        ConfigRecord,
+        PartitionChangeRecord,
+        FenceBrokerRecord,
+        UnfenceBrokerRecord,
+        RemoveTopicRecord,
+        FeatureLevelRecord,
+        ProducerIdsRecord,
+        BrokerRegistrationChangeRecord,
+        NoOpRecord,
+        BeginTransactionRecord,
+        EndTransactionRecord,
+        AbortTransactionRecord,
+    )
 }
 
 
 def decode_metadata_record(value: bytes | memoryview) -> MetadataRecord:
-    r = _Reader(value)
-    frame = r.uvarint()
-    if frame != FRAME_VERSION:
-        raise MetadataRecordError(f"unknown metadata frame version {frame}")
-    api_key = r.uvarint()
-    version = r.uvarint()
-    cls = RECORD_TYPES.get(api_key)
-    if cls is None:
-        raise MetadataRecordError(f"unknown metadata record type {api_key}")
-    if version > cls.MAX_VERSION:
-        raise MetadataRecordError(f"{cls.__name__} version {version} is newer than {cls.MAX_VERSION}")
-    record = _decode_body(cls, r, version)
-    if r.pos != len(r.buf):
-        raise MetadataRecordError(f"{len(r.buf) - r.pos} trailing bytes after {cls.__name__}")
+    """Decode one record value of the metadata log (any version up to the class's VERSION)."""
+    try:
+        frame, offset = read_unsigned_varint(value, 0)
+        if frame != FRAME_VERSION:
+            raise MetadataRecordError(f"unknown metadata record frame version {frame}")
+        api_key, size = read_unsigned_varint(value, offset)
+        offset += size
+        version, size = read_unsigned_varint(value, offset)
+        offset += size
+        cls = RECORD_TYPES.get(api_key)
+        if cls is None:
+            raise MetadataRecordError(f"unknown metadata record type {api_key}")
+        if version > cls.VERSION:
+            raise MetadataRecordError(f"{cls.__name__} version {version} is newer than the highest known, {cls.VERSION}")
+        record, size = _read_body(cls, version, value, offset)
+        offset += size
+    except MetadataRecordError:
+        raise
+    except (SerialError, ValueError) as e:
+        raise MetadataRecordError(f"malformed metadata record: {e}") from e
+    if offset != len(value):
+        raise MetadataRecordError(f"{len(value) - offset} byte(s) of garbage after {cls.__name__}")
     return record  # type: ignore[no-any-return]
 
 
 __all__ = [
+    "AbortTransactionRecord",
+    "BeginTransactionRecord",
     "BrokerEndpoint",
     "BrokerFeature",
+    "BrokerRegistrationChangeRecord",
     "ConfigRecord",
+    "EndTransactionRecord",
+    "FRAME_VERSION",
     "FeatureLevelRecord",
+    "FenceBrokerRecord",
+    "Field",
     "MetadataRecord",
     "MetadataRecordError",
+    "NoOpRecord",
+    "PartitionChangeRecord",
     "PartitionRecord",
+    "ProducerIdsRecord",
     "RECORD_TYPES",
     "RegisterBrokerRecord",
     "RemoveTopicRecord",
     "TopicRecord",
+    "UnfenceBrokerRecord",
+    "UnregisterBrokerRecord",
+    "ZERO_UUID",
     "decode_metadata_record",
 ]
