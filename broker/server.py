@@ -34,6 +34,7 @@ from storage.log_manager import LogManager
 log = structlog.get_logger()
 
 SHUTDOWN_GRACE_S = 10.0
+ROLLED_SEGMENT_FLUSH_MS = 1000
 
 
 def now_ms() -> int:
@@ -94,7 +95,9 @@ class KafkaServer:
         )
         await self.socket_server.start()
         self._schedule("log-retention", cfg.log_retention_check_interval_ms, self._retention)
-        self._schedule("log-flush", min(cfg.log_flush_scheduler_interval_ms, 2**31), self._flush)
+        # Rolled segments are fsynced by this job, so it runs at least every second even
+        # when log.flush.scheduler.interval.ms (Kafka's default: never) is longer.
+        self._schedule("log-flush", min(cfg.log_flush_scheduler_interval_ms, ROLLED_SEGMENT_FLUSH_MS), self._flush)
         self._schedule("recovery-point-checkpoint", cfg.log_flush_offset_checkpoint_interval_ms, self._checkpoint)
         self._schedule("delete-segments", 1000, self._delete_segments)
         log.info(

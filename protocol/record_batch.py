@@ -165,6 +165,55 @@ def iter_headers(buf: memoryview | bytes, position: int = 0, end: int | None = N
         position += header.size
 
 
+# Kafka's LegacyRecord.RECORD_OVERHEAD_V0: a smaller size field cannot be any batch.
+_MIN_BATCH_LENGTH = 14
+ZSTD = 4
+ZSTD_MIN_PRODUCE_VERSION = 7
+
+
+class InvalidProduceRecords(ValueError):
+    """Kafka's ProduceRequest.validateRecords refusing one partition's records."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+def validate_produce_records(buf: memoryview | bytes, version: int) -> None:
+    """Produce v3+ carries exactly one magic-2 batch per partition, zstd only from v7.
+
+    Kafka walks the batches with its batch iterator, which stops at a batch that does
+    not fit; it counts whole batches only and reads just the size and magic fields.
+    Raises InvalidProduceRecords with INVALID_RECORD (87), CORRUPT_MESSAGE (2) or
+    UNSUPPORTED_COMPRESSION_TYPE (76).
+    """
+    if version < 3:
+        return
+    batches = 0
+    first_magic = first_attributes = -1
+    position, end = 0, len(buf)
+    while end - position >= LOG_OVERHEAD:
+        (length,) = _I32.unpack_from(buf, position + BATCH_LENGTH)
+        if length < _MIN_BATCH_LENGTH:
+            raise InvalidProduceRecords(2, f"Record size {length} is less than the minimum record overhead ({_MIN_BATCH_LENGTH})")
+        if position + LOG_OVERHEAD + length > end:
+            break
+        if batches == 0:
+            first_magic = buf[position + MAGIC]
+            if first_magic == 2 and length + LOG_OVERHEAD >= HEADER_SIZE:
+                (first_attributes,) = _I16.unpack_from(buf, position + ATTRIBUTES)
+        batches += 1
+        position += LOG_OVERHEAD + length
+    if batches == 0:
+        raise InvalidProduceRecords(87, f"Produce requests with version {version} must have at least one record batch per partition")
+    if first_magic != 2:
+        raise InvalidProduceRecords(87, f"Produce requests with version {version} are only allowed to contain record batches with magic version 2")
+    if version < ZSTD_MIN_PRODUCE_VERSION and first_attributes & COMPRESSION_MASK == ZSTD:
+        raise InvalidProduceRecords(76, f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    if batches > 1:
+        raise InvalidProduceRecords(87, f"Produce requests with version {version} are only allowed to contain exactly one record batch per partition")
+
+
 def set_base_offset(buf: memoryview | bytearray, header: BatchHeader, base_offset: int) -> None:
     _I64.pack_into(buf, header.position + BASE_OFFSET, base_offset)
 

@@ -8,9 +8,11 @@ from kio.schema.errors import ErrorCode
 
 from broker.kafka_apis import RequestContext
 from broker.metadata_cache import MetadataCache
+from broker.network import CloseConnection
 from broker.replica_manager import ProduceResult, ReplicaManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
+from protocol.record_batch import InvalidProduceRecords, validate_produce_records
 
 VALID_ACKS = (-1, 0, 1)
 
@@ -29,14 +31,25 @@ class ProduceHandler:
                 for p in t.partition_data
             }
         else:
-            # A fresh bytearray per partition: offsets and epochs are rewritten in place.
-            entries = (
-                (t.name, p.index, None if p.records is None else memoryview(bytearray(p.records)))
-                for t in request.topic_data
-                for p in t.partition_data
-            )
-            results = self._rm.append_records(entries, self._metadata.image)
+            results = {}
+            entries = []
+            for t in request.topic_data:
+                for p in t.partition_data:
+                    try:
+                        if p.records is not None:
+                            validate_produce_records(p.records, ctx.version)
+                    except InvalidProduceRecords as e:
+                        results[(t.name, p.index)] = ProduceResult(error_code=ErrorCode(e.error_code), error_message=str(e))
+                        continue
+                    # A fresh bytearray per partition: offsets and epochs are rewritten in place.
+                    entries.append((t.name, p.index, None if p.records is None else memoryview(bytearray(p.records))))
+            results.update(self._rm.append_records(entries, self._metadata.image))
         if acks == 0:
+            failed = [key for key, r in results.items() if r.error_code != ErrorCode.none]
+            if failed:
+                # No response can carry the error, so Kafka drops the connection: the
+                # client notices, refreshes metadata and stops writing into the void.
+                return _close_after_earlier_responses(f"acks=0 produce failed for {len(failed)} partition(s), first {failed[0]}")
             return None
         return self._response(ctx.version, request, results)
 
@@ -64,3 +77,8 @@ class ProduceHandler:
                 )
             topics.append(build(topic_cls, name=t.name, partition_responses=tuple(parts)))
         return build(schema, responses=tuple(topics), throttle_time=0)
+
+
+async def _close_after_earlier_responses(reason: str) -> None:
+    # Raised from the response queue, so answers to earlier requests still go out first.
+    raise CloseConnection(reason)

@@ -1,119 +1,391 @@
-"""Malformed input: the broker answers with a Kafka error or closes that one connection,
-keeps serving everyone else, and its logs stay intact."""
+"""Malformed input over raw sockets: the broker answers with a Kafka error or closes that one
+connection, and keeps serving everyone else with the log intact.
+
+Frames are built here by hand with struct (independently of the broker's own protocol code).
+"""
 
 from __future__ import annotations
 
-import io
+import random
 import socket
 import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
 
 import crc32c
 import pytest
-from kio.schema.produce.v7.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.serial import entity_writer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-from protocol.records import build_batch
-from tests.integration.test_clients import confluent_consume, create_topic
-from tests.integration.test_durability import produce_acked
+from tests.integration.conftest import BrokerProcess
+from tests.integration.helpers import consume, consumer, create_topic, poll_messages, produce_acked, unique_topic, watermarks
+
+IO_TIMEOUT_S = 10.0
+API_PRODUCE, API_METADATA, API_VERSIONS = 0, 3, 18
+UNSUPPORTED_VERSION, CORRUPT_MESSAGE, INVALID_RECORD = 35, 2, 87
 
 
-def connect(bootstrap: str) -> socket.socket:
-    host, port = bootstrap.split(":")
-    s = socket.create_connection((host, int(port)), timeout=5)
-    s.settimeout(5)
+# ---- wire helpers ------------------------------------------------------------------------------
+
+def kstring(s: str | None) -> bytes:
+    if s is None:
+        return struct.pack(">h", -1)
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def varint(n: int) -> bytes:
+    return uvarint((n << 1) ^ (n >> 63))
+
+
+def compact_string(s: str) -> bytes:
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def header_v1(api_key: int, version: int, correlation_id: int) -> bytes:
+    return struct.pack(">hhi", api_key, version, correlation_id) + kstring("bad-input-test")
+
+
+def header_v2(api_key: int, version: int, correlation_id: int) -> bytes:
+    return header_v1(api_key, version, correlation_id) + uvarint(0)
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def connect(broker: BrokerProcess) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", broker.port), timeout=IO_TIMEOUT_S)
+    s.settimeout(IO_TIMEOUT_S)
     return s
 
 
-def request(api_key: int, version: int, correlation: int, body: bytes = b"") -> bytes:
-    header = struct.pack(">hhih", api_key, version, correlation, 4) + b"test"
-    return struct.pack(">i", len(header) + len(body)) + header + body
-
-
-def read_frame(s: socket.socket) -> bytes:
-    size = struct.unpack(">i", recv_exact(s, 4))[0]
-    return recv_exact(s, size)
-
-
 def recv_exact(s: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
+    buf = bytearray()
+    deadline = time.monotonic() + IO_TIMEOUT_S
+    while len(buf) < n:
+        assert time.monotonic() < deadline, f"timed out after {len(buf)}/{n} bytes"
+        chunk = s.recv(n - len(buf))
+        assert chunk, f"connection closed after {len(buf)}/{n} bytes"
+        buf += chunk
+    return bytes(buf)
+
+
+def read_response(s: socket.socket, correlation_id: int) -> bytes:
+    """One response frame; returns what follows the v0 response header (the correlation id)."""
+    (size,) = struct.unpack(">i", recv_exact(s, 4))
+    body = recv_exact(s, size)
+    (got,) = struct.unpack_from(">i", body)
+    assert got == correlation_id
+    return body[4:]
+
+
+def closed_by_broker(s: socket.socket) -> tuple[bool, bytes]:
+    """(True, data) if the broker closed the connection within the timeout; data = whatever it sent first."""
+    data = bytearray()
+    deadline = time.monotonic() + IO_TIMEOUT_S
+    for _ in range(10_000):
+        if time.monotonic() > deadline:
+            return False, bytes(data)
+        try:
+            chunk = s.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            return True, bytes(data)
+        except socket.timeout:
+            return False, bytes(data)
         if not chunk:
-            raise ConnectionError("closed")
+            return True, bytes(data)
         data += chunk
-    return data
+    return False, bytes(data)
 
 
-def is_closed(s: socket.socket) -> bool:
+def send_ignoring_reset(s: socket.socket, data: bytes) -> None:
     try:
-        return s.recv(1) == b""
-    except (ConnectionError, socket.timeout):
-        return True
+        s.sendall(data)
+    except (ConnectionResetError, BrokenPipeError):
+        pass
 
 
-@pytest.fixture
-def healthy(shared_broker, topic_name: str):  # type: ignore[no-untyped-def]
-    create_topic(shared_broker.bootstrap, topic_name)
-    produce_acked(shared_broker.bootstrap, topic_name, [b"before"])
+# ---- a v2 record batch, built by hand ----------------------------------------------------------
 
-    def check() -> None:
-        produce_acked(shared_broker.bootstrap, topic_name, [b"after"])
-        values = [m.value() for m in confluent_consume(shared_broker.bootstrap, topic_name, 0, 0, 2, timeout_s=10)]
-        assert values[0] == b"before" and values[-1] == b"after"
-
-    return check
+def encode_record(offset_delta: int, ts_delta: int, key: bytes | None, value: bytes | None) -> bytes:
+    body = bytes([0]) + varint(ts_delta) + varint(offset_delta)
+    body += varint(-1) if key is None else varint(len(key)) + key
+    body += varint(-1) if value is None else varint(len(value)) + value
+    body += uvarint(0)  # no headers
+    return varint(len(body)) + body
 
 
-@pytest.mark.parametrize(
-    "payload",
-    [
-        struct.pack(">i", 100) + b"short",  # truncated frame, then close
-        struct.pack(">i", -5) + b"xxxx",  # negative size
-        struct.pack(">i", 2**31 - 1) + b"xxxx",  # absurd size
-        struct.pack(">i", 3) + b"abc",  # frame shorter than a header
-        bytes(range(256)) * 4,  # garbage
-        request(9999, 0, 1),  # unknown API key
-        request(0, 99, 1),  # unsupported Produce version
-        request(3, 12, 1, b"\xff\xff\xff"),  # Metadata body that does not decode
-    ],
-)
-def test_bad_frames_close_only_that_connection(shared_broker, healthy, payload: bytes) -> None:
-    bystander = connect(shared_broker.bootstrap)
-    s = connect(shared_broker.bootstrap)
-    s.sendall(payload)
-    if payload.startswith(struct.pack(">i", 100)):
-        s.shutdown(socket.SHUT_WR)
-    assert is_closed(s)
-    bystander.sendall(request(18, 0, 5))
-    assert struct.unpack(">ih", read_frame(bystander)[:6]) == (5, 0)
-    healthy()
+def record_batch(records: list[tuple[bytes | None, bytes | None]], base_ts: int, last_offset_delta: int | None = None, count: int | None = None, magic: int = 2) -> bytes:
+    """A v2 batch with a correct CRC; last_offset_delta / count override the header fields."""
+    encoded = b"".join(encode_record(i, i, k, v) for i, (k, v) in enumerate(records))
+    delta = len(records) - 1 if last_offset_delta is None else last_offset_delta
+    n = len(records) if count is None else count
+    # attributes .. recordsCount, the part the CRC covers before the records
+    tail = struct.pack(">hiqqqhii", 0, delta, base_ts, base_ts + len(records) - 1, -1, -1, -1, n) + encoded
+    crc = crc32c.crc32c(tail)
+    batch_length = 4 + 1 + 4 + len(tail)  # partitionLeaderEpoch + magic + crc + the rest
+    return struct.pack(">qiibI", 0, batch_length, -1, magic, crc) + tail
 
 
-def test_api_versions_unknown_version_gets_full_v0_fallback(shared_broker) -> None:
-    s = connect(shared_broker.bootstrap)
-    s.sendall(request(18, 127, 9))
-    frame = read_frame(s)
-    correlation, error, count = struct.unpack_from(">ihi", frame)
-    assert (correlation, error) == (9, 35) and count >= 15
-    keys = {struct.unpack_from(">hhh", frame, 10 + 6 * i)[0] for i in range(count)}
-    assert {0, 1, 2, 3, 18, 19} <= keys and len(frame) == 10 + 6 * count
-    s.sendall(request(18, 0, 10))  # the same connection carries on
-    assert struct.unpack(">ih", read_frame(s)[:6]) == (10, 0)
+def produce_v3(topic: str, partition: int, records: bytes, correlation_id: int, acks: int = -1) -> bytes:
+    body = kstring(None) + struct.pack(">hi", acks, 10_000)
+    body += struct.pack(">i", 1) + kstring(topic) + struct.pack(">i", 1) + struct.pack(">ii", partition, len(records)) + records
+    return frame(header_v1(API_PRODUCE, 3, correlation_id) + body)
 
 
-def test_bad_crc_is_corrupt_message_and_log_stays_intact(shared_broker, healthy, topic_name: str) -> None:
-    batch = bytearray(build_batch([(b"k", b"value", (), 1000)]))
-    batch[-3] ^= 0xFF  # inside the value: covered by the CRC
-    assert crc32c.crc32c(bytes(batch[21:])) != struct.unpack_from(">I", batch, 17)[0]
-    req = ProduceRequest(transactional_id=None, acks=1, timeout=__import__("datetime").timedelta(seconds=5),
-                         topic_data=(TopicProduceData(name=topic_name, partition_data=(PartitionProduceData(index=0, records=bytes(batch)),)),))
-    buf = io.BytesIO()
-    entity_writer(ProduceRequest)(buf, req)
-    s = connect(shared_broker.bootstrap)
-    s.sendall(request(0, 7, 11, buf.getvalue()))
-    frame = read_frame(s)
-    # v7 response: correlation, topics[1]: name, partitions[1]: index, error_code ...
-    name_len = struct.unpack_from(">h", frame, 8)[0]
-    index, error = struct.unpack_from(">ih", frame, 10 + name_len + 4)
-    assert (index, error) == (0, 2)  # CORRUPT_MESSAGE
-    healthy()
+def parse_produce_v3(body: bytes) -> list[tuple[str, int, int, int]]:
+    """[(topic, partition, error_code, base_offset)]"""
+    out = []
+    pos = 0
+    (n_topics,) = struct.unpack_from(">i", body, pos)
+    pos += 4
+    for _ in range(n_topics):
+        (name_len,) = struct.unpack_from(">h", body, pos)
+        name = body[pos + 2 : pos + 2 + name_len].decode()
+        pos += 2 + name_len
+        (n_parts,) = struct.unpack_from(">i", body, pos)
+        pos += 4
+        for _ in range(n_parts):
+            index, error, base_offset, _log_append_time = struct.unpack_from(">ihqq", body, pos)
+            pos += 22
+            out.append((name, index, error, base_offset))
+    return out
+
+
+def parse_api_versions_v0(body: bytes) -> tuple[int, dict[int, tuple[int, int]]]:
+    error, count = struct.unpack_from(">hi", body)
+    keys = {}
+    for i in range(count):
+        key, lo, hi = struct.unpack_from(">hhh", body, 6 + 6 * i)
+        keys[key] = (lo, hi)
+    assert len(body) == 6 + 6 * count, "trailing bytes after the v0 body"
+    return error, keys
+
+
+# ---- a well-behaved client that runs alongside the bad ones --------------------------------------
+
+@dataclass
+class Bystander:
+    broker: BrokerProcess
+    topic: str
+    producer: Producer
+    consumer: Consumer
+    expected: list[bytes] = field(default_factory=list)
+
+    def produce(self, value: bytes) -> int:
+        offsets: list[int] = []
+        self.producer.produce(self.topic, value=value, partition=0, on_delivery=lambda err, msg: offsets.append(-1 if err else msg.offset()))
+        assert self.producer.flush(15) == 0
+        assert offsets == [len(self.expected)], f"{value!r} delivered at {offsets}, expected {len(self.expected)}"
+        self.expected.append(value)
+        return offsets[0]
+
+    def assert_healthy(self, label: str) -> None:
+        assert self.broker.running, f"broker died after {label}:\n{self.broker.tail()}"
+        offset = self.produce(f"after-{label}".encode())
+        (live,) = poll_messages(self.consumer, 1)  # the long-lived consumer sees it too
+        assert (live.offset(), live.value()) == (offset, self.expected[-1])
+        got = consume(self.broker.bootstrap, self.topic, 0, 0, len(self.expected))
+        assert [m.value() for m in got] == self.expected, "earlier records changed"
+
+
+@pytest.fixture(scope="module")
+def bystander(module_broker: BrokerProcess) -> Iterator[Bystander]:
+    topic = unique_topic("bystander")
+    create_topic(module_broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": module_broker.bootstrap, "acks": "all", "linger.ms": 0})
+    live = consumer(module_broker.bootstrap)
+    b = Bystander(module_broker, topic, producer, live)
+    for i in range(50):
+        b.produce(f"before-{i}".encode())
+    live.assign([TopicPartition(topic, 0, 0)])
+    assert [m.offset() for m in poll_messages(live, 50)] == list(range(50))
+    yield b
+    live.close()
+
+
+# ---- the bad inputs -----------------------------------------------------------------------------
+
+def test_truncated_frame_then_client_close(module_broker: BrokerProcess, bystander: Bystander) -> None:
+    s = connect(module_broker)
+    s.sendall(struct.pack(">i", 100) + header_v1(API_METADATA, 1, 1)[:6])
+    s.close()
+    bystander.assert_healthy("truncated")
+
+
+CLOSING_INPUTS = {
+    "negative-size": struct.pack(">i", -1) + b"\x00" * 16,
+    "very-negative-size": struct.pack(">i", -2_000_000_000) + b"\x00" * 16,
+    # 200 MB announced (> 100 MB socket.request.max.bytes), little sent: closed on the size alone.
+    "over-socket-request-max-bytes": struct.pack(">i", 200 * 1024 * 1024) + header_v1(API_METADATA, 1, 7),
+    "int32-max-size": struct.pack(">i", 2**31 - 1) + b"\x00" * 16,
+    "http-request": b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n",  # "GET " reads as a 1.2 GB size
+    "frame-shorter-than-a-header": frame(b"abc"),
+    "unknown-api-key": frame(header_v1(9999, 0, 42) + b"\x00" * 8),
+    "unsupported-produce-version": frame(header_v1(API_PRODUCE, 99, 43) + b"\x00" * 8),
+    "unsupported-metadata-version": frame(header_v1(API_METADATA, 200, 44) + b"\x00" * 8),
+}
+
+
+@pytest.mark.parametrize("payload", list(CLOSING_INPUTS.values()), ids=list(CLOSING_INPUTS))
+def test_bad_frame_closes_only_that_connection(module_broker: BrokerProcess, bystander: Bystander, payload: bytes, request: pytest.FixtureRequest) -> None:
+    other = connect(module_broker)  # an idle connection opened before: it must survive
+    s = connect(module_broker)
+    send_ignoring_reset(s, payload)
+    closed, data = closed_by_broker(s)
+    s.close()
+    assert closed and data == b"", (closed, data)
+    other.sendall(frame(header_v1(API_VERSIONS, 0, 77)))
+    error, keys = parse_api_versions_v0(read_response(other, 77))
+    assert error == 0 and API_PRODUCE in keys
+    other.close()
+    bystander.assert_healthy(request.node.callspec.id)
+
+
+def test_garbage_body_gets_error_or_close(module_broker: BrokerProcess, bystander: Bystander) -> None:
+    rng = random.Random(1234)
+    for attempt in range(5):
+        s = connect(module_broker)
+        # A real header (Metadata v1) followed by a body that cannot parse: an array of
+        # a billion topics, then noise.
+        body = struct.pack(">i", 1_000_000_000) + bytes(rng.randrange(256) for _ in range(40))
+        send_ignoring_reset(s, frame(header_v1(API_METADATA, 1, 100 + attempt) + body))
+        closed, data = closed_by_broker(s)
+        s.close()
+        if not closed:
+            # Not closed: then it must have answered with a response frame for our request.
+            assert len(data) >= 8 and struct.unpack_from(">ii", data) [1] == 100 + attempt, data[:64]
+    bystander.assert_healthy("garbage-body")
+
+
+def test_api_versions_unsupported_version_gets_v0_body(module_broker: BrokerProcess, bystander: Bystander) -> None:
+    s = connect(module_broker)
+    body = compact_string("bad-input-test") + compact_string("1.0") + uvarint(0)
+    s.sendall(frame(header_v2(API_VERSIONS, 127, 5) + body))
+    error, keys = parse_api_versions_v0(read_response(s, 5))
+    assert error == UNSUPPORTED_VERSION
+    assert keys, "KIP-511: the v0 body must list the supported APIs"
+    assert keys[API_VERSIONS][0] == 0 and keys[API_VERSIONS][1] >= 3
+    assert API_PRODUCE in keys and API_METADATA in keys
+    assert all(lo <= hi for lo, hi in keys.values())
+
+    # The connection stays usable: a client retries at a version the broker listed.
+    s.sendall(frame(header_v1(API_VERSIONS, 0, 6)))
+    error0, keys0 = parse_api_versions_v0(read_response(s, 6))
+    assert (error0, keys0) == (0, keys)
+    s.close()
+    bystander.assert_healthy("api-versions-v127")
+
+
+def test_produce_with_bad_crc_gets_corrupt_message(module_broker: BrokerProcess, bystander: Bystander) -> None:
+    now = int(time.time() * 1000)
+    good = record_batch([(b"k1", b"hand-built-1"), (None, b"hand-built-2")], now)
+    s = connect(module_broker)
+    # The hand-built batch is valid: the broker takes it (this also checks the builder).
+    s.sendall(produce_v3(bystander.topic, 0, good, 11))
+    [(topic, partition, error, base_offset)] = parse_produce_v3(read_response(s, 11))
+    assert (topic, partition, error, base_offset) == (bystander.topic, 0, 0, len(bystander.expected))
+    bystander.expected += [b"hand-built-1", b"hand-built-2"]
+    (m1,) = poll_messages(bystander.consumer, 1)
+    (m2,) = poll_messages(bystander.consumer, 1)
+    assert [(m1.key(), m1.value()), (m2.key(), m2.value())] == [(b"k1", b"hand-built-1"), (None, b"hand-built-2")]
+
+    victim = unique_topic("victim")
+    create_topic(module_broker.bootstrap, victim)
+    corrupt = bytearray(record_batch([(b"k1", b"will-be-flipped")], now))
+    corrupt[-5] ^= 0xFF  # inside the value: covered by the CRC, sizes unchanged
+    for acks in (-1, 1):
+        s.sendall(produce_v3(victim, 0, bytes(corrupt), 20 + acks, acks=acks))
+        [(topic, partition, error, _)] = parse_produce_v3(read_response(s, 20 + acks))
+        assert (topic, partition, error) == (victim, 0, CORRUPT_MESSAGE)
+    s.close()
+    assert watermarks(module_broker.bootstrap, victim) == (0, 0)
+    bystander.assert_healthy("bad-crc")
+
+
+def invalid_batches(now: int) -> dict[str, bytes]:
+    one = [(b"k", b"v")]
+    return {
+        # Kafka's ProduceRequest.validateRecords: exactly one v2 batch per partition.
+        "two-batches": record_batch(one, now) + record_batch(one, now),
+        "magic-1": record_batch(one, now, magic=1),
+        "no-batch": b"",
+        # Kafka's LogValidator.validateBatch: the offset range must match the record count.
+        "offset-range-beyond-count": record_batch([(None, b"a"), (None, b"b")], now, last_offset_delta=4),
+        "zero-count": record_batch(one, now, last_offset_delta=0, count=0),
+    }
+
+
+@pytest.mark.parametrize("case", ["two-batches", "magic-1", "no-batch", "offset-range-beyond-count", "zero-count"])
+def test_produce_with_invalid_batch_gets_invalid_record(module_broker: BrokerProcess, bystander: Bystander, case: str) -> None:
+    victim = unique_topic("victim")
+    create_topic(module_broker.bootstrap, victim)
+    before = [b"v0", b"v1", b"v2"]
+    produce_acked(module_broker.bootstrap, victim, before)
+    s = connect(module_broker)
+    s.sendall(produce_v3(victim, 0, invalid_batches(int(time.time() * 1000))[case], 31))
+    [(topic, partition, error, _)] = parse_produce_v3(read_response(s, 31))
+    s.close()
+    marks = watermarks(module_broker.bootstrap, victim)
+    log_after = (marks, [m.value() for m in consume(module_broker.bootstrap, victim, 0, 0, marks[1])])
+    bystander.assert_healthy(case)
+    assert (topic, partition, error) == (victim, 0, INVALID_RECORD), f"{case}: error {error}, log after: {log_after}"
+    assert log_after == ((0, 3), before), f"{case}: the log changed: {log_after}"
+
+
+def test_acks_zero_produce_with_bad_crc_closes_connection(module_broker: BrokerProcess, bystander: Bystander) -> None:
+    """With acks=0 there is no response to carry the error: Kafka closes the connection instead."""
+    victim = unique_topic("victim")
+    create_topic(module_broker.bootstrap, victim)
+    corrupt = bytearray(record_batch([(b"k1", b"will-be-flipped")], int(time.time() * 1000)))
+    corrupt[-5] ^= 0xFF
+    s = connect(module_broker)
+    s.sendall(produce_v3(victim, 0, bytes(corrupt), 41, acks=0))
+    closed, data = closed_by_broker(s)
+    s.close()
+    assert watermarks(module_broker.bootstrap, victim) == (0, 0)
+    bystander.assert_healthy("acks0-bad-crc")
+    assert closed and data == b"", (closed, data)
+
+
+def test_many_random_garbage_connections_while_producing(module_broker: BrokerProcess, bystander: Bystander) -> None:
+    rng = random.Random(42)
+    payloads = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) for _ in range(60)]
+    errors: list[BaseException] = []
+
+    def spray(chunk: list[bytes]) -> None:
+        try:
+            for p in chunk:
+                s = connect(module_broker)
+                send_ignoring_reset(s, p)
+                s.close()
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=spray, args=(payloads[i::3],)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for i in range(20):
+        bystander.produce(f"during-spray-{i}".encode())
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads)
+    for _ in range(20):
+        poll_messages(bystander.consumer, 1)
+    bystander.assert_healthy("garbage-spray")
