@@ -7,14 +7,13 @@ commit rule (a majority of voters) and keeps this log format and the replay.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from typing import Iterator, Sequence
 
 import structlog
 
-from protocol.records import build_batch, iter_batches, iter_records
+from protocol.records import build_batch, iter_records
 from raft.metadata_image import MetadataImage
 from raft.metadata_records import MetadataRecord, decode_metadata_record
 from storage.log import Log
@@ -26,7 +25,6 @@ log = structlog.get_logger()
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's fixed Uuid.METADATA_TOPIC_ID
 LEADER_EPOCH = 1
-READ_CHUNK = 1 << 20
 
 # The metadata log is never trimmed by retention: until snapshots exist it is the only
 # copy of the cluster's state.
@@ -54,19 +52,11 @@ class MetadataLog:
 
     @staticmethod
     def _replay(metadata_log: Log) -> Iterator[tuple[int, MetadataRecord]]:
-        offset = metadata_log.log_start_offset
-        end = metadata_log.log_end_offset
-        while offset < end:
-            info = metadata_log.read(offset, READ_CHUNK, end, True)
-            if not info.regions:
-                return
-            for region in info.regions:
-                data = os.pread(region.fd, region.length, region.position)
-                for header, batch in iter_batches(data):
-                    for record in iter_records(batch):
-                        if record.offset >= offset and record.value is not None:
-                            yield record.offset, decode_metadata_record(record.value)
-                    offset = max(offset, header.next_offset)
+        start = metadata_log.log_start_offset
+        for header, batch in metadata_log.batches(start):
+            for record in iter_records(batch, header):
+                if record.offset >= start and record.value is not None:
+                    yield record.offset, decode_metadata_record(record.value)
 
     @property
     def is_empty(self) -> bool:

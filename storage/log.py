@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import structlog
 
@@ -29,6 +29,7 @@ from protocol.record_batch import (
     InvalidBatch,
     UnsupportedMagic,
     is_crc_valid,
+    iter_headers,
     read_header,
     set_base_offset,
     set_log_append_time,
@@ -593,6 +594,26 @@ class Log:
                 return info
             i += 1
         return FetchDataInfo(start_offset)
+
+    def batches(self, start_offset: int, end_offset: int | None = None, chunk_bytes: int = 1 << 20) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Every whole batch holding offsets from ``start_offset`` up to ``end_offset`` (the log end by default).
+
+        For the loaders that replay a log into memory (the metadata image, group
+        coordinators); it copies the bytes, so it is never the fetch path. The first batch may
+        start below ``start_offset``: callers skip the records they do not want.
+        """
+        offset = max(start_offset, self.log_start_offset)
+        end = self._log_end_offset if end_offset is None else end_offset
+        while offset < end:
+            info = self.read(offset, chunk_bytes, end, True)
+            before = offset
+            for region in info.regions:
+                data = memoryview(os.pread(region.fd, region.length, region.position))
+                for header in iter_headers(data):
+                    yield header, data[header.position : header.position + header.size]
+                    offset = max(offset, header.next_offset)
+            if offset == before:
+                return
 
     # -- offsets by time (ListOffsets) ------------------------------------------------------------------------
 
