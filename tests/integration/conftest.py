@@ -52,6 +52,8 @@ class BrokerProcess:
         self.port = free_port()
         self.data_dir = data_dir
         self.overrides = dict(overrides or {})
+        # A server.properties to start from instead of the listener and log.dirs overrides.
+        self.config_file: Path | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.retired = False
@@ -68,11 +70,14 @@ class BrokerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def command(self) -> list[str]:
-        args = [
-            sys.executable, "-m", "broker", "serve",
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override", f"log.dirs={self.data_dir}",
-        ]
+        if self.config_file is not None:
+            args = [sys.executable, "-m", "broker", "serve", "--config", str(self.config_file)]
+        else:
+            args = [
+                sys.executable, "-m", "broker", "serve",
+                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "--override", f"log.dirs={self.data_dir}",
+            ]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         return args

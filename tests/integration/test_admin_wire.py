@@ -1,0 +1,71 @@
+"""Admin APIs that stock clients rarely send, spoken on the wire: DescribeLogDirs and
+OffsetForLeaderEpoch; and a broker started from a server.properties file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from kio.schema.describe_log_dirs.v1 import request as dld_v1
+from kio.schema.describe_log_dirs.v4 import request as dld_v4
+from kio.schema.errors import ErrorCode
+from kio.schema.offset_for_leader_epoch.v4 import request as ofle_v4
+
+from tests.integration.conftest import BrokerProcess
+from tests.integration.helpers import create_topic, produce_acked, unique_topic
+from tests.integration.wire import request
+
+
+@pytest.mark.parametrize("module", [dld_v1, dld_v4], ids=["v1", "v4"])
+def test_describe_log_dirs_reports_partition_sizes(module_broker: BrokerProcess, module) -> None:  # type: ignore[no-untyped-def]
+    topic = unique_topic("dirs")
+    create_topic(module_broker.bootstrap, topic, partitions=2)
+    produce_acked(module_broker.bootstrap, topic, [b"x" * 100] * 10, partition=1)
+    body = module.DescribeLogDirsRequest(topics=(module.DescribableLogDirTopic(topic=topic, partitions=(0, 1)),))
+    response = request(module_broker.bootstrap, body)
+    [result] = response.results
+    assert result.error_code == ErrorCode.none and Path(result.log_dir) == module_broker.data_dir
+    [described] = [t for t in result.topics if t.name == topic]
+    sizes = {p.partition_index: p.partition_size for p in described.partitions}
+    assert sizes[0] == 0 and sizes[1] >= 1000, sizes
+
+
+def test_offset_for_leader_epoch(module_broker: BrokerProcess) -> None:
+    topic = unique_topic("epochs")
+    create_topic(module_broker.bootstrap, topic)
+    produce_acked(module_broker.bootstrap, topic, [b"a", b"b", b"c"])
+
+    def ask(leader_epoch: int, current_leader_epoch: int = -1, partition: int = 0):  # type: ignore[no-untyped-def]
+        part = ofle_v4.OffsetForLeaderPartition(partition=partition, current_leader_epoch=current_leader_epoch, leader_epoch=leader_epoch)
+        body = ofle_v4.OffsetForLeaderEpochRequest(replica_id=-1, topics=(ofle_v4.OffsetForLeaderTopic(topic=topic, partitions=(part,)),))
+        [t] = request(module_broker.bootstrap, body).topics
+        [p] = t.partitions
+        return p.error_code, p.leader_epoch, p.end_offset
+
+    assert ask(0) == (ErrorCode.none, 0, 3), "epoch 0 ends at the log end"
+    assert ask(7) == (ErrorCode.none, -1, -1), "an epoch above the leader's is unknown: UNDEFINED_EPOCH_OFFSET"
+    assert ask(0, current_leader_epoch=5)[0] == ErrorCode.unknown_leader_epoch
+    assert ask(0, partition=9)[0] == ErrorCode.unknown_topic_or_partition
+
+
+def test_start_from_a_server_properties_file(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    broker = BrokerProcess(data)
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# a comment, then Kafka's names\n"
+        f"listeners=PLAINTEXT://127.0.0.1:{broker.port}\n"
+        f"log.dirs={data}\n"
+        "num.partitions=3\n"
+        "log.flush.interval.messages=1\n"
+    )
+    broker.config_file = props
+    broker.start()
+    try:
+        topic = unique_topic("props")
+        produce_acked(broker.bootstrap, topic, [b"v"])  # auto-created with num.partitions
+        metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic, timeout=10)
+        assert len(metadata.topics[topic].partitions) == 3
+    finally:
+        broker.stop()
