@@ -12,6 +12,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 from protocol.api_keys import request_schema, response_header_version, response_schema
 from protocol.frame import encode_size
 from protocol.headers import InvalidRequest, response_header
+from protocol.length_guard import LengthError, check_lengths
 
 
 @cache
@@ -25,8 +26,13 @@ def _writer(schema: type) -> Callable[[Any, Any], None]:
 
 
 def decode_request(api_key: int, version: int, frame: bytes | bytearray | memoryview, offset: int) -> RequestPayload:
+    view = memoryview(frame).toreadonly()
     try:
-        request, _ = _reader(api_key, version)(memoryview(frame).toreadonly(), offset)
+        check_lengths(request_schema(api_key, version), view, offset)
+    except LengthError as e:
+        raise InvalidRequest(f"cannot decode api {api_key} v{version}: {e}") from None
+    try:
+        request, _ = _reader(api_key, version)(view, offset)
     except InvalidRequest:
         raise
     except Exception as e:  # kio raises several types for malformed input

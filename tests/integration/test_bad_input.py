@@ -239,6 +239,9 @@ CLOSING_INPUTS = {
     "unknown-api-key": frame(header_v1(9999, 0, 42) + b"\x00" * 8),
     "unsupported-produce-version": frame(header_v1(API_PRODUCE, 99, 43) + b"\x00" * 8),
     "unsupported-metadata-version": frame(header_v1(API_METADATA, 200, 44) + b"\x00" * 8),
+    # 2^32 - 2 topics in 13 bytes: kio alone would reserve 32 GiB and abort the process.
+    "huge-array-count": frame(header_v2(API_METADATA, 12, 45) + b"\xff\xff\xff\xff\x0f" + b"\x00" * 8),
+    "huge-legacy-array-count": frame(header_v1(API_METADATA, 4, 46) + struct.pack(">i", 2**31 - 1) + b"\x00" * 8),
 }
 
 

@@ -1,0 +1,186 @@
+"""Check every length prefix of a request body before kio decodes it.
+
+kio's native reader reserves memory for an array's declared count before it reads a
+single element; a 13-byte Metadata request declaring 2^32 topics makes it ask for 32 GiB
+and the allocation failure aborts the whole process, which no exception handler can
+catch. So each body is first walked field by field (its layout taken from the same kio
+entity classes) and refused when an array, string or bytes field claims more than the
+bytes left. The walk reads only length prefixes and skips over everything else: it costs
+O(fields), never O(bytes), and allocates nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from functools import cache
+from typing import Any, Callable
+
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field
+
+_FIXED_SIZES = {
+    "bool": 1,
+    "int8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "float64": 8,
+    "uuid": 16,
+}
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+# (buffer, position, end) -> position after the field; raises LengthError.
+Step = Callable[[memoryview, int, int], int]
+
+
+class LengthError(ValueError):
+    pass
+
+
+def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    for _ in range(5):
+        if pos >= end:
+            raise LengthError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+    raise LengthError("varint longer than 5 bytes")
+
+
+def _length(buf: memoryview, pos: int, end: int, flexible: bool, wide: bool) -> tuple[int, int]:
+    """A length prefix: compact (uvarint of length + 1) or int16/int32; -1 means null."""
+    if flexible:
+        raw, pos = _uvarint(buf, pos, end)
+        return raw - 1, pos
+    size = _I32.size if wide else _I16.size
+    if pos + size > end:
+        raise LengthError("truncated length")
+    (value,) = (_I32 if wide else _I16).unpack_from(buf, pos)
+    return value, pos + size
+
+
+def _fixed(size: int) -> Step:
+    def step(buf: memoryview, pos: int, end: int) -> int:
+        if pos + size > end:
+            raise LengthError("body ends inside a field")
+        return pos + size
+
+    return step
+
+
+def _sized(flexible: bool, wide: bool) -> Step:
+    def step(buf: memoryview, pos: int, end: int) -> int:
+        length, pos = _length(buf, pos, end, flexible, wide)
+        if length < -1 or pos + max(length, 0) > end:
+            raise LengthError(f"length {length} exceeds the {end - pos} bytes left")
+        return pos + max(length, 0)
+
+    return step
+
+
+def _array(element: Step | int, flexible: bool) -> Step:
+    """An array; elements of a fixed size are skipped over in one step."""
+    min_size = element if isinstance(element, int) else 1
+
+    def step(buf: memoryview, pos: int, end: int) -> int:
+        count, pos = _length(buf, pos, end, flexible, wide=True)
+        if count < -1 or count * max(min_size, 1) > end - pos:
+            raise LengthError(f"array of {count} elements cannot fit in the {end - pos} bytes left")
+        if isinstance(element, int):
+            return pos + max(count, 0) * element
+        for _ in range(count):
+            pos = element(buf, pos, end)
+        return pos
+
+    return step
+
+
+def _primitive(kafka_type: str, flexible: bool) -> Step | int:
+    """A fixed-size type is its size in bytes; a sized one a step reading its length prefix."""
+    if kafka_type in _FIXED_SIZES:
+        return _FIXED_SIZES[kafka_type]
+    if kafka_type == "string":
+        return _sized(flexible, wide=False)
+    if kafka_type in ("bytes", "records"):
+        return _sized(flexible, wide=True)
+    raise LengthError(f"unknown kafka type {kafka_type}")
+
+
+def _field_step(field: dataclasses.Field[Any], flexible: bool) -> Step | int:
+    kind = classify_field(field)
+    if isinstance(kind, PrimitiveField):
+        return _primitive(field.metadata["kafka_type"], flexible)
+    if isinstance(kind, PrimitiveTupleField):
+        return _array(_primitive(field.metadata["kafka_type"], flexible), flexible)
+    if isinstance(kind, EntityField):
+        return entity_step(kind.type_)
+    assert isinstance(kind, EntityTupleField)
+    return _array(entity_step(kind.type_), flexible)
+
+
+def _is_wire_field(field: dataclasses.Field[Any]) -> bool:
+    return "kafka_type" in field.metadata or isinstance(classify_field(field), (EntityField, EntityTupleField))
+
+
+@cache
+def entity_step(entity: type) -> Step | int:
+    """The walk of one kio entity class (one message version), compiled once: runs of
+    fixed-size fields merge into one bounds check, and a wholly fixed-size, non-flexible
+    entity is just its size."""
+    flexible = bool(entity.__flexible__)  # type: ignore[attr-defined]
+    regular: list[Step | int] = []
+    tagged: dict[int, Step | int] = {}
+    for field in dataclasses.fields(entity):
+        if not _is_wire_field(field):
+            continue
+        step = _field_step(field, flexible)
+        tag = field.metadata.get("tag")
+        if tag is not None:
+            tagged[tag] = step
+        elif isinstance(step, int) and regular and isinstance(regular[-1], int):
+            regular[-1] += step
+        else:
+            regular.append(step)
+    if not flexible and all(isinstance(step, int) for step in regular):
+        return sum(regular)  # type: ignore[arg-type]
+    steps = [_fixed(step) if isinstance(step, int) else step for step in regular]
+    tag_steps = {tag: _fixed(step) if isinstance(step, int) else step for tag, step in tagged.items()}
+
+    def walk(buf: memoryview, pos: int, end: int) -> int:
+        for step in steps:
+            pos = step(buf, pos, end)
+        if flexible:
+            count, pos = _uvarint(buf, pos, end)
+            if count > end - pos:
+                raise LengthError(f"{count} tagged fields cannot fit in the {end - pos} bytes left")
+            for _ in range(count):
+                tag, pos = _uvarint(buf, pos, end)
+                size, pos = _uvarint(buf, pos, end)
+                if pos + size > end:
+                    raise LengthError(f"tagged field of {size} bytes exceeds the {end - pos} bytes left")
+                known = tag_steps.get(tag)
+                if known is not None:
+                    known(buf, pos, pos + size)
+                pos += size
+        return pos
+
+    return walk
+
+
+def check_lengths(entity: type, buf: memoryview, offset: int) -> None:
+    """Raise LengthError if ``buf[offset:]`` claims more bytes anywhere than it holds."""
+    step = entity_step(entity)
+    if isinstance(step, int):
+        if offset + step > len(buf):
+            raise LengthError("body ends inside a field")
+    else:
+        step(buf, offset, len(buf))
