@@ -1,0 +1,1 @@
+"""Group coordination: consumer groups, their members, assignments and committed offsets (sans-IO)."""

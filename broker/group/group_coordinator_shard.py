@@ -1,0 +1,146 @@
+"""Everything one ``__consumer_offsets`` partition coordinates, sans-IO: its classic groups,
+its consumer-protocol (KIP-848) groups and their committed offsets, rebuilt from the
+partition's records when it is loaded.
+
+Kafka's coordinator keeps one shard per partition, so a partition's groups move together
+when its leadership moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.group.classic_group import ClassicGroupState
+from broker.group.consumer_group import ConsumerGroupManager
+from broker.group.coordinator_records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from broker.group.group_metadata_manager import (
+    GROUP_ID_NOT_FOUND,
+    NONE,
+    CoordinatorResult,
+    GroupConfig,
+    GroupMetadataManager,
+    Record,
+)
+from broker.group.offset_metadata_manager import OffsetMetadataManager
+
+CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str
+
+
+class GroupCoordinatorShard:
+    def __init__(
+        self,
+        config: GroupConfig,
+        *,
+        offset_metadata_max_bytes: int,
+        offsets_retention_ms: int,
+        consumer_session_timeout_ms: int = 45000,
+        consumer_heartbeat_interval_ms: int = 5000,
+        consumer_max_size: int = 2**31 - 1,
+    ) -> None:
+        self.groups = GroupMetadataManager(config, is_other_protocol_group=lambda g: g in self.consumer_groups.groups)
+        self.consumer_groups = ConsumerGroupManager(
+            session_timeout_ms=consumer_session_timeout_ms,
+            heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+            max_size=consumer_max_size,
+            is_classic_group=lambda g: self.groups.group(g) is not None,
+            delete_empty_classic_group=self._drop_empty_classic_group,
+        )
+        self.offsets = OffsetMetadataManager(
+            self.groups, metadata_max_bytes=offset_metadata_max_bytes, retention_ms=offsets_retention_ms, consumer_groups=self.consumer_groups
+        )
+
+    def _drop_empty_classic_group(self, group_id: str) -> list[Record] | None:
+        """A consumer-protocol member may take over the id of an empty classic group, as in Kafka."""
+        group = self.groups.group(group_id)
+        if group is None or not group.is_in(ClassicGroupState.EMPTY):
+            return None
+        return self.groups.delete_group(group_id, group.state_timestamp_ms).records
+
+    def replay(self, key: object, value: object | None) -> None:
+        if isinstance(key, OffsetCommitKey):
+            assert value is None or isinstance(value, OffsetCommitValue)
+            self.offsets.replay(key, value)
+        elif isinstance(key, GroupMetadataKey):
+            assert value is None or isinstance(value, GroupMetadataValue)
+            self.groups.replay(key, value)
+        else:
+            self.consumer_groups.replay(key, value)
+
+    def members_of(self, group_id: str) -> set[str]:
+        classic = self.groups.group(group_id)
+        if classic is not None:
+            return set(classic.members) | classic.pending_members
+        consumer = self.consumer_groups.groups.get(group_id)
+        return set(consumer.members) if consumer is not None else set()
+
+    def on_timer(self, key: tuple[str, ...], now_ms: int) -> CoordinatorResult:
+        if key[0].startswith("consumer-"):
+            done = self.consumer_groups.on_timer(key, now_ms)
+            return CoordinatorResult(records=done.records, timers=done.timers)
+        return self.groups.on_timer(key, now_ms)
+
+    def on_loaded(self, now_ms: int) -> CoordinatorResult:
+        result = self.groups.on_loaded(now_ms)
+        loaded = self.consumer_groups.on_loaded(now_ms)
+        result.extend(CoordinatorResult(records=loaded.records, timers=loaded.timers))
+        return result
+
+    def list_groups(self, states: set[str], types: set[str]) -> list[ListedGroup]:
+        """ListGroups v4's state filter and v5's type filter match case-insensitively, as in Kafka."""
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        listed = []
+        for group in self.groups.groups.values():
+            if group.is_in(ClassicGroupState.DEAD):
+                continue
+            if wanted_states and group.state.value.lower() not in wanted_states:
+                continue
+            if wanted_types and CLASSIC_GROUP_TYPE not in wanted_types:
+                continue
+            listed.append(ListedGroup(group.group_id, group.protocol_type or "", group.state.value, CLASSIC_GROUP_TYPE))
+        if not wanted_types or CONSUMER_GROUP_TYPE in wanted_types:
+            for group_id, state in self.consumer_groups.list_groups():
+                if not wanted_states or state.lower() in wanted_states:
+                    listed.append(ListedGroup(group_id, CONSUMER_PROTOCOL_TYPE, state, CONSUMER_GROUP_TYPE))
+        return listed
+
+    def delete_groups(self, group_ids: list[str], now_ms: int) -> tuple[dict[str, int], CoordinatorResult]:
+        """DeleteGroups: only empty groups go; their offsets and metadata become tombstones."""
+        errors: dict[str, int] = {}
+        result = CoordinatorResult()
+        for group_id in group_ids:
+            if group_id in self.consumer_groups.groups:
+                deleted = self.consumer_groups.delete_group(group_id)
+                code = deleted.response if deleted.response is not None else NONE
+                errors[group_id] = code
+                if code == NONE:
+                    result.records.extend(self.offsets.delete_all_offsets(group_id))
+                    result.records.extend(deleted.records)
+                continue
+            code = self.groups.delete_group_check(group_id)
+            if code == GROUP_ID_NOT_FOUND and self.offsets.has_offsets(group_id):
+                code = NONE  # offsets committed by a simple consumer form a group Kafka can delete
+            errors[group_id] = code
+            if code == NONE:
+                result.records.extend(self.offsets.delete_all_offsets(group_id))
+                result.extend(self.groups.delete_group(group_id, now_ms))
+        return errors, result
+
+    def cleanup(self, now_ms: int) -> list[Record]:
+        """Expire old offsets; an empty group left with no offsets is deleted, as in Kafka."""
+        records = self.offsets.expire_offsets(now_ms)
+        for group_id, group in list(self.groups.groups.items()):
+            if group.is_in(ClassicGroupState.EMPTY) and not self.offsets.has_offsets(group_id):
+                records.extend(self.groups.delete_group(group_id, now_ms).records)
+        return records
+

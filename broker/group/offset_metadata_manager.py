@@ -1,0 +1,235 @@
+"""Committed offsets of the groups of one ``__consumer_offsets`` partition, sans-IO.
+
+OffsetCommit validates the committer against its group (a member of the current
+generation, or an "admin" commit with no generation into an empty group), then writes an
+OffsetCommit record per partition; OffsetFetch answers from memory; retention expires
+offsets of groups that nobody consumes with. Rules follow Kafka 4.0's OffsetMetadataManager.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+from broker.group.classic_group import ClassicGroupState
+from broker.group.coordinator_records import OffsetCommitKey, OffsetCommitValue
+from broker.group.group_metadata_manager import (
+    COORDINATOR_NOT_AVAILABLE,
+    GROUP_ID_NOT_FOUND,
+    ILLEGAL_GENERATION,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    GroupMetadataManager,
+    Record,
+    validate_member,
+)
+from protocol.consumer_protocol import ConsumerProtocolError, subscribed_topics
+
+OFFSET_METADATA_TOO_LARGE = 12
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+NO_EXPIRATION = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int = NO_EXPIRATION
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+class ConsumerGroupOffsets(Protocol):
+    """What the offsets need from the KIP-848 groups: is there such a group, and may this member commit."""
+
+    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int) -> int | None: ...
+
+    def subscribed_topics(self, group_id: str) -> set[str] | None: ...
+
+
+class OffsetMetadataManager:
+    def __init__(
+        self,
+        classic: GroupMetadataManager,
+        *,
+        metadata_max_bytes: int,
+        retention_ms: int,
+        consumer_groups: ConsumerGroupOffsets | None = None,
+    ) -> None:
+        self._classic = classic
+        self._consumer_groups = consumer_groups
+        self._metadata_max_bytes = metadata_max_bytes
+        self._retention_ms = retention_ms
+        self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self.offsets.get(group_id))
+
+    # -- OffsetCommit ------------------------------------------------------------------------------
+
+    def _validate_commit(self, group_id: str, generation_or_epoch: int, member_id: str, instance_id: str | None, version: int, now_ms: int) -> int:
+        if self._consumer_groups is not None:
+            code = self._consumer_groups.validate_offset_commit(group_id, member_id, generation_or_epoch)
+            if code is not None:
+                return code
+        group = self._classic.group(group_id)
+        if group is None:
+            if generation_or_epoch < 0:
+                # A simple (admin or manually assigned) consumer commits into a group of its own.
+                self._classic.get_or_create_group(group_id, now_ms)
+                return NONE
+            return GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION
+        if group.is_in(ClassicGroupState.DEAD):
+            return COORDINATOR_NOT_AVAILABLE
+        if generation_or_epoch < 0 and group.is_in(ClassicGroupState.EMPTY):
+            return NONE
+        error = validate_member(group, member_id, instance_id)
+        if error:
+            return error
+        if group.is_in(ClassicGroupState.EMPTY):
+            return UNKNOWN_MEMBER_ID
+        if generation_or_epoch != group.generation_id:
+            return ILLEGAL_GENERATION
+        if group.is_in(ClassicGroupState.COMPLETING_REBALANCE):
+            # Commits are fenced until the member has learnt its new assignment.
+            return REBALANCE_IN_PROGRESS
+        return NONE
+
+    def commit(
+        self,
+        group_id: str,
+        generation_or_epoch: int,
+        member_id: str,
+        instance_id: str | None,
+        retention_time_ms: int,
+        partitions: Iterable[PartitionCommit],
+        version: int,
+        now_ms: int,
+    ) -> tuple[list[tuple[PartitionCommit, int]], list[Record]]:
+        """Per-partition errors, and the records to append; memory changes when they are replayed once written."""
+        partitions = list(partitions)
+        error = self._validate_commit(group_id, generation_or_epoch, member_id, instance_id, version, now_ms)
+        if error:
+            return [(p, error) for p in partitions], []
+        # OffsetCommit v2-v4's retention time sets an explicit expiry; later versions have none.
+        expire = now_ms + retention_time_ms if retention_time_ms >= 0 else NO_EXPIRATION
+        answers: list[tuple[PartitionCommit, int]] = []
+        records: list[Record] = []
+        for p in partitions:
+            metadata = p.metadata or ""
+            if len(metadata.encode()) > self._metadata_max_bytes:
+                answers.append((p, OFFSET_METADATA_TOO_LARGE))
+                continue
+            answers.append((p, NONE))
+            records.append(
+                (
+                    OffsetCommitKey(group=group_id, topic=p.topic, partition=p.partition),
+                    OffsetCommitValue(
+                        offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata, commit_timestamp=now_ms, expire_timestamp=expire
+                    ),
+                )
+            )
+        return answers, records
+
+    # -- OffsetFetch -------------------------------------------------------------------------------
+
+    def fetch(self, group_id: str, partitions: Iterable[tuple[str, int]] | None) -> list[tuple[str, int, OffsetAndMetadata | None]]:
+        """The committed offsets asked for (None: every partition the group has an offset for)."""
+        committed = self.offsets.get(group_id, {})
+        if partitions is None:
+            return [(topic, partition, offset) for (topic, partition), offset in sorted(committed.items())]
+        return [(topic, partition, committed.get((topic, partition))) for topic, partition in partitions]
+
+    # -- OffsetDelete ------------------------------------------------------------------------------
+
+    def group_exists(self, group_id: str) -> bool:
+        if self._consumer_groups is not None and self._consumer_groups.subscribed_topics(group_id) is not None:
+            return True
+        return self._classic.group(group_id) is not None or group_id in self.offsets
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> tuple[int, list[tuple[str, int, int]], list[Record]]:
+        if not self.group_exists(group_id):
+            return GROUP_ID_NOT_FOUND, [], []
+        subscribed = self._subscribed_topics(group_id)
+        answers: list[tuple[str, int, int]] = []
+        records: list[Record] = []
+        committed = self.offsets.get(group_id, {})
+        for topic, partition in partitions:
+            if topic in subscribed:
+                answers.append((topic, partition, GROUP_SUBSCRIBED_TO_TOPIC))
+                continue
+            answers.append((topic, partition, NONE))
+            if (topic, partition) in committed:
+                records.append((OffsetCommitKey(group=group_id, topic=topic, partition=partition), None))
+        return NONE, answers, records
+
+    def _subscribed_topics(self, group_id: str) -> set[str]:
+        if self._consumer_groups is not None:
+            consumer_topics = self._consumer_groups.subscribed_topics(group_id)
+            if consumer_topics is not None:
+                return consumer_topics
+        group = self._classic.group(group_id)
+        if group is None or group.is_in(ClassicGroupState.EMPTY) or group.protocol_type != "consumer" or group.protocol_name is None:
+            return set()
+        topics: set[str] = set()
+        for member in group.members.values():
+            try:
+                topics.update(subscribed_topics(member.metadata(group.protocol_name)))
+            except (ConsumerProtocolError, KeyError):
+                continue
+        return topics
+
+    def delete_all_offsets(self, group_id: str) -> list[Record]:
+        """Tombstones for every offset of a group being deleted."""
+        return [(OffsetCommitKey(group=group_id, topic=t, partition=p), None) for t, p in sorted(self.offsets.get(group_id, {}))]
+
+    # -- retention ---------------------------------------------------------------------------------
+
+    def expire_offsets(self, now_ms: int) -> list[Record]:
+        """Kafka's rule: offsets expire only while nobody consumes with the group; a classic group
+        counts from when it became empty, a group with no members from each commit."""
+        records: list[Record] = []
+        for group_id, committed in self.offsets.items():
+            if self._consumer_groups is not None and self._consumer_groups.subscribed_topics(group_id):
+                continue
+            group = self._classic.group(group_id)
+            if group is not None and not group.is_in(ClassicGroupState.EMPTY):
+                continue
+            empty_since = group.state_timestamp_ms if group is not None and group.state_timestamp_ms >= 0 else None
+            for (topic, partition), offset in sorted(committed.items()):
+                if offset.expire_timestamp_ms != NO_EXPIRATION:
+                    expired = now_ms >= offset.expire_timestamp_ms
+                else:
+                    base = offset.commit_timestamp_ms if empty_since is None else max(empty_since, offset.commit_timestamp_ms)
+                    expired = now_ms - base >= self._retention_ms
+                if expired:
+                    records.append((OffsetCommitKey(group=group_id, topic=topic, partition=partition), None))
+        return records
+
+    # -- replay ------------------------------------------------------------------------------------
+
+    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        committed = self.offsets.setdefault(key.group, {})
+        if value is None:
+            committed.pop((key.topic, key.partition), None)
+            if not committed:
+                del self.offsets[key.group]
+            return
+        committed[(key.topic, key.partition)] = OffsetAndMetadata(
+            offset=value.offset,
+            leader_epoch=value.leader_epoch,
+            metadata=value.metadata,
+            commit_timestamp_ms=value.commit_timestamp,
+            expire_timestamp_ms=value.expire_timestamp,
+        )
