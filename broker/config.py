@@ -80,6 +80,23 @@ class BrokerConfig(BaseModel):
     max_incremental_fetch_session_cache_slots: int = Field(1000, alias="max.incremental.fetch.session.cache.slots", ge=0)
     group_initial_rebalance_delay_ms: int = Field(3000, alias="group.initial.rebalance.delay.ms", ge=0)
     offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
+    # Kafka's default is 3; a default kbroker is one node, as Kafka's own quickstart
+    # server.properties (which sets 1) assumes.
+    offsets_topic_replication_factor: int = Field(1, alias="offsets.topic.replication.factor", ge=1)
+    offsets_topic_segment_bytes: int = Field(104857600, alias="offsets.topic.segment.bytes", ge=14)
+    offsets_retention_minutes: int = Field(10080, alias="offsets.retention.minutes", ge=1)
+    offsets_retention_check_interval_ms: int = Field(600000, alias="offsets.retention.check.interval.ms", ge=1)
+    offset_metadata_max_bytes: int = Field(4096, alias="offset.metadata.max.bytes", ge=0)
+    group_min_session_timeout_ms: int = Field(6000, alias="group.min.session.timeout.ms", ge=0)
+    group_max_session_timeout_ms: int = Field(1800000, alias="group.max.session.timeout.ms", ge=0)
+    group_max_size: int = Field(2**31 - 1, alias="group.max.size", ge=1)
+    group_consumer_session_timeout_ms: int = Field(45000, alias="group.consumer.session.timeout.ms", ge=1)
+    group_consumer_min_session_timeout_ms: int = Field(45000, alias="group.consumer.min.session.timeout.ms", ge=1)
+    group_consumer_max_session_timeout_ms: int = Field(60000, alias="group.consumer.max.session.timeout.ms", ge=1)
+    group_consumer_heartbeat_interval_ms: int = Field(5000, alias="group.consumer.heartbeat.interval.ms", ge=1)
+    group_consumer_min_heartbeat_interval_ms: int = Field(5000, alias="group.consumer.min.heartbeat.interval.ms", ge=1)
+    group_consumer_max_heartbeat_interval_ms: int = Field(15000, alias="group.consumer.max.heartbeat.interval.ms", ge=1)
+    group_consumer_max_size: int = Field(2**31 - 1, alias="group.consumer.max.size", ge=1)
 
     @field_validator("listeners")
     @classmethod
@@ -110,6 +127,19 @@ class BrokerConfig(BaseModel):
         if not policies <= {"delete", "compact"}:
             raise ValueError("must be a list of delete and compact")
         return v
+
+    @model_validator(mode="after")
+    def _consumer_group_timeouts(self) -> "BrokerConfig":
+        """Kafka's GroupCoordinatorConfig checks: each KIP-848 timeout within its bounds."""
+        if not self.group_consumer_min_session_timeout_ms <= self.group_consumer_session_timeout_ms <= self.group_consumer_max_session_timeout_ms:
+            raise ValueError("group.consumer.session.timeout.ms must be between group.consumer.min.session.timeout.ms and group.consumer.max.session.timeout.ms")
+        if not self.group_consumer_min_heartbeat_interval_ms <= self.group_consumer_heartbeat_interval_ms <= self.group_consumer_max_heartbeat_interval_ms:
+            raise ValueError(
+                "group.consumer.heartbeat.interval.ms must be between group.consumer.min.heartbeat.interval.ms and group.consumer.max.heartbeat.interval.ms"
+            )
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        return self
 
     @model_validator(mode="after")
     def _single_node_only(self) -> "BrokerConfig":
@@ -205,7 +235,10 @@ def load_config(path: Path | None, overrides: Mapping[str, str]) -> BrokerConfig
         return BrokerConfig.model_validate(props)
     except ValidationError as e:
         err = e.errors()[0]
-        loc = err["loc"][0] if err["loc"] else ""
+        if not err["loc"]:
+            # A rule across several keys: its message names them.
+            raise ConfigError(f"Invalid configuration: {err['msg'].removeprefix('Value error, ')}") from None
+        loc = err["loc"][0]
         value = props.get(str(loc))
         shown = f" '{value}'" if value is not None else ""
         raise ConfigError(f"Invalid value{shown} for configuration {loc}: {err['msg']}") from None

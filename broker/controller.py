@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import structlog
 
@@ -19,7 +19,7 @@ from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from raft import controller_logic
 from raft.controller_logic import CreatableTopic, QuorumControllerLogic
-from raft.metadata_image import TOPIC_RESOURCE
+from raft.metadata_image import TOPIC_RESOURCE, MetadataImage
 from raft.metadata_log import MetadataLog
 from raft.metadata_records import MetadataRecord
 from storage.log_config import InvalidConfigError, LogConfig
@@ -42,6 +42,11 @@ class QuorumController:
         self._rm = replica_manager
         self._lock = asyncio.Lock()
         self._logic = QuorumControllerLogic(config_default=self._config_default)
+        self._listeners: list[Callable[[MetadataImage], None]] = []
+
+    def add_listener(self, listener: Callable[[MetadataImage], None]) -> None:
+        """Called with the image after every committed change, once the replica manager has applied it."""
+        self._listeners.append(listener)
 
     @property
     def _broker_ids(self) -> list[int]:
@@ -81,6 +86,8 @@ class QuorumController:
         self._log.append(records)
         self._metadata.image = self._log.image
         self._rm.apply_image(self._metadata.image)
+        for listener in self._listeners:
+            listener(self._metadata.image)
 
     async def create_topics(self, topics: list[CreatableTopic], validate_only: bool) -> list[controller_logic.CreateTopicResult]:
         async with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from storage.log import FetchDataInfo, Log, LogAppendInfo
+from storage.log import AppendOrigin, FetchDataInfo, Log, LogAppendInfo
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -43,8 +43,8 @@ class Partition:
     def last_stable_offset(self) -> int:
         return self.high_watermark
 
-    def append_records_to_leader(self, records: memoryview) -> LogAppendInfo:
-        info = self.log.append_as_leader(records, self.leader_epoch)
+    def append_records_to_leader(self, records: memoryview, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        info = self.log.append_as_leader(records, self.leader_epoch, origin)
         self.high_watermark = self.log.log_end_offset
         return info
 

@@ -12,12 +12,36 @@ import structlog
 from broker.config import BrokerConfig
 from broker.controller import QuorumController
 from broker.fetch_session import FetchSessionCache
-from broker.handlers.admin_configs import AlterConfigsHandler, DescribeConfigsHandler, IncrementalAlterConfigsHandler
-from broker.handlers.admin_topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
+from broker.group_coordinator import GroupCoordinator
+from broker.handlers.admin_configs import (
+    AlterConfigsHandler,
+    DescribeConfigsHandler,
+    IncrementalAlterConfigsHandler,
+)
+from broker.handlers.admin_topics import (
+    CreatePartitionsHandler,
+    CreateTopicsHandler,
+    DeleteTopicsHandler,
+)
 from broker.handlers.api_versions import api_versions_response
 from broker.handlers.cluster import DescribeClusterHandler, DescribeLogDirsHandler
 from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.fetch import FetchHandler
+from broker.handlers.groups import (
+    ConsumerGroupDescribeHandler,
+    ConsumerGroupHeartbeatHandler,
+    DeleteGroupsHandler,
+    DescribeGroupsHandler,
+    FindCoordinatorHandler,
+    HeartbeatHandler,
+    JoinGroupHandler,
+    LeaveGroupHandler,
+    ListGroupsHandler,
+    OffsetCommitHandler,
+    OffsetDeleteHandler,
+    OffsetFetchHandler,
+    SyncGroupHandler,
+)
 from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.metadata import MetadataHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
@@ -64,6 +88,9 @@ class KafkaServer:
         self.controller = QuorumController(cfg, self.metadata_log, self.metadata, self.replica_manager)
         self.controller.bootstrap()
         self.replica_manager.apply_image(self.metadata.image)
+        self.group_coordinator = GroupCoordinator(cfg, self.controller, self.metadata, self.replica_manager)
+        self.controller.add_listener(self.group_coordinator.on_metadata_update)
+        self.group_coordinator.on_metadata_update(self.metadata.image)
 
         sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {
@@ -82,6 +109,19 @@ class KafkaServer:
             ApiKey.DELETE_RECORDS: DeleteRecordsHandler(self.replica_manager, self.metadata),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochHandler(self.replica_manager, self.metadata),
             ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(self.replica_manager, cfg),
+            ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(self.group_coordinator, self.metadata),
+            ApiKey.JOIN_GROUP: JoinGroupHandler(self.group_coordinator),
+            ApiKey.SYNC_GROUP: SyncGroupHandler(self.group_coordinator),
+            ApiKey.HEARTBEAT: HeartbeatHandler(self.group_coordinator),
+            ApiKey.LEAVE_GROUP: LeaveGroupHandler(self.group_coordinator),
+            ApiKey.OFFSET_COMMIT: OffsetCommitHandler(self.group_coordinator),
+            ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator),
+            ApiKey.OFFSET_DELETE: OffsetDeleteHandler(self.group_coordinator),
+            ApiKey.DESCRIBE_GROUPS: DescribeGroupsHandler(self.group_coordinator),
+            ApiKey.LIST_GROUPS: ListGroupsHandler(self.group_coordinator),
+            ApiKey.DELETE_GROUPS: DeleteGroupsHandler(self.group_coordinator),
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatHandler(self.group_coordinator, self.metadata),
+            ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata),
         }
         apis = KafkaApis(handlers)  # type: ignore[arg-type]
         listen = cfg.listener
@@ -100,6 +140,7 @@ class KafkaServer:
         self._schedule("log-flush", min(cfg.log_flush_scheduler_interval_ms, ROLLED_SEGMENT_FLUSH_MS), self._flush)
         self._schedule("recovery-point-checkpoint", cfg.log_flush_offset_checkpoint_interval_ms, self._checkpoint)
         self._schedule("delete-segments", 1000, self._delete_segments)
+        self._schedule("group-metadata-cleanup", cfg.offsets_retention_check_interval_ms, self.group_coordinator.cleanup_group_metadata)
         log.info(
             "broker.started",
             node_id=cfg.node_id,
@@ -151,6 +192,7 @@ class KafkaServer:
             await self.socket_server.stop_accepting()
             self.replica_manager.fetch_purgatory.touch_all()
             await self.socket_server.close_connections(SHUTDOWN_GRACE_S)
+        self.group_coordinator.shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -20,6 +20,15 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -29,8 +38,16 @@ class ApiKey(IntEnum):
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+
+
+# For APIs whose every version uses the old, non-flexible encoding.
+NEVER_FLEXIBLE = 1 << 15
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +65,15 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.FETCH, 4, 17, 12),
         ApiRange(ApiKey.LIST_OFFSETS, 1, 10, 6),
         ApiRange(ApiKey.METADATA, 0, 12, 9),
+        ApiRange(ApiKey.OFFSET_COMMIT, 2, 9, 8),
+        ApiRange(ApiKey.OFFSET_FETCH, 1, 9, 6),
+        ApiRange(ApiKey.FIND_COORDINATOR, 0, 6, 3),
+        ApiRange(ApiKey.JOIN_GROUP, 0, 9, 6),
+        ApiRange(ApiKey.HEARTBEAT, 0, 4, 4),
+        ApiRange(ApiKey.LEAVE_GROUP, 0, 5, 4),
+        ApiRange(ApiKey.SYNC_GROUP, 0, 5, 4),
+        ApiRange(ApiKey.DESCRIBE_GROUPS, 0, 5, 5),
+        ApiRange(ApiKey.LIST_GROUPS, 0, 5, 3),
         ApiRange(ApiKey.API_VERSIONS, 0, 4, 3),
         ApiRange(ApiKey.CREATE_TOPICS, 2, 7, 5),
         ApiRange(ApiKey.DELETE_TOPICS, 1, 6, 4),
@@ -57,8 +83,12 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.ALTER_CONFIGS, 0, 2, 2),
         ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
         ApiRange(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
+        ApiRange(ApiKey.DELETE_GROUPS, 0, 2, 2),
+        ApiRange(ApiKey.OFFSET_DELETE, 0, 0, NEVER_FLEXIBLE),
         ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
         ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
+        ApiRange(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, 0),
+        ApiRange(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, 0),
     )
 }
 

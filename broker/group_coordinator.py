@@ -1,0 +1,297 @@
+"""GroupCoordinator: the asyncio shell around the sans-IO group coordinator shards.
+
+The coordinator of group g is the leader of ``__consumer_offsets`` partition
+``abs(java_hash(g)) % offsets.topic.num.partitions``. For each partition this node leads,
+a shard is loaded by replaying the partition's records; until that finishes its groups
+answer COORDINATOR_LOAD_IN_PROGRESS. Each call runs a shard operation, appends the
+records it produced to the partition (one batch), then completes the waiting requests
+and arms the timers it asked for, in that order, all on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.config import BrokerConfig
+from broker.controller import QuorumController
+from broker.group.coordinator_records import CoordinatorRecordError, OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
+from broker.group.group_coordinator_shard import GroupCoordinatorShard
+from broker.group.group_metadata_manager import CancelTimer, CoordinatorResult, ErrorResponse, GroupConfig, JoinGroupResponse, Respond, SyncGroupResponse
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from protocol.records import build_batch, iter_records
+from raft.controller_logic import CreatableTopic
+from raft.metadata_image import MetadataImage
+from storage.errors import StorageError
+from storage.log import AppendOrigin
+
+log = structlog.get_logger()
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+# Replay yields to the event loop this often, so loading a big partition never stalls other clients.
+BATCHES_PER_YIELD = 64
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    h = java_string_hash(group_id)
+    # Kafka's Utils.abs: Integer.MIN_VALUE maps to 0 rather than overflowing.
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def topic_partition_counts(image: MetadataImage) -> dict[str, tuple[uuid.UUID, int]]:
+    """What consumer-protocol groups see of the cluster: each topic's id and partition count."""
+    return {name: (topic.topic_id, len(topic.partitions)) for name, topic in image.topics.items()}
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CoordinatorNotAvailable(Exception):
+    def __init__(self, error_code: int) -> None:
+        super().__init__(ErrorCode(error_code).name)
+        self.error_code = error_code
+
+
+class GroupCoordinator:
+    def __init__(self, config: BrokerConfig, controller: QuorumController, metadata: MetadataCache, replica_manager: ReplicaManager) -> None:
+        self._config = config
+        self._controller = controller
+        self._metadata = metadata
+        self._rm = replica_manager
+        self._num_partitions = config.offsets_topic_num_partitions
+        self._group_config = GroupConfig(
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            max_size=config.group_max_size,
+        )
+        self.shards: dict[int, GroupCoordinatorShard] = {}
+        self._loading: dict[int, asyncio.Task[None]] = {}
+        self._timers: dict[tuple[str, ...], asyncio.TimerHandle] = {}
+        self._create_lock = asyncio.Lock()
+        self._retention_task: asyncio.Task[None] | None = None
+
+    # -- partitions and loading --------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self._num_partitions)
+
+    def on_metadata_update(self, image: MetadataImage) -> None:
+        """Load the shards of the offsets partitions this node now leads; drop the others."""
+        topic = image.topics.get(GROUP_METADATA_TOPIC)
+        led = set()
+        if topic is not None:
+            self._num_partitions = len(topic.partitions)
+            led = {index for index, reg in topic.partitions.items() if reg.leader == self._metadata.node_id}
+        for index in led - set(self.shards) - set(self._loading):
+            self._loading[index] = asyncio.get_running_loop().create_task(self._load(index), name=f"load-{GROUP_METADATA_TOPIC}-{index}")
+        for index in set(self.shards) - led:
+            self._unload(index)
+        # Consumer-protocol groups recompute their targets when a subscribed topic changes.
+        topics = topic_partition_counts(image)
+        for index, shard in self.shards.items():
+            changed = shard.consumer_groups.on_metadata_change(topics)
+            if changed.records or changed.timers:
+                self._execute(index, CoordinatorResult(records=changed.records, timers=changed.timers))
+
+    async def _load(self, index: int) -> None:
+        started = time.monotonic()
+        shard = GroupCoordinatorShard(
+            self._group_config,
+            offset_metadata_max_bytes=self._config.offset_metadata_max_bytes,
+            offsets_retention_ms=self._config.offsets_retention_minutes * 60_000,
+            consumer_session_timeout_ms=self._config.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=self._config.group_consumer_heartbeat_interval_ms,
+            consumer_max_size=self._config.group_consumer_max_size,
+        )
+        partition = self._rm.get_partition(GROUP_METADATA_TOPIC, index)
+        records = skipped = 0
+        try:
+            if partition is not None:
+                start = partition.log.log_start_offset
+                for i, (header, batch) in enumerate(partition.log.batches(start, partition.high_watermark)):
+                    if header.is_control:
+                        continue
+                    for record in iter_records(batch, header):
+                        if record.offset < start or record.key is None:
+                            continue
+                        try:
+                            decoded = decode_record(record.key, record.value)
+                        except UnknownRecordType:
+                            skipped += 1
+                            continue
+                        shard.replay(decoded.key, decoded.value)
+                        records += 1
+                    if i % BATCHES_PER_YIELD == BATCHES_PER_YIELD - 1:
+                        await asyncio.sleep(0)
+        except (CoordinatorRecordError, StorageError, ValueError):
+            log.exception("group_coordinator.load_failed", partition=index)
+            self._loading.pop(index, None)
+            return
+        self._loading.pop(index, None)
+        self.shards[index] = shard
+        self._execute(index, shard.on_loaded(now_ms()))
+        log.info(
+            "group_coordinator.loaded",
+            partition=index,
+            groups=len(shard.groups.groups),
+            records=records,
+            skipped=skipped,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def _unload(self, index: int) -> None:
+        shard = self.shards.pop(index)
+        for group_id, group in shard.groups.groups.items():
+            for member in group.members.values():
+                for waiting in (member.awaiting_join, member.awaiting_sync):
+                    if isinstance(waiting, asyncio.Future) and not waiting.done():
+                        waiting.set_exception(CoordinatorNotAvailable(ErrorCode.not_coordinator))
+        for key in [k for k in self._timers if self.partition_for(k[1]) == index]:
+            self._timers.pop(key).cancel()
+        log.info("group_coordinator.unloaded", partition=index)
+
+    async def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use, as Kafka does on the first FindCoordinator."""
+        if GROUP_METADATA_TOPIC in self._metadata.image.topics:
+            return
+        async with self._create_lock:
+            if GROUP_METADATA_TOPIC in self._metadata.image.topics:
+                return
+            cfg = self._config
+            topic = CreatableTopic(
+                name=GROUP_METADATA_TOPIC,
+                num_partitions=cfg.offsets_topic_num_partitions,
+                replication_factor=cfg.offsets_topic_replication_factor,
+                assignments=None,
+                configs={"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
+            )
+            [result] = await self._controller.create_topics([topic], validate_only=False)
+            if result.error_code not in (0, ErrorCode.topic_already_exists):
+                log.warning("group_coordinator.offsets_topic_not_created", error=result.error_code, message=result.error_message)
+
+    def shard_for(self, group_id: str) -> GroupCoordinatorShard:
+        """The loaded shard coordinating ``group_id``, or CoordinatorNotAvailable with Kafka's error."""
+        index = self.partition_for(group_id)
+        shard = self.shards.get(index)
+        if shard is not None:
+            return shard
+        if index in self._loading:
+            raise CoordinatorNotAvailable(ErrorCode.coordinator_load_in_progress)
+        if GROUP_METADATA_TOPIC not in self._metadata.image.topics:
+            raise CoordinatorNotAvailable(ErrorCode.coordinator_not_available)
+        raise CoordinatorNotAvailable(ErrorCode.not_coordinator)
+
+    @property
+    def loading(self) -> bool:
+        return bool(self._loading)
+
+    def coordinator_error(self, group_id: str) -> int:
+        try:
+            self.shard_for(group_id)
+        except CoordinatorNotAvailable as e:
+            return e.error_code
+        return 0
+
+    # -- running shard operations ------------------------------------------------------------------
+
+    def execute(self, group_id: str, result: CoordinatorResult) -> int:
+        return self._execute(self.partition_for(group_id), result)
+
+    def _execute(self, index: int, result: CoordinatorResult) -> int:
+        """Append the records, then answer and arm timers; returns the append's error code (0: written)."""
+        error = self._append(index, result.records) if result.records else 0
+        shard = self.shards.get(index)
+        if not error and shard is not None:
+            # Offsets change in memory only once their records are written; group state
+            # changes as the shard decides (a failed write is answered with an error).
+            for key, value in result.records:
+                if isinstance(key, OffsetCommitKey):
+                    shard.replay(key, value)
+        for respond in result.responses:
+            self._complete(respond, error)
+        loop = asyncio.get_running_loop()
+        for timer in result.timers:
+            old = self._timers.pop(timer.key, None)
+            if old is not None:
+                old.cancel()
+            if not isinstance(timer, CancelTimer):
+                delay = max(timer.deadline_ms - now_ms(), 0) / 1000
+                self._timers[timer.key] = loop.call_later(delay, self._fire, timer.key)
+        return error
+
+    def _append(self, index: int, records: list[tuple[Any, Any]]) -> int:
+        partition = self._rm.get_partition(GROUP_METADATA_TOPIC, index)
+        if partition is None:
+            return ErrorCode.not_coordinator
+        timestamp = now_ms()
+        batch = build_batch([(encode_key(k), None if v is None else encode_value(v), (), timestamp) for k, v in records])
+        try:
+            partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR)
+        except StorageError as e:
+            # Kafka maps a failed coordinator write to errors the client retries against a coordinator.
+            log.error("group_coordinator.append_failed", partition=index, error=str(e))
+            return ErrorCode.coordinator_not_available
+        self._rm.fetch_purgatory.touch((GROUP_METADATA_TOPIC, index))
+        return 0
+
+    @staticmethod
+    def _complete(respond: Respond, append_error: int) -> None:
+        future = respond.responder
+        if not isinstance(future, asyncio.Future) or future.done():
+            return
+        response = respond.response
+        if append_error and response.error_code == 0:
+            if isinstance(response, JoinGroupResponse):
+                response = JoinGroupResponse(append_error, member_id=response.member_id)
+            elif isinstance(response, SyncGroupResponse):
+                response = SyncGroupResponse(append_error)
+            else:
+                response = ErrorResponse(append_error)
+        future.set_result(response)
+
+    def _fire(self, key: tuple[str, ...]) -> None:
+        self._timers.pop(key, None)
+        index = self.partition_for(key[1])
+        shard = self.shards.get(index)
+        if shard is None:
+            return
+        before = shard.members_of(key[1])
+        self._execute(index, shard.on_timer(key, now_ms()))
+        gone = before - shard.members_of(key[1])
+        if gone:
+            log.info("group.members_expired", group=key[1], timer=key[0], members=sorted(gone))
+
+    # -- background --------------------------------------------------------------------------------
+
+    def cleanup_group_metadata(self) -> None:
+        """offsets.retention.check.interval.ms: expire offsets and drop empty groups with none left."""
+        now = now_ms()
+        for index, shard in list(self.shards.items()):
+            records = shard.cleanup(now)
+            if records:
+                self._execute(index, CoordinatorResult(records=records))
+                log.info("group_coordinator.offsets_expired", partition=index, records=len(records))
+
+    def shutdown(self) -> None:
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        for task in self._loading.values():
+            task.cancel()

@@ -1,0 +1,513 @@
+"""The consumer group APIs: FindCoordinator, the classic join protocol, offsets and group admin."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.group.group_metadata_manager import (
+    CoordinatorResult,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    SyncGroupResponse,
+)
+from broker.group.offset_metadata_manager import PartitionCommit
+from broker.group_coordinator import (
+    CoordinatorNotAvailable,
+    GroupCoordinator,
+    now_ms,
+    topic_partition_counts,
+)
+from broker.kafka_apis import RequestContext
+from broker.metadata_cache import MetadataCache
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+
+log = structlog.get_logger()
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+NO_LEADER_EPOCH = -1
+
+
+def _ms(value: datetime.timedelta | int) -> int:
+    if isinstance(value, datetime.timedelta):
+        return value // datetime.timedelta(milliseconds=1)
+    return int(value)
+
+
+class FindCoordinatorHandler:
+    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache) -> None:
+        self._coordinator = coordinator
+        self._metadata = metadata
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
+        keys = list(request.coordinator_keys) if ctx.version >= 4 else [request.key]
+        if key_type == GROUP_KEY_TYPE:
+            await self._coordinator.ensure_offsets_topic()
+        answers = [self._find(key_type, key) for key in keys]
+        schema = response_schema(ApiKey.FIND_COORDINATOR, ctx.version)
+        if ctx.version >= 4:
+            coordinator_cls = nested(schema, "Coordinator")
+            return build(schema, throttle_time=0, coordinators=tuple(build(coordinator_cls, key=key, **answer) for key, answer in zip(keys, answers)))
+        return build(schema, throttle_time=0, **answers[0])
+
+    def _find(self, key_type: int, key: str) -> dict[str, Any]:
+        if key_type == GROUP_KEY_TYPE:
+            error = self._coordinator.coordinator_error(key)
+        elif key_type == TRANSACTION_KEY_TYPE:
+            error = ErrorCode.coordinator_not_available  # transactions land with exactly-once support
+        else:
+            error = ErrorCode.invalid_request
+        if error:
+            return {"error_code": error, "error_message": ErrorCode(error).name, "node_id": -1, "host": "", "port": -1}
+        endpoint = self._metadata.endpoint
+        return {"error_code": 0, "error_message": None, "node_id": endpoint.node_id, "host": endpoint.host, "port": endpoint.port}
+
+
+class JoinGroupHandler:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        session_timeout = _ms(request.session_timeout)
+        try:
+            shard = self._coordinator.shard_for(request.group_id)
+        except CoordinatorNotAvailable as e:
+            return self._response(ctx.version, JoinGroupResponse(e.error_code, member_id=request.member_id))
+        join = JoinGroupRequest(
+            group_id=request.group_id,
+            session_timeout_ms=session_timeout,
+            # v0 has no rebalance timeout: Kafka uses the session timeout for both.
+            rebalance_timeout_ms=_ms(getattr(request, "rebalance_timeout", session_timeout)),
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            protocol_type=request.protocol_type,
+            protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+            client_id=ctx.header.client_id or "",
+            client_host="/" + ctx.client.address.split(":")[0],
+            require_known_member_id=ctx.version >= 4,
+            supports_skip_assignment=ctx.version >= 9,
+        )
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._coordinator.execute(request.group_id, shard.groups.join_group(join, future, now_ms()))
+        try:
+            response = await future
+        except CoordinatorNotAvailable as e:
+            response = JoinGroupResponse(e.error_code, member_id=request.member_id)
+        log.info(
+            "group.join",
+            group=request.group_id,
+            member=response.member_id,
+            client=ctx.header.client_id,
+            error=ErrorCode(response.error_code).name,
+            generation=response.generation_id,
+            leader=response.leader == response.member_id,
+        )
+        return self._response(ctx.version, response)
+
+    @staticmethod
+    def _response(version: int, r: JoinGroupResponse):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.JOIN_GROUP, version)
+        member_cls = nested(schema, "JoinGroupResponseMember")
+        members = tuple(build(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata) for m in r.members)
+        # Before v7 the protocol name is not nullable: "" stands for none.
+        protocol_name = r.protocol_name if version >= 7 else (r.protocol_name or "")
+        return build(
+            schema,
+            throttle_time=0,
+            error_code=r.error_code,
+            generation_id=r.generation_id,
+            protocol_type=r.protocol_type,
+            protocol_name=protocol_name,
+            leader=r.leader,
+            skip_assignment=r.skip_assignment,
+            member_id=r.member_id,
+            members=members,
+        )
+
+
+class SyncGroupHandler:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        try:
+            shard = self._coordinator.shard_for(request.group_id)
+        except CoordinatorNotAvailable as e:
+            return self._response(ctx.version, SyncGroupResponse(e.error_code))
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        result = shard.groups.sync_group(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            getattr(request, "protocol_type", None),
+            getattr(request, "protocol_name", None),
+            {a.member_id: bytes(a.assignment) for a in request.assignments},
+            future,
+            now_ms(),
+        )
+        self._coordinator.execute(request.group_id, result)
+        try:
+            response = await future
+        except CoordinatorNotAvailable as e:
+            response = SyncGroupResponse(e.error_code)
+        if response.error_code:
+            log.info("group.sync_failed", group=request.group_id, member=request.member_id, error=ErrorCode(response.error_code).name)
+        return self._response(ctx.version, response)
+
+    @staticmethod
+    def _response(version: int, r: SyncGroupResponse):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.SYNC_GROUP, version)
+        return build(
+            schema, throttle_time=0, error_code=r.error_code, protocol_type=r.protocol_type, protocol_name=r.protocol_name, assignment=r.assignment
+        )
+
+
+class HeartbeatHandler:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.HEARTBEAT, ctx.version)
+        try:
+            shard = self._coordinator.shard_for(request.group_id)
+        except CoordinatorNotAvailable as e:
+            return build(schema, throttle_time=0, error_code=e.error_code)
+        error, result = shard.groups.heartbeat(
+            request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None), now_ms()
+        )
+        self._coordinator.execute(request.group_id, result)
+        return build(schema, throttle_time=0, error_code=error)
+
+
+class LeaveGroupHandler:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.LEAVE_GROUP, ctx.version)
+        if ctx.version >= 3:
+            leaving = [(m.member_id, m.group_instance_id) for m in request.members]
+        else:
+            leaving = [(request.member_id, None)]
+        try:
+            shard = self._coordinator.shard_for(request.group_id)
+        except CoordinatorNotAvailable as e:
+            return build(schema, throttle_time=0, error_code=e.error_code, members=())
+        error, answers, result = shard.groups.leave_group(request.group_id, leaving, now_ms())
+        self._coordinator.execute(request.group_id, result)
+        if ctx.version < 3:
+            # One member, and its error is the whole answer.
+            return build(schema, throttle_time=0, error_code=error or (answers[0][2] if answers else 0))
+        member_cls = nested(schema, "MemberResponse")
+        members = tuple(build(member_cls, member_id=m, group_instance_id=i, error_code=code) for m, i, code in answers)
+        return build(schema, throttle_time=0, error_code=error, members=members)
+
+
+class OffsetCommitHandler:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.OFFSET_COMMIT, ctx.version)
+        topic_cls = nested(schema, "OffsetCommitResponseTopic")
+        part_cls = nested(schema, "OffsetCommitResponsePartition")
+        commits = [
+            PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
+            for t in request.topics
+            for p in t.partitions
+        ]
+        try:
+            shard = self._coordinator.shard_for(request.group_id)
+        except CoordinatorNotAvailable as e:
+            answers = [(c, e.error_code) for c in commits]
+        else:
+            retention = _ms(getattr(request, "retention_time", -1))
+            answers, records = shard.offsets.commit(
+                request.group_id,
+                request.generation_id_or_member_epoch,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                retention,
+                commits,
+                ctx.version,
+                now_ms(),
+            )
+            write_error = self._coordinator.execute(request.group_id, CoordinatorResult(records=records)) if records else 0
+            if write_error:
+                answers = [(c, write_error if code == 0 else code) for c, code in answers]
+        by_topic: dict[str, list[Any]] = {}
+        for commit, code in answers:
+            by_topic.setdefault(commit.topic, []).append(build(part_cls, partition_index=commit.partition, error_code=code))
+        topics = tuple(build(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items())
+        return build(schema, throttle_time=0, topics=topics)
+
+
+class OffsetFetchHandler:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.OFFSET_FETCH, ctx.version)
+        if ctx.version >= 8:
+            group_cls = nested(schema, "OffsetFetchResponseGroup")
+            topic_cls = nested(schema, "OffsetFetchResponseTopics")
+            part_cls = nested(schema, "OffsetFetchResponsePartitions")
+            groups = []
+            for g in request.groups:
+                error, topics = self._fetch(g.group_id, g.topics, topic_cls, part_cls, False)
+                groups.append(build(group_cls, group_id=g.group_id, topics=topics, error_code=error))
+            return build(schema, throttle_time=0, groups=tuple(groups))
+        # v0-1 have no top-level error: a coordinator error goes on every partition.
+        error, topics = self._fetch(
+            request.group_id, request.topics, nested(schema, "OffsetFetchResponseTopic"), nested(schema, "OffsetFetchResponsePartition"), ctx.version < 2
+        )
+        return build(schema, throttle_time=0, topics=topics, error_code=error)
+
+    def _fetch(self, group_id: str, requested, topic_cls: type, part_cls: type, errors_per_partition: bool) -> tuple[int, tuple[Any, ...]]:  # type: ignore[no-untyped-def]
+        wanted = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
+        try:
+            shard = self._coordinator.shard_for(group_id)
+        except CoordinatorNotAvailable as e:
+            code = e.error_code if errors_per_partition else 0
+            parts = [(t, p, build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)) for t, p in wanted or ()]
+            return e.error_code, _group_by_topic(topic_cls, parts)
+        found = shard.offsets.fetch(group_id, wanted)
+        parts = [
+            (
+                topic,
+                partition,
+                build(
+                    part_cls,
+                    partition_index=partition,
+                    committed_offset=-1 if o is None else o.offset,
+                    committed_leader_epoch=-1 if o is None else o.leader_epoch,
+                    metadata="" if o is None else o.metadata,
+                    error_code=0,
+                ),
+            )
+            for topic, partition, o in found
+        ]
+        return 0, _group_by_topic(topic_cls, parts)
+
+
+def _group_by_topic(topic_cls: type, parts: list[tuple[str, int, Any]]) -> tuple[Any, ...]:
+    by_topic: dict[str, list[Any]] = {}
+    for topic, _, entity in parts:
+        by_topic.setdefault(topic, []).append(entity)
+    return tuple(build(topic_cls, name=name, partitions=tuple(entities)) for name, entities in by_topic.items())
+
+
+class OffsetDeleteHandler:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.OFFSET_DELETE, ctx.version)
+        topic_cls = nested(schema, "OffsetDeleteResponseTopic")
+        part_cls = nested(schema, "OffsetDeleteResponsePartition")
+        wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+        try:
+            shard = self._coordinator.shard_for(request.group_id)
+        except CoordinatorNotAvailable as e:
+            return build(schema, throttle_time=0, error_code=e.error_code, topics=())
+        error, answers, records = shard.offsets.delete_offsets(request.group_id, wanted)
+        if error:
+            return build(schema, throttle_time=0, error_code=error, topics=())
+        write_error = self._coordinator.execute(request.group_id, CoordinatorResult(records=records)) if records else 0
+        if write_error:
+            return build(schema, throttle_time=0, error_code=write_error, topics=())
+        parts = [(topic, partition, build(part_cls, partition_index=partition, error_code=code)) for topic, partition, code in answers]
+        return build(schema, throttle_time=0, error_code=0, topics=_group_by_topic(topic_cls, parts))
+
+
+class DescribeGroupsHandler:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.DESCRIBE_GROUPS, ctx.version)
+        group_cls = nested(schema, "DescribedGroup")
+        member_cls = nested(schema, "DescribedGroupMember")
+        out = []
+        for group_id in request.groups:
+            try:
+                shard = self._coordinator.shard_for(group_id)
+            except CoordinatorNotAvailable as e:
+                out.append(build(group_cls, error_code=e.error_code, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(), authorized_operations=-2147483648))
+                continue
+            described = shard.groups.describe(group_id)
+            members = tuple(
+                build(
+                    member_cls,
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata,
+                    member_assignment=m.assignment,
+                )
+                for m in described.members
+            )
+            out.append(
+                build(
+                    group_cls,
+                    error_code=described.error_code,
+                    group_id=group_id,
+                    group_state=described.state,
+                    protocol_type=described.protocol_type,
+                    protocol_data=described.protocol_data,
+                    members=members,
+                    authorized_operations=-2147483648,
+                )
+            )
+        return build(schema, throttle_time=0, groups=tuple(out))
+
+
+class ListGroupsHandler:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.LIST_GROUPS, ctx.version)
+        listed_cls = nested(schema, "ListedGroup")
+        states = set(getattr(request, "states_filter", ()) or ())
+        types = set(getattr(request, "types_filter", ()) or ())
+        groups = []
+        error = 0
+        for shard in self._coordinator.shards.values():
+            for g in shard.list_groups(states, types):
+                groups.append(build(listed_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type))
+        if self._coordinator.loading:
+            # Kafka answers with what it has and says some coordinators are still loading.
+            error = ErrorCode.coordinator_load_in_progress
+        return build(schema, throttle_time=0, error_code=error, groups=tuple(groups))
+
+
+class DeleteGroupsHandler:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.DELETE_GROUPS, ctx.version)
+        result_cls = nested(schema, "DeletableGroupResult")
+        results = []
+        for group_id in dict.fromkeys(request.groups_names):
+            try:
+                shard = self._coordinator.shard_for(group_id)
+            except CoordinatorNotAvailable as e:
+                results.append(build(result_cls, group_id=group_id, error_code=e.error_code))
+                continue
+            errors, result = shard.delete_groups([group_id], now_ms())
+            code = errors[group_id]
+            if code == 0:
+                code = self._coordinator.execute(group_id, result)
+            results.append(build(result_cls, group_id=group_id, error_code=code))
+        return build(schema, throttle_time=0, results=tuple(results))
+
+
+class ConsumerGroupHeartbeatHandler:
+    """KIP-848: the member heartbeats its subscription and owned partitions; the coordinator
+    answers with its epoch and, when it changed, its assignment."""
+
+    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache) -> None:
+        self._coordinator = coordinator
+        self._metadata = metadata
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.CONSUMER_GROUP_HEARTBEAT, ctx.version)
+        try:
+            shard = self._coordinator.shard_for(request.group_id)
+        except CoordinatorNotAvailable as e:
+            return build(schema, throttle_time=0, error_code=e.error_code, error_message=None, member_id=None, member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
+        result = shard.consumer_groups.heartbeat(
+            request,
+            topic_partition_counts(self._metadata.image),
+            now_ms(),
+            client_id=ctx.header.client_id or "",
+            client_host="/" + ctx.client.address.split(":")[0],
+        )
+        error = self._coordinator.execute(request.group_id, CoordinatorResult(records=result.records, timers=result.timers))
+        r = result.response
+        assert r is not None
+        if error:
+            return build(schema, throttle_time=0, error_code=error, error_message=None, member_id=None, member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
+        assignment = None
+        if r.assignment is not None:
+            assignment_cls = nested(schema, "Assignment")
+            tp_cls = nested(schema, "TopicPartitions")
+            assignment = build(assignment_cls, topic_partitions=tuple(build(tp_cls, topic_id=t, partitions=p) for t, p in r.assignment.items()))
+        return build(
+            schema,
+            throttle_time=0,
+            error_code=r.error_code,
+            error_message=r.error_message,
+            member_id=r.member_id,
+            member_epoch=r.member_epoch,
+            heartbeat_interval=datetime.timedelta(milliseconds=r.heartbeat_interval_ms),
+            assignment=assignment,
+        )
+
+
+class ConsumerGroupDescribeHandler:
+    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache) -> None:
+        self._coordinator = coordinator
+        self._metadata = metadata
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, ctx.version)
+        group_cls = nested(schema, "DescribedGroup")
+        member_cls = nested(schema, "Member")
+        assignment_cls = nested(schema, "Assignment")
+        tp_cls = nested(schema, "TopicPartitions")
+        names = {topic.topic_id: name for name, topic in self._metadata.image.topics.items()}
+
+        def assignment(parts):  # type: ignore[no-untyped-def]
+            return build(assignment_cls, topic_partitions=tuple(build(tp_cls, topic_id=p.topic_id, topic_name=p.topic_name, partitions=p.partitions) for p in parts))
+
+        out = []
+        for group_id in request.group_ids:
+            try:
+                shard = self._coordinator.shard_for(group_id)
+            except CoordinatorNotAvailable as e:
+                out.append(build(group_cls, error_code=e.error_code, error_message=None, group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(), authorized_operations=-2147483648))
+                continue
+            [g] = shard.consumer_groups.describe([group_id], names)
+            members = tuple(
+                build(
+                    member_cls,
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=m.subscribed_topic_names,
+                    subscribed_topic_regex=m.subscribed_topic_regex,
+                    assignment=assignment(m.assignment),
+                    target_assignment=assignment(m.target_assignment),
+                )
+                for m in g.members
+            )
+            out.append(
+                build(
+                    group_cls,
+                    error_code=g.error_code,
+                    error_message=g.error_message,
+                    group_id=g.group_id,
+                    group_state=g.group_state,
+                    group_epoch=g.group_epoch,
+                    assignment_epoch=g.assignment_epoch,
+                    assignor_name=g.assignor_name,
+                    members=members,
+                    authorized_operations=-2147483648,
+                )
+            )
+        return build(schema, throttle_time=0, groups=tuple(out))
