@@ -74,6 +74,34 @@ def _consume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _groups(args: argparse.Namespace) -> int:
+    from broker import client_commands as cc
+
+    if args.action == "list":
+        cc.groups_list(args.bootstrap_server, args.state)
+        return 0
+    if args.action == "describe":
+        if args.members and args.state is not None:
+            print("error: --members and --state are mutually exclusive", file=sys.stderr)
+            return 2
+        cc.groups_describe(args.bootstrap_server, args.group, args.all_groups, members=args.members, state=args.state is not None, verbose=args.verbose)
+        return 0
+    if args.action == "delete":
+        cc.groups_delete(args.bootstrap_server, args.group, args.all_groups)
+        return 0
+    scenarios = [(name, getattr(args, name.replace("-", "_"))) for name in cc.RESET_SCENARIOS]
+    chosen = [(name, value) for name, value in scenarios if value is not None and value is not False]
+    if len(chosen) != 1:
+        print("error: reset-offsets needs exactly one of " + ", ".join(f"--{n}" for n in cc.RESET_SCENARIOS), file=sys.stderr)
+        return 2
+    if args.topic and args.all_topics:
+        print("error: --topic and --all-topics are mutually exclusive", file=sys.stderr)
+        return 2
+    scenario, value = chosen[0]
+    cc.groups_reset_offsets(args.bootstrap_server, args.group, args.all_groups, args.topic, args.all_topics, scenario, value, args.execute, args.dry_run)
+    return 0
+
+
 def _required(value: str | None, name: str) -> str:
     if not value:
         print(f"error: --{name} is required", file=sys.stderr)
@@ -132,6 +160,27 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--print-key", action="store_true")
     consume.add_argument("--key-separator", default="\t")
     consume.set_defaults(func=_consume)
+
+    groups = client(sub.add_parser("groups", help="list, describe, delete consumer groups or reset their offsets (like kafka-consumer-groups.sh)"))
+    groups.add_argument("action", choices=["list", "describe", "delete", "reset-offsets"])
+    which = groups.add_mutually_exclusive_group()
+    which.add_argument("--group", action="append", metavar="GROUP", help="the group (repeatable)")
+    which.add_argument("--all-groups", action="store_true", help="describe/delete/reset-offsets: every group")
+    groups.add_argument("--state", nargs="?", const="", metavar="STATE[,STATE]", help="list: show states, or only groups in these states; describe: the group's state")
+    groups.add_argument("--members", action="store_true", help="describe: one row per member")
+    groups.add_argument("--verbose", action="store_true", help="describe --members: the assignment too")
+    groups.add_argument("--topic", action="append", metavar="TOPIC[:P,P]", help="reset-offsets: a topic, or some of its partitions (repeatable)")
+    groups.add_argument("--all-topics", action="store_true", help="reset-offsets: every topic the group has offsets for")
+    groups.add_argument("--to-earliest", action="store_true")
+    groups.add_argument("--to-latest", action="store_true")
+    groups.add_argument("--to-current", action="store_true")
+    groups.add_argument("--to-offset", type=int, metavar="N")
+    groups.add_argument("--shift-by", type=int, metavar="N")
+    groups.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss", help="first offset at or after this time (no zone: local time)")
+    mode = groups.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="reset-offsets: only print the plan (the default)")
+    mode.add_argument("--execute", action="store_true", help="reset-offsets: commit the new offsets")
+    groups.set_defaults(func=_groups)
     return parser
 
 

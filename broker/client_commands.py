@@ -221,3 +221,412 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, partition: int | N
     finally:
         consumer.close()
     print(f"Processed a total of {seen} messages", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# kbroker groups: kafka-consumer-groups.sh's list / describe / delete / reset-offsets.
+# ---------------------------------------------------------------------------------------------
+
+# Kafka's names for the group states (GroupState / ConsumerGroupState.toString).
+GROUP_STATE_NAMES = {
+    "UNKNOWN": "Unknown",
+    "PREPARING_REBALANCING": "PreparingRebalance",
+    "COMPLETING_REBALANCING": "CompletingRebalance",
+    "STABLE": "Stable",
+    "DEAD": "Dead",
+    "EMPTY": "Empty",
+}
+RESET_SCENARIOS = ("to-earliest", "to-latest", "to-current", "to-offset", "shift-by", "to-datetime")
+MISSING = "-"
+
+
+def group_state_name(state: Any) -> str:
+    """Kafka's spelling of a confluent-kafka ConsumerGroupState (or of a string)."""
+    if state is None:
+        return "Unknown"
+    name = getattr(state, "name", str(state))
+    return GROUP_STATE_NAMES.get(name, name)
+
+
+def parse_group_states(text: str) -> set[Any]:
+    """'Stable,empty' -> {ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY}; case-insensitive, as Kafka."""
+    from confluent_kafka import ConsumerGroupState
+
+    by_name = {kafka.lower(): ConsumerGroupState[ours] for ours, kafka in GROUP_STATE_NAMES.items()}
+    states: set[Any] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part.lower() not in by_name:
+            fail(f"unknown group state '{part}'; valid states: {', '.join(GROUP_STATE_NAMES.values())}")
+        states.add(by_name[part.lower()])
+    return states
+
+
+def parse_topic_partitions(spec: str) -> tuple[str, list[int] | None]:
+    """'orders' -> ('orders', None) (every partition); 'orders:0,2' -> ('orders', [0, 2])."""
+    topic, sep, parts = spec.partition(":")
+    if not topic:
+        fail(f"bad --topic '{spec}': expected TOPIC or TOPIC:P[,P...]")
+    if not sep:
+        return topic, None
+    out: list[int] = []
+    for p in parts.split(","):
+        p = p.strip()
+        if not p.isdigit():
+            fail(f"bad --topic '{spec}': partition '{p}' is not a number")
+        out.append(int(p))
+    if not out:
+        fail(f"bad --topic '{spec}': no partitions after ':'")
+    return topic, sorted(set(out))
+
+
+def parse_datetime_ms(text: str) -> int:
+    """Kafka's --to-datetime: 'YYYY-MM-DDTHH:mm:SS.sss' with an optional zone ('Z', '+01:00'); no zone = local time."""
+    from datetime import datetime
+
+    raw = text.strip()
+    try:
+        moment = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith("Z") else raw)
+    except ValueError:
+        fail(f"bad --to-datetime '{text}': expected YYYY-MM-DDTHH:mm:SS.sss[zone], e.g. 2024-01-31T12:00:00.000")
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # local time zone, as Kafka's tool does
+    return int(moment.timestamp() * 1000)
+
+
+def format_table(header: list[str], rows: list[list[str]], fixed: dict[int, int] | None = None) -> str:
+    """Columns left-aligned like kafka-consumer-groups.sh: variable columns at least 15 wide, the last unpadded."""
+    fixed = fixed or {}
+    widths = []
+    for i, name in enumerate(header):
+        widths.append(fixed.get(i) or max([15, len(name)] + [len(r[i]) for r in rows]))
+    lines = []
+    for row in [header, *rows]:
+        cells = [cell.ljust(widths[i]) if i < len(row) - 1 else cell for i, cell in enumerate(row)]
+        lines.append(" ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+OFFSETS_HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+OFFSETS_FIXED = {2: 10, 3: 15, 4: 15, 5: 15}
+
+
+def offsets_rows(group: str, description: Any, committed: dict[tuple[str, int], int], log_end: dict[tuple[str, int], int]) -> list[list[str]]:
+    """One row per partition (assigned or committed), then one per member without partitions."""
+    owner: dict[tuple[str, int], Any] = {}
+    idle: list[Any] = []
+    for member in (description.members if description is not None else []):
+        tps = list(member.assignment.topic_partitions) if member.assignment is not None else []
+        if not tps:
+            idle.append(member)
+        for tp in tps:
+            owner[(tp.topic, tp.partition)] = member
+    rows: list[list[str]] = []
+    for key in sorted(set(owner) | set(committed)):
+        current = committed.get(key)
+        end = log_end.get(key)
+        lag = MISSING if current is None or end is None else str(max(end - current, 0))
+        member = owner.get(key)
+        rows.append([
+            group, key[0], str(key[1]),
+            MISSING if current is None else str(current),
+            MISSING if end is None else str(end),
+            lag,
+            member.member_id if member else MISSING,
+            member.host if member else MISSING,
+            member.client_id if member else MISSING,
+        ])
+    for member in sorted(idle, key=lambda m: m.member_id):
+        rows.append([group, MISSING, MISSING, MISSING, MISSING, MISSING, member.member_id, member.host, member.client_id])
+    return rows
+
+
+def _describe_groups(client: AdminClient, groups: list[str]) -> dict[str, Any]:
+    """group -> ConsumerGroupDescription, or None when the group does not exist."""
+    out: dict[str, Any] = {}
+    for group, fut in client.describe_consumer_groups(groups, request_timeout=30).items():
+        try:
+            desc = fut.result(timeout=30)
+        except KafkaException as e:
+            err = e.args[0]
+            if err.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                out[group] = None
+                continue
+            fail(f"cannot describe group {group}: {err.str()}")
+        out[group] = None if group_state_name(desc.state) == "Dead" else desc
+    return out
+
+
+def _committed_offsets(client: AdminClient, group: str) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    fut = client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)[group]
+    try:
+        result = fut.result(timeout=30)
+    except KafkaException as e:
+        fail(f"cannot fetch the committed offsets of group {group}: {e.args[0].str()}")
+    out: dict[tuple[str, int], int] = {}
+    for tp in result.topic_partitions or []:
+        if tp.error is not None:
+            fail(f"cannot fetch the committed offset of group {group} for {tp.topic}-{tp.partition}: {tp.error.str()}")
+        if tp.offset >= 0:
+            out[(tp.topic, tp.partition)] = tp.offset
+    return out
+
+
+def _list_offsets(client: AdminClient, keys: list[tuple[str, int]], spec: Any) -> dict[tuple[str, int], int]:
+    """ListOffsets for (topic, partition) pairs; -1 where the broker found none (a timestamp past the end)."""
+    if not keys:
+        return {}
+    futures = client.list_offsets({TopicPartition(t, p): spec for t, p in keys}, request_timeout=30)
+    out: dict[tuple[str, int], int] = {}
+    for tp, fut in futures.items():
+        try:
+            out[(tp.topic, tp.partition)] = int(fut.result(timeout=30).offset)
+        except KafkaException as e:
+            fail(f"cannot list offsets of {tp.topic}-{tp.partition}: {e.args[0].str()}")
+    return out
+
+
+def _all_group_ids(client: AdminClient, states: set[Any] | None = None) -> list[Any]:
+    kwargs: dict[str, Any] = {"request_timeout": 30}
+    if states:
+        kwargs["states"] = states
+    try:
+        result = client.list_consumer_groups(**kwargs).result(timeout=30)
+    except KafkaException as e:
+        fail(f"cannot list groups: {e.args[0].str()}")
+    for err in result.errors or []:
+        fail(f"cannot list groups: {err.str() if hasattr(err, 'str') else err}")
+    return sorted(result.valid or [], key=lambda g: g.group_id)
+
+
+def groups_list(bootstrap: str, states: str | None, out: TextIO = sys.stdout) -> None:
+    """`--list`: group ids; with `--state [S,S]` a GROUP/STATE table filtered by the broker (ListGroups v4)."""
+    client = admin(bootstrap)
+    if states is None:
+        for listing in _all_group_ids(client):
+            print(listing.group_id, file=out)
+        return
+    rows = [[g.group_id, group_state_name(g.state)] for g in _all_group_ids(client, parse_group_states(states) if states else None)]
+    width = max([len(r[0]) for r in rows], default=5) + 10
+    print(format_table(["GROUP", "STATE"], rows, {0: width}), file=out)
+
+
+def _resolve_groups(client: AdminClient, groups: list[str] | None, all_groups: bool) -> list[str]:
+    if all_groups:
+        return [g.group_id for g in _all_group_ids(client)]
+    if not groups:
+        fail("one of --group or --all-groups is required")
+    return list(dict.fromkeys(groups))
+
+
+def groups_describe(bootstrap: str, groups: list[str] | None, all_groups: bool, members: bool = False, state: bool = False, verbose: bool = False, out: TextIO = sys.stdout) -> None:
+    client = admin(bootstrap)
+    names = _resolve_groups(client, groups, all_groups)
+    if not names:
+        return
+    descriptions = _describe_groups(client, names)
+    missing = [g for g in names if descriptions[g] is None]
+    for group in names:
+        desc = descriptions[group]
+        if group in missing:
+            print(f"\nError: Consumer group '{group}' does not exist.", file=sys.stderr)
+            continue
+        state_name = group_state_name(desc.state)
+        if state:
+            coordinator = desc.coordinator
+            coord = f"{coordinator.host}:{coordinator.port}  ({coordinator.id})" if coordinator is not None else MISSING
+            row = [group, coord, desc.partition_assignor or "", state_name, str(len(desc.members))]
+            print("\n" + format_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"], [row], {0: max(15, len(group)), 1: max(25, len(coord))}), file=out)
+            continue
+        if state_name == "Empty":
+            print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
+        elif state_name in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
+            print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
+        if members:
+            rows = []
+            for m in sorted(desc.members, key=lambda m: m.member_id):
+                tps = sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else []))
+                row = [group, m.member_id, m.group_instance_id or MISSING, m.host, m.client_id, str(len(tps))]
+                if verbose:
+                    by_topic: dict[str, list[int]] = {}
+                    for t, p in tps:
+                        by_topic.setdefault(t, []).append(p)
+                    row.append(",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items())) or MISSING)
+                rows.append(row)
+            header = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"] + (["ASSIGNMENT"] if verbose else [])
+            if rows:
+                print("\n" + format_table(header, rows, {5: 12}), file=out)
+            continue
+        committed = _committed_offsets(client, group)
+        keys = set(committed)
+        for m in desc.members:
+            keys |= {(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])}
+        from confluent_kafka.admin import OffsetSpec
+
+        log_end = _list_offsets(client, sorted(keys), OffsetSpec.latest())
+        rows = offsets_rows(group, desc, committed, log_end)
+        if rows:
+            print("\n" + format_table(OFFSETS_HEADER, rows, OFFSETS_FIXED), file=out)
+    if missing:
+        raise SystemExit(1)
+
+
+def groups_delete(bootstrap: str, groups: list[str] | None, all_groups: bool, out: TextIO = sys.stdout) -> None:
+    client = admin(bootstrap)
+    names = _resolve_groups(client, groups, all_groups)
+    if not names:
+        print("No consumer groups to delete.", file=out)
+        return
+    failed: dict[str, str] = {}
+    for group, fut in client.delete_consumer_groups(names, request_timeout=30).items():
+        try:
+            fut.result(timeout=30)
+        except KafkaException as e:
+            failed[group] = e.args[0].str() if hasattr(e.args[0], "str") else str(e.args[0])
+    deleted = [g for g in names if g not in failed]
+
+    def quoted(gs: list[str]) -> str:
+        return ", ".join(f"'{g}'" for g in gs)
+
+    if not failed:
+        print(f"Deletion of requested consumer groups ({quoted(deleted)}) was successful.", file=out)
+        return
+    print("Error: Deletion of some consumer groups failed:", file=sys.stderr)
+    for group, reason in failed.items():
+        print(f"* Group '{group}' could not be deleted due to: {reason}", file=sys.stderr)
+    if deleted:
+        print(f"\nThese consumer groups were deleted successfully: {quoted(deleted)}", file=out)
+    raise SystemExit(1)
+
+
+def plan_reset(
+    scenario: str,
+    value: Any,
+    keys: list[tuple[str, int]],
+    committed: dict[tuple[str, int], int],
+    earliest: dict[tuple[str, int], int],
+    latest: dict[tuple[str, int], int],
+    by_time: dict[tuple[str, int], int] | None = None,
+    warn: TextIO = sys.stderr,
+) -> dict[tuple[str, int], int]:
+    """Kafka's ResetOffsets arithmetic: the new offset of every partition, kept within [earliest, latest]."""
+    plan: dict[tuple[str, int], int] = {}
+    for key in keys:
+        topic_partition = f"{key[0]}-{key[1]}"
+        if scenario == "to-earliest":
+            plan[key] = earliest[key]
+            continue
+        if scenario == "to-latest":
+            plan[key] = latest[key]
+            continue
+        if scenario == "to-current":
+            plan[key] = committed.get(key, latest[key])
+            continue
+        if scenario == "to-datetime":
+            found = (by_time or {}).get(key, -1)
+            plan[key] = found if found >= 0 else latest[key]
+            continue
+        if scenario == "to-offset":
+            wanted = int(value)
+        elif scenario == "shift-by":
+            if key not in committed:
+                fail(f"Cannot shift offset for partition {topic_partition} since there is no current committed offset")
+            wanted = committed[key] + int(value)
+        else:
+            fail(f"unknown reset scenario {scenario}")
+        if wanted > latest[key]:
+            print(f"New offset ({wanted}) is higher than latest offset for topic partition {topic_partition}. Value will be set to {latest[key]}", file=warn)
+            wanted = latest[key]
+        elif wanted < earliest[key]:
+            print(f"New offset ({wanted}) is lower than earliest offset for topic partition {topic_partition}. Value will be set to {earliest[key]}", file=warn)
+            wanted = earliest[key]
+        plan[key] = wanted
+    return plan
+
+
+def format_reset_plan(plans: dict[str, dict[tuple[str, int], int]]) -> str:
+    rows = [[g, t, str(p), str(off)] for g, plan in plans.items() for (t, p), off in sorted(plan.items())]
+    return format_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows, {2: 10})
+
+
+def groups_reset_offsets(
+    bootstrap: str,
+    groups: list[str] | None,
+    all_groups: bool,
+    topics: list[str] | None,
+    all_topics: bool,
+    scenario: str,
+    value: Any,
+    execute: bool,
+    dry_run: bool,
+    out: TextIO = sys.stdout,
+) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import OffsetSpec
+
+    if not topics and not all_topics:
+        fail("reset-offsets needs --topic TOPIC[:P,P] or --all-topics")
+    if not execute and not dry_run:
+        print(
+            "WARN: No action will be performed as the --execute option is missing. "
+            "Add --dry-run to keep this behaviour explicitly, or --execute to reset the offsets.",
+            file=sys.stderr,
+        )
+    when_ms = parse_datetime_ms(value) if scenario == "to-datetime" else None
+    client = admin(bootstrap)
+    names = _resolve_groups(client, groups, all_groups)
+    descriptions = _describe_groups(client, names)
+    for group in names:
+        desc = descriptions[group]
+        state_name = group_state_name(desc.state) if desc is not None else "Dead"
+        if state_name not in ("Empty", "Dead"):
+            fail(f"Assignments can only be reset if the group '{group}' is inactive, but the current state is {state_name}.")
+
+    requested: list[tuple[str, int]] = []
+    if topics:
+        specs = [parse_topic_partitions(t) for t in topics]
+        for topic, parts in specs:
+            metadata = client.list_topics(topic=topic, timeout=CONNECT_TIMEOUT_S).topics.get(topic)
+            if metadata is None or metadata.error is not None:
+                fail(f"topic {topic} does not exist")
+            existing = sorted(metadata.partitions)
+            for p in parts if parts is not None else existing:
+                if p not in existing:
+                    fail(f"partition {topic}-{p} does not exist (the topic has {len(existing)} partitions)")
+                requested.append((topic, p))
+
+    plans: dict[str, dict[tuple[str, int], int]] = {}
+    for group in names:
+        committed = _committed_offsets(client, group)
+        keys = sorted(set(requested)) if topics else sorted(committed)
+        if not keys:
+            plans[group] = {}
+            continue
+        earliest = _list_offsets(client, keys, OffsetSpec.earliest())
+        latest = _list_offsets(client, keys, OffsetSpec.latest())
+        by_time = _list_offsets(client, keys, OffsetSpec.for_timestamp(when_ms)) if when_ms is not None else None
+        if by_time is not None:
+            for key, off in by_time.items():
+                if off < 0:
+                    print(f"\nWarn: Partition {key[1]} from topic {key[0]} is empty. Falling back to latest known offset.", file=sys.stderr)
+        plans[group] = plan_reset(scenario, value, keys, committed, earliest, latest, by_time)
+
+    if execute:
+        for group, plan in plans.items():
+            if not plan:
+                continue
+            tps = [TopicPartition(t, p, off) for (t, p), off in sorted(plan.items())]
+            fut = client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)], request_timeout=30)[group]
+            try:
+                result = fut.result(timeout=30)
+            except KafkaException as e:
+                err = e.args[0]
+                fail(f"cannot reset the offsets of group {group}: {err.str() if hasattr(err, 'str') else err}")
+            for tp in result.topic_partitions or []:
+                if tp.error is not None:
+                    fail(f"cannot reset the offset of group {group} for {tp.topic}-{tp.partition}: {tp.error.str()}")
+    print("\n" + format_reset_plan(plans), file=out)
