@@ -1,4 +1,5 @@
-"""Produce N records to one partition with confluent-kafka, read them back, report speed and broker CPU.
+"""Produce N records to one partition with confluent-kafka, read them back (assigned, and
+through a consumer group), report speed and broker CPU.
 
     python -m benchmarks.produce_consume [--records 1000000] [--size 100] [--bootstrap HOST:PORT]
 
@@ -40,6 +41,9 @@ class Phase:
     records_per_s: float
     mb_per_s: float
     broker_cpu_pct: float | None
+    # Group phases: from subscribe() to the first record (the rebalance), left out of the rate,
+    # as kafka-consumer-perf-test reports rebalance time apart from fetch throughput.
+    join_seconds: float | None = None
 
 
 def free_port() -> int:
@@ -48,10 +52,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_broker(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_broker(data_dir: str, overrides: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
+    extra = [arg for key, value in (overrides or {}).items() for arg in ("--override", f"{key}={value}")]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data_dir}"],
+        [sys.executable, "-m", "broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={data_dir}", *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -67,12 +72,28 @@ def start_broker(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def measure(name: str, pid: int | None, records: int, size: int, run) -> Phase:  # type: ignore[no-untyped-def]
-    cpu0 = cpu_seconds(pid) if pid else 0.0
-    t0 = time.perf_counter()
-    run()
-    elapsed = time.perf_counter() - t0
-    cpu = (cpu_seconds(pid) - cpu0) / elapsed * 100 if pid else None
-    return Phase(name, records, round(elapsed, 3), round(records / elapsed), round(records * size / elapsed / 1e6, 1), None if cpu is None else round(cpu, 1))
+    """Time ``run(mark)``. A group consumer calls ``mark()`` at its first record: the rate and
+    the broker CPU then count from that moment, and the time before it is the join."""
+    start = [time.perf_counter(), cpu_seconds(pid) if pid else 0.0]
+    t0 = start[0]
+
+    def mark() -> None:
+        start[:] = [time.perf_counter(), cpu_seconds(pid) if pid else 0.0]
+
+    run(mark)
+    end = time.perf_counter()
+    busy = end - start[0]
+    cpu = (cpu_seconds(pid) - start[1]) / busy * 100 if pid else None
+    join = start[0] - t0 if start[0] != t0 else None
+    return Phase(
+        name,
+        records,
+        round(busy, 3),
+        round(records / busy),
+        round(records * size / busy / 1e6, 1),
+        None if cpu is None else round(cpu, 1),
+        None if join is None else round(join, 3),
+    )
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int) -> None:
@@ -89,14 +110,28 @@ def produce(bootstrap: str, topic: str, records: int, size: int) -> None:
         raise RuntimeError("records left undelivered")
 
 
-def consume(bootstrap: str, topic: str, records: int, backoff_ms: int) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False, "fetch.queue.backoff.ms": backoff_ms})
-    consumer.assign([TopicPartition(topic, 0, 0)])
+def consume(bootstrap: str, topic: str, records: int, backoff_ms: int, subscribe: bool = False, mark=None) -> None:  # type: ignore[no-untyped-def]
+    """Read the topic from offset 0: assigned directly, or through a consumer group (subscribe)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "fetch.queue.backoff.ms": backoff_ms,
+        }
+    )
+    if subscribe:
+        consumer.subscribe([topic])
+    else:
+        consumer.assign([TopicPartition(topic, 0, 0)])
     seen = 0
     deadline = time.monotonic() + 300
     while seen < records and time.monotonic() < deadline:
         for msg in consumer.consume(10000, 1.0):
             if msg.error() is None:
+                if seen == 0 and mark is not None:
+                    mark()
                 seen += 1
     consumer.close()
     if seen < records:
@@ -122,18 +157,19 @@ def main() -> None:
         admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future resolves
         admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
         phases = [
-            measure("produce", pid, args.records, args.size, lambda: produce(bootstrap, topic, args.records, args.size)),
-            measure("consume (fetch.queue.backoff.ms=0)", pid, args.records, args.size, lambda: consume(bootstrap, topic, args.records, 0)),
-            measure("consume (librdkafka default backoff)", pid, args.records, args.size, lambda: consume(bootstrap, topic, args.records, 1000)),
+            measure("produce", pid, args.records, args.size, lambda mark: produce(bootstrap, topic, args.records, args.size)),
+            measure("consume (fetch.queue.backoff.ms=0)", pid, args.records, args.size, lambda mark: consume(bootstrap, topic, args.records, 0)),
+            measure("consume (librdkafka default backoff)", pid, args.records, args.size, lambda mark: consume(bootstrap, topic, args.records, 1000)),
+            measure("consume via a group (subscribe)", pid, args.records, args.size, lambda mark: consume(bootstrap, topic, args.records, 0, subscribe=True, mark=mark)),
         ]
     finally:
         if proc:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
         tmp.cleanup()
-    print(f"{'phase':40} {'records/s':>12} {'MB/s':>8} {'broker CPU %':>13} {'seconds':>8}")
+    print(f"{'phase':40} {'records/s':>12} {'MB/s':>8} {'broker CPU %':>13} {'seconds':>8} {'join s':>7}")
     for p in phases:
-        print(f"{p.name:40} {p.records_per_s:>12,} {p.mb_per_s:>8} {str(p.broker_cpu_pct):>13} {p.seconds:>8}")
+        print(f"{p.name:40} {p.records_per_s:>12,} {p.mb_per_s:>8} {str(p.broker_cpu_pct):>13} {p.seconds:>8} {str(p.join_seconds or ''):>7}")
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(p) for p in phases], indent=2))
 
