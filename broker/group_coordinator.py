@@ -198,6 +198,13 @@ class GroupCoordinator:
             raise CoordinatorNotAvailable(ErrorCode.coordinator_not_available)
         raise CoordinatorNotAvailable(ErrorCode.not_coordinator)
 
+    async def wait_loaded(self, group_id: str, timeout_s: float) -> None:
+        """Give a partition being loaded a moment: a fresh or small one is ready at once, so the
+        client is not sent away to retry; a big one still answers COORDINATOR_LOAD_IN_PROGRESS."""
+        task = self._loading.get(self.partition_for(group_id))
+        if task is not None:
+            await asyncio.wait([task], timeout=timeout_s)
+
     @property
     def loading(self) -> bool:
         return bool(self._loading)

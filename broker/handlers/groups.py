@@ -29,6 +29,8 @@ from protocol.entities import build, nested
 
 log = structlog.get_logger()
 
+# How long FindCoordinator waits for its partition to load before answering COORDINATOR_LOAD_IN_PROGRESS.
+LOAD_WAIT_S = 0.5
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 NO_LEADER_EPOCH = -1
@@ -50,6 +52,8 @@ class FindCoordinatorHandler:
         keys = list(request.coordinator_keys) if ctx.version >= 4 else [request.key]
         if key_type == GROUP_KEY_TYPE:
             await self._coordinator.ensure_offsets_topic()
+            for key in keys:
+                await self._coordinator.wait_loaded(key, LOAD_WAIT_S)
         answers = [self._find(key_type, key) for key in keys]
         schema = response_schema(ApiKey.FIND_COORDINATOR, ctx.version)
         if ctx.version >= 4:
