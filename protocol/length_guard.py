@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any, Callable
 
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field
+from kio.serial.readers import compact_array_reader, legacy_array_reader, read_compact_array_length, read_legacy_array_length
 
 _FIXED_SIZES = {
     "bool": 1,
@@ -184,3 +185,19 @@ def check_lengths(entity: type, buf: memoryview, offset: int) -> None:
             raise LengthError("body ends inside a field")
     else:
         step(buf, offset, len(buf))
+
+
+def bounded_array_reader(item_reader: Callable[[Any, int], tuple[Any, int]], flexible: bool) -> Callable[[Any, int], tuple[Any, int]]:
+    """kio's array reader behind a count check, for the record codecs that drive kio field by
+    field (metadata and coordinator records): every item takes at least a byte, so a count
+    larger than the bytes left is refused before kio reserves room for it."""
+    read_items = compact_array_reader(item_reader) if flexible else legacy_array_reader(item_reader)
+    read_length = read_compact_array_length if flexible else read_legacy_array_length
+
+    def read(buf: Any, offset: int) -> tuple[Any, int]:
+        length, _ = read_length(buf, offset)
+        if length is not None and length > len(buf) - offset:
+            raise LengthError(f"array of {length} elements cannot fit in the {len(buf) - offset} bytes left")
+        return read_items(buf, offset)  # type: ignore[no-any-return]
+
+    return read

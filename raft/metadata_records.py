@@ -22,7 +22,6 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, ClassVar, NamedTuple
 
 from kio._kio_native import (
-    compact_array_reader,
     read_boolean,
     read_compact_string,
     read_compact_string_nullable,
@@ -49,6 +48,8 @@ from kio.serial.writers import (
     write_unsigned_varint,
     write_uuid,
 )
+
+from protocol.length_guard import bounded_array_reader
 
 FRAME_VERSION = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -116,7 +117,7 @@ def _codec(f: Field) -> tuple[Reader, Writer]:
             item_reader, item_writer = _struct_codec(struct_cls)
         else:
             item_reader, item_writer = _PRIMITIVES[item]
-        reader = compact_array_reader(item_reader)
+        reader = bounded_array_reader(item_reader, flexible=True)
         return (reader if f.nullable else _not_null(f.name, reader)), compact_array_writer(item_writer)
     return _PRIMITIVES[f.kind]
 
