@@ -85,7 +85,6 @@ class GroupCoordinator:
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._timers: dict[tuple[str, ...], asyncio.TimerHandle] = {}
         self._create_lock = asyncio.Lock()
-        self._retention_task: asyncio.Task[None] | None = None
 
     # -- partitions and loading --------------------------------------------------------------------
 
@@ -158,7 +157,7 @@ class GroupCoordinator:
 
     def _unload(self, index: int) -> None:
         shard = self.shards.pop(index)
-        for group_id, group in shard.groups.groups.items():
+        for group in shard.groups.groups.values():
             for member in group.members.values():
                 for waiting in (member.awaiting_join, member.awaiting_sync):
                     if isinstance(waiting, asyncio.Future) and not waiting.done():

@@ -58,7 +58,7 @@ class FindCoordinatorHandler:
         schema = response_schema(ApiKey.FIND_COORDINATOR, ctx.version)
         if ctx.version >= 4:
             coordinator_cls = nested(schema, "Coordinator")
-            return build(schema, throttle_time=0, coordinators=tuple(build(coordinator_cls, key=key, **answer) for key, answer in zip(keys, answers)))
+            return build(schema, throttle_time=0, coordinators=tuple(build(coordinator_cls, key=key, **answer) for key, answer in zip(keys, answers, strict=True)))
         return build(schema, throttle_time=0, **answers[0])
 
     def _find(self, key_type: int, key: str) -> dict[str, Any]:
