@@ -26,7 +26,9 @@ from protocol.headers import InvalidRequest, RequestHeader, parse_request_header
 
 log = structlog.get_logger()
 
-READ_BUFFER = 256 * 1024
+# Per connection and resident (a bytearray is zero-filled): 1,000 idle clients cost 64 MiB,
+# not 256 MiB. Larger requests just take more recv calls into the frame decoder.
+READ_BUFFER = 64 * 1024
 
 
 class FileRegion(Protocol):
