@@ -230,7 +230,7 @@ class LogSegment:
         )
 
     def on_become_inactive_segment(self) -> None:
-        """Record the final max timestamp and trim the preallocated files to their content."""
+        """Record the final max timestamp, write the index files out and trim a preallocated log file."""
         ts = self.read_max_timestamp_and_offset_so_far()
         self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
         self.offset_index.trim_to_valid_size()

@@ -26,7 +26,7 @@ class OffsetIndex(AbstractIndex):
         self._last_offset = self._read_last_offset()
 
     def _read_last_offset(self) -> int:
-        return self.base_offset + self._field_i32(self._entries - 1, 0) if self._entries else self.base_offset
+        return self.entry(self._entries - 1).offset if self._entries else self.base_offset
 
     @property
     def last_offset(self) -> int:
@@ -35,7 +35,8 @@ class OffsetIndex(AbstractIndex):
     def entry(self, slot: int) -> OffsetPosition:
         if not 0 <= slot < self._entries:
             raise IndexError(f"slot {slot} outside an index of {self._entries} entries")
-        return OffsetPosition(self.base_offset + self._field_i32(slot, 0), self._field_i32(slot, 4))
+        relative, position = self.ENTRY.unpack(self._slot_bytes(slot))
+        return OffsetPosition(self.base_offset + relative, position)
 
     def append(self, offset: int, position: int) -> None:
         if self.is_full():
@@ -45,10 +46,7 @@ class OffsetIndex(AbstractIndex):
                 f"attempt to append offset {offset} to position {self._entries} no larger than the last offset appended ({self._last_offset}) to {self.path}"
             )
         relative = self.relative_offset(offset)
-        self._ensure_room_for_one()
-        assert self._mm is not None
-        self.ENTRY.pack_into(self._mm, self._entries * self.ENTRY.size, relative, position)
-        self._entries += 1
+        self._append_entry(self.ENTRY.pack(relative, position))
         self._last_offset = offset
 
     def lookup(self, target_offset: int) -> OffsetPosition:
@@ -76,7 +74,7 @@ class OffsetIndex(AbstractIndex):
         self._last_offset = self.base_offset
 
     def sanity_check(self, log_size: int | None = None) -> None:
-        """Cheap checks that catch a zero-filled (preallocated, never trimmed) or torn index."""
+        """Cheap checks that catch a zero-filled (preallocated by Kafka, never trimmed) or torn index."""
         if not self.file_length_valid:
             raise CorruptIndexError(f"index file {self.path} has a length that is not a multiple of {self.ENTRY.size}")
         if not self._entries:

@@ -39,7 +39,8 @@ class TimeIndex(AbstractIndex):
     def entry(self, slot: int) -> TimestampOffset:
         if not 0 <= slot < self._entries:
             raise IndexError(f"slot {slot} outside an index of {self._entries} entries")
-        return TimestampOffset(self._field_i64(slot, 0), self.base_offset + self._field_i32(slot, 8))
+        timestamp, relative = self.ENTRY.unpack(self._slot_bytes(slot))
+        return TimestampOffset(timestamp, self.base_offset + relative)
 
     def is_full(self) -> bool:
         return self._entries >= self.max_entries - 1
@@ -55,10 +56,7 @@ class TimeIndex(AbstractIndex):
             raise InvalidIndexEntryError(f"attempt to append timestamp {timestamp} below the last timestamp {last.timestamp} of {self.path}")
         if timestamp > last.timestamp:
             relative = self.relative_offset(offset)
-            self._ensure_room_for_one()
-            assert self._mm is not None
-            self.ENTRY.pack_into(self._mm, self._entries * self.ENTRY.size, timestamp, relative)
-            self._entries += 1
+            self._append_entry(self.ENTRY.pack(timestamp, relative))
             self._last_entry = TimestampOffset(timestamp, offset)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:

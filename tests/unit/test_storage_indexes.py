@@ -1,4 +1,4 @@
-"""OffsetIndex and TimeIndex: Kafka's file formats, preallocation, binary search, truncation."""
+"""OffsetIndex and TimeIndex: Kafka's file formats, lazy loading, flush and crash, binary search, truncation."""
 
 from __future__ import annotations
 
@@ -16,22 +16,25 @@ from storage.offset_index import OffsetIndex, OffsetPosition
 from storage.time_index import TimeIndex, TimestampOffset
 
 
-def test_offset_index_file_format_and_preallocation(tmp_path: Path) -> None:
+def test_offset_index_file_format_flush_and_close(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000100.index"
     index = OffsetIndex(path, 100, 1000)
-    assert path.stat().st_size == 1000  # preallocated, a multiple of 8
+    assert path.stat().st_size == 0  # created empty: no preallocated, zero-filled tail to trim
     index.append(105, 4200)
     index.append(110, 9000)
+    assert path.stat().st_size == 0  # appends stay in memory until a flush, a roll or a close
     index.flush()
-    assert path.read_bytes()[:16] == struct.pack(">iiii", 5, 4200, 10, 9000)
+    assert path.read_bytes() == struct.pack(">iiii", 5, 4200, 10, 9000)
+    index.append(115, 10000)
     index.close()
-    assert path.stat().st_size == 16  # trimmed to the entries on close
+    assert path.stat().st_size == 24
     reopened = OffsetIndex(path, 100, 1000)
-    assert reopened.entries == 2 and reopened.last_offset == 110
+    assert reopened.entries == 3 and reopened.last_offset == 115
     assert reopened.lookup(107) == OffsetPosition(105, 4200)
-    reopened.append(120, 12000)  # grows back to the preallocated size
-    assert path.stat().st_size == 1000
+    reopened.truncate_to(110)
+    reopened.append(112, 9500)
     reopened.close()
+    assert path.read_bytes() == struct.pack(">iiii", 5, 4200, 12, 9500)
 
 
 def test_index_size_rounds_down_to_whole_entries(tmp_path: Path) -> None:
@@ -39,9 +42,37 @@ def test_index_size_rounds_down_to_whole_entries(tmp_path: Path) -> None:
     times = TimeIndex(tmp_path / "a.timeindex", 0, 1001)
     assert offsets.max_index_size == 1000 and offsets.max_entries == 125
     assert times.max_index_size == 996 and times.max_entries == 83
-    assert (tmp_path / "a.timeindex").stat().st_size == 996
     offsets.close()
     times.close()
+
+
+def test_a_crash_keeps_the_entries_written_by_the_last_flush(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, 4096)
+    index.append(5, 100)
+    index.flush()
+    index.append(9, 200)
+    index.close_handler()  # a crash: the entry appended after the flush was never written
+    reopened = OffsetIndex(path, 0, 4096)
+    assert reopened.entries == 1 and reopened.last_offset == 5
+    reopened.sanity_check(log_size=300)
+    reopened.close()
+
+
+def test_an_index_is_read_only_when_used(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, 4096)
+    for i in range(1, 101):
+        index.append(i * 10, i * 100)
+    index.close()
+    lazy = OffsetIndex(path, 0, 4096)
+    assert lazy.entries == 100 and lazy.last_offset == 1000  # from one entry read, not the file
+    assert lazy._buf is None
+    lazy.sanity_check(log_size=20000)
+    assert lazy._buf is None
+    assert lazy.lookup(555) == OffsetPosition(550, 5500)
+    assert lazy._buf is not None
+    lazy.close()
 
 
 def test_offset_index_lookup_bounds(tmp_path: Path) -> None:
@@ -166,12 +197,9 @@ def test_time_index_lookup_matches_a_linear_search(steps: list[tuple[int, int]],
 
 
 def test_sanity_check_spots_a_zero_filled_preallocated_file(tmp_path: Path) -> None:
+    # Kafka preallocates index files; one left by a crash (or by an older kbroker) ends in zeros.
     path = tmp_path / "00000000000000000000.index"
-    index = OffsetIndex(path, 0, 8 * 50)
-    index.append(5, 100)
-    index.append(9, 200)
-    index.flush()
-    index.close_handler()  # a crash: the file keeps its preallocated length
+    path.write_bytes(struct.pack(">iiii", 5, 100, 9, 200) + bytes(8 * 48))
     reopened = OffsetIndex(path, 0, 8 * 50)
     assert reopened.entries == 50
     with pytest.raises(CorruptIndexError):
@@ -179,12 +207,10 @@ def test_sanity_check_spots_a_zero_filled_preallocated_file(tmp_path: Path) -> N
     reopened.reset()
     reopened.sanity_check()
     reopened.close()
+    assert path.stat().st_size == 0
 
     tpath = tmp_path / "00000000000000000000.timeindex"
-    times = TimeIndex(tpath, 0, 12 * 50)
-    times.maybe_append(1000, 4)
-    times.flush()
-    times.close_handler()
+    tpath.write_bytes(struct.pack(">qi", 1000, 4) + bytes(12 * 49))
     with pytest.raises(CorruptIndexError):
         TimeIndex(tpath, 0, 12 * 50).sanity_check()
 
