@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 import structlog
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import ResponsePayload
 
 from broker.handlers.api_versions import unsupported_version_fallback
 from broker.network import ClientInfo, CloseConnection, Response
@@ -46,7 +46,7 @@ class KafkaApis:
                 return [unsupported_version_fallback(header.correlation_id)]
             # Kafka cannot parse such a request either and drops the connection.
             raise CloseConnection(f"unsupported api key {key} version {version}")
-        request: RequestPayload = decode_request(key, version, frame, header.body_offset)
+        request = decode_request(key, version, frame, header.body_offset)
         ctx = RequestContext(header, client)
         result = self._handlers[ApiKey(key)](ctx, request)
         if inspect.isawaitable(result):

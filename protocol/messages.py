@@ -1,4 +1,4 @@
-"""Decode request bodies and encode response bodies through kio's entities."""
+"""Decode request bodies and encode response bodies through kio's entities (Produce bodies by hand)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any, Callable
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from protocol.api_keys import request_schema, response_header_version, response_schema
+from protocol.api_keys import ApiKey, request_schema, response_header_version, response_schema
 from protocol.frame import encode_size
 from protocol.headers import InvalidRequest, response_header
 from protocol.length_guard import LengthError, check_lengths
+from protocol.produce_request import ProduceRequest, read_produce_request
 
 
 @cache
@@ -25,7 +26,10 @@ def _writer(schema: type) -> Callable[[Any, Any], None]:
     return entity_writer(schema)
 
 
-def decode_request(api_key: int, version: int, frame: bytes | bytearray | memoryview, offset: int) -> RequestPayload:
+def decode_request(api_key: int, version: int, frame: bytearray | memoryview, offset: int) -> RequestPayload | ProduceRequest:
+    """The request body as a kio entity; Produce as views into ``frame`` (see protocol/produce_request.py)."""
+    if api_key == ApiKey.PRODUCE:
+        return read_produce_request(frame, offset, version)
     view = memoryview(frame).toreadonly()
     try:
         check_lengths(request_schema(api_key, version), view, offset)

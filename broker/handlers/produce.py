@@ -12,6 +12,7 @@ from broker.network import CloseConnection
 from broker.replica_manager import ProduceResult, ReplicaManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
+from protocol.produce_request import ProduceRequest
 from protocol.record_batch import InvalidProduceRecords, validate_produce_records
 
 VALID_ACKS = (-1, 0, 1)
@@ -22,7 +23,7 @@ class ProduceHandler:
         self._rm = replica_manager
         self._metadata = metadata
 
-    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+    def __call__(self, ctx: RequestContext, request: ProduceRequest):  # type: ignore[no-untyped-def]
         acks = request.acks
         if acks not in VALID_ACKS:
             results = {
@@ -41,8 +42,8 @@ class ProduceHandler:
                     except InvalidProduceRecords as e:
                         results[(t.name, p.index)] = ProduceResult(error_code=ErrorCode(e.error_code), error_message=str(e))
                         continue
-                    # A fresh bytearray per partition: offsets and epochs are rewritten in place.
-                    entries.append((t.name, p.index, None if p.records is None else memoryview(bytearray(p.records))))
+                    # A view into this request's own frame: offsets and epochs are rewritten in place.
+                    entries.append((t.name, p.index, p.records))
             results.update(self._rm.append_records(entries, self._metadata.image))
         if acks == 0:
             failed = [key for key, r in results.items() if r.error_code != ErrorCode.none]
@@ -54,7 +55,7 @@ class ProduceHandler:
         return self._response(ctx.version, request, results)
 
     @staticmethod
-    def _response(version: int, request, results: dict[tuple[str, int], ProduceResult]):  # type: ignore[no-untyped-def]
+    def _response(version: int, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.PRODUCE, version)
         topic_cls = nested(schema, "TopicProduceResponse")
         part_cls = nested(schema, "PartitionProduceResponse")
