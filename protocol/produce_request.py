@@ -11,7 +11,7 @@ never reads out of bounds. ``tests/unit/test_produce_request.py`` checks it agai
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from protocol.headers import InvalidRequest, read_uvarint, skip_tagged_fields
 
@@ -22,17 +22,20 @@ _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
 
-class PartitionProduceData(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class PartitionProduceData:
     index: int
     records: memoryview | None
 
 
-class TopicProduceData(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class TopicProduceData:
     name: str
     partition_data: tuple[PartitionProduceData, ...]
 
 
-class ProduceRequest(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
     transactional_id: str | None
     acks: int
     timeout_ms: int

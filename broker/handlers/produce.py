@@ -59,9 +59,9 @@ class ProduceHandler:
         schema = response_schema(ApiKey.PRODUCE, version)
         topic_cls = nested(schema, "TopicProduceResponse")
         part_cls = nested(schema, "PartitionProduceResponse")
-        topics = []
+        topics: list[object] = []
         for t in request.topic_data:
-            parts = []
+            parts: list[object] = []
             for p in t.partition_data:
                 r = results[(t.name, p.index)]
                 parts.append(
