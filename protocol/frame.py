@@ -6,43 +6,91 @@ import struct
 
 _SIZE = struct.Struct(">i")
 
+DEFAULT_BUFFER_SIZE = 64 * 1024
+
 
 class FrameTooLarge(Exception):
     """A frame announced a size over ``socket.request.max.bytes`` (or a negative one)."""
 
 
 class FrameDecoder:
-    """Accumulates bytes and yields whole frames (without their 4-byte size).
+    """Turns received bytes into whole frames (without their 4-byte size).
 
-    The size is checked before any of the body is buffered, so a client that
-    announces a huge request costs us nothing but a closed connection.
+    The caller receives into ``buffer()`` and reports the count with ``received(n)``. Small
+    frames are sliced out of one reusable staging buffer. A frame that does not fit there gets
+    a buffer of its own as soon as its size is known, and the rest of it is received straight
+    into that buffer: a produce request of megabytes is copied once, by the kernel, instead of
+    being appended to a growing buffer and sliced out of it. The size is checked before
+    anything is allocated for it, so a client that announces a huge request costs only a
+    closed connection.
     """
 
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, buffer_size: int = DEFAULT_BUFFER_SIZE) -> None:
         self._max = max_frame_size
-        self._buf = bytearray()
+        self._staging = bytearray(buffer_size)
+        self._view = memoryview(self._staging)
+        self._start = 0
+        self._end = 0
+        self._frame: bytearray | None = None
+        self._filled = 0
 
-    def feed(self, data: bytes | memoryview) -> list[bytearray]:
-        buf = self._buf
-        buf += data
+    def buffer(self) -> memoryview:
+        """Where the next bytes should be received (never past the frame being filled)."""
+        if self._frame is not None:
+            return memoryview(self._frame)[self._filled :]
+        if self._end == len(self._staging):
+            pending = self._end - self._start
+            self._staging[:pending] = self._view[self._start : self._end]
+            self._start, self._end = 0, pending
+        return self._view[self._end :]
+
+    def received(self, n: int) -> list[bytearray]:
+        """``n`` bytes arrived in the last ``buffer()``; returns the frames they completed."""
+        if self._frame is not None:
+            self._filled += n
+            if self._filled < len(self._frame):
+                return []
+            done, self._frame = self._frame, None
+            return [done]
+        self._end += n
         frames: list[bytearray] = []
-        pos = 0
-        end = len(buf)
-        while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
+        staging, start, end = self._staging, self._start, self._end
+        while end - start >= 4:
+            (size,) = _SIZE.unpack_from(staging, start)
             if size < 0 or size > self._max:
                 raise FrameTooLarge(f"frame size {size} outside 0..{self._max}")
-            if end - pos - 4 < size:
-                break
-            frames.append(buf[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-        if pos:
-            del buf[:pos]
+            if end - start - 4 >= size:
+                frames.append(staging[start + 4 : start + 4 + size])
+                start += 4 + size
+                continue
+            if 4 + size > len(staging):
+                have = end - start - 4
+                frame = bytearray(size)
+                frame[:have] = self._view[start + 4 : end]
+                self._frame, self._filled = frame, have
+                start = end
+            break
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
+        return frames
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
+        """Copy ``data`` in as if it had been received (tests and tools; sockets use ``buffer``)."""
+        frames: list[bytearray] = []
+        view = memoryview(data).cast("B")
+        while view.nbytes:
+            target = self.buffer()
+            n = min(len(target), view.nbytes)
+            target[:n] = view[:n]
+            view = view[n:]
+            frames.extend(self.received(n))
         return frames
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        """Bytes held for frames not complete yet."""
+        return self._filled if self._frame is not None else self._end - self._start
 
 
 def encode_size(size: int) -> bytes:

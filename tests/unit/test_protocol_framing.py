@@ -21,16 +21,47 @@ from protocol.headers import InvalidRequest, parse_request_header
 SPECS = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol" / "message"
 
 
-@given(st.lists(st.binary(max_size=300), max_size=20), st.integers(min_value=1, max_value=64))
-@settings(max_examples=200)
-def test_frames_survive_any_split(payloads: list[bytes], step: int) -> None:
+@given(st.lists(st.binary(max_size=300), max_size=20), st.integers(min_value=1, max_value=64), st.sampled_from([16, 64, 1024]))
+@settings(max_examples=300)
+def test_frames_survive_any_split(payloads: list[bytes], step: int, buffer_size: int) -> None:
     stream = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
-    decoder = FrameDecoder(1 << 20)
+    decoder = FrameDecoder(1 << 20, buffer_size)
     out: list[bytes] = []
     for i in range(0, len(stream), step):
         out.extend(bytes(f) for f in decoder.feed(stream[i : i + step]))
     assert out == payloads
     assert decoder.buffered == 0
+
+
+@given(st.lists(st.binary(max_size=300), max_size=20), st.lists(st.integers(min_value=1, max_value=100), min_size=1), st.sampled_from([16, 64]))
+@settings(max_examples=300)
+def test_frames_received_in_place(payloads: list[bytes], reads: list[int], buffer_size: int) -> None:
+    """The socket's view: receive at most what buffer() offers, in reads of any size."""
+    stream = memoryview(b"".join(struct.pack(">i", len(p)) + p for p in payloads))
+    decoder = FrameDecoder(1 << 20, buffer_size)
+    out: list[bytes] = []
+    position, turn = 0, 0
+    while position < len(stream):
+        target = decoder.buffer()
+        assert len(target) > 0
+        n = min(len(target), reads[turn % len(reads)], len(stream) - position)
+        target[:n] = stream[position : position + n]
+        position += n
+        turn += 1
+        out.extend(bytes(f) for f in decoder.received(n))
+    assert out == payloads and decoder.buffered == 0
+
+
+def test_a_large_frame_gets_its_own_buffer() -> None:
+    decoder = FrameDecoder(1 << 20, 64)
+    body = bytes(range(256)) * 40
+    assert decoder.feed(struct.pack(">i", len(body)) + body[:10]) == []
+    target = decoder.buffer()
+    assert len(target) == len(body) - 10  # the rest of the frame, received straight into it
+    target[:] = body[10:]
+    (frame,) = decoder.received(len(body) - 10)
+    assert frame == body and isinstance(frame, bytearray)
+    assert len(decoder.buffer()) == 64
 
 
 @pytest.mark.parametrize("size", [-1, -2**31, 1 << 20 + 1, 2**31 - 1])
