@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import threading
 import time
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks.produce_consume import start_broker
+from benchmarks.harness import BrokerUnderTest
 
 MEMBERS = 3
 PARTITIONS = 6
@@ -66,11 +65,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--bootstrap")
     args = parser.parse_args()
-    tmp = tempfile.TemporaryDirectory(prefix="kbroker-rebalance-")
-    proc = None
+    broker = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        proc, bootstrap = start_broker(tmp.name, {"group.initial.rebalance.delay.ms": str(args.initial_delay_ms)})
+        broker = BrokerUnderTest("kbroker", {"group.initial.rebalance.delay.ms": str(args.initial_delay_ms)})
+        broker.start()
+        bootstrap = broker.bootstrap
     try:
         topic = f"rebalance-{int(time.time())}"
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -82,10 +82,8 @@ def main() -> None:
         producer.flush(30)
         times = [form_group(bootstrap, topic, args.protocol) for _ in range(args.runs)]
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(60)
-        tmp.cleanup()
+        if broker is not None:
+            broker.close()
     print(
         f"{MEMBERS}-member {args.protocol} group, initial delay {args.initial_delay_ms} ms: "
         f"subscribe to every member's first record {statistics.median(times):.2f} s (median of {len(times)}: {', '.join(f'{t:.2f}' for t in times)})"
