@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import datetime
-
 from kio.schema.errors import ErrorCode
 
 from broker.kafka_apis import RequestContext
 from broker.metadata_cache import MetadataCache
 from broker.network import CloseConnection
 from broker.replica_manager import ProduceResult, ReplicaManager
-from protocol.api_keys import ApiKey, response_schema
-from protocol.entities import build, nested
 from protocol.produce_request import ProduceRequest
+from protocol.produce_response import encode_produce_response
 from protocol.record_batch import InvalidProduceRecords, validate_produce_records
 
 VALID_ACKS = (-1, 0, 1)
@@ -52,32 +49,12 @@ class ProduceHandler:
                 # client notices, refreshes metadata and stops writing into the void.
                 return _close_after_earlier_responses(f"acks=0 produce failed for {len(failed)} partition(s), first {failed[0]}")
             return None
-        return self._response(ctx.version, request, results)
+        return self._response(ctx, request, results)
 
     @staticmethod
-    def _response(version: int, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]):  # type: ignore[no-untyped-def]
-        schema = response_schema(ApiKey.PRODUCE, version)
-        topic_cls = nested(schema, "TopicProduceResponse")
-        part_cls = nested(schema, "PartitionProduceResponse")
-        topics: list[object] = []
-        for t in request.topic_data:
-            parts: list[object] = []
-            for p in t.partition_data:
-                r = results[(t.name, p.index)]
-                parts.append(
-                    build(
-                        part_cls,
-                        index=p.index,
-                        error_code=r.error_code,
-                        base_offset=r.base_offset,
-                        log_append_time=None if r.log_append_time < 0 else datetime.datetime.fromtimestamp(r.log_append_time / 1000, datetime.timezone.utc),
-                        log_start_offset=r.log_start_offset,
-                        record_errors=(),
-                        error_message=r.error_message,
-                    )
-                )
-            topics.append(build(topic_cls, name=t.name, partition_responses=tuple(parts)))
-        return build(schema, responses=tuple(topics), throttle_time=0)
+    def _response(ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]) -> list[bytes]:
+        topics = [(t.name, [(p.index, results[(t.name, p.index)]) for p in t.partition_data]) for t in request.topic_data]
+        return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics)]
 
 
 async def _close_after_earlier_responses(reason: str) -> None:

@@ -1,0 +1,69 @@
+"""ProduceResponse v3–v11 written straight to bytes.
+
+One response per produce request, and librdkafka sends one request per partition batch: with
+many partitions this is the broker's most frequent response, and building kio entities for it
+cost more than the append itself. The layout is the spec's; the tagged fields (CurrentLeader,
+NodeEndpoints) are left out, as Kafka leaves them out when no partition reports
+NOT_LEADER_OR_FOLLOWER. ``tests/unit/test_produce_response.py`` decodes the output with kio.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Protocol
+
+from protocol.frame import encode_size
+from protocol.headers import response_header
+from protocol.primitives import array_length, string
+
+FIRST_FLEXIBLE_VERSION = 9
+
+_I32 = struct.Struct(">i")
+_PARTITION = struct.Struct(">ihq")  # index, error code, base offset
+_I64 = struct.Struct(">q")
+
+
+class PartitionResult(Protocol):
+    """What the append reported for one partition (broker.replica_manager.ProduceResult)."""
+
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def log_append_time(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def error_message(self) -> str | None: ...
+
+
+def encode_produce_response(
+    version: int, correlation_id: int, topics: Sequence[tuple[str, Sequence[tuple[int, PartitionResult]]]], throttle_time_ms: int = 0
+) -> bytes:
+    """The whole frame (size, response header, body) for (topic, [(partition, result)]) pairs."""
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    parts: list[bytes] = [array_length(len(topics), flexible)]
+    append = parts.append
+    for name, partitions in topics:
+        append(string(name, flexible))
+        append(array_length(len(partitions), flexible))
+        for index, p in partitions:
+            append(_PARTITION.pack(index, p.error_code, p.base_offset))
+            append(_I64.pack(p.log_append_time))
+            if version >= 5:
+                append(_I64.pack(p.log_start_offset))
+            if version >= 8:
+                append(array_length(0, flexible))  # record_errors: kbroker rejects whole batches only
+                append(string(p.error_message, flexible))
+            if flexible:
+                append(b"\x00")
+        if flexible:
+            append(b"\x00")
+    append(_I32.pack(throttle_time_ms))
+    if flexible:
+        append(b"\x00")
+    header = response_header(correlation_id, 1 if flexible else 0)
+    body_size = len(header) + sum(map(len, parts))
+    return b"".join([encode_size(body_size), header, *parts])
