@@ -7,15 +7,12 @@ framing around them is built in Python.
 
 from __future__ import annotations
 
-import io
 import struct
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
-from kio.serial.writers import write_unsigned_varint
-
-from protocol.frame import encode_size
 from protocol.headers import response_header
 
 FIRST_FLEXIBLE = 12
@@ -44,7 +41,10 @@ class FetchPartitionResult:
 
     @property
     def records_size(self) -> int:
-        return sum(len(r) if isinstance(r, (bytes, bytearray)) else r.length for r in self.records)
+        return sum(
+            len(r) if isinstance(r, (bytes, bytearray)) else r.length
+            for r in self.records
+        )
 
 
 @dataclass(slots=True)
@@ -54,14 +54,27 @@ class FetchTopicResult:
     partitions: list[FetchPartitionResult]
 
 
+_I16_I32 = struct.Struct(">hi")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_PARTITION_HEAD = struct.Struct(">ihqq")
+_ABORTED = struct.Struct(">qq")
+
+
 def _uvarint(value: int) -> bytes:
-    out = io.BytesIO()
-    write_unsigned_varint(out, value)
-    return out.getvalue()
+    # Inline rather than kio's stream writer: a BytesIO per field cost more than the rest of the header.
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _array_len(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else struct.pack(">i", n)
+    return _uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _string(s: str, flexible: bool) -> bytes:
@@ -78,14 +91,22 @@ def encode_fetch_response(
     error_code: int = 0,
     session_id: int = 0,
 ) -> list[Chunk]:
-    """The whole response frame as chunks: bytes to write and regions to sendfile."""
+    """The whole response frame as chunks: bytes to write and regions to sendfile.
+
+    The frame size shares the first chunk with the header, and all the bytes between two
+    regions form one chunk: every chunk is a socket write (and, with TCP_NODELAY, a packet
+    of its own), so a one-region response costs three writes, not four.
+    """
     flexible = version >= FIRST_FLEXIBLE
     chunks: list[Chunk] = []
-    head = bytearray(response_header(correlation_id, 1 if flexible else 0))
-    head += struct.pack(">i", throttle_time_ms)
+    # Room for the frame size, filled in once the total is known.
+    frame_start = head = bytearray(_I32.size)
+    head += response_header(correlation_id, 1 if flexible else 0)
+    head += _I32.pack(throttle_time_ms)
     if version >= 7:
-        head += struct.pack(">hi", error_code, session_id)
+        head += _I16_I32.pack(error_code, session_id)
     head += _array_len(len(topics), flexible)
+    regions_size = 0
     for topic in topics:
         if version >= 13:
             head += topic.topic_id.bytes
@@ -93,28 +114,31 @@ def encode_fetch_response(
             head += _string(topic.name, flexible)
         head += _array_len(len(topic.partitions), flexible)
         for p in topic.partitions:
-            head += struct.pack(">ihqq", p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
+            head += _PARTITION_HEAD.pack(
+                p.partition, p.error_code, p.high_watermark, p.last_stable_offset
+            )
             if version >= 5:
-                head += struct.pack(">q", p.log_start_offset)
+                head += _I64.pack(p.log_start_offset)
             aborted = p.aborted_transactions
             if aborted is None:
-                head += _uvarint(0) if flexible else struct.pack(">i", -1)
+                head += _uvarint(0) if flexible else _I32.pack(-1)
             else:
                 head += _array_len(len(aborted), flexible)
                 for producer_id, first_offset in aborted:
-                    head += struct.pack(">qq", producer_id, first_offset)
+                    head += _ABORTED.pack(producer_id, first_offset)
                     if flexible:
                         head.append(0)
             if version >= 11:
-                head += struct.pack(">i", p.preferred_read_replica)
+                head += _I32.pack(p.preferred_read_replica)
             size = p.records_size
-            head += _uvarint(size + 1) if flexible else struct.pack(">i", size)
+            head += _uvarint(size + 1) if flexible else _I32.pack(size)
             for r in p.records:
                 if isinstance(r, (bytes, bytearray)):
                     head += r
                 else:
-                    chunks.append(bytes(head))
+                    chunks.append(head)
                     chunks.append(r)
+                    regions_size += r.length
                     head = bytearray()
             if flexible:
                 head.append(0)
@@ -122,7 +146,7 @@ def encode_fetch_response(
             head.append(0)
     if flexible:
         head.append(0)
-    chunks.append(bytes(head))
-    total = sum(len(c) if isinstance(c, (bytes, bytearray)) else c.length for c in chunks)
-    chunks.insert(0, encode_size(total))
+    chunks.append(head)
+    written = sum(len(c) for c in chunks if isinstance(c, bytearray))
+    _I32.pack_into(frame_start, 0, written + regions_size - _I32.size)
     return chunks

@@ -16,7 +16,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 import structlog
 
-from protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, InvalidBatch, is_crc_valid, iter_headers, read_header
+from protocol.record_batch import BATCH_LENGTH, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, InvalidBatch, is_crc_valid, iter_headers, read_header
 from storage.abstract_index import CorruptIndexError
 from storage.batch_records import record_timestamps
 from storage.errors import KafkaStorageError
@@ -75,6 +75,34 @@ def scan_batches(fd: int, end: int, position: int = 0) -> Iterator[tuple[int, Ba
             return
         yield position, header
         position += header.size
+
+
+def whole_batches(region: FileRegion, max_batches: int) -> FileRegion:
+    """``region`` without the partial batch a read's byte limit may have cut at its end.
+
+    Walks the batch lengths from the region's start (it starts on a batch); the region comes
+    back as it is when it ends on a batch boundary or holds more than ``max_batches`` whole
+    batches (then a cut tail is a small share of it), and empty when even its first batch
+    is cut. Batches in a segment were validated when appended, so their lengths are trusted.
+    """
+    end = region.position + region.length
+    position = region.position
+    for _ in range(max_batches):
+        if end - position < LOG_OVERHEAD:
+            break
+        raw = os.pread(region.fd, _I32.size, position + BATCH_LENGTH)
+        if len(raw) < _I32.size:
+            break
+        (length,) = _I32.unpack(raw)
+        following = position + LOG_OVERHEAD + length
+        if length <= 0 or following > end:
+            break
+        position = following
+    else:
+        return region
+    if position == end:
+        return region
+    return FileRegion(region.fd, region.position, position - region.position)
 
 
 def read_next_offset_of_file(path: Path, base_offset: int) -> int:

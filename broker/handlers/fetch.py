@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Awaitable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -13,20 +15,41 @@ from broker.kafka_apis import RequestContext
 from broker.metadata_cache import MetadataCache
 from broker.network import TransferMetrics
 from broker.replica_manager import ReadResult, ReplicaManager
-from protocol.fetch_response import FetchPartitionResult, FetchTopicResult, encode_fetch_response
+from protocol.fetch_response import (
+    Chunk,
+    FetchPartitionResult,
+    FetchTopicResult,
+    encode_fetch_response,
+)
+from storage.fetch_data_info import FileRegion
+from storage.log_segment import whole_batches
 
 TopicPartition = tuple[str, int]
 
 
 class FetchHandler:
-    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, sessions: FetchSessionCache, metrics: TransferMetrics, max_response_bytes: int) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        metadata: MetadataCache,
+        sessions: FetchSessionCache,
+        metrics: TransferMetrics,
+        max_response_bytes: int,
+    ) -> None:
         self._rm = replica_manager
         self._metadata = metadata
         self._sessions = sessions
         self._metrics = metrics
         self._max_response_bytes = max_response_bytes
 
-    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+    def __call__(
+        self, ctx: RequestContext, request: Any
+    ) -> list[Chunk] | Awaitable[list[Chunk]]:
+        """The response at once when the first read settles the fetch, else a coroutine that long-polls.
+
+        Most consumer fetches find data waiting; answering them without a coroutine spares a
+        task, its scheduling and two coroutine frames per request.
+        """
         version = ctx.version
         image = self._metadata.image
         requested: OrderedDict[TopicPartition, CachedPartition] = OrderedDict()
@@ -41,7 +64,9 @@ class FetchHandler:
             else:
                 name = t.topic
             for p in t.partitions:
-                requested[(name, p.partition)] = CachedPartition(p.fetch_offset, p.partition_max_bytes)
+                requested[(name, p.partition)] = CachedPartition(
+                    p.fetch_offset, p.partition_max_bytes
+                )
         forgotten: list[TopicPartition] = []
         for f in getattr(request, "forgotten_topics_data", ()):
             if version >= 13:
@@ -54,47 +79,108 @@ class FetchHandler:
             forgotten.extend((name, p) for p in f.partitions)
 
         if version >= 7:
-            session = self._sessions.new_context(request.session_id, request.session_epoch, requested, forgotten)
+            session = self._sessions.new_context(
+                request.session_id, request.session_epoch, requested, forgotten
+            )
         else:
             session = SessionContext(0, 0, requested, incremental=False)
         if session.error:
-            return encode_fetch_response(version, ctx.header.correlation_id, [], error_code=session.error)
+            return encode_fetch_response(
+                version, ctx.header.correlation_id, [], error_code=session.error
+            )
 
         isolation = getattr(request, "isolation_level", 0)
         max_bytes = min(request.max_bytes, self._max_response_bytes)
-        min_bytes = request.min_bytes
-        deadline = time.monotonic() + request.max_wait.total_seconds()
+        max_wait = request.max_wait.total_seconds()
+        deadline = time.monotonic() + max_wait
+        results, done = self._read_all(
+            session.partitions, max_bytes, isolation, request.min_bytes
+        )
+        if done or max_wait <= 0:
+            return self._respond(ctx, session, results, unknown_ids)
+        return self._long_poll(
+            ctx, session, unknown_ids, max_bytes, isolation, request.min_bytes, deadline
+        )
+
+    async def _long_poll(
+        self,
+        ctx: RequestContext,
+        session: SessionContext,
+        unknown_ids: dict[uuid.UUID, list[int]],
+        max_bytes: int,
+        isolation: int,
+        min_bytes: int,
+        deadline: float,
+    ) -> list[Chunk]:
+        """Kafka's DelayedFetch: re-read whenever a partition is appended to, until min_bytes or the deadline.
+
+        Every answer comes from a read made right before it, never from one older than an
+        await (the coroutine may first run after its deadline).
+        """
         keys = list(session.partitions)
         while True:
-            results = self._read_all(session.partitions, max_bytes, isolation)
-            total = sum(r.size for r in results.values())
-            done = total >= min_bytes or any(r.error_code for r in results.values()) or not keys
             remaining = deadline - time.monotonic()
-            if done or remaining <= 0:
-                break
-            await self._rm.fetch_purgatory.wait(keys, remaining)
+            if remaining > 0:
+                await self._rm.fetch_purgatory.wait(keys, remaining)
+            results, done = self._read_all(
+                session.partitions, max_bytes, isolation, min_bytes
+            )
+            if done or deadline <= time.monotonic():
+                return self._respond(ctx, session, results, unknown_ids)
+
+    def _respond(
+        self,
+        ctx: RequestContext,
+        session: SessionContext,
+        results: dict[TopicPartition, ReadResult],
+        unknown_ids: dict[uuid.UUID, list[int]],
+    ) -> list[Chunk]:
         return encode_fetch_response(
-            version,
+            ctx.version,
             ctx.header.correlation_id,
             self._topics(session, results, unknown_ids),
             session_id=session.session_id,
         )
 
-    def _read_all(self, partitions: OrderedDict[TopicPartition, CachedPartition], max_bytes: int, isolation: int) -> dict[TopicPartition, ReadResult]:
+    def _read_all(
+        self,
+        partitions: OrderedDict[TopicPartition, CachedPartition],
+        max_bytes: int,
+        isolation: int,
+        min_bytes: int,
+    ) -> tuple[dict[TopicPartition, ReadResult], bool]:
+        """Read every partition; True when the fetch can be answered now (min_bytes met, an error, or nothing to read)."""
         image = self._metadata.image
         budget = max_bytes
         results: dict[TopicPartition, ReadResult] = {}
-        for (topic, index), cached in partitions.items():
+        failed = False
+        for key, cached in partitions.items():
             limit = min(cached.max_bytes, budget)
             # Until something is in the response, the first batch goes out whole even if it
             # is over the limits, so a consumer can never get stuck behind a large batch.
             min_one = budget == max_bytes
-            result = self._rm.read(topic, index, cached.fetch_offset, max(limit, 0), isolation, min_one, image)
+            result = self._rm.read(
+                key[0],
+                key[1],
+                cached.fetch_offset,
+                max(limit, 0),
+                isolation,
+                min_one,
+                image,
+            )
+            # Bytes as the log handed them, a cut last batch included, as Kafka counts them
+            # against max_bytes and min_bytes; _topics drops the cut part from the response.
             budget -= result.size
-            results[(topic, index)] = result
-        return results
+            failed = failed or result.error_code != 0
+            results[key] = result
+        return results, max_bytes - budget >= min_bytes or failed or not partitions
 
-    def _topics(self, session: SessionContext, results: dict[TopicPartition, ReadResult], unknown_ids: dict[uuid.UUID, list[int]]) -> list[FetchTopicResult]:
+    def _topics(
+        self,
+        session: SessionContext,
+        results: dict[TopicPartition, ReadResult],
+        unknown_ids: dict[uuid.UUID, list[int]],
+    ) -> list[FetchTopicResult]:
         image = self._metadata.image
         by_topic: OrderedDict[str, list[FetchPartitionResult]] = OrderedDict()
         for (topic, index), cached in session.partitions.items():
@@ -104,23 +190,56 @@ class FetchHandler:
                 part = FetchPartitionResult(index, error_code=result.error_code)
                 include = cached.needs_response(-1, -1, -1, False, result.error_code)
             else:
-                regions = list(read.info.regions)
+                # The byte limit may have cut the last batch; clients drop such a tail (and
+                # a cut first batch is no record at all, Kafka's firstEntryIncomplete answer),
+                # so it would only cost both sides the bytes and the fetch that repeats them.
+                regions: list[Chunk] = [
+                    region
+                    for region in map(_without_cut_tail, read.info.regions)
+                    if region.length
+                ]
                 part = FetchPartitionResult(
                     index,
                     high_watermark=read.high_watermark,
                     last_stable_offset=read.last_stable_offset,
                     log_start_offset=read.log_start_offset,
                     aborted_transactions=None,
-                    records=regions,  # type: ignore[arg-type]
+                    records=regions,
                 )
-                include = cached.needs_response(read.high_watermark, read.last_stable_offset, read.log_start_offset, bool(regions), 0)
+                include = cached.needs_response(
+                    read.high_watermark,
+                    read.last_stable_offset,
+                    read.log_start_offset,
+                    bool(regions),
+                    0,
+                )
             if include or not session.incremental:
                 by_topic.setdefault(topic, []).append(part)
         topics = []
         for name, parts in by_topic.items():
             topic_image = image.topics.get(name)
-            topic_id = topic_image.topic_id if topic_image is not None else uuid.UUID(int=0)
+            topic_id = (
+                topic_image.topic_id if topic_image is not None else uuid.UUID(int=0)
+            )
             topics.append(FetchTopicResult(name, topic_id, parts))
         for topic_id, indexes in unknown_ids.items():
-            topics.append(FetchTopicResult("", topic_id, [FetchPartitionResult(i, error_code=ErrorCode.unknown_topic_id) for i in indexes]))
+            topics.append(
+                FetchTopicResult(
+                    "",
+                    topic_id,
+                    [
+                        FetchPartitionResult(i, error_code=ErrorCode.unknown_topic_id)
+                        for i in indexes
+                    ],
+                )
+            )
         return topics
+
+
+# A region holding more batches than this is left as read: its cut tail is a small share of it,
+# and walking every batch header of a region of small batches would cost more than it saves.
+_TRIM_SCAN_BATCHES = 32
+
+
+def _without_cut_tail(region: FileRegion) -> FileRegion:
+    return whole_batches(region, _TRIM_SCAN_BATCHES)
