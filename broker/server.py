@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import time
 from typing import Awaitable, Callable
@@ -124,6 +125,13 @@ class KafkaServer:
             ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata),
         }
         apis = KafkaApis(handlers)  # type: ignore[arg-type]
+        # What start-up built (every partition's log, the metadata image, the modules) mostly
+        # lives as long as the process, yet every full collection walked all of it again: with
+        # 10,000 partitions that stopped the loop for 130 ms at unforeseeable moments, 18 ms once
+        # frozen. Garbage is collected first so that none is frozen; a frozen object dropped later
+        # is still freed by reference counting (only a cycle among such objects would stay).
+        gc.collect()
+        gc.freeze()
         listen = cfg.listener
         self.socket_server = SocketServer(
             listen.host,

@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 import structlog
 
@@ -74,6 +74,7 @@ __all__ = [
     "FileRegion",
     "Log",
     "LogAppendInfo",
+    "LogListener",
     "parse_topic_partition",
     "wall_clock_ms",
 ]
@@ -106,6 +107,20 @@ class AppendOrigin(enum.Enum):
     RAFT_LEADER = "raft_leader"  # the metadata log leader (batches already carry the epoch)
 
 
+class LogListener(Protocol):
+    """Told when a log gets work for the periodic jobs, so that they visit the logs that have
+    some rather than every log each time (a node may hold tens of thousands)."""
+
+    def on_roll(self, plog: Log) -> None:
+        """A segment was rolled: the ones before it await their fsync."""
+
+    def on_segments_scheduled_for_deletion(self, plog: Log) -> None:
+        """Segments were renamed to .deleted: they await file.delete.delay.ms."""
+
+    def on_config_changed(self, plog: Log) -> None:
+        """A new config, flush.ms included."""
+
+
 @dataclass(frozen=True, slots=True)
 class LogAppendInfo:
     """What an append did. ``offset_of_max_timestamp`` is shallow, as in Kafka: the last
@@ -131,7 +146,9 @@ def parse_topic_partition(directory: Path) -> tuple[str, int]:
 
 
 class Log:
-    def __init__(self, directory: Path, config: LogConfig, topic_id: uuid.UUID | None, now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self, directory: Path, config: LogConfig, topic_id: uuid.UUID | None, now_ms: Callable[[], int], listener: LogListener | None = None
+    ) -> None:
         self.dir = directory
         self.config = config
         self.topic_id = topic_id
@@ -148,6 +165,7 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE)
         self._log = log.bind(topic=self.topic_partition[0], partition=self.topic_partition[1])
+        self._listener = listener
 
     # -- opening and recovery (Kafka's LogLoader) ---------------------------------------------------
 
@@ -162,9 +180,10 @@ class Log:
         log_start_offset: int,
         had_clean_shutdown: bool,
         now_ms: Callable[[], int] = wall_clock_ms,
+        listener: LogListener | None = None,
     ) -> "Log":
         directory.mkdir(parents=True, exist_ok=True)
-        plog = cls(directory, config, topic_id, now_ms)
+        plog = cls(directory, config, topic_id, now_ms, listener)
         try:
             plog._load_partition_metadata()
             plog._load(recovery_point, log_start_offset, had_clean_shutdown)
@@ -341,6 +360,8 @@ class Log:
         for segment in doomed:
             segment.rename_to_deleted()
             self._pending_deletes.append((deadline, segment))
+        if doomed and self._listener is not None:
+            self._listener.on_segments_scheduled_for_deletion(self)
 
     # -- properties ---------------------------------------------------------------------------------------
 
@@ -367,6 +388,8 @@ class Log:
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
+        if self._listener is not None:
+            self._listener.on_config_changed(self)
 
     # -- append ---------------------------------------------------------------------------------------------
 
@@ -561,6 +584,8 @@ class Log:
         segment = LogSegment.open(self.dir, new_offset, self.config, self._now_ms())
         self._add_segment(segment)
         self._flush_rolled_up_to = max(self._flush_rolled_up_to or 0, new_offset)
+        if self._listener is not None:
+            self._listener.on_roll(self)
         self._log.info("log.rolled", segment=new_offset)
         return segment
 

@@ -14,7 +14,7 @@ import structlog
 
 from storage.checkpoints import CheckpointError, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from storage.log import Log, parse_topic_partition, wall_clock_ms
-from storage.log_config import LogConfig
+from storage.log_config import LONG_MAX, LogConfig
 
 log = structlog.get_logger()
 
@@ -42,6 +42,14 @@ class LogManager:
         self.had_clean_shutdown = False
         # Deleted logs whose fds stay open for file.delete.delay.ms: a sendfile may still use them.
         self._logs_to_close: list[tuple[int, Log]] = []
+        # What the periodic jobs have to visit, kept up to date by the logs (LogListener), so
+        # that an idle node with 10,000 partitions does no work per partition every second.
+        self._rolled: set[Log] = set()  # rolled segments not fsynced yet
+        self._with_pending_deletes: set[Log] = set()  # .deleted segments waiting for file.delete.delay.ms
+        self._with_flush_ms: set[Log] = set()  # a finite flush.ms (Kafka's default is never)
+        # The content of the checkpoint files as last written: an unchanged one is not rewritten.
+        self._written_recovery_points: dict[tuple[str, int], int] | None = None
+        self._written_log_start_offsets: dict[tuple[str, int], int] | None = None
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -68,7 +76,7 @@ class LogManager:
                 key = parse_topic_partition(directory)
             except ValueError:
                 continue
-            self.logs[key] = Log.open(
+            plog = Log.open(
                 directory,
                 self.default_config,
                 topic_id=None,
@@ -76,7 +84,10 @@ class LogManager:
                 log_start_offset=start_offsets.get(key, 0),
                 had_clean_shutdown=self.had_clean_shutdown,
                 now_ms=self._now_ms,
+                listener=self,
             )
+            self.logs[key] = plog
+            self.on_config_changed(plog)
         # Removed only once every log is loaded: a crash while loading must recover again.
         marker.unlink(missing_ok=True)
         log.info("log_manager.started", logs=len(self.logs), clean_shutdown=self.had_clean_shutdown, log_dir=str(self.log_dir))
@@ -138,8 +149,10 @@ class LogManager:
             log_start_offset=0,
             had_clean_shutdown=True,
             now_ms=self._now_ms,
+            listener=self,
         )
         self.logs[key] = plog
+        self.on_config_changed(plog)
         return plog
 
     def update_config(self, topic: str, partition: int, config: LogConfig) -> None:
@@ -156,21 +169,46 @@ class LogManager:
         plog = self.logs.pop((topic, partition), None)
         if plog is None:
             return
+        # Its folder is gone: nothing left to flush, and close_handlers releases its .deleted segments.
+        self._rolled.discard(plog)
+        self._with_pending_deletes.discard(plog)
+        self._with_flush_ms.discard(plog)
         target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.rename(plog.dir, target)
         shutil.rmtree(target, ignore_errors=True)
         self._logs_to_close.append((self._now_ms() + plog.config.file_delete_delay_ms, plog))
         log.info("log_manager.log_deleted", topic=topic, partition=partition)
 
+    # -- LogListener: what the logs tell the periodic jobs ---------------------------------------------
+
+    def on_roll(self, plog: Log) -> None:
+        self._rolled.add(plog)
+
+    def on_segments_scheduled_for_deletion(self, plog: Log) -> None:
+        self._with_pending_deletes.add(plog)
+
+    def on_config_changed(self, plog: Log) -> None:
+        if plog.config.flush_ms < LONG_MAX:
+            self._with_flush_ms.add(plog)
+        else:
+            self._with_flush_ms.discard(plog)
+
     # -- background work ----------------------------------------------------------------------------------
 
     def cleanup_logs(self) -> int:
-        """Retention over every log (time and size where cleanup.policy has delete, log start always)."""
-        return sum(plog.delete_old_segments() for plog in self.logs.values())
+        """Retention over every log (time and size where cleanup.policy has delete, log start always).
+
+        A log whose only segment is empty has nothing any of them could delete, and is skipped.
+        """
+        return sum(plog.delete_old_segments() for plog in self.logs.values() if len(plog.segments) > 1 or plog.active_segment.size > 0)
 
     def delete_pending_segments(self) -> int:
         now = self._now_ms()
-        deleted = sum(plog.delete_pending_segments(now) for plog in self.logs.values())
+        deleted = 0
+        for plog in list(self._with_pending_deletes):
+            deleted += plog.delete_pending_segments(now)
+            if not plog.pending_deletes:
+                self._with_pending_deletes.discard(plog)
         due = [plog for deadline, plog in self._logs_to_close if deadline <= now]
         self._logs_to_close = [(deadline, plog) for deadline, plog in self._logs_to_close if deadline > now]
         for plog in due:
@@ -179,19 +217,31 @@ class LogManager:
 
     def flush_dirty_logs(self) -> None:
         """Flush rolled segments, and whole logs whose flush.ms has passed since their last flush."""
+        self._flush_rolled_segments()
         now = self._now_ms()
-        for plog in self.logs.values():
-            plog.flush_rolled_segments()
+        for plog in self._with_flush_ms:
             if now - plog.last_flush_ms >= plog.config.flush_ms:
                 plog.flush()
 
-    def checkpoint_recovery_points(self) -> None:
-        for plog in self.logs.values():
+    def _flush_rolled_segments(self) -> None:
+        for plog in list(self._rolled):
             plog.flush_rolled_segments()
-        write_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, {k: v.recovery_point for k, v in self.logs.items()})
+            # Forgotten only once flushed: a failed fsync is tried again at the next run.
+            self._rolled.discard(plog)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._flush_rolled_segments()
+        offsets = {k: v.recovery_point for k, v in self.logs.items()}
+        # The last write was fsynced: writing the same content again would add nothing.
+        if offsets != self._written_recovery_points:
+            write_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, offsets)
+            self._written_recovery_points = offsets
 
     def checkpoint_log_start_offsets(self) -> None:
-        write_offset_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, {k: v.log_start_offset for k, v in self.logs.items()})
+        offsets = {k: v.log_start_offset for k, v in self.logs.items()}
+        if offsets != self._written_log_start_offsets:
+            write_offset_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, offsets)
+            self._written_log_start_offsets = offsets
 
     # -- shutdown -----------------------------------------------------------------------------------------
 
