@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from protocol.headers import response_header
+from protocol.primitives import array_length, string, uvarint
 
 FIRST_FLEXIBLE = 12
 
@@ -61,27 +62,6 @@ _PARTITION_HEAD = struct.Struct(">ihqq")
 _ABORTED = struct.Struct(">qq")
 
 
-def _uvarint(value: int) -> bytes:
-    # Inline rather than kio's stream writer: a BytesIO per field cost more than the rest of the header.
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _array_len(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def _string(s: str, flexible: bool) -> bytes:
-    raw = s.encode()
-    return (_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw))) + raw
-
-
 def encode_fetch_response(
     version: int,
     correlation_id: int,
@@ -105,14 +85,14 @@ def encode_fetch_response(
     head += _I32.pack(throttle_time_ms)
     if version >= 7:
         head += _I16_I32.pack(error_code, session_id)
-    head += _array_len(len(topics), flexible)
+    head += array_length(len(topics), flexible)
     regions_size = 0
     for topic in topics:
         if version >= 13:
             head += topic.topic_id.bytes
         else:
-            head += _string(topic.name, flexible)
-        head += _array_len(len(topic.partitions), flexible)
+            head += string(topic.name, flexible)
+        head += array_length(len(topic.partitions), flexible)
         for p in topic.partitions:
             head += _PARTITION_HEAD.pack(
                 p.partition, p.error_code, p.high_watermark, p.last_stable_offset
@@ -121,9 +101,9 @@ def encode_fetch_response(
                 head += _I64.pack(p.log_start_offset)
             aborted = p.aborted_transactions
             if aborted is None:
-                head += _uvarint(0) if flexible else _I32.pack(-1)
+                head += uvarint(0) if flexible else _I32.pack(-1)
             else:
-                head += _array_len(len(aborted), flexible)
+                head += array_length(len(aborted), flexible)
                 for producer_id, first_offset in aborted:
                     head += _ABORTED.pack(producer_id, first_offset)
                     if flexible:
@@ -131,7 +111,7 @@ def encode_fetch_response(
             if version >= 11:
                 head += _I32.pack(p.preferred_read_replica)
             size = p.records_size
-            head += _uvarint(size + 1) if flexible else _I32.pack(size)
+            head += uvarint(size + 1) if flexible else _I32.pack(size)
             for r in p.records:
                 if isinstance(r, (bytes, bytearray)):
                     head += r

@@ -9,6 +9,9 @@ _I32 = struct.Struct(">i")
 
 
 def uvarint(value: int) -> bytes:
+    # By hand rather than kio's stream writer: a BytesIO per field cost more than the rest of a header.
+    if value < 0x80:
+        return bytes((value,))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
