@@ -168,7 +168,7 @@ class LogSegment:
         # Timestamp of the first batch, for time-based rolling; loaded lazily from the file.
         self.rolling_based_timestamp: int | None = None
         self._max_timestamp_and_offset: TimestampOffset | None = None
-        self.bytes_since_last_index_entry = max(0, self.size - self._last_index_position())
+        self.bytes_since_last_index_entry = max(0, self.size - self.offset_index.last_entry.position)
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int, *, suffix: str = "") -> "LogSegment":
@@ -186,10 +186,6 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log_path})"
-
-    def _last_index_position(self) -> int:
-        entries = self.offset_index.entries
-        return self.offset_index.entry(entries - 1).position if entries else 0
 
     # -- timestamps -------------------------------------------------------------------------------
 
@@ -480,7 +476,7 @@ class LogSegment:
             if now_ms is not None:
                 self.created_ms = now_ms
             self.rolling_based_timestamp = None
-        self.bytes_since_last_index_entry = max(0, self.size - self._last_index_position())
+        self.bytes_since_last_index_entry = max(0, self.size - self.offset_index.last_entry.position)
         if self.max_timestamp_so_far >= 0:
             self._max_timestamp_and_offset = self._read_largest_timestamp()
         return removed

@@ -23,14 +23,19 @@ class OffsetIndex(AbstractIndex):
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
         super().__init__(path, base_offset, max_index_size)
-        self._last_offset = self._read_last_offset()
+        self._last_entry = self._read_last_entry()
 
-    def _read_last_offset(self) -> int:
-        return self.entry(self._entries - 1).offset if self._entries else self.base_offset
+    def _read_last_entry(self) -> OffsetPosition:
+        return self.entry(self._entries - 1) if self._entries else OffsetPosition(self.base_offset, 0)
+
+    @property
+    def last_entry(self) -> OffsetPosition:
+        """The newest entry, or (base offset, 0) for an empty index."""
+        return self._last_entry
 
     @property
     def last_offset(self) -> int:
-        return self._last_offset
+        return self._last_entry.offset
 
     def entry(self, slot: int) -> OffsetPosition:
         if not 0 <= slot < self._entries:
@@ -41,13 +46,13 @@ class OffsetIndex(AbstractIndex):
     def append(self, offset: int, position: int) -> None:
         if self.is_full():
             raise IndexFullError(f"attempt to append to a full index ({self._entries} entries) {self.path}")
-        if self._entries and offset <= self._last_offset:
+        if self._entries and offset <= self._last_entry.offset:
             raise InvalidIndexEntryError(
-                f"attempt to append offset {offset} to position {self._entries} no larger than the last offset appended ({self._last_offset}) to {self.path}"
+                f"attempt to append offset {offset} to position {self._entries} no larger than the last offset appended ({self._last_entry.offset}) to {self.path}"
             )
         relative = self.relative_offset(offset)
         self._append_entry(self.ENTRY.pack(relative, position))
-        self._last_offset = offset
+        self._last_entry = OffsetPosition(offset, position)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The last entry whose offset is <= ``target_offset``, or (base offset, 0) when there is none."""
@@ -67,11 +72,11 @@ class OffsetIndex(AbstractIndex):
             self._truncate_to_entries(slot)
         else:
             self._truncate_to_entries(slot + 1)
-        self._last_offset = self._read_last_offset()
+        self._last_entry = self._read_last_entry()
 
     def reset(self) -> None:
         super().reset()
-        self._last_offset = self.base_offset
+        self._last_entry = OffsetPosition(self.base_offset, 0)
 
     def sanity_check(self, log_size: int | None = None) -> None:
         """Cheap checks that catch a zero-filled (preallocated by Kafka, never trimmed) or torn index."""
@@ -79,7 +84,7 @@ class OffsetIndex(AbstractIndex):
             raise CorruptIndexError(f"index file {self.path} has a length that is not a multiple of {self.ENTRY.size}")
         if not self._entries:
             return
-        first, last = self.entry(0), self.entry(self._entries - 1)
+        first, last = self.entry(0), self._last_entry
         if last.offset < self.base_offset or (self._entries > 1 and (last.offset <= first.offset or last.position <= first.position)):
             raise CorruptIndexError(f"corrupt index {self.path}: first entry {first}, last entry {last} of {self._entries}")
         if log_size is not None and last.position >= log_size:
