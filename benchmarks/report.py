@@ -167,17 +167,24 @@ FORMATTERS = {
 }
 
 
+def _placeholder(info: dict | None, key: str, broker: str) -> str | None:
+    """What a cell shows for a broker without a figure: – (not run), n/s (the peer lacks it) or failed."""
+    if info is None:
+        return "–"
+    if info[key] is None:
+        return "n/s" if broker == "tansu" else "failed"
+    return None
+
+
 def _cell(entry: dict, field: str, brokers: list[str]) -> str:
     values = []
     for b in brokers:
         info = entry["brokers"].get(b)
-        if info is None:
-            values.append("–")
-        elif info["median"] is None:
-            values.append("n/s" if b == "tansu" else "failed")
-        else:
+        placeholder = _placeholder(info, "median", b)
+        if placeholder is None:
             v = info["median"].get(field)
-            values.append("" if v is None else FORMATTERS[field](v))
+            placeholder = "" if v is None else FORMATTERS[field](v)
+        values.append(placeholder)
     if all(v in ("", "–") for v in values):
         return ""
     text = " / ".join(values)
@@ -330,17 +337,17 @@ def markdown(results: dict) -> str:
             vals = []
             for b in brokers:
                 info = m["brokers"].get(b)
-                if info is None:
-                    vals.append("–")
-                elif info["value"] is None:
-                    vals.append("n/s" if b == "tansu" else "failed")
+                placeholder = _placeholder(info, "value", b)
+                if placeholder is None:
+                    vals.append(fmt_num(info["value"]))
+                    continue
+                vals.append(placeholder)
+                if info is not None:
                     who = "not supported by the peer" if b == "tansu" else "failed"
                     errs += [
                         f"- {wname}, {m['metric']} ({LABEL[b]}, {who}): `{err}`"
                         for err in info["errors"]
                     ]
-                else:
-                    vals.append(fmt_num(info["value"]))
             ratio = (
                 [f"{m['ratio']:.2f}×" if m["ratio"] is not None else ""]
                 if len(brokers) == 2
