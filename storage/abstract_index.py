@@ -49,11 +49,15 @@ class AbstractIndex:
             raise ValueError(f"index size {max_index_size} is smaller than one {size}-byte entry")
         self.max_index_size = max_index_size - max_index_size % size
         self.max_entries = self.max_index_size // size
+        # A new segment's index files are created when first written (a flush, a roll, a close):
+        # creating files is the dearest part of making a partition (an inode each), and an empty
+        # index needs none. A segment with data whose index files are missing is rebuilt at load.
         try:
             length = os.stat(path).st_size
+            self._on_disk = True
         except FileNotFoundError:
             length = 0
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+            self._on_disk = False
         self.file_length_valid = length % size == 0
         self._entries = length // size
         # None until first needed; then the entries, whose first ``_synced`` bytes match the file.
@@ -79,8 +83,11 @@ class AbstractIndex:
         buf = self._buf
         if buf is None:
             wanted = self._entries * self.ENTRY.size
-            with open(self.path, "rb") as f:
-                buf = bytearray(f.read(wanted))
+            if wanted == 0:
+                buf = bytearray()
+            else:
+                with open(self.path, "rb") as f:
+                    buf = bytearray(f.read(wanted))
             if len(buf) < wanted:  # the file shrank under us: trust what is there
                 self._entries = len(buf) // self.ENTRY.size
                 del buf[self._entries * self.ENTRY.size :]
@@ -91,7 +98,7 @@ class AbstractIndex:
     def _write_out(self, fsync: bool) -> None:
         """Make the file hold exactly the entries: write the unsynced tail, cut anything past it."""
         length = self._entries * self.ENTRY.size
-        if self._synced == length == self._file_length and not fsync:
+        if self._synced == length == self._file_length and self._on_disk and not fsync:
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
@@ -106,6 +113,7 @@ class AbstractIndex:
                 os.fsync(fd)
         finally:
             os.close(fd)
+        self._on_disk = True
         self._synced = self._file_length = length
 
     def trim_to_valid_size(self) -> None:

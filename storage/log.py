@@ -66,7 +66,7 @@ from storage.log_segment import (
     offset_from_file,
     read_next_offset_of_file,
 )
-from storage.partition_metadata import PARTITION_METADATA_FILE, read_partition_metadata, write_partition_metadata
+from storage.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadataFile
 
 __all__ = [
     "AppendOrigin",
@@ -164,6 +164,7 @@ class Log:
         self._flush_rolled_up_to: int | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE)
+        self.partition_metadata_file = PartitionMetadataFile(directory / PARTITION_METADATA_FILE)
         self._log = log.bind(topic=self.topic_partition[0], partition=self.topic_partition[1])
         self._listener = listener
 
@@ -193,14 +194,13 @@ class Log:
         return plog
 
     def _load_partition_metadata(self) -> None:
-        path = self.dir / PARTITION_METADATA_FILE
-        stored = read_partition_metadata(path)
+        stored = self.partition_metadata_file.read()
         if stored is not None and self.topic_id is not None and stored != self.topic_id:
             raise InconsistentTopicIdError(f"{self.dir} belongs to topic id {stored}, not {self.topic_id}")
         if self.topic_id is None:
             self.topic_id = stored
         elif stored is None:
-            write_partition_metadata(path, self.topic_id)
+            self.partition_metadata_file.record(self.topic_id)
 
     def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
         swap_files = self._remove_temp_files_and_collect_swap_files()
@@ -822,6 +822,7 @@ class Log:
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding [recovery point, up_to) and move the recovery point to ``up_to``
         (default: the log end)."""
+        self.partition_metadata_file.maybe_flush()
         offset = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
         self.last_flush_ms = self._now_ms()
         if offset > self.recovery_point:

@@ -15,6 +15,7 @@ import structlog
 from storage.checkpoints import CheckpointError, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from storage.log import Log, parse_topic_partition, wall_clock_ms
 from storage.log_config import LONG_MAX, LogConfig
+from storage.partition_metadata import PartitionMetadataFile
 
 log = structlog.get_logger()
 
@@ -47,6 +48,7 @@ class LogManager:
         self._rolled: set[Log] = set()  # rolled segments not fsynced yet
         self._with_pending_deletes: set[Log] = set()  # .deleted segments waiting for file.delete.delay.ms
         self._with_flush_ms: set[Log] = set()  # a finite flush.ms (Kafka's default is never)
+        self._unflushed_metadata: list[PartitionMetadataFile] = []  # partition.metadata of new logs
         # The content of the checkpoint files as last written: an unchanged one is not rewritten.
         self._written_recovery_points: dict[tuple[str, int], int] | None = None
         self._written_log_start_offsets: dict[tuple[str, int], int] | None = None
@@ -153,6 +155,8 @@ class LogManager:
         )
         self.logs[key] = plog
         self.on_config_changed(plog)
+        if plog.partition_metadata_file.dirty:
+            self._unflushed_metadata.append(plog.partition_metadata_file)
         return plog
 
     def update_config(self, topic: str, partition: int, config: LogConfig) -> None:
@@ -222,6 +226,13 @@ class LogManager:
         for plog in self._with_flush_ms:
             if now - plog.last_flush_ms >= plog.config.flush_ms:
                 plog.flush()
+
+    def take_unflushed_partition_metadata(self) -> list[PartitionMetadataFile]:
+        """The partition.metadata files of logs created since the last call, to fsync off the event
+        loop (PartitionMetadataFile.maybe_flush; one that fails stays dirty and its log's next
+        flush tries again)."""
+        files, self._unflushed_metadata = self._unflushed_metadata, []
+        return files
 
     def _flush_rolled_segments(self) -> None:
         for plog in list(self._rolled):

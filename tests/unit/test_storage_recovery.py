@@ -66,8 +66,8 @@ def test_torn_tail_is_truncated_and_indexes_rebuilt(log_dir: Path, clock: FakeCl
     crash(plog)
     with open(log_dir / f"{SEGMENT}.log", "ab") as f:
         f.write(bytes(make_batch([b"half written" * 10], base_offset=40))[:70])
-    (log_dir / f"{SEGMENT}.index").unlink()
-    (log_dir / f"{SEGMENT}.timeindex").unlink()
+    (log_dir / f"{SEGMENT}.index").unlink(missing_ok=True)  # a crash before any flush leaves none
+    (log_dir / f"{SEGMENT}.timeindex").unlink(missing_ok=True)
 
     reopened = open_log(log_dir, clock, clean=False, index_interval_bytes="100")
     assert (log_dir / f"{SEGMENT}.log").stat().st_size == good_size

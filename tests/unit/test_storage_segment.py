@@ -40,9 +40,10 @@ def numbered_batches(start: int, sizes: list[int], payload: int = 10, base_times
 
 def test_files_are_named_after_the_base_offset(tmp_path: Path) -> None:
     segment = LogSegment.open(tmp_path, 42, segment_config(), NOW)
+    assert [p.name for p in tmp_path.iterdir()] == ["00000000000000000042.log"]  # indexes: on first write
+    segment.close()
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["00000000000000000042.index", "00000000000000000042.log", "00000000000000000042.timeindex"]
-    segment.close()
 
 
 def test_append_writes_the_bytes_and_the_fd_serves_them(tmp_path: Path) -> None:
@@ -253,6 +254,7 @@ def test_rename_to_deleted_keeps_the_fd_readable(tmp_path: Path) -> None:
     segment = LogSegment.open(tmp_path, 0, segment_config(), NOW)
     batch = make_batch([b"keep"])
     append_batches(segment, [batch])
+    segment.flush()  # as a rolled segment: its index files are on disk
     segment.rename_to_deleted()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "00000000000000000000.index.deleted",
