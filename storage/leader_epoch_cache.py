@@ -1,8 +1,14 @@
 """Kafka's LeaderEpochFileCache: leader epoch -> first offset written in it.
 
 Persisted as the `leader-epoch-checkpoint` file ("0", a count, then "<epoch> <start offset>"
-lines), rewritten atomically (temp file, fsync, rename) whenever it changes; it changes
-once per leader election, not per append.
+lines), rewritten atomically (temp file, rename) whenever it changes; it changes once per
+leader election, not per append.
+
+A new entry is written without fsync and made durable by the log's next flush, before the
+recovery point passes it (as Kafka does since KAFKA-15046): an entry past the recovery point
+is rebuilt from the batch headers when the log recovers after a crash, so the first append to
+each new partition no longer waits on the disk. Truncations are fsynced at once: recovery
+could not undo an entry that survived them.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ class LeaderEpochCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._epochs: list[EpochEntry] = _read(path)
+        self._dirty = False
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -59,7 +66,7 @@ class LeaderEpochCache:
         while self._epochs and (self._epochs[-1].epoch >= epoch or self._epochs[-1].start_offset >= start_offset):
             self._epochs.pop()
         self._epochs.append(EpochEntry(epoch, start_offset))
-        self._write()
+        self._write(sync=False)
 
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch the record at ``offset`` was written in, or -1."""
@@ -113,20 +120,33 @@ class LeaderEpochCache:
         self._epochs = []
         self._write()
 
-    def _write(self) -> None:
+    def flush(self) -> None:
+        """fsync an entry written since the last flush (part of a log flush)."""
+        if not self._dirty:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._dirty = False
+
+    def _write(self, sync: bool = True) -> None:
         body = f"{_VERSION}\n{len(self._epochs)}\n" + "".join(f"{e} {s}\n" for e, s in self._epochs)
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w") as f:
             f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self._dirty = not sync
 
 
 def _read(path: Path) -> list[EpochEntry]:
-    if not path.exists():
-        return []
-    lines = path.read_text().splitlines()
+    lines = path.read_text().splitlines() if path.exists() else []
+    if not lines:
+        return []  # none yet, or a crash cut the first write short before any flush
     try:
         if not lines or int(lines[0]) != _VERSION:
             raise ValueError(f"unknown version {lines[:1]}")

@@ -823,6 +823,7 @@ class Log:
         """fsync the segments holding [recovery point, up_to) and move the recovery point to ``up_to``
         (default: the log end)."""
         self.partition_metadata_file.maybe_flush()
+        self.leader_epoch_cache.flush()
         offset = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
         self.last_flush_ms = self._now_ms()
         if offset > self.recovery_point:

@@ -241,3 +241,21 @@ def test_log_start_offset_checkpoint_inside_the_log(log_dir: Path, clock: FakeCl
     assert reopened.log_start_offset == 3 and reopened.log_end_offset == 6
     assert reopened.leader_epoch_cache.entries == [(1, 3)]
     reopened.close()
+
+
+def test_leader_epochs_lost_with_an_unflushed_checkpoint_come_back_from_the_batches(log_dir: Path, clock: FakeClock) -> None:
+    # An assign writes leader-epoch-checkpoint without fsync; a crash before the log's next
+    # flush may leave the file empty. Recovery from the recovery point rebuilds the entries.
+    plog = open_log(log_dir, clock, clean=False)
+    plog.append_as_leader(memoryview(make_batch([b"a", b"b"])), 3)
+    plog.append_as_leader(memoryview(make_batch([b"c"])), 5)
+    assert plog.leader_epoch_cache.entries == [(3, 0), (5, 2)]
+    crash(plog)
+    (log_dir / "leader-epoch-checkpoint").write_bytes(b"")
+    reopened = open_log(log_dir, clock, clean=False)
+    assert reopened.leader_epoch_cache.entries == [(3, 0), (5, 2)]
+    reopened.flush()
+    reopened.close()
+    again = open_log(log_dir, clock, clean=True, recovery_point=3)
+    assert again.leader_epoch_cache.entries == [(3, 0), (5, 2)]
+    again.close()
