@@ -57,5 +57,11 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Respo
     return encode_size(len(header) + len(payload)) + header + payload
 
 
+def response_frame(api_key: int, version: int, correlation_id: int, payload: bytes) -> list[bytes]:
+    """A whole response frame around a body encoded earlier (sent as two chunks, not copied)."""
+    header = response_header(correlation_id, response_header_version(api_key, version))
+    return [encode_size(len(header) + len(payload)) + header, payload]
+
+
 def response_type(api_key: int, version: int) -> type[ResponsePayload]:
     return response_schema(api_key, version)

@@ -1,15 +1,17 @@
-"""Admin APIs that stock clients rarely send, spoken on the wire: DescribeLogDirs and
-OffsetForLeaderEpoch; and a broker started from a server.properties file."""
+"""Admin APIs that stock clients rarely send, spoken on the wire: DescribeLogDirs,
+OffsetForLeaderEpoch, all-topics Metadata; and a broker started from a server.properties file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions
 from kio.schema.describe_log_dirs.v1 import request as dld_v1
 from kio.schema.describe_log_dirs.v4 import request as dld_v4
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v1 import request as metadata_v1
+from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_v4
 
 from tests.integration.conftest import BrokerProcess
@@ -29,6 +31,25 @@ def test_describe_log_dirs_reports_partition_sizes(module_broker: BrokerProcess,
     [described] = [t for t in result.topics if t.name == topic]
     sizes = {p.partition_index: p.partition_size for p in described.partitions}
     assert sizes[0] == 0 and sizes[1] >= 1000, sizes
+
+
+@pytest.mark.parametrize("module", [metadata_v1, metadata_v12], ids=["v1", "v12"])
+def test_all_topics_metadata_follows_every_change(module_broker: BrokerProcess, module) -> None:  # type: ignore[no-untyped-def]
+    # The all-topics answer is encoded once per metadata change: a new topic or new partitions
+    # must show in the next one, and the same request twice gets the same answer.
+    def all_topics() -> dict[str, int]:
+        response = request(module_broker.bootstrap, module.MetadataRequest(topics=None, **extra))
+        return {t.name: len(t.partitions) for t in response.topics}
+
+    extra = {"allow_auto_topic_creation": False, "include_topic_authorized_operations": False} if module is metadata_v12 else {}
+    topic = unique_topic("all-topics")
+    before = all_topics()
+    assert topic not in before and all_topics() == before
+    create_topic(module_broker.bootstrap, topic, partitions=2)
+    assert all_topics()[topic] == 2
+    admin = AdminClient({"bootstrap.servers": module_broker.bootstrap})
+    admin.create_partitions([NewPartitions(topic, 5)])[topic].result(15)
+    assert all_topics()[topic] == 5
 
 
 def test_offset_for_leader_epoch(module_broker: BrokerProcess) -> None:
