@@ -4,11 +4,11 @@ Persisted as the `leader-epoch-checkpoint` file ("0", a count, then "<epoch> <st
 lines), rewritten atomically (temp file, rename) whenever it changes; it changes once per
 leader election, not per append.
 
-A new entry is written without fsync and made durable by the log's next flush, before the
-recovery point passes it (as Kafka does since KAFKA-15046): an entry past the recovery point
-is rebuilt from the batch headers when the log recovers after a crash, so the first append to
-each new partition no longer waits on the disk. Truncations are fsynced at once: recovery
-could not undo an entry that survived them.
+A new entry is written by the log's next flush, before the recovery point passes it (Kafka
+likewise stopped fsyncing it on the append path, KAFKA-15046): an entry past the recovery
+point is rebuilt from the batch headers when the log recovers after a crash, so the first
+append to a new partition creates no file and waits on no disk. Truncations are written and
+fsynced at once: recovery could not undo an entry that survived them.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class LeaderEpochCache:
         while self._epochs and (self._epochs[-1].epoch >= epoch or self._epochs[-1].start_offset >= start_offset):
             self._epochs.pop()
         self._epochs.append(EpochEntry(epoch, start_offset))
-        self._write(sync=False)
+        self._dirty = True
 
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch the record at ``offset`` was written in, or -1."""
@@ -121,26 +121,19 @@ class LeaderEpochCache:
         self._write()
 
     def flush(self) -> None:
-        """fsync an entry written since the last flush (part of a log flush)."""
-        if not self._dirty:
-            return
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self._dirty = False
+        """Write the entries assigned since the last write (part of a log flush)."""
+        if self._dirty:
+            self._write()
 
-    def _write(self, sync: bool = True) -> None:
+    def _write(self) -> None:
         body = f"{_VERSION}\n{len(self._epochs)}\n" + "".join(f"{e} {s}\n" for e, s in self._epochs)
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w") as f:
             f.write(body)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        self._dirty = not sync
+        self._dirty = False
 
 
 def _read(path: Path) -> list[EpochEntry]:

@@ -206,7 +206,7 @@ class Log:
         swap_files = self._remove_temp_files_and_collect_swap_files()
         self._complete_swaps(swap_files)
         rebuilt = self._load_segment_files()
-        new_recovery_point, log_end_offset, recovered, truncated = self._recover_log(had_clean_shutdown, recovery_point, log_start_offset, rebuilt)
+        new_recovery_point, log_end_offset, recovered, truncated = self._recover_log(had_clean_shutdown, recovery_point, log_start_offset)
         self._log_end_offset = log_end_offset
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.recovery_point = new_recovery_point
@@ -287,12 +287,14 @@ class Log:
                     segment.sanity_check()
                 except CorruptIndexError as e:
                     self._log.warning("log.index_rebuilt", segment=segment.base_offset, reason=str(e))
-                    segment.recover(MAX_BATCH_SIZE, self.leader_epoch_cache)
+                    # No leader epochs from here: segments are met in file-name order, and after a
+                    # crash the recovery below assigns them in offset order from the recovery point.
+                    segment.recover(MAX_BATCH_SIZE)
                     rebuilt.add(segment.base_offset)
                 self._add_segment(segment)
         return rebuilt
 
-    def _recover_log(self, clean: bool, recovery_point: int, log_start_offset: int, rebuilt: set[int]) -> tuple[int, int, int, int]:
+    def _recover_log(self, clean: bool, recovery_point: int, log_start_offset: int) -> tuple[int, int, int, int]:
         """Kafka's recoverLog; returns (recovery point, log end offset, segments recovered, bytes truncated)."""
         recovered = 0
         truncated = 0
@@ -300,8 +302,6 @@ class Log:
             start = self._floor_index(recovery_point)
             unflushed = self.segments[start:]
             for i, segment in enumerate(unflushed):
-                if segment.base_offset in rebuilt:
-                    continue
                 try:
                     truncated = segment.recover(MAX_BATCH_SIZE, self.leader_epoch_cache)
                 except (InvalidIndexEntryError, OSError) as e:
@@ -846,12 +846,14 @@ class Log:
         return True
 
     def close(self) -> None:
-        """Trim and close every segment; deleted ones still pending are unlinked now."""
+        """Trim and close every segment, write the leader epochs; deleted segments still pending
+        are unlinked now."""
         for _, segment in self._pending_deletes:
             segment.delete()
         self._pending_deletes = []
         for segment in self.segments:
             segment.close()
+        self.leader_epoch_cache.flush()
 
     def close_handlers(self) -> None:
         """Release every fd and map without writing (the log is being deleted)."""

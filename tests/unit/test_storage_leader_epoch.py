@@ -17,6 +17,8 @@ def test_assign_persists_only_news(tmp_path: Path) -> None:
     cache.assign(1, 0)
     cache.assign(1, 5)  # same epoch, later offset: nothing new
     cache.assign(3, 10)
+    assert not path.exists()  # written by the log's next flush, not on the append path
+    cache.flush()
     assert path.read_text() == "0\n2\n1 0\n3 10\n"
     assert LeaderEpochCache(path).entries == [(1, 0), (3, 10)]
     assert cache.latest_epoch == 3
