@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+from datetime import datetime, timezone
 from typing import Any, NoReturn, TextIO
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, ResourceType
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.static.primitive import i8
+
+from broker import wire_client
+from storage.log_cleaner import CLEANER_STATS_KEY
 
 CONNECT_TIMEOUT_S = 10.0
+TOPIC_RESOURCE = 2  # DescribeConfigs resource type
 
 
 def fail(message: str) -> NoReturn:
@@ -93,9 +101,40 @@ def topics_describe(bootstrap: str, name: str | None, out: TextIO = sys.stdout) 
         rf = len(next(iter(parts.values())).replicas) if parts else 0
         cfg = ",".join(f"{k}={v}" for k, v in sorted(configs.get(n, {}).items()))
         print(f"Topic: {n}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {cfg}", file=out)
+        cleaning = _cleaner_stats(bootstrap, n)
         for index in sorted(parts):
             p = parts[index]
-            print(f"\tTopic: {n}\tPartition: {index}\tLeader: {p.leader}\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isrs))}", file=out)
+            line = f"\tTopic: {n}\tPartition: {index}\tLeader: {p.leader}\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isrs))}"
+            if index in cleaning:
+                line += _format_cleaning(cleaning[index])
+            print(line, file=out)
+
+
+def _cleaner_stats(bootstrap: str, topic: str) -> dict[int, dict[str, Any]]:
+    """Each partition's dirty ratio and last cleaning, from a DescribeConfigs naming the cleaner's stats key."""
+    body = DescribeConfigsRequest(resources=(DescribeConfigsResource(resource_type=i8(TOPIC_RESOURCE), resource_name=topic, configuration_keys=(CLEANER_STATS_KEY,)),))
+    try:
+        response = wire_client.request(bootstrap, body, client_id="kbroker-cli")
+    except OSError:
+        return {}
+    for result in response.results:
+        for entry in result.configs:
+            if entry.name == CLEANER_STATS_KEY and entry.value:
+                return {int(partition): stats for partition, stats in json.loads(entry.value).items()}
+    return {}
+
+
+def _format_cleaning(stats: dict[str, Any]) -> str:
+    text = f"\tDirtyRatio: {stats['dirty_ratio']:.4f}"
+    last = stats.get("last_cleaning")
+    if not last:
+        return text + "\tLastCleaned: never"
+    when = datetime.fromtimestamp(last["finished_ms"] / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (
+        f"{text}\tLastCleaned: {when} (up to offset {last['end_offset']}, records {last['messages_read']}->{last['messages_written']}, "
+        f"bytes {last['bytes_read']}->{last['bytes_written']}, segments {last['segments_before']}->{last['segments_after']}, "
+        f"tombstones removed {last['tombstones_removed']}, {last['elapsed_s']}s)"
+    )
 
 
 def topics_delete(bootstrap: str, name: str) -> None:

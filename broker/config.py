@@ -9,6 +9,8 @@ from typing import Literal, Mapping
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from storage.log_cleaner import CleanerConfig
+
 LONG_MAX = 9223372036854775807
 log = structlog.get_logger()
 
@@ -73,6 +75,23 @@ class BrokerConfig(BaseModel):
     log_flush_offset_checkpoint_interval_ms: int = Field(60000, alias="log.flush.offset.checkpoint.interval.ms", ge=1)
     log_message_timestamp_type: Literal["CreateTime", "LogAppendTime"] = Field("CreateTime", alias="log.message.timestamp.type")
     log_cleanup_policy: str = Field("delete", alias="log.cleanup.policy")
+    log_cleaner_enable: bool = Field(True, alias="log.cleaner.enable")
+    log_cleaner_threads: int = Field(1, alias="log.cleaner.threads", ge=0)
+    log_cleaner_backoff_ms: int = Field(15000, alias="log.cleaner.backoff.ms", ge=0)
+    log_cleaner_dedupe_buffer_size: int = Field(134217728, alias="log.cleaner.dedupe.buffer.size", ge=1048576)
+    log_cleaner_io_buffer_load_factor: float = Field(0.9, alias="log.cleaner.io.buffer.load.factor", gt=0, le=1)
+    log_cleaner_io_max_bytes_per_second: float = Field(1.7976931348623157e308, alias="log.cleaner.io.max.bytes.per.second", gt=0)
+    log_cleaner_delete_retention_ms: int = Field(86400000, alias="log.cleaner.delete.retention.ms", ge=0)
+    log_cleaner_min_compaction_lag_ms: int = Field(0, alias="log.cleaner.min.compaction.lag.ms", ge=0)
+    log_cleaner_max_compaction_lag_ms: int = Field(LONG_MAX, alias="log.cleaner.max.compaction.lag.ms", ge=1)
+    log_cleaner_min_cleanable_ratio: float = Field(0.5, alias="log.cleaner.min.cleanable.ratio", ge=0, le=1)
+    # kbroker's own: where the cleaner copies (measured in benchmarks/compaction_latency.py).
+    log_cleaner_executor: Literal["thread", "process"] = Field("process", alias="log.cleaner.executor")
+    # Test only: the cleaner sleeps on the event loop at this step of a segment swap.
+    log_cleaner_test_swap_pause_ms: int = Field(0, alias="log.cleaner.test.swap.pause.ms", ge=0)
+    log_cleaner_test_swap_pause_step: Literal["before_commit", "committed", "old_deleted"] = Field(
+        "committed", alias="log.cleaner.test.swap.pause.step"
+    )
     compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field("producer", alias="compression.type")
     min_insync_replicas: int = Field(1, alias="min.insync.replicas", ge=1)
     unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
@@ -97,6 +116,21 @@ class BrokerConfig(BaseModel):
     group_consumer_min_heartbeat_interval_ms: int = Field(5000, alias="group.consumer.min.heartbeat.interval.ms", ge=1)
     group_consumer_max_heartbeat_interval_ms: int = Field(15000, alias="group.consumer.max.heartbeat.interval.ms", ge=1)
     group_consumer_max_size: int = Field(2**31 - 1, alias="group.consumer.max.size", ge=1)
+    producer_id_expiration_ms: int = Field(86400000, alias="producer.id.expiration.ms", ge=1)
+    producer_id_expiration_check_interval_ms: int = Field(600000, alias="producer.id.expiration.check.interval.ms", ge=1)
+    transaction_state_log_num_partitions: int = Field(50, alias="transaction.state.log.num.partitions", ge=1)
+    # Kafka's default is 3 (min ISR 2); a default kbroker is one node, as for offsets.topic.replication.factor.
+    transaction_state_log_replication_factor: int = Field(1, alias="transaction.state.log.replication.factor", ge=1)
+    transaction_state_log_min_isr: int = Field(1, alias="transaction.state.log.min.isr", ge=1)
+    transaction_state_log_segment_bytes: int = Field(104857600, alias="transaction.state.log.segment.bytes", ge=14)
+    transaction_max_timeout_ms: int = Field(900000, alias="transaction.max.timeout.ms", ge=1)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
+        10000, alias="transaction.abort.timed.out.transaction.cleanup.interval.ms", ge=1
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = Field(
+        3600000, alias="transaction.remove.expired.transaction.cleanup.interval.ms", ge=1
+    )
+    transactional_id_expiration_ms: int = Field(604800000, alias="transactional.id.expiration.ms", ge=1)
 
     @field_validator("listeners")
     @classmethod
@@ -192,11 +226,29 @@ class BrokerConfig(BaseModel):
             "flush.ms": str(flush_ms),
             "message.timestamp.type": self.log_message_timestamp_type,
             "cleanup.policy": self.log_cleanup_policy,
+            "delete.retention.ms": str(self.log_cleaner_delete_retention_ms),
+            "min.compaction.lag.ms": str(self.log_cleaner_min_compaction_lag_ms),
+            "max.compaction.lag.ms": str(self.log_cleaner_max_compaction_lag_ms),
+            "min.cleanable.dirty.ratio": str(self.log_cleaner_min_cleanable_ratio),
             "max.message.bytes": str(self.message_max_bytes),
             "compression.type": self.compression_type,
             "min.insync.replicas": str(self.min_insync_replicas),
             "unclean.leader.election.enable": str(self.unclean_leader_election_enable).lower(),
         }
+
+    def cleaner_config(self) -> CleanerConfig:
+        """The log cleaner's settings; log.cleaner.threads=0 turns it off as log.cleaner.enable=false does."""
+        return CleanerConfig(
+            enable=self.log_cleaner_enable and self.log_cleaner_threads > 0,
+            threads=max(self.log_cleaner_threads, 1),
+            backoff_ms=self.log_cleaner_backoff_ms,
+            dedupe_buffer_size=self.log_cleaner_dedupe_buffer_size,
+            io_buffer_load_factor=self.log_cleaner_io_buffer_load_factor,
+            io_max_bytes_per_second=self.log_cleaner_io_max_bytes_per_second,
+            executor=self.log_cleaner_executor,
+            test_swap_pause_ms=self.log_cleaner_test_swap_pause_ms,
+            test_swap_pause_step=self.log_cleaner_test_swap_pause_step,
+        )
 
     def as_properties(self) -> dict[str, str | None]:
         out: dict[str, str | None] = {}

@@ -21,7 +21,7 @@ from raft import controller_logic
 from raft.controller_logic import CreatableTopic, QuorumControllerLogic
 from raft.metadata_image import TOPIC_RESOURCE, MetadataImage
 from raft.metadata_log import MetadataLog
-from raft.metadata_records import MetadataRecord
+from raft.metadata_records import MetadataRecord, ProducerIdsRecord
 from storage.log_config import InvalidConfigError, LogConfig
 
 log = structlog.get_logger()
@@ -146,6 +146,21 @@ class QuorumController:
             if not validate_only:
                 self._commit(records)
             return results
+
+    async def allocate_producer_ids(self, broker_id: int) -> ProducerIdsRecord:
+        """Kafka's AllocateProducerIds: commit the next block of producer ids for ``broker_id``.
+
+        The block's end is in the metadata log before any id of it is handed out, so a restart
+        never hands one out twice. Raises ProducerIdsExhaustedError past the int64 range.
+        """
+        async with self._lock:
+            image = self._metadata.image
+            registration = image.brokers.get(broker_id)
+            epoch = registration.epoch if registration is not None else -1
+            record = self._logic.allocate_producer_ids(image, broker_id, broker_epoch=epoch)
+            self._commit([record])
+            log.info("producer_ids.allocated", broker_id=broker_id, next_producer_id=record.next_producer_id)
+            return record
 
 
 __all__ = ["ConfigResource", "QuorumController", "InvalidConfigError"]

@@ -20,13 +20,14 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
 from broker.controller import QuorumController
+from broker.coordinator_partition import create_internal_topic, replay_batches
 from broker.group.coordinator_records import CoordinatorRecordError, OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
 from broker.group.group_coordinator_shard import GroupCoordinatorShard
 from broker.group.group_metadata_manager import CancelTimer, CoordinatorResult, ErrorResponse, GroupConfig, JoinGroupResponse, Respond, SyncGroupResponse
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
-from protocol.records import build_batch, iter_records
-from raft.controller_logic import CreatableTopic
+from protocol.control_records import read_marker
+from protocol.records import InvalidRecordError, build_batch
 from raft.metadata_image import MetadataImage
 from storage.errors import StorageError
 from storage.log import AppendOrigin
@@ -34,8 +35,6 @@ from storage.log import AppendOrigin
 log = structlog.get_logger()
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-# Replay yields to the event loop this often, so loading a big partition never stalls other clients.
-BATCHES_PER_YIELD = 64
 
 
 def java_string_hash(s: str) -> int:
@@ -60,6 +59,10 @@ def topic_partition_counts(image: MetadataImage) -> dict[str, tuple[uuid.UUID, i
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+# Errors of the producer-state checks a transactional offset commit answers as they are.
+PRODUCER_ERRORS = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced, ErrorCode.invalid_txn_state, ErrorCode.unknown_producer_id})
 
 
 class CoordinatorNotAvailable(Exception):
@@ -123,23 +126,25 @@ class GroupCoordinator:
         records = skipped = 0
         try:
             if partition is not None:
-                start = partition.log.log_start_offset
-                for i, (header, batch) in enumerate(partition.log.batches(start, partition.high_watermark)):
+                async for header, batch, keyed in replay_batches(partition.log, partition.high_watermark):
                     if header.is_control:
+                        # A transaction marker settles the offsets its producer committed in the transaction.
+                        marker = read_marker(batch, header)
+                        if marker is not None and header.base_offset >= partition.log.log_start_offset:
+                            shard.offsets.complete_transaction(header.producer_id, marker.commit)
                         continue
-                    for record in iter_records(batch, header):
-                        if record.offset < start or record.key is None:
-                            continue
+                    for record in keyed:
                         try:
-                            decoded = decode_record(record.key, record.value)
+                            decoded = decode_record(record.key, record.value)  # type: ignore[arg-type]
                         except UnknownRecordType:
                             skipped += 1
                             continue
-                        shard.replay(decoded.key, decoded.value)
+                        if header.is_transactional and isinstance(decoded.key, OffsetCommitKey):
+                            shard.offsets.replay_transactional(header.producer_id, decoded.key, decoded.value)  # type: ignore[arg-type]
+                        else:
+                            shard.replay(decoded.key, decoded.value)
                         records += 1
-                    if i % BATCHES_PER_YIELD == BATCHES_PER_YIELD - 1:
-                        await asyncio.sleep(0)
-        except (CoordinatorRecordError, StorageError, ValueError):
+        except (CoordinatorRecordError, StorageError, ValueError, InvalidRecordError):
             log.exception("group_coordinator.load_failed", partition=index)
             self._loading.pop(index, None)
             return
@@ -174,16 +179,13 @@ class GroupCoordinator:
             if GROUP_METADATA_TOPIC in self._metadata.image.topics:
                 return
             cfg = self._config
-            topic = CreatableTopic(
-                name=GROUP_METADATA_TOPIC,
-                num_partitions=cfg.offsets_topic_num_partitions,
-                replication_factor=cfg.offsets_topic_replication_factor,
-                assignments=None,
-                configs={"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
+            await create_internal_topic(
+                self._controller,
+                GROUP_METADATA_TOPIC,
+                cfg.offsets_topic_num_partitions,
+                cfg.offsets_topic_replication_factor,
+                {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
             )
-            [result] = await self._controller.create_topics([topic], validate_only=False)
-            if result.error_code not in (0, ErrorCode.topic_already_exists):
-                log.warning("group_coordinator.offsets_topic_not_created", error=result.error_code, message=result.error_message)
 
     def shard_for(self, group_id: str) -> GroupCoordinatorShard:
         """The loaded shard coordinating ``group_id``, or CoordinatorNotAvailable with Kafka's error."""
@@ -242,20 +244,48 @@ class GroupCoordinator:
                 self._timers[timer.key] = loop.call_later(delay, self._fire, timer.key)
         return error
 
-    def _append(self, index: int, records: list[tuple[Any, Any]]) -> int:
+    def _append(self, index: int, records: list[tuple[Any, Any]], producer: tuple[int, int] | None = None) -> int:
         partition = self._rm.get_partition(GROUP_METADATA_TOPIC, index)
         if partition is None:
             return ErrorCode.not_coordinator
         timestamp = now_ms()
-        batch = build_batch([(encode_key(k), None if v is None else encode_value(v), (), timestamp) for k, v in records])
+        entries = [(encode_key(k), None if v is None else encode_value(v), (), timestamp) for k, v in records]
+        if producer is None:
+            batch = build_batch(entries)
+        else:
+            # TxnOffsetCommit: the producer's transactional batch, settled by its transaction's marker.
+            batch = build_batch(entries, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True)
         try:
             partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR)
         except StorageError as e:
+            if producer is not None and e.error_code in PRODUCER_ERRORS:
+                return e.error_code
             # Kafka maps a failed coordinator write to errors the client retries against a coordinator.
             log.error("group_coordinator.append_failed", partition=index, error=str(e))
             return ErrorCode.coordinator_not_available
         self._rm.fetch_purgatory.touch((GROUP_METADATA_TOPIC, index))
         return 0
+
+    # -- transactions ------------------------------------------------------------------------------
+
+    def execute_transactional(self, group_id: str, producer_id: int, producer_epoch: int, records: list[tuple[Any, Any]]) -> int:
+        """Write TxnOffsetCommit records in the producer's transaction; they stay pending until its marker."""
+        index = self.partition_for(group_id)
+        error = self._append(index, records, (producer_id, producer_epoch))
+        shard = self.shards.get(index)
+        if not error and shard is not None:
+            for key, value in records:
+                shard.offsets.replay_transactional(producer_id, key, value)
+        return error
+
+    def on_transaction_completed(self, index: int, producer_id: int, commit: bool) -> None:
+        """The transaction coordinator wrote a marker to ``__consumer_offsets`` partition ``index``."""
+        shard = self.shards.get(index)
+        if shard is None:
+            return
+        settled = shard.offsets.complete_transaction(producer_id, commit)
+        if settled:
+            log.debug("group_coordinator.txn_offsets", partition=index, producer_id=producer_id, committed=commit, offsets=settled)
 
     @staticmethod
     def _complete(respond: Respond, append_error: int) -> None:

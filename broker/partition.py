@@ -18,6 +18,8 @@ class LogReadResult:
     last_stable_offset: int
     log_start_offset: int
     log_end_offset: int
+    # (producer id, first offset) of the aborted transactions in the range read; None unless read_committed.
+    aborted_transactions: list[tuple[int, int]] | None = None
 
     @property
     def size(self) -> int:
@@ -41,7 +43,9 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        """Below it every transaction is complete: min(first unstable offset, high watermark)."""
+        first_unstable = self.log.first_unstable_offset
+        return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
 
     def append_records_to_leader(self, records: memoryview, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         info = self.log.append_as_leader(records, self.leader_epoch, origin)
@@ -49,6 +53,12 @@ class Partition:
         return info
 
     def read_records(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool) -> LogReadResult:
-        upper = self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark
+        last_stable = self.last_stable_offset
+        upper = last_stable if isolation_level == READ_COMMITTED else self.high_watermark
         info = self.log.read(fetch_offset, max_bytes, upper, min_one_message)
-        return LogReadResult(info, self.high_watermark, self.last_stable_offset, self.log.log_start_offset, self.log.log_end_offset)
+        aborted = None
+        if isolation_level == READ_COMMITTED:
+            # Kafka's bound: the end of the segment the read started in; the client only uses
+            # the entries whose records it got.
+            aborted = self.log.collect_aborted_transactions(fetch_offset, self.log.fetch_upper_bound(fetch_offset)) if info.regions else []
+        return LogReadResult(info, self.high_watermark, last_stable, self.log.log_start_offset, self.log.log_end_offset, aborted)

@@ -27,6 +27,7 @@ class ProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str | None], ...] = ()  # (index in the batch, message) of rejected records
 
 
 @dataclass(slots=True)
@@ -102,7 +103,12 @@ class ReplicaManager:
                 info = partition.append_records_to_leader(records)
             except StorageError as e:
                 log.debug("produce.rejected", topic=topic, partition=index, error=str(e))
-                results[key] = ProduceResult(error_code=e.error_code, error_message=str(e) or None, log_start_offset=partition.log.log_start_offset)
+                results[key] = ProduceResult(
+                    error_code=e.error_code,
+                    error_message=str(e) or None,
+                    log_start_offset=partition.log.log_start_offset,
+                    record_errors=getattr(e, "record_errors", ()),
+                )
                 continue
             results[key] = ProduceResult(base_offset=info.first_offset, log_append_time=info.log_append_time, log_start_offset=info.log_start_offset)
             self.fetch_purgatory.touch(key)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
 import signal
 import time
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, TypeVar
 
 import structlog
 
@@ -27,7 +28,9 @@ from broker.handlers.admin_topics import (
 from broker.handlers.api_versions import api_versions_response
 from broker.handlers.cluster import DescribeClusterHandler, DescribeLogDirsHandler
 from broker.handlers.delete_records import DeleteRecordsHandler
+from broker.handlers.describe_producers import DescribeProducersHandler
 from broker.handlers.fetch import FetchHandler
+from broker.handlers.init_producer_id import InitProducerIdHandler
 from broker.handlers.groups import (
     ConsumerGroupDescribeHandler,
     ConsumerGroupHeartbeatHandler,
@@ -47,10 +50,23 @@ from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.metadata import MetadataHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
+from broker.handlers.transactions import (
+    AddOffsetsToTxnHandler,
+    AddPartitionsToTxnHandler,
+    DescribeTransactionsHandler,
+    EndTxnHandler,
+    ListTransactionsHandler,
+    TxnOffsetCommitHandler,
+    WriteTxnMarkersHandler,
+)
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import SocketServer, TransferMetrics
+from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import ReplicaManager
+from broker.transaction.transaction_coordinator import TransactionCoordinator
+from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from broker.transaction.transaction_state_manager import TransactionStateManager
 from protocol.api_keys import ApiKey
 from raft.metadata_log import MetadataLog
 from storage.log_config import LogConfig
@@ -59,6 +75,7 @@ from storage.partition_metadata import flush_partition_metadata
 
 log = structlog.get_logger()
 
+T = TypeVar("T")
 SHUTDOWN_GRACE_S = 10.0
 ROLLED_SEGMENT_FLUSH_MS = 1000
 
@@ -93,6 +110,20 @@ class KafkaServer:
         self.group_coordinator = GroupCoordinator(cfg, self.controller, self.metadata, self.replica_manager)
         self.controller.add_listener(self.group_coordinator.on_metadata_update)
         self.group_coordinator.on_metadata_update(self.metadata.image)
+        self.txn_state_manager = TransactionStateManager(cfg, self.controller, self.metadata, self.replica_manager)
+        self.txn_markers = TransactionMarkerChannelManager(self.replica_manager, self.metadata, self.group_coordinator)
+        self.producer_id_manager = ProducerIdManager(cfg.node_id, self.controller)
+        self.txn_coordinator = TransactionCoordinator(
+            self.txn_state_manager,
+            self.producer_id_manager,
+            self.txn_markers,
+            max_timeout_ms=cfg.transaction_max_timeout_ms,
+            transactional_id_expiration_ms=cfg.transactional_id_expiration_ms,
+        )
+        self.init_producer_id = InitProducerIdHandler(self.producer_id_manager)
+        self.init_producer_id.transaction_coordinator = self.txn_coordinator
+        self.controller.add_listener(self.txn_state_manager.on_metadata_update)
+        self.txn_state_manager.on_metadata_update(self.metadata.image)
 
         sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {
@@ -104,14 +135,14 @@ class KafkaServer:
             ApiKey.CREATE_TOPICS: CreateTopicsHandler(self.controller),
             ApiKey.DELETE_TOPICS: DeleteTopicsHandler(self.controller, self.metadata),
             ApiKey.CREATE_PARTITIONS: CreatePartitionsHandler(self.controller),
-            ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(self.controller, self.metadata, cfg),
+            ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(self.controller, self.metadata, cfg, self.log_manager.describe_cleaning),
             ApiKey.ALTER_CONFIGS: AlterConfigsHandler(self.controller),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsHandler(self.controller),
             ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(self.metadata),
             ApiKey.DELETE_RECORDS: DeleteRecordsHandler(self.replica_manager, self.metadata),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochHandler(self.replica_manager, self.metadata),
             ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(self.replica_manager, cfg),
-            ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(self.group_coordinator, self.metadata),
+            ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(self.group_coordinator, self.metadata, self.txn_state_manager),
             ApiKey.JOIN_GROUP: JoinGroupHandler(self.group_coordinator),
             ApiKey.SYNC_GROUP: SyncGroupHandler(self.group_coordinator),
             ApiKey.HEARTBEAT: HeartbeatHandler(self.group_coordinator),
@@ -124,6 +155,15 @@ class KafkaServer:
             ApiKey.DELETE_GROUPS: DeleteGroupsHandler(self.group_coordinator),
             ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatHandler(self.group_coordinator, self.metadata),
             ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata),
+            ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnHandler(self.txn_coordinator, self.metadata),
+            ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(self.txn_coordinator, self.group_coordinator),
+            ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitHandler(self.group_coordinator),
+            ApiKey.END_TXN: EndTxnHandler(self.txn_coordinator),
+            ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(self.txn_markers),
+            ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsHandler(self.txn_coordinator),
+            ApiKey.LIST_TRANSACTIONS: ListTransactionsHandler(self.txn_coordinator),
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.DESCRIBE_PRODUCERS: DescribeProducersHandler(self.replica_manager, self.metadata),
         }
         apis = KafkaApis(handlers)  # type: ignore[arg-type]
         # What start-up built (every partition's log, the metadata image, the modules) mostly
@@ -149,7 +189,13 @@ class KafkaServer:
         self._schedule("log-flush", min(cfg.log_flush_scheduler_interval_ms, ROLLED_SEGMENT_FLUSH_MS), self._flush)
         self._schedule("recovery-point-checkpoint", cfg.log_flush_offset_checkpoint_interval_ms, self._checkpoint)
         self._schedule("delete-segments", 1000, self._delete_segments)
+        self._schedule("producer-id-expiration", cfg.producer_id_expiration_check_interval_ms, self._expire_producers)
         self._schedule("group-metadata-cleanup", cfg.offsets_retention_check_interval_ms, self.group_coordinator.cleanup_group_metadata)
+        self._schedule("transaction-abort", cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms, self.txn_coordinator.abort_timed_out_transactions)
+        self._schedule(
+            "transactional-id-expiration", cfg.transaction_remove_expired_transaction_cleanup_interval_ms, self.txn_coordinator.remove_expired_transactional_ids
+        )
+        self.log_manager.start_cleaner(cfg.cleaner_config(), run_on_loop(asyncio.get_running_loop()))
         log.info(
             "broker.started",
             node_id=cfg.node_id,
@@ -193,6 +239,9 @@ class KafkaServer:
     def _delete_segments(self) -> None:
         self.log_manager.delete_pending_segments()
 
+    def _expire_producers(self) -> None:
+        self.log_manager.remove_expired_producers(self.config.producer_id_expiration_ms)
+
     def request_stop(self) -> None:
         self._stopping.set()
 
@@ -206,12 +255,34 @@ class KafkaServer:
             self.replica_manager.fetch_purgatory.touch_all()
             await self.socket_server.close_connections(SHUTDOWN_GRACE_S)
         self.group_coordinator.shutdown()
+        self.txn_state_manager.shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        # In a thread: the cleaner threads finish their step on this loop before they stop.
+        await asyncio.to_thread(self.log_manager.stop_cleaner)
         self.log_manager.shutdown()
         log.info("fetch.bytes", sendfile_bytes=self.metrics.sendfile_bytes, copied_bytes=self.metrics.copied_bytes)
         log.info("broker.stopped")
+
+
+class run_on_loop:  # noqa: N801 - used as a function: run_on_loop(loop)(fn)
+    """For threads (the log cleaner's): run a function on ``loop`` and wait for its result."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def __call__(self, fn: Callable[[], T]) -> T:
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def call() -> None:
+            try:
+                done.set_result(fn())
+            except BaseException as e:
+                done.set_exception(e)
+
+        self._loop.call_soon_threadsafe(call)
+        return done.result()
 
 
 async def serve(config: BrokerConfig) -> None:

@@ -33,7 +33,13 @@ class ApiKey(IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -42,6 +48,9 @@ class ApiKey(IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
 
@@ -78,7 +87,15 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.CREATE_TOPICS, 2, 7, 5),
         ApiRange(ApiKey.DELETE_TOPICS, 1, 6, 4),
         ApiRange(ApiKey.DELETE_RECORDS, 0, 2, 2),
+        ApiRange(ApiKey.INIT_PRODUCER_ID, 0, 5, 2),
         ApiRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, 4),
+        ApiRange(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, 3),
+        ApiRange(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, 3),
+        # EndTxn v5 is KIP-890 part 2 (an epoch bump per transaction), which kbroker does not do.
+        ApiRange(ApiKey.END_TXN, 0, 4, 3),
+        # kio has no WriteTxnMarkers v0 (Kafka 4 no longer serves it either).
+        ApiRange(ApiKey.WRITE_TXN_MARKERS, 1, 1, 1),
+        ApiRange(ApiKey.TXN_OFFSET_COMMIT, 0, 4, 3),
         ApiRange(ApiKey.DESCRIBE_CONFIGS, 1, 4, 4),
         ApiRange(ApiKey.ALTER_CONFIGS, 0, 2, 2),
         ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
@@ -87,6 +104,9 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.OFFSET_DELETE, 0, 0, NEVER_FLEXIBLE),
         ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
         ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
+        ApiRange(ApiKey.DESCRIBE_PRODUCERS, 0, 0, 0),
+        ApiRange(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, 0),
+        ApiRange(ApiKey.LIST_TRANSACTIONS, 0, 1, 0),
         ApiRange(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, 0),
         ApiRange(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, 0),
     )

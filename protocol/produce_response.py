@@ -37,6 +37,8 @@ class PartitionResult(Protocol):
     def log_start_offset(self) -> int: ...
     @property
     def error_message(self) -> str | None: ...
+    @property
+    def record_errors(self) -> Sequence[tuple[int, str | None]]: ...
 
 
 def encode_produce_response(
@@ -55,7 +57,12 @@ def encode_produce_response(
             if version >= 5:
                 append(_I64.pack(p.log_start_offset))
             if version >= 8:
-                append(array_length(0, flexible))  # record_errors: kbroker rejects whole batches only
+                append(array_length(len(p.record_errors), flexible))
+                for batch_index, message in p.record_errors:
+                    append(_I32.pack(batch_index))
+                    append(string(message, flexible))
+                    if flexible:
+                        append(b"\x00")
                 append(string(p.error_message, flexible))
             if flexible:
                 append(b"\x00")

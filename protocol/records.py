@@ -39,8 +39,10 @@ from kio.serial.writers import write_signed_varint, write_signed_varlong
 from protocol.compression import CompressionType, compress, decompress
 from protocol.record_batch import (
     ATTRIBUTES,
+    COMPRESSION_MASK,
     CONTROL_MASK,
     CRC,
+    DELETE_HORIZON_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     NO_PARTITION_LEADER_EPOCH,
@@ -348,3 +350,53 @@ def parse_control_record(record: Record) -> tuple[ControlRecordType, int]:
     if marker_version < 0:
         raise InvalidRecordError(f"negative transaction marker version {marker_version}")
     return marker, coordinator_epoch
+
+
+def build_retained_batch(original: BatchHeader, records: Sequence[Record], delete_horizon_ms: int | None = None) -> bytes:
+    """What the log cleaner writes for a batch it kept only ``records`` of (Kafka's buildRetainedRecordsInto).
+
+    The batch keeps its base offset, producer id, epoch and base sequence, leader epoch,
+    timestamp type, transactional and control flags and codec; each record keeps its offset
+    (so deltas may skip) and its timestamp, and the batch keeps its last offset whatever records
+    went, as Kafka does, so the producer's last sequence is still right. With ``delete_horizon_ms`` (KIP-534) the base
+    timestamp holds the horizon and the batch says so; record timestamps stay what they were,
+    their deltas taken from the horizon. No records gives Kafka's empty batch: the header
+    alone, uncompressed.
+    """
+    base_offset = original.base_offset
+    attributes = original.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_MASK)
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+    if records:
+        base_timestamp = records[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
+        section = io.BytesIO()
+        for record in records:
+            _write_record(section, record.offset - base_offset, record.timestamp - base_timestamp, record.key, record.value, record.headers)
+        payload = compress(original.compression, section.getvalue()) if original.compression else section.getvalue()
+        attributes |= original.compression
+        max_timestamp = original.max_timestamp if original.is_log_append_time else max(r.timestamp for r in records)
+    else:
+        payload = b""
+        base_timestamp = original.base_timestamp if delete_horizon_ms is None else delete_horizon_ms
+        max_timestamp = original.max_timestamp
+    out = bytearray(HEADER_SIZE + len(payload))
+    _BATCH_HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        original.partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        original.last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        original.producer_id,
+        original.producer_epoch,
+        original.base_sequence,
+        len(records),
+    )
+    out[HEADER_SIZE:] = payload
+    _CRC.pack_into(out, CRC, crc32c.crc32c(memoryview(out)[ATTRIBUTES:]))
+    return bytes(out)

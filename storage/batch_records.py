@@ -1,9 +1,9 @@
-"""Just enough of the v2 record format to find record timestamps inside one batch.
+"""Just enough of the v2 record format to find record timestamps, or null keys, inside one batch.
 
 ListOffsets by time (and MAX_TIMESTAMP) must name the exact record, which means looking
-inside a batch. That is not the produce or fetch path: it decodes one batch per request.
-Only each record's length, timestamp delta and offset delta are read; keys, values and
-headers are skipped over.
+inside a batch; a produce to a compacted topic must find the records without a key. Both
+read only each record's length and the fields before the key; keys, values and headers are
+skipped over.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from protocol.records import InvalidRecordError, decode_varlong
 from storage.errors import CorruptRecordError
 
 
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """Kafka's zigzag varint/varlong; returns (value, position after it)."""
     try:
         return decode_varlong(buf, pos)
@@ -24,18 +24,19 @@ def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         raise CorruptRecordError(str(e)) from None
 
 
-def record_timestamps(header: BatchHeader, batch: bytes) -> Iterator[tuple[int, int]]:
-    """(offset, timestamp) of every record in ``batch`` (the whole batch, header included).
-
-    LogAppendTime batches stamp every record with the batch's max timestamp, as Kafka's
-    DefaultRecord does. Compressed batches are decompressed here (one batch, off the hot path).
-    """
+def _records_section(header: BatchHeader, batch: bytes | memoryview) -> bytes | memoryview:
     payload = batch[HEADER_SIZE : header.size]
     if header.compression:
         try:
-            payload = decompress(header.compression, payload)
+            return decompress(header.compression, payload)
         except CompressionError as e:
             raise CorruptRecordError(f"cannot decompress the batch at offset {header.base_offset}: {e}") from None
+    return payload
+
+
+def _record_prefixes(header: BatchHeader, batch: bytes | memoryview) -> Iterator[tuple[int, int, int]]:
+    """(timestamp delta, offset delta, key length) of each record, the rest of it skipped."""
+    payload = _records_section(header, batch)
     pos = 0
     for _ in range(header.records_count):
         length, pos = read_varint(payload, pos)
@@ -45,6 +46,22 @@ def record_timestamps(header: BatchHeader, batch: bytes) -> Iterator[tuple[int, 
         pos += 1  # attributes
         timestamp_delta, pos = read_varint(payload, pos)
         offset_delta, pos = read_varint(payload, pos)
+        key_length, _ = read_varint(payload, pos)
+        yield timestamp_delta, offset_delta, key_length
+        pos = end
+
+
+def record_timestamps(header: BatchHeader, batch: bytes) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of every record in ``batch`` (the whole batch, header included).
+
+    LogAppendTime batches stamp every record with the batch's max timestamp, as Kafka's
+    DefaultRecord does. Compressed batches are decompressed here (one batch, off the hot path).
+    """
+    for timestamp_delta, offset_delta, _ in _record_prefixes(header, batch):
         timestamp = header.max_timestamp if header.is_log_append_time else header.base_timestamp + timestamp_delta
         yield header.base_offset + offset_delta, timestamp
-        pos = end
+
+
+def keyless_record_indexes(header: BatchHeader, batch: bytes | memoryview) -> list[int]:
+    """The index in ``batch`` of every record whose key is null (a compacted topic refuses them)."""
+    return [index for index, (_, _, key_length) in enumerate(_record_prefixes(header, batch)) if key_length < 0]

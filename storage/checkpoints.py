@@ -49,6 +49,15 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     return out
 
 
+def fsync_file(path: Path) -> None:
+    """Make what was written to ``path`` through another descriptor durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(directory: Path) -> None:
     """Make a rename or a new file in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)

@@ -34,7 +34,13 @@ class KafkaStorageError(StorageError):
 
 
 class InvalidRecordError(StorageError):
+    """INVALID_RECORD; ``record_errors`` names the rejected records, (index in the batch, message)."""
+
     error_code = 87
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str | None], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class InconsistentTopicIdError(StorageError):

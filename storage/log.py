@@ -2,14 +2,15 @@
 
 Appends validate batches from their 61-byte headers only (structure, magic, CRC32C, sizes,
 counts), assign offsets by rewriting ``baseOffset`` and ``partitionLeaderEpoch`` in place and
-write the whole buffer to the active segment with one write. Reads answer with regions of
-segment files. Records are decoded only for ListOffsets by time.
+write the whole buffer to the active segment with one write. Batches with a producer id are
+checked against the partition's producer state (sequences, epochs, transactions) from the
+same headers. Reads answer with regions of segment files. Records are decoded only for
+ListOffsets by time and for the one record of a transaction marker.
 """
 
 from __future__ import annotations
 
 import bisect
-import enum
 import os
 import shutil
 import struct
@@ -21,6 +22,7 @@ from typing import Callable, Iterator, Protocol, Sequence
 
 import structlog
 
+from protocol.control_records import read_marker
 from protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -36,7 +38,7 @@ from protocol.record_batch import (
     set_partition_leader_epoch,
 )
 from storage.abstract_index import CorruptIndexError, InvalidIndexEntryError
-from storage.batch_records import record_timestamps
+from storage.batch_records import keyless_record_indexes, record_timestamps
 from storage.checkpoints import fsync_dir
 from storage.errors import (
     CorruptRecordError,
@@ -48,6 +50,7 @@ from storage.errors import (
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    StorageError,
     UnexpectedAppendOffsetError,
     UnsupportedForMessageFormatError,
 )
@@ -67,6 +70,8 @@ from storage.log_segment import (
     read_next_offset_of_file,
 )
 from storage.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadataFile
+from storage.producer_state_manager import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager, increment_sequence
+from storage.transaction_index import AbortedTxn
 
 __all__ = [
     "AppendOrigin",
@@ -92,19 +97,13 @@ EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 _I32 = struct.Struct(">i")
 _MIN_BATCH_LENGTH = 49  # HEADER_SIZE - LOG_OVERHEAD
 _LEGACY_RECORD_OVERHEAD = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+# Beside a cleaner's .swap: the end of the segments it replaces (kbroker's own, not Kafka's).
+SWAP_END_FILE_SUFFIX = ".swapend"
 _MIN_RECORD_SIZE = 7  # length, attributes, timestamp delta, offset delta, key, value, header count: one byte each
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class AppendOrigin(enum.Enum):
-    """Who is appending as leader; Kafka relaxes or tightens validation by origin."""
-
-    CLIENT = "client"  # a Produce request
-    COORDINATOR = "coordinator"  # group/transaction coordinators (may write control batches)
-    RAFT_LEADER = "raft_leader"  # the metadata log leader (batches already carry the epoch)
 
 
 class LogListener(Protocol):
@@ -165,6 +164,7 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE)
         self.partition_metadata_file = PartitionMetadataFile(directory / PARTITION_METADATA_FILE)
+        self.producer_state = ProducerStateManager(f"{self.topic_partition[0]}-{self.topic_partition[1]}", directory)
         self._log = log.bind(topic=self.topic_partition[0], partition=self.topic_partition[1])
         self._listener = listener
 
@@ -206,12 +206,17 @@ class Log:
         swap_files = self._remove_temp_files_and_collect_swap_files()
         self._complete_swaps(swap_files)
         rebuilt = self._load_segment_files()
+        # After a crash, snapshots taken past the flushed segments may describe data that is gone.
+        unflushed_from = None
+        if not had_clean_shutdown and self.segments:
+            unflushed_from = self.segments[self._floor_index(recovery_point)].base_offset
         new_recovery_point, log_end_offset, recovered, truncated = self._recover_log(had_clean_shutdown, recovery_point, log_start_offset)
         self._log_end_offset = log_end_offset
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.recovery_point = new_recovery_point
         self.leader_epoch_cache.truncate_from_end(log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._load_producer_state(log_end_offset if unflushed_from is None else min(unflushed_from, log_end_offset))
         self._log.info(
             "log.loaded",
             clean_shutdown=had_clean_shutdown,
@@ -222,6 +227,7 @@ class Log:
             segments_recovered=recovered,
             bytes_truncated=truncated,
             indexes_rebuilt=len(rebuilt),
+            producers=len(self.producer_state.producers),
         )
 
     def _remove_temp_files_and_collect_swap_files(self) -> list[Path]:
@@ -251,7 +257,12 @@ class Log:
         return valid
 
     def _complete_swaps(self, swap_files: list[Path]) -> None:
-        """Finish a compaction/split swap the crash interrupted: drop what it replaced, rename it in."""
+        """Finish a compaction/split swap the crash interrupted: drop what it replaced, rename it in.
+
+        The swap replaced every segment from its base offset up to the end offset the cleaner
+        wrote beside it (``.swapend``): the cleaned segment alone may end before the last
+        segment it replaced (that one's records were all superseded).
+        """
         low, high = None, None
         for path in swap_files:
             if not path.name.endswith(LOG_FILE_SUFFIX + SWAP_FILE_SUFFIX):
@@ -259,16 +270,19 @@ class Log:
             base = offset_from_file(path)
             self._log.info("log.swap_recovered", file=path.name)
             low = base if low is None else min(low, base)
-            end = read_next_offset_of_file(path, base)
+            end = max(read_next_offset_of_file(path, base), _read_swap_end(self.dir / (filename_prefix(base) + SWAP_END_FILE_SUFFIX)))
             high = end if high is None else max(high, end)
         if low is not None and high is not None:
             for path in self.dir.iterdir():
-                if path.is_file() and not path.name.endswith(SWAP_FILE_SUFFIX) and low <= _offset_or(path, -1) < high:
-                    self._log.info("log.replaced_segment_deleted", file=path.name)
+                name = path.name
+                if path.is_file() and name.endswith((LOG_FILE_SUFFIX, *INDEX_SUFFIXES)) and low <= _offset_or(path, -1) < high:
+                    self._log.info("log.replaced_segment_deleted", file=name)
                     path.unlink()
         for path in self.dir.iterdir():
             if path.is_file() and path.name.endswith(SWAP_FILE_SUFFIX):
                 os.rename(path, path.with_name(path.name.removesuffix(SWAP_FILE_SUFFIX)))
+            elif path.is_file() and path.name.endswith(SWAP_END_FILE_SUFFIX):
+                path.unlink()
 
     def _load_segment_files(self) -> set[int]:
         """Open every segment; rebuild the indexes of those whose index files are missing or corrupt."""
@@ -339,6 +353,80 @@ class Log:
         end = log_end_offset if log_end_offset is not None else self.segments[-1].read_next_offset()
         return min(recovery_point, end), end, recovered, truncated
 
+    # -- producer state (Kafka's LogLoader.rebuildProducerState) ------------------------------------------
+
+    def _load_producer_state(self, trusted_up_to: int) -> None:
+        """Load the newest snapshot at or below ``trusted_up_to`` and replay batch headers from it to the log end."""
+        state = self.producer_state
+        state.truncate_and_reload(self.log_start_offset, trusted_up_to)
+        start, end = state.map_end_offset, self._log_end_offset
+        replayed = 0
+        if start < end:
+            for segment in self.segments[self._floor_index(start) :]:
+                position = segment.offset_index.lookup(start).position if segment.base_offset <= start else 0
+                for batch_position, header in segment.batch_headers(position):
+                    if header.last_offset < start or not header.has_producer_id:
+                        continue
+                    self._replay_batch(segment, batch_position, header)
+                    replayed += 1
+        state.map_end_offset = end
+        if replayed:
+            self._log.info("log.producer_state_rebuilt", from_offset=start, to_offset=end, batches=replayed)
+
+    def _replay_batch(self, segment: LogSegment, position: int, header: BatchHeader) -> None:
+        info = self.producer_state.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
+        try:
+            completed = self._update_producer(info, header, lambda: segment.read_batch(position, header.size), header.base_offset)
+        except (StorageError, ValueError) as e:
+            self._log.warning("log.producer_state_replay_skipped", offset=header.base_offset, error=str(e))
+            return
+        self.producer_state.update(info)
+        if completed is not None:
+            self._complete_txn(completed, segment)
+
+    @staticmethod
+    def _update_producer(info: ProducerAppendInfo, header: BatchHeader, batch: Callable[[], bytes | memoryview], base_offset: int) -> CompletedTxn | None:
+        """Validate one batch (assigned ``base_offset``) against its producer's state, Kafka's ProducerAppendInfo.append."""
+        if header.is_control:
+            marker = read_marker(batch(), header)
+            if marker is None:
+                return None
+            return info.append_end_txn_marker(marker, header.producer_epoch, base_offset, header.max_timestamp)
+        last_offset = base_offset + header.last_offset_delta
+        last_seq = increment_sequence(header.base_sequence, header.last_offset_delta)
+        info.append_data_batch(header.producer_epoch, header.base_sequence, last_seq, header.max_timestamp, base_offset, last_offset, header.is_transactional)
+        return None
+
+    def _complete_txn(self, txn: CompletedTxn, segment: LogSegment) -> None:
+        """Close a transaction whose marker is in ``segment``; an aborted one gets a txn index entry there."""
+        last_stable_offset = self.producer_state.complete_txn(txn)
+        # A replay after a restart may meet markers whose entries are already in the file.
+        if txn.is_aborted and txn.last_offset > segment.txn_index.last_offset:
+            segment.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, last_stable_offset))
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction; None when every transaction is complete."""
+        return self.producer_state.first_unstable_offset
+
+    def collect_aborted_transactions(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of each aborted transaction overlapping [start_offset, upper_offset)."""
+        aborted: list[tuple[int, int]] = []
+        for segment in self.segments[self._floor_index(start_offset) :]:
+            result = segment.txn_index.collect_aborted(start_offset, upper_offset)
+            aborted.extend((txn.producer_id, txn.first_offset) for txn in result.aborted)
+            if result.complete:
+                break
+        return aborted
+
+    def fetch_upper_bound(self, fetch_offset: int) -> int:
+        """Where the segment a fetch from ``fetch_offset`` reads ends (the next segment's base, or the log end)."""
+        i = self._floor_index(fetch_offset)
+        return self._base_offsets[i + 1] if i + 1 < len(self._base_offsets) else self._log_end_offset
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        return self.producer_state.remove_expired_producers(now_ms, expiration_ms)
+
     # -- segment bookkeeping ----------------------------------------------------------------------------
 
     def _add_segment(self, segment: LogSegment) -> None:
@@ -362,6 +450,38 @@ class Log:
             self._pending_deletes.append((deadline, segment))
         if doomed and self._listener is not None:
             self._listener.on_segments_scheduled_for_deletion(self)
+
+    def replace_cleaned_segments(self, old: Sequence[LogSegment], end_offset: int, on_step: Callable[[str], None] | None = None) -> LogSegment:
+        """Swap the log cleaner's ``.cleaned`` segment at ``old[0].base_offset`` in for ``old`` (Kafka's replaceSegments).
+
+        ``old`` are consecutive inactive segments and ``end_offset`` the base offset of the one
+        after them. The cleaned files become ``.swap`` (the commit point: a crash from then on
+        recovers to the new segment, before it to the old ones), the old segments are renamed
+        ``.deleted`` (their fds stay open for file.delete.delay.ms, so a sendfile in flight is
+        not disturbed) and the ``.swap`` files get their final names. ``on_step`` is told each
+        step's name (fault injection for tests).
+        """
+        first = next((i for i, s in enumerate(self.segments) if s is old[0]), None)
+        if first is None or first + len(old) >= len(self.segments) or any(a is not b for a, b in zip(self.segments[first:], old)):
+            raise KafkaStorageError(f"segments {[s.base_offset for s in old]} of {self._tp} are no longer consecutive inactive segments")
+        step = on_step or (lambda _name: None)
+        base = old[0].base_offset
+        end_file = self.dir / (filename_prefix(base) + SWAP_END_FILE_SUFFIX)
+        _write_swap_end(end_file, end_offset)
+        new = LogSegment.open(self.dir, base, self.config, self._now_ms(), suffix=CLEANED_FILE_SUFFIX)
+        step("before_commit")
+        new.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
+        fsync_dir(self.dir)
+        step("committed")
+        self.segments[first : first + len(old)] = [new]
+        self._base_offsets = [s.base_offset for s in self.segments]
+        self._schedule_delete(old)
+        step("old_deleted")
+        # No fsync from here on: a crash that loses these renames finds the .swap, which recovery completes.
+        new.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+        end_file.unlink()
+        self._log.info("log.cleaned_segment_swapped", segment=base, replaced=len(old), size=new.size)
+        return new
 
     # -- properties ---------------------------------------------------------------------------------------
 
@@ -417,7 +537,15 @@ class Log:
         max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
         records_count = 0
         batches: list[tuple[int, int, int]] = []
+        producers: dict[int, ProducerAppendInfo] | None = None
+        completed: list[CompletedTxn] = []
         for header in headers:
+            if header.producer_id >= 0:
+                if producers is None:
+                    producers = {}
+                duplicate = self._analyze_producer_batch(records, header, next_offset, origin, producers, completed)
+                if duplicate is not None:
+                    return duplicate
             set_base_offset(records, header, next_offset)
             set_partition_leader_epoch(records, header, leader_epoch)
             batch_max_timestamp = header.max_timestamp
@@ -431,12 +559,62 @@ class Log:
             records_count += header.records_count
             next_offset = last + 1
         self._append(records, batches, first_offset, next_offset - 1, max_timestamp, offset_of_max_timestamp, now)
+        if producers is not None:
+            self._update_producer_state(producers, completed)
+        self.producer_state.map_end_offset = self._log_end_offset
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self._maybe_flush_by_messages()
         return LogAppendInfo(
             first_offset, next_offset - 1, max_timestamp, offset_of_max_timestamp, log_append_time, self.log_start_offset, records_count, valid_bytes
         )
+
+    def _analyze_producer_batch(
+        self,
+        records: memoryview,
+        header: BatchHeader,
+        base_offset: int,
+        origin: AppendOrigin,
+        producers: dict[int, ProducerAppendInfo],
+        completed: list[CompletedTxn],
+    ) -> LogAppendInfo | None:
+        """Kafka's analyzeAndValidateProducerState for one batch about to get ``base_offset``.
+
+        A client's retry of one of the producer's last five batches is answered with where
+        that batch went (the returned info), and nothing is appended. Raises the producer
+        state errors (sequence gap, stale epoch, ...) that refuse the whole append.
+        """
+        state = self.producer_state
+        producer_id = header.producer_id
+        if origin is AppendOrigin.CLIENT:
+            last = state.producers.get(producer_id)
+            # The next batch in sequence cannot be a retry: only the others are looked up.
+            if last is not None and last.batches and header.base_sequence != last.batches[-1].last_seq + 1:
+                last_seq = increment_sequence(header.base_sequence, header.last_offset_delta)
+                duplicate = last.find_duplicate(header.producer_epoch, header.base_sequence, last_seq)
+                if duplicate is not None:
+                    self._log.debug("log.duplicate_batch", producer_id=producer_id, first_sequence=header.base_sequence, offset=duplicate.first_offset)
+                    return LogAppendInfo(
+                        duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, duplicate.last_offset, -1, self.log_start_offset, 0, 0
+                    )
+        info = producers.get(producer_id)
+        if info is None:
+            info = producers[producer_id] = state.prepare_update(producer_id, origin)
+        position = header.position
+        try:
+            txn = self._update_producer(info, header, lambda: records[position : position + header.size], base_offset)
+        except ValueError as e:
+            raise InvalidRecordError(f"invalid control batch from producer {producer_id} in {self._tp}: {e}") from None
+        if txn is not None:
+            completed.append(txn)
+        return None
+
+    def _update_producer_state(self, producers: dict[int, ProducerAppendInfo], completed: list[CompletedTxn]) -> None:
+        state = self.producer_state
+        for info in producers.values():
+            state.update(info)
+        for txn in completed:
+            self._complete_txn(txn, self.active_segment)
 
     def _validate_leader_batches(self, records: memoryview, leader_epoch: int, origin: AppendOrigin, now: int) -> list[BatchHeader]:
         """Kafka's analyzeAndValidateRecords + LogValidator checks that need only batch headers."""
@@ -475,9 +653,24 @@ class Log:
                     raise InvalidRecordError(f"invalid sequence number {header.base_sequence} in record batch with producerId {header.producer_id}")
             if config.message_timestamp_type == "CreateTime" and not header.is_control:
                 self._validate_timestamps(header, now)
+            if config.compacts and not header.is_control:
+                self._validate_keys(records[position : position + header.size].toreadonly(), header)
             headers.append(header)
             position += header.size
         return headers
+
+    def _validate_keys(self, batch: memoryview, header: BatchHeader) -> None:
+        """Kafka's LogValidator.validateKey: a compacted topic refuses records without a key (the only
+        place an append looks inside a batch, and only for compacted topics)."""
+        keyless = keyless_record_indexes(header, batch)
+        if keyless:
+            message = f"Compacted topic cannot accept message without key in topic partition {self._tp}."
+            errors = tuple((index, message) for index in keyless)
+            shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')" for index, _ in errors[:3])
+            raise InvalidRecordError(
+                f"One or more records have been rejected due to {len(errors)} record errors in total, and only showing the first three errors at most: [{shown}]",
+                record_errors=errors,
+            )
 
     def _validate_timestamps(self, header: BatchHeader, now: int) -> None:
         """message.timestamp.before/after.max.ms, checked on the batch bounds (records are not decoded).
@@ -535,7 +728,14 @@ class Log:
             if header.max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max_timestamp = header.max_timestamp, header.last_offset
         batches = [(h.size, h.last_offset, h.max_timestamp) for h in headers]
+        producers: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for header in headers:
+            if header.has_producer_id:
+                self._analyze_producer_batch(view, header, header.base_offset, AppendOrigin.REPLICATION, producers, completed)
         self._append(view[:position], batches, first, last, max_timestamp, offset_of_max_timestamp, self._now_ms())
+        self._update_producer_state(producers, completed)
+        self.producer_state.map_end_offset = self._log_end_offset
         for header in headers:
             if header.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
@@ -583,6 +783,9 @@ class Log:
         active.on_become_inactive_segment()
         segment = LogSegment.open(self.dir, new_offset, self.config, self._now_ms())
         self._add_segment(segment)
+        # The state covers everything below the new segment: after a crash only the segments
+        # from here on are replayed.
+        self.producer_state.take_snapshot()
         self._flush_rolled_up_to = max(self._flush_rolled_up_to or 0, new_offset)
         if self._listener is not None:
             self._listener.on_roll(self)
@@ -754,6 +957,7 @@ class Log:
         self._increment_log_start_offset(new_start)
         self._remove_segments(deletable)
         self._schedule_delete(deletable)
+        self.producer_state.delete_snapshots_before(new_start)
         self._log.info("log.segments_deleted", reason=reason, count=len(deletable), log_start_offset=self.log_start_offset)
         return len(deletable)
 
@@ -802,6 +1006,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, target_offset)
         self.leader_epoch_cache.truncate_from_end(target_offset)
         self.log_start_offset = min(self.log_start_offset, target_offset)
+        self._load_producer_state(target_offset)
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -816,6 +1021,7 @@ class Log:
         self.log_start_offset = new_offset
         self._flush_rolled_up_to = None
         self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(new_offset)
 
     # -- durability and lifecycle ------------------------------------------------------------------------------
 
@@ -846,8 +1052,8 @@ class Log:
         return True
 
     def close(self) -> None:
-        """Trim and close every segment, write the leader epochs; deleted segments still pending
-        are unlinked now."""
+        """Snapshot the producer state at the log end, trim and close every segment; deleted ones still pending are unlinked now."""
+        self.producer_state.take_snapshot(sync=True)
         for _, segment in self._pending_deletes:
             segment.delete()
         self._pending_deletes = []
@@ -885,6 +1091,21 @@ def _parse_header(buf: memoryview, position: int) -> BatchHeader:
         raise UnsupportedForMessageFormatError(str(e)) from None
     except InvalidBatch as e:
         raise CorruptRecordError(str(e)) from None
+
+
+def _write_swap_end(path: Path, end_offset: int) -> None:
+    with open(path, "w") as f:
+        f.write(str(end_offset))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _read_swap_end(path: Path) -> int:
+    """The end offset a swap recorded; -1 when the file is missing or unreadable (the swap's own end then)."""
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return -1
 
 
 def _offset_or(path: Path, default: float) -> float:

@@ -148,7 +148,9 @@ class LogConfig(BaseModel):
 
     @property
     def compacts(self) -> bool:
-        return "compact" in self.cleanup_policies
+        # A substring test (the policy is validated to be compact, delete or both): the produce
+        # path asks this for every batch.
+        return "compact" in self.cleanup_policy
 
     @property
     def max_segment_ms(self) -> int:

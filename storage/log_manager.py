@@ -13,7 +13,9 @@ from typing import Callable
 import structlog
 
 from storage.checkpoints import CheckpointError, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from storage.cleaner_checkpoint import CleanerCheckpoint
 from storage.log import Log, parse_topic_partition, wall_clock_ms
+from storage.log_cleaner import CleanerConfig, LogCleaner, RunOnOwner, describe_cleaning
 from storage.log_config import LONG_MAX, LogConfig
 from storage.partition_metadata import PartitionMetadataFile
 
@@ -52,6 +54,7 @@ class LogManager:
         # The content of the checkpoint files as last written: an unchanged one is not rewritten.
         self._written_recovery_points: dict[tuple[str, int], int] | None = None
         self._written_log_start_offsets: dict[tuple[str, int], int] | None = None
+        self.cleaner: LogCleaner | None = None
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -133,6 +136,9 @@ class LogManager:
     def all_logs(self) -> list[Log]:
         return list(self.logs.values())
 
+    def all_log_items(self) -> list[tuple[tuple[str, int], Log]]:
+        return list(self.logs.items())
+
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID | None) -> Log:
         key = (topic, partition)
         existing = self.logs.get(key)
@@ -181,6 +187,8 @@ class LogManager:
         os.rename(plog.dir, target)
         shutil.rmtree(target, ignore_errors=True)
         self._logs_to_close.append((self._now_ms() + plog.config.file_delete_delay_ms, plog))
+        if self.cleaner is not None:
+            self.cleaner.forget((topic, partition))
         log.info("log_manager.log_deleted", topic=topic, partition=partition)
 
     # -- LogListener: what the logs tell the periodic jobs ---------------------------------------------
@@ -198,6 +206,30 @@ class LogManager:
             self._with_flush_ms.discard(plog)
 
     # -- background work ----------------------------------------------------------------------------------
+
+    def start_cleaner(self, config: CleanerConfig, run_on_owner: RunOnOwner) -> None:
+        """Start the log cleaner threads (log.cleaner.enable); ``run_on_owner`` runs a function where the logs live."""
+        if config.enable and self.cleaner is None:
+            self.cleaner = LogCleaner(self, config, run_on_owner, self._now_ms)
+            self.cleaner.startup()
+
+    def describe_cleaning(self, topic: str) -> dict[int, dict[str, object]]:
+        """For each compacted partition of ``topic`` here: its dirty ratio and its last cleaning."""
+        out: dict[int, dict[str, object]] = {}
+        for (name, partition), plog in sorted(self.logs.items()):
+            if name != topic or not plog.config.compacts:
+                continue
+            if self.cleaner is not None:
+                out[partition] = self.cleaner.describe((name, partition), plog)
+            else:
+                checkpoint = CleanerCheckpoint(self.log_dir).read().get((name, partition))
+                out[partition] = describe_cleaning(plog, checkpoint, None, self._now_ms())
+        return out
+
+    def stop_cleaner(self) -> None:
+        """Stop the cleaner threads; the owner must keep serving ``run_on_owner`` until this returns."""
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
 
     def cleanup_logs(self) -> int:
         """Retention over every log (time and size where cleanup.policy has delete, log start always).
@@ -218,6 +250,11 @@ class LogManager:
         for plog in due:
             plog.close_handlers()
         return deleted
+
+    def remove_expired_producers(self, expiration_ms: int) -> int:
+        """Forget producers idle for producer.id.expiration.ms (Kafka's PeriodicProducerExpirationCheck)."""
+        now = self._now_ms()
+        return sum(plog.remove_expired_producers(now, expiration_ms) for plog in self.logs.values() if plog.producer_state.producers)
 
     def flush_dirty_logs(self) -> None:
         """Flush rolled segments, and whole logs whose flush.ms has passed since their last flush."""
@@ -258,6 +295,7 @@ class LogManager:
 
     def shutdown(self, broker_epoch: int = -1) -> None:
         """Flush and close every log, write both checkpoints, then the clean-shutdown marker."""
+        self.stop_cleaner()
         for plog in self.logs.values():
             plog.flush()
         self.checkpoint_recovery_points()

@@ -25,6 +25,7 @@ from storage.leader_epoch_cache import LeaderEpochCache
 from storage.log_config import LogConfig
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from storage.transaction_index import TransactionIndex
 
 log = structlog.get_logger()
 
@@ -162,6 +163,8 @@ class LogSegment:
                     os.posix_fallocate(self.fd, 0, initial_file_size)
             self.offset_index = OffsetIndex(index_path, base_offset, max_index_size)
             self.time_index = TimeIndex(time_index_path, base_offset, max_index_size)
+            # Aborted transactions whose markers are in this segment; the file appears with the first.
+            self.txn_index = TransactionIndex(Path(stem + TXN_INDEX_FILE_SUFFIX + suffix), base_offset)
         except BaseException:
             os.close(self.fd)
             raise
@@ -449,6 +452,7 @@ class LogSegment:
                 finally:
                     view.release()
         truncated = self.size - valid
+        self.txn_index.truncate_to(next_offset)
         if truncated:
             log.warning("log_segment.invalid_bytes", segment=str(self.log_path), position=valid, truncated_bytes=truncated, reason=problem)
             os.ftruncate(self.fd, valid)
@@ -467,6 +471,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = 0
         if mapping is not None:
             removed = self.size - mapping.position
@@ -496,6 +501,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Record the final max timestamp, trim the files to their content and close them."""
@@ -518,8 +524,8 @@ class LogSegment:
             self.fd = -1
 
     @property
-    def paths(self) -> tuple[Path, Path, Path]:
-        return self.log_path, self.offset_index.path, self.time_index.path
+    def paths(self) -> tuple[Path, Path, Path, Path]:
+        return self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         def renamed(path: Path) -> Path:
@@ -532,6 +538,7 @@ class LogSegment:
         self.log_path = new_log_path
         self.offset_index.rename_to(renamed(self.offset_index.path))
         self.time_index.rename_to(renamed(self.time_index.path))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
 
     def rename_to_deleted(self) -> None:
         self.change_file_suffixes("", DELETED_FILE_SUFFIX)

@@ -64,7 +64,7 @@ from kio.serial.writers import (
     write_unsigned_varint,
     write_uuid,
 )
-from kio.static.primitive import i16, uvarint
+from kio.static.primitive import i16, i32, uvarint
 
 ZERO_UUID = uuid.UUID(int=0)
 NO_TIMESTAMP = -1
@@ -487,11 +487,37 @@ def _nullable_tagged_struct(reader: Reader, writer: Writer) -> tuple[Reader, Wri
     return read, write
 
 
+def _nullable_array(reader: Reader, writer: Writer, flexible: bool) -> tuple[Reader, Writer]:
+    # A null array has length -1: an int32 before flexible versions, uvarint 0 (length + 1) from them on.
+    def read(buf: Any, offset: int) -> tuple[Any, int]:
+        if flexible:
+            length, size = read_unsigned_varint(buf, offset)
+            if length == 0:
+                return None, size
+        else:
+            length, size = read_int32(buf, offset)
+            if length == -1:
+                return None, size
+        return reader(buf, offset)
+
+    def write(out: Writable, value: Any) -> None:
+        if value is not None:
+            writer(out, value)
+        elif flexible:
+            write_unsigned_varint(out, uvarint(0))
+        else:
+            write_int32(out, i32(-1))
+
+    return read, write
+
+
 def _codec(f: Field, version: int, flexible: bool) -> tuple[Reader, Writer]:
     if f.kind.startswith("[]"):
         item = f.kind[2:]
         item_reader, item_writer = _codec(Field(f.name, item), version, flexible)
-        return _array_reader(f.name, item_reader, flexible), (compact_array_writer if flexible else legacy_array_writer)(item_writer)
+        reader = _array_reader(f.name, item_reader, flexible)
+        writer = (compact_array_writer if flexible else legacy_array_writer)(item_writer)
+        return _nullable_array(reader, writer, flexible) if f.nullable else (reader, writer)
     if f.kind in _STRUCTS:
         reader, writer = _struct_codec(_STRUCTS[f.kind], version, flexible)
         return _nullable_tagged_struct(reader, writer) if f.nullable else (reader, writer)
@@ -610,15 +636,40 @@ def _default_version(value: CoordinatorValue) -> int:
     return 0
 
 
+# -- sharing the codec ----------------------------------------------------------------------------------
+# Other coordinators' records (``__transaction_state``) use the same layout rules: they declare their
+# dataclasses with FIELDS and encode them through these.
+
+
+def register_structs(*classes: type[Any]) -> None:
+    """Make nested structs known by class name to the ``[]Name`` and ``Name`` field kinds."""
+    _STRUCTS.update({cls.__name__: cls for cls in classes})
+
+
+def encode_versioned(prefix: int, body: Any, version: int, flexible: bool) -> bytes:
+    """An int16 (a key's record type or a value's version) followed by the body at ``version``."""
+    out = io.BytesIO()
+    write_int16(out, i16(prefix))
+    _write_body(out, body, version, flexible)
+    return out.getvalue()
+
+
+def read_version(buf: bytes | memoryview, what: str) -> int:
+    """The leading int16 of a key or value."""
+    return _read_version(memoryview(buf).toreadonly(), what)
+
+
+def decode_body(cls: type[Any], version: int, flexible: bool, buf: bytes | memoryview) -> Any:
+    """The body after the leading int16, which must fill the rest of ``buf``."""
+    return _decode(cls, version, flexible, memoryview(buf).toreadonly(), 2)
+
+
 # -- the API ------------------------------------------------------------------------------------------
 
 
 def encode_key(key: CoordinatorKey) -> bytes:
     """The key bytes: its record type, then its body."""
-    out = io.BytesIO()
-    write_int16(out, i16(_WRITTEN_RECORD_TYPE[type(key)]))
-    _write_body(out, key, 0, False)
-    return out.getvalue()
+    return encode_versioned(_WRITTEN_RECORD_TYPE[type(key)], key, 0, False)
 
 
 def encode_value(value: CoordinatorValue, version: int | None = None) -> bytes:
@@ -628,10 +679,7 @@ def encode_value(value: CoordinatorValue, version: int | None = None) -> bytes:
     lowest, highest = value.VERSIONS
     if not lowest <= version <= highest:
         raise CoordinatorRecordError(f"{type(value).__name__} has no version {version}")
-    out = io.BytesIO()
-    write_int16(out, i16(version))
-    _write_body(out, value, version, version >= value.FLEXIBLE_FROM)
-    return out.getvalue()
+    return encode_versioned(version, value, version, version >= value.FLEXIBLE_FROM)
 
 
 def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> CoordinatorRecord:

@@ -72,6 +72,9 @@ class OffsetMetadataManager:
         self._metadata_max_bytes = metadata_max_bytes
         self._retention_ms = retention_ms
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        # TxnOffsetCommit: offsets written in a producer's open transaction, per producer id and
+        # group; they become committed offsets when its COMMIT marker is written here, and go on ABORT.
+        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
 
     def has_offsets(self, group_id: str) -> bool:
         return bool(self.offsets.get(group_id))
@@ -124,6 +127,11 @@ class OffsetMetadataManager:
             return [(p, error) for p in partitions], []
         # OffsetCommit v2-v4's retention time sets an explicit expiry; later versions have none.
         expire = now_ms + retention_time_ms if retention_time_ms >= 0 else NO_EXPIRATION
+        return self._commit_records(group_id, partitions, expire, now_ms)
+
+    def _commit_records(
+        self, group_id: str, partitions: list[PartitionCommit], expire: int, now_ms: int
+    ) -> tuple[list[tuple[PartitionCommit, int]], list[Record]]:
         answers: list[tuple[PartitionCommit, int]] = []
         records: list[Record] = []
         for p in partitions:
@@ -141,6 +149,46 @@ class OffsetMetadataManager:
                 )
             )
         return answers, records
+
+    # -- TxnOffsetCommit ---------------------------------------------------------------------------
+
+    def txn_commit(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None, partitions: Iterable[PartitionCommit], now_ms: int
+    ) -> tuple[list[tuple[PartitionCommit, int]], list[Record]]:
+        """Like ``commit``, for offsets written in a transaction; the caller writes the records in
+        the producer's transactional batch and replays them with ``replay_transactional``."""
+        partitions = list(partitions)
+        if generation_id < 0 and not member_id and instance_id is None:
+            # TxnOffsetCommit v0-v2 name no member: Kafka accepts them into any live group.
+            group = self._classic.group(group_id)
+            if group is None and (self._consumer_groups is None or self._consumer_groups.subscribed_topics(group_id) is None):
+                group = self._classic.get_or_create_group(group_id, now_ms)
+            error = COORDINATOR_NOT_AVAILABLE if group is not None and group.is_in(ClassicGroupState.DEAD) else NONE
+        else:
+            # As OffsetCommit before v9: a member of a group we do not know answers ILLEGAL_GENERATION.
+            error = self._validate_commit(group_id, generation_id, member_id, instance_id, 0, now_ms)
+        if error:
+            return [(p, error) for p in partitions], []
+        return self._commit_records(group_id, partitions, NO_EXPIRATION, now_ms)
+
+    def replay_transactional(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        if value is None:
+            return
+        pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(key.group, {})
+        pending[(key.topic, key.partition)] = _offset_and_metadata(value)
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> int:
+        """A COMMIT or ABORT marker of ``producer_id`` was written: its pending offsets become
+        committed or are dropped. Returns how many offsets it had pending."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if commit:
+            for group_id, offsets in pending.items():
+                self.offsets.setdefault(group_id, {}).update(offsets)
+        return sum(len(offsets) for offsets in pending.values())
+
+    def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        """KIP-447: OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for these."""
+        return any((topic, partition) in groups.get(group_id, {}) for groups in self.pending_txn_offsets.values())
 
     # -- OffsetFetch -------------------------------------------------------------------------------
 
@@ -226,10 +274,14 @@ class OffsetMetadataManager:
             if not committed:
                 del self.offsets[key.group]
             return
-        committed[(key.topic, key.partition)] = OffsetAndMetadata(
-            offset=value.offset,
-            leader_epoch=value.leader_epoch,
-            metadata=value.metadata,
-            commit_timestamp_ms=value.commit_timestamp,
-            expire_timestamp_ms=value.expire_timestamp,
-        )
+        committed[(key.topic, key.partition)] = _offset_and_metadata(value)
+
+
+def _offset_and_metadata(value: OffsetCommitValue) -> OffsetAndMetadata:
+    return OffsetAndMetadata(
+        offset=value.offset,
+        leader_epoch=value.leader_epoch,
+        metadata=value.metadata,
+        commit_timestamp_ms=value.commit_timestamp,
+        expire_timestamp_ms=value.expire_timestamp,
+    )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Callable
+
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
@@ -10,6 +13,7 @@ from broker.kafka_apis import RequestContext
 from broker.metadata_cache import MetadataCache
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
+from storage.log_cleaner import CLEANER_STATS_KEY
 from storage.log_config import TOPIC_CONFIG_SYNONYMS
 
 TOPIC = 2
@@ -42,11 +46,18 @@ def _config_type(name: str, value: str | None) -> int:
 
 
 class DescribeConfigsHandler:
-    def __init__(self, controller: QuorumController, metadata: MetadataCache, broker_config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        controller: QuorumController,
+        metadata: MetadataCache,
+        broker_config: BrokerConfig,
+        describe_cleaning: Callable[[str], dict[int, dict[str, object]]] | None = None,
+    ) -> None:
         self._controller = controller
         self._metadata = metadata
         self._broker_config = broker_config
         self._explicit = set(broker_config.model_fields_set)
+        self._describe_cleaning = describe_cleaning
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.DESCRIBE_CONFIGS, ctx.version)
@@ -58,6 +69,8 @@ class DescribeConfigsHandler:
         for res in request.resources:
             entries, error, message = self._describe(res.resource_type, res.resource_name)
             keys = res.configuration_keys
+            if keys and CLEANER_STATS_KEY in keys and res.resource_type == TOPIC and not error and self._describe_cleaning is not None:
+                entries.append((CLEANER_STATS_KEY, json.dumps(self._describe_cleaning(res.resource_name)), SOURCE_DEFAULT_CONFIG, None))
             configs = []
             for name, value, source, broker_synonym in entries:
                 if keys is not None and name not in keys:
@@ -72,7 +85,7 @@ class DescribeConfigsHandler:
                         entry_cls,
                         name=name,
                         value=value,
-                        read_only=res.resource_type == BROKER,
+                        read_only=res.resource_type == BROKER or name == CLEANER_STATS_KEY,
                         config_source=source,
                         is_sensitive=False,
                         synonyms=tuple(synonyms),

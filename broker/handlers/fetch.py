@@ -203,7 +203,7 @@ class FetchHandler:
                     high_watermark=read.high_watermark,
                     last_stable_offset=read.last_stable_offset,
                     log_start_offset=read.log_start_offset,
-                    aborted_transactions=None,
+                    aborted_transactions=read.aborted_transactions,
                     records=regions,
                 )
                 include = cached.needs_response(

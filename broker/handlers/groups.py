@@ -24,6 +24,7 @@ from broker.group_coordinator import (
 )
 from broker.kafka_apis import RequestContext
 from broker.metadata_cache import MetadataCache
+from broker.transaction.transaction_state_manager import TransactionStateManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
@@ -43,9 +44,10 @@ def _ms(value: datetime.timedelta | int) -> int:
 
 
 class FindCoordinatorHandler:
-    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache) -> None:
+    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, transactions: TransactionStateManager) -> None:
         self._coordinator = coordinator
         self._metadata = metadata
+        self._transactions = transactions
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
@@ -54,6 +56,10 @@ class FindCoordinatorHandler:
             await self._coordinator.ensure_offsets_topic()
             for key in keys:
                 await self._coordinator.wait_loaded(key, LOAD_WAIT_S)
+        elif key_type == TRANSACTION_KEY_TYPE:
+            await self._transactions.ensure_topic()
+            for key in keys:
+                await self._transactions.wait_loaded(key, LOAD_WAIT_S)
         answers = [self._find(key_type, key) for key in keys]
         schema = response_schema(ApiKey.FIND_COORDINATOR, ctx.version)
         if ctx.version >= 4:
@@ -65,7 +71,7 @@ class FindCoordinatorHandler:
         if key_type == GROUP_KEY_TYPE:
             error = self._coordinator.coordinator_error(key)
         elif key_type == TRANSACTION_KEY_TYPE:
-            error = ErrorCode.coordinator_not_available  # transactions land with exactly-once support
+            error = self._transactions.coordinator_error(key) if key else ErrorCode.invalid_request
         else:
             error = ErrorCode.invalid_request
         if error:
@@ -266,16 +272,21 @@ class OffsetFetchHandler:
             part_cls = nested(schema, "OffsetFetchResponsePartitions")
             groups = []
             for g in request.groups:
-                error, topics = self._fetch(g.group_id, g.topics, topic_cls, part_cls, False)
+                error, topics = self._fetch(g.group_id, g.topics, topic_cls, part_cls, False, request.require_stable)
                 groups.append(build(group_cls, group_id=g.group_id, topics=topics, error_code=error))
             return build(schema, throttle_time=0, groups=tuple(groups))
         # v0-1 have no top-level error: a coordinator error goes on every partition.
         error, topics = self._fetch(
-            request.group_id, request.topics, nested(schema, "OffsetFetchResponseTopic"), nested(schema, "OffsetFetchResponsePartition"), ctx.version < 2
+            request.group_id,
+            request.topics,
+            nested(schema, "OffsetFetchResponseTopic"),
+            nested(schema, "OffsetFetchResponsePartition"),
+            ctx.version < 2,
+            getattr(request, "require_stable", False),
         )
         return build(schema, throttle_time=0, topics=topics, error_code=error)
 
-    def _fetch(self, group_id: str, requested, topic_cls: type, part_cls: type, errors_per_partition: bool) -> tuple[int, tuple[Any, ...]]:  # type: ignore[no-untyped-def]
+    def _fetch(self, group_id: str, requested, topic_cls: type, part_cls: type, errors_per_partition: bool, require_stable: bool) -> tuple[int, tuple[Any, ...]]:  # type: ignore[no-untyped-def]
         wanted = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
         try:
             shard = self._coordinator.shard_for(group_id)
@@ -284,21 +295,28 @@ class OffsetFetchHandler:
             parts = [(t, p, build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)) for t, p in wanted or ()]
             return e.error_code, _group_by_topic(topic_cls, parts)
         found = shard.offsets.fetch(group_id, wanted)
-        parts = [
-            (
-                topic,
-                partition,
-                build(
-                    part_cls,
-                    partition_index=partition,
-                    committed_offset=-1 if o is None else o.offset,
-                    committed_leader_epoch=-1 if o is None else o.leader_epoch,
-                    metadata="" if o is None else o.metadata,
-                    error_code=0,
-                ),
+        parts = []
+        for topic, partition, o in found:
+            # KIP-447: a read_committed consumer asks for stable offsets; one a transaction is
+            # still writing answers UNSTABLE_OFFSET_COMMIT, and the consumer asks again.
+            if require_stable and shard.offsets.has_pending_offset(group_id, topic, partition):
+                o, code = None, ErrorCode.unstable_offset_commit
+            else:
+                code = ErrorCode.none
+            parts.append(
+                (
+                    topic,
+                    partition,
+                    build(
+                        part_cls,
+                        partition_index=partition,
+                        committed_offset=-1 if o is None else o.offset,
+                        committed_leader_epoch=-1 if o is None else o.leader_epoch,
+                        metadata="" if o is None else o.metadata,
+                        error_code=code,
+                    ),
+                )
             )
-            for topic, partition, o in found
-        ]
         return 0, _group_by_topic(topic_cls, parts)
 
 

@@ -15,6 +15,7 @@ from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
 
+from broker.wire_client import recv_exact
 from tests.integration.conftest import BrokerProcess
 
 CLIENTS = 500
@@ -42,16 +43,6 @@ def api_versions_frame(correlation_id: int) -> bytes:
     )
     payload = out.getvalue()
     return struct.pack(">i", len(payload)) + payload
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
-        data += chunk
-    return bytes(data)
 
 
 def wave(port: int, first_correlation_id: int) -> None:

@@ -23,6 +23,7 @@ class Result:
     log_append_time: int
     log_start_offset: int
     error_message: str | None
+    record_errors: tuple[tuple[int, str | None], ...]
 
 
 results = st.builds(
@@ -32,6 +33,7 @@ results = st.builds(
     log_append_time=st.just(-1) | st.integers(0, 4_102_444_800_000),  # to 2100: kio reads it through a float
     log_start_offset=i64,
     error_message=st.none() | st.text(max_size=30),
+    record_errors=st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.none() | st.text(max_size=30)), max_size=3).map(tuple),
 )
 topics = st.lists(
     st.tuples(st.text(max_size=20), st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), results), max_size=4)),
@@ -62,4 +64,5 @@ def test_kio_reads_what_we_write(version: int, correlation_id: int, data: list, 
             if version >= 5:
                 assert got.log_start_offset == want.log_start_offset
             if version >= 8:
-                assert got.error_message == want.error_message and got.record_errors == ()
+                assert got.error_message == want.error_message
+                assert [(e.batch_index, e.batch_index_error_message) for e in got.record_errors] == list(want.record_errors)

@@ -11,6 +11,7 @@ import crc32c
 import pytest
 
 from protocol.compression import CompressionType
+from protocol.control_records import build_control_batch
 from protocol.record_batch import CONTROL_MASK, is_crc_valid, iter_headers
 from storage.errors import (
     CorruptRecordError,
@@ -216,8 +217,10 @@ def test_buffer_larger_than_a_segment_is_record_batch_too_large(log_dir: Path, c
 
 def test_coordinator_may_write_control_batches(log_dir: Path, clock: FakeClock) -> None:
     plog = open_log(log_dir, clock)
-    info = plog.append_as_leader(memoryview(make_batch([b"marker"], attributes=CONTROL_MASK, producer_id=9, producer_epoch=0)), 2, AppendOrigin.COORDINATOR)
+    info = plog.append_as_leader(memoryview(bytearray(build_control_batch(9, 0, 0, True, 1))), 2, AppendOrigin.COORDINATOR)
     assert info.first_offset == 0
+    with pytest.raises(InvalidRecordError):
+        plog.append_as_leader(memoryview(make_batch([b"marker"], attributes=CONTROL_MASK, producer_id=9, producer_epoch=0)), 2, AppendOrigin.COORDINATOR)
     with pytest.raises(InvalidRecordError):
         plog.append_as_leader(memoryview(make_batch([b"x"], partition_leader_epoch=1)), 2, AppendOrigin.RAFT_LEADER)
     plog.append_as_leader(memoryview(make_batch([b"x"], partition_leader_epoch=2)), 2, AppendOrigin.RAFT_LEADER)

@@ -20,7 +20,7 @@ BASE_TS = 1_700_000_000_000
 def produce(manager: LogManager, topic: str, partition: int, count: int, config: LogConfig | None = None, timestamp: int = BASE_TS) -> None:
     plog = manager.get_or_create_log(topic, partition, config or manager.default_config, None)
     for _ in range(count):
-        plog.append_as_leader(memoryview(make_batch([b"m" * 50], timestamps=[timestamp])), 0)
+        plog.append_as_leader(memoryview(make_batch([b"m" * 50], keys=[b"k"], timestamps=[timestamp])), 0)
 
 
 def test_checkpoint_file_round_trip(tmp_path: Path) -> None:

@@ -199,6 +199,7 @@ def test_leftover_deleted_cleaned_and_orphan_files_are_removed(log_dir: Path, cl
         f"{SEGMENT}.index",
         f"{SEGMENT}.log",
         f"{SEGMENT}.timeindex",
+        "00000000000000000004.snapshot",  # the producer state at the clean shutdown
         "leader-epoch-checkpoint",
     ]
     assert reopened.log_end_offset == 4

@@ -22,7 +22,7 @@ def open_log(directory: Path, clock: FakeClock, **props: str) -> Log:
 
 def produce(plog: Log, count: int, timestamp: int, epoch: int = 0) -> None:
     for _ in range(count):
-        plog.append_as_leader(memoryview(make_batch([b"v" * 60, b"w" * 60], timestamps=[timestamp, timestamp])), epoch)
+        plog.append_as_leader(memoryview(make_batch([b"v" * 60, b"w" * 60], keys=[b"k", b"k"], timestamps=[timestamp, timestamp])), epoch)
 
 
 @pytest.fixture

@@ -1,0 +1,50 @@
+"""DescribeProducers: each partition's active producers, from its producer state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.kafka_apis import RequestContext
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+
+
+class DescribeProducersHandler:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache) -> None:
+        self._rm = replica_manager
+        self._metadata = metadata
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.DESCRIBE_PRODUCERS, ctx.version)
+        topic_cls = nested(schema, "TopicResponse")
+        part_cls = nested(schema, "PartitionResponse")
+        state_cls = nested(schema, "ProducerState")
+        topics: list[Any] = []
+        for t in request.topics:
+            parts: list[Any] = []
+            for index in t.partition_indexes:
+                partition = self._rm.get_partition(t.name, index)
+                if partition is None:
+                    known = self._metadata.image.has_partition(t.name, index)
+                    error = ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
+                    parts.append(build(part_cls, partition_index=index, error_code=error, error_message=None, active_producers=()))
+                    continue
+                producers: tuple[Any, ...] = tuple(
+                    build(
+                        state_cls,
+                        producer_id=entry.producer_id,
+                        producer_epoch=entry.producer_epoch,
+                        last_sequence=entry.last_seq,
+                        last_timestamp=entry.last_timestamp,
+                        coordinator_epoch=entry.coordinator_epoch,
+                        current_txn_start_offset=entry.current_txn_first_offset,
+                    )
+                    for entry in partition.log.producer_state.active_producers()
+                )
+                parts.append(build(part_cls, partition_index=index, error_code=ErrorCode.none, error_message=None, active_producers=producers))
+            topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))
+        return build(schema, throttle_time=0, topics=tuple(topics))

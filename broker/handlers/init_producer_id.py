@@ -1,0 +1,73 @@
+"""InitProducerId: producer ids and epochs for idempotent (and, through the seam, transactional) producers."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.handlers.transactions import client_error
+from broker.kafka_apis import RequestContext
+from broker.producer_id_manager import ProducerIdManager
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build
+from raft.controller_logic import ProducerIdsExhaustedError
+
+log = structlog.get_logger()
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+class InitProducerIdResult(Protocol):
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+
+
+class TransactionalInitProducerId(Protocol):
+    """What the transaction coordinator offers this handler for a non-null transactional id."""
+
+    async def init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None) -> InitProducerIdResult:
+        """``expected`` is the client's current (id, epoch) when it asks for a bump (KIP-360)."""
+        ...
+
+
+class InitProducerIdHandler:
+    def __init__(self, producer_ids: ProducerIdManager) -> None:
+        self._producer_ids = producer_ids
+        # Filled in by the transaction coordinator; until then a transactional id answers
+        # COORDINATOR_NOT_AVAILABLE, which clients retry.
+        self.transaction_coordinator: TransactionalInitProducerId | None = None
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.INIT_PRODUCER_ID, ctx.version)
+        producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
+        producer_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
+        if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+            return _answer(schema, ErrorCode.invalid_request)
+        expected = None if producer_id == NO_PRODUCER_ID else (int(producer_id), int(producer_epoch))
+        if request.transactional_id is not None:
+            coordinator = self.transaction_coordinator
+            if coordinator is None:
+                return _answer(schema, ErrorCode.coordinator_not_available)
+            timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
+            result = await coordinator.init_producer_id(request.transactional_id, timeout_ms, expected)
+            return _answer(schema, client_error(ApiKey.INIT_PRODUCER_ID, ctx.version, result.error_code), result.producer_id, result.producer_epoch)
+        # As Kafka: an idempotent producer always gets a fresh id at epoch 0. One that asks with
+        # its current id and epoch (KIP-360, after an OUT_OF_ORDER_SEQUENCE_NUMBER or an
+        # unknown producer) starts over under the new id, with no sequence state to conflict.
+        try:
+            new_id = await self._producer_ids.generate_producer_id()
+        except (ProducerIdsExhaustedError, OSError) as e:
+            log.error("init_producer_id.failed", error=str(e))
+            return _answer(schema, ErrorCode.unknown_server_error)
+        return _answer(schema, ErrorCode.none, new_id, 0)
+
+
+def _answer(schema: type, error: int, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH):  # type: ignore[no-untyped-def]
+    return build(schema, throttle_time=0, error_code=error, producer_id=producer_id, producer_epoch=producer_epoch)

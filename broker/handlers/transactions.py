@@ -1,0 +1,250 @@
+"""The transaction APIs: AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
+WriteTxnMarkers, DescribeTransactions and ListTransactions."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Iterable
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.group.offset_metadata_manager import PartitionCommit
+from broker.group_coordinator import GROUP_METADATA_TOPIC, CoordinatorNotAvailable, GroupCoordinator, now_ms
+from broker.kafka_apis import RequestContext
+from broker.metadata_cache import MetadataCache
+from broker.transaction.transaction_coordinator import TransactionCoordinator
+from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+
+log = structlog.get_logger()
+
+NO_LEADER_EPOCH = -1
+TopicPartition = tuple[str, int]
+
+# KIP-588: a client older than these versions does not know PRODUCER_FENCED and is told
+# INVALID_PRODUCER_EPOCH instead, as Kafka does.
+PRODUCER_FENCED_SINCE: dict[int, int] = {
+    ApiKey.INIT_PRODUCER_ID: 4,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+    ApiKey.ADD_OFFSETS_TO_TXN: 2,
+    ApiKey.END_TXN: 2,
+    ApiKey.TXN_OFFSET_COMMIT: 3,
+}
+
+
+def client_error(api_key: int, version: int, error: int) -> int:
+    if error == ErrorCode.producer_fenced and version < PRODUCER_FENCED_SINCE[api_key]:
+        return ErrorCode.invalid_producer_epoch
+    return error
+
+
+def _by_topic(results: Iterable[tuple[TopicPartition, int]]) -> dict[str, list[tuple[int, int]]]:
+    grouped: dict[str, list[tuple[int, int]]] = {}
+    for (topic, partition), code in results:
+        grouped.setdefault(topic, []).append((partition, code))
+    return grouped
+
+
+class AddPartitionsToTxnHandler:
+    """v0-v3 (clients): one transaction; v4+ (brokers): a batch of transactions, each either
+    added or, with verify_only, checked to be in its transaction already."""
+
+    def __init__(self, coordinator: TransactionCoordinator, metadata: MetadataCache) -> None:
+        self._coordinator = coordinator
+        self._metadata = metadata
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.ADD_PARTITIONS_TO_TXN, ctx.version)
+        topic_cls = nested(schema, "AddPartitionsToTxnTopicResult")
+        part_cls = nested(schema, "AddPartitionsToTxnPartitionResult")
+
+        def topic_results(results: dict[TopicPartition, int]) -> tuple[Any, ...]:
+            code = lambda c: client_error(ApiKey.ADD_PARTITIONS_TO_TXN, ctx.version, c)  # noqa: E731
+            return tuple(
+                build(topic_cls, name=topic, results_by_partition=tuple(build(part_cls, partition_index=p, partition_error_code=ErrorCode(code(c))) for p, c in parts))
+                for topic, parts in _by_topic(results.items()).items()
+            )
+
+        if ctx.version < 4:
+            results = self._add(
+                request.v3_and_below_transactional_id,
+                request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch,
+                False,
+                request.v3_and_below_topics,
+            )
+            return build(schema, throttle_time=0, results_by_topic_v3_and_below=topic_results(results))
+        result_cls = nested(schema, "AddPartitionsToTxnResult")
+        out: tuple[Any, ...] = tuple(
+            build(result_cls, transactional_id=t.transactional_id, topic_results=topic_results(self._add(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only, t.topics)))
+            for t in request.transactions
+        )
+        return build(schema, throttle_time=0, error_code=0, results_by_transaction=out)
+
+    def _add(self, transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool, topics) -> dict[TopicPartition, int]:  # type: ignore[no-untyped-def]
+        wanted = [(t.name, p) for t in topics for p in t.partitions]
+        image = self._metadata.image
+        unknown = {tp for tp in wanted if not image.has_partition(*tp)}
+        if unknown:
+            # Kafka adds nothing when one partition is unknown, and says so about the others.
+            return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted for tp in wanted}
+        if verify_only:
+            return self._coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
+        error = self._coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted)
+        if error:
+            log.info("txn.add_partitions_failed", transactional_id=transactional_id, error=ErrorCode(error).name)
+        return {tp: error for tp in wanted}
+
+
+class AddOffsetsToTxnHandler:
+    """Adds the group's ``__consumer_offsets`` partition to the transaction, so its marker
+    settles the offsets TxnOffsetCommit writes."""
+
+    def __init__(self, coordinator: TransactionCoordinator, groups: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+        self._groups = groups
+
+    async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.ADD_OFFSETS_TO_TXN, ctx.version)
+        await self._groups.ensure_offsets_topic()
+        partition = (GROUP_METADATA_TOPIC, self._groups.partition_for(request.group_id))
+        error = self._coordinator.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch, [partition])
+        return build(schema, throttle_time=0, error_code=client_error(ApiKey.ADD_OFFSETS_TO_TXN, ctx.version, error))
+
+
+class TxnOffsetCommitHandler:
+    def __init__(self, groups: GroupCoordinator) -> None:
+        self._groups = groups
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
+        topic_cls = nested(schema, "TxnOffsetCommitResponseTopic")
+        part_cls = nested(schema, "TxnOffsetCommitResponsePartition")
+        commits = [
+            PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
+            for t in request.topics
+            for p in t.partitions
+        ]
+        try:
+            shard = self._groups.shard_for(request.group_id)
+        except CoordinatorNotAvailable as e:
+            answers = [(c, e.error_code) for c in commits]
+        else:
+            answers, records = shard.offsets.txn_commit(
+                request.group_id,
+                getattr(request, "generation_id", -1),
+                getattr(request, "member_id", ""),
+                getattr(request, "group_instance_id", None),
+                commits,
+                now_ms(),
+            )
+            error = self._groups.execute_transactional(request.group_id, request.producer_id, request.producer_epoch, records) if records else 0
+            if error:
+                answers = [(c, error if code == 0 else code) for c, code in answers]
+        results = [((c.topic, c.partition), client_error(ApiKey.TXN_OFFSET_COMMIT, ctx.version, code)) for c, code in answers]
+        topics: tuple[Any, ...] = tuple(
+            build(topic_cls, name=topic, partitions=tuple(build(part_cls, partition_index=p, error_code=code) for p, code in parts))
+            for topic, parts in _by_topic(results).items()
+        )
+        return build(schema, throttle_time=0, topics=topics)
+
+
+class EndTxnHandler:
+    def __init__(self, coordinator: TransactionCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.END_TXN, ctx.version)
+        error = self._coordinator.end_transaction(request.transactional_id, request.producer_id, request.producer_epoch, request.committed)
+        if error:
+            log.info("txn.end_failed", transactional_id=request.transactional_id, commit=request.committed, error=ErrorCode(error).name)
+        return build(schema, throttle_time=0, error_code=client_error(ApiKey.END_TXN, ctx.version, error))
+
+
+class WriteTxnMarkersHandler:
+    """Writes the markers a coordinator asks for to this node's partitions (on one node our own
+    coordinator writes them directly; the API is answered for tools and completeness)."""
+
+    def __init__(self, markers: TransactionMarkerChannelManager) -> None:
+        self._markers = markers
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.WRITE_TXN_MARKERS, ctx.version)
+        result_cls = nested(schema, "WritableTxnMarkerResult")
+        topic_cls = nested(schema, "WritableTxnMarkerTopicResult")
+        part_cls = nested(schema, "WritableTxnMarkerPartitionResult")
+        out: list[Any] = []
+        for marker in request.markers:
+            wanted = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+            results = self._markers.write_markers(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, marker.transaction_result, wanted)
+            topics: tuple[Any, ...] = tuple(
+                build(topic_cls, name=topic, partitions=tuple(build(part_cls, partition_index=p, error_code=code) for p, code in parts))
+                for topic, parts in _by_topic(results.items()).items()
+            )
+            out.append(build(result_cls, producer_id=marker.producer_id, topics=topics))
+        return build(schema, markers=tuple(out))
+
+
+class DescribeTransactionsHandler:
+    def __init__(self, coordinator: TransactionCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.DESCRIBE_TRANSACTIONS, ctx.version)
+        state_cls = nested(schema, "TransactionState")
+        topic_cls = nested(schema, "TopicData")
+        out: list[Any] = []
+        for transactional_id in request.transactional_ids:
+            error, metadata = self._coordinator.describe(transactional_id)
+            if metadata is None:
+                # Kafka leaves every other field at its default (0, "").
+                out.append(
+                    build(
+                        state_cls,
+                        error_code=error,
+                        transactional_id=transactional_id,
+                        transaction_state="",
+                        transaction_timeout=datetime.timedelta(0),
+                        transaction_start_time=_datetime(0),
+                        producer_id=0,
+                        producer_epoch=0,
+                        topics=(),
+                    )
+                )
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in sorted(metadata.topic_partitions):
+                by_topic.setdefault(topic, []).append(partition)
+            out.append(
+                build(
+                    state_cls,
+                    error_code=0,
+                    transactional_id=transactional_id,
+                    transaction_state=metadata.state.display_name,
+                    transaction_timeout=datetime.timedelta(milliseconds=metadata.txn_timeout_ms),
+                    transaction_start_time=_datetime(metadata.txn_start_timestamp),
+                    producer_id=metadata.producer_id,
+                    producer_epoch=metadata.producer_epoch,
+                    topics=tuple(build(topic_cls, topic=t, partitions=tuple(p)) for t, p in by_topic.items()),
+                )
+            )
+        return build(schema, throttle_time=0, transaction_states=tuple(out))
+
+
+def _datetime(ms: int) -> datetime.datetime:
+    # Kafka's -1 (no transaction started) is written as is: the datetime one millisecond before the epoch.
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
+
+class ListTransactionsHandler:
+    def __init__(self, coordinator: TransactionCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.LIST_TRANSACTIONS, ctx.version)
+        state_cls = nested(schema, "TransactionState")
+        error, unknown, listed = self._coordinator.list_transactions(request.state_filters, request.producer_id_filters, getattr(request, "duration_filter", -1))
+        states: tuple[Any, ...] = tuple(build(state_cls, transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state) for t in listed)
+        return build(schema, throttle_time=0, error_code=error, unknown_state_filters=tuple(unknown), transaction_states=states)

@@ -1,0 +1,342 @@
+"""TransactionCoordinator: Kafka's transaction coordinator for the ids this node coordinates.
+
+Each operation validates the request against the id's TransactionMetadata, prepares a
+transition, writes it to ``__transaction_state`` and applies it once written. Ending a
+transaction writes PrepareCommit/PrepareAbort, then a marker to every partition in it, then
+CompleteCommit/CompleteAbort. On one node the markers are local appends, so EndTxn answers
+once the transaction is complete; a marker that cannot be written leaves the transaction in
+its Prepare state, and the periodic job (and a restart, which reloads Prepare states) writes
+the markers again. The rules and error codes follow Kafka 3.x (transaction version 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.group_coordinator import CoordinatorNotAvailable, now_ms
+from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from broker.transaction.transaction_metadata import (
+    EXPIRABLE_STATES,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    IllegalTransitionError,
+    ProducerFenced,
+    TransactionMetadata,
+    TransactionState,
+    TxnTransitMetadata,
+)
+from broker.transaction.transaction_state_manager import TransactionStateManager, TxnStatePartition
+
+log = structlog.get_logger()
+
+S = TransactionState
+TopicPartition = tuple[str, int]
+# Markers a partition refuses for one of these will never be written: the coordinator stops waiting.
+DROPPED_MARKER_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition})
+
+
+class ProducerIdGenerator(Protocol):
+    async def generate_producer_id(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResult:
+    error_code: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+class _NeedProducerId(Exception):
+    """The transition needs a fresh producer id, which is only had by awaiting the allocator."""
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        state: TransactionStateManager,
+        producer_ids: ProducerIdGenerator,
+        markers: TransactionMarkerChannelManager,
+        *,
+        max_timeout_ms: int,
+        transactional_id_expiration_ms: int,
+    ) -> None:
+        self.state = state
+        self._producer_ids = producer_ids
+        self._markers = markers
+        self._max_timeout_ms = max_timeout_ms
+        self._expiration_ms = transactional_id_expiration_ms
+        state.on_loaded = self._resume_completions
+
+    # -- InitProducerId ------------------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None) -> InitProducerIdResult:
+        """``expected``: the (producer id, epoch) a KIP-360 client resumes with, None for a new producer."""
+        if not transactional_id:
+            return InitProducerIdResult(ErrorCode.invalid_request)
+        if not 0 < txn_timeout_ms <= self._max_timeout_ms:
+            return InitProducerIdResult(ErrorCode.invalid_transaction_timeout)
+        new_producer_id: int | None = None
+        for _ in range(3):
+            try:
+                return self._init_producer_id(transactional_id, txn_timeout_ms, expected, new_producer_id)
+            except _NeedProducerId:
+                new_producer_id = await self._producer_ids.generate_producer_id()
+        return InitProducerIdResult(ErrorCode.concurrent_transactions)
+
+    def _init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None, new_producer_id: int | None) -> InitProducerIdResult:
+        try:
+            loaded = self.state.partition_of(transactional_id)
+        except CoordinatorNotAvailable as e:
+            return InitProducerIdResult(e.error_code)
+        now = now_ms()
+        metadata = loaded.metadata.get(transactional_id)
+        if metadata is None:
+            if new_producer_id is None:
+                raise _NeedProducerId
+            metadata = TransactionMetadata(
+                transactional_id=transactional_id,
+                producer_id=new_producer_id,
+                last_producer_id=NO_PRODUCER_ID,
+                producer_epoch=NO_PRODUCER_EPOCH,
+                last_producer_epoch=NO_PRODUCER_EPOCH,
+                txn_timeout_ms=txn_timeout_ms,
+                state=S.EMPTY,
+                txn_last_update_timestamp=now,
+            )
+            loaded.metadata[transactional_id] = metadata
+            new_producer_id = None
+        if metadata.pending_transition_in_progress:
+            return InitProducerIdResult(ErrorCode.concurrent_transactions)
+        if expected is not None and not metadata.is_valid_producer_id(*expected):
+            return InitProducerIdResult(ErrorCode.producer_fenced)
+        if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            # The previous transaction is still being completed: the client retries.
+            self._complete_transaction(loaded, metadata)
+            return InitProducerIdResult(ErrorCode.concurrent_transactions)
+        if metadata.state is S.ONGOING:
+            # Abort the open transaction under a bumped epoch that fences its producer; the client
+            # retries, and its retry bumps the epoch again.
+            error = self._fence_and_abort(loaded, metadata)
+            return InitProducerIdResult(error or ErrorCode.concurrent_transactions)
+        if metadata.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            return InitProducerIdResult(ErrorCode.concurrent_transactions)
+        try:
+            if metadata.is_producer_epoch_exhausted and (expected is None or expected[1] == metadata.producer_epoch):
+                if new_producer_id is None:
+                    raise _NeedProducerId
+                transit = metadata.prepare_producer_id_rotation(new_producer_id, txn_timeout_ms, now, expected is not None)
+            else:
+                transit = metadata.prepare_increment_producer_epoch(txn_timeout_ms, None if expected is None else expected[1], now)
+        except (ProducerFenced, IllegalTransitionError):
+            # IllegalTransitionError: an exhausted epoch named by a producer that does not hold it.
+            return InitProducerIdResult(ErrorCode.producer_fenced)
+        error = self.state.append_transaction(metadata, transit)
+        if error:
+            return InitProducerIdResult(error)
+        log.info("txn.init_producer_id", transactional_id=transactional_id, producer_id=metadata.producer_id, epoch=metadata.producer_epoch)
+        return InitProducerIdResult(0, metadata.producer_id, metadata.producer_epoch)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------------
+
+    def _validate_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> tuple[int, TxnStatePartition | None, TransactionMetadata | None]:
+        if not transactional_id:
+            return ErrorCode.invalid_request, None, None
+        try:
+            loaded = self.state.partition_of(transactional_id)
+        except CoordinatorNotAvailable as e:
+            return e.error_code, None, None
+        metadata = loaded.metadata.get(transactional_id)
+        if metadata is None or metadata.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping, loaded, metadata
+        if metadata.producer_epoch != producer_epoch:
+            return ErrorCode.producer_fenced, loaded, metadata
+        return 0, loaded, metadata
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]) -> int:
+        wanted = set(partitions)
+        error, _, metadata = self._validate_producer(transactional_id, producer_id, producer_epoch)
+        if error:
+            return error
+        assert metadata is not None
+        if metadata.pending_transition_in_progress or metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return ErrorCode.concurrent_transactions
+        if metadata.state is S.ONGOING and wanted <= metadata.topic_partitions:
+            return 0
+        try:
+            transit = metadata.prepare_add_partitions(wanted, now_ms())
+        except IllegalTransitionError:
+            log.warning("txn.add_partitions_invalid_state", transactional_id=transactional_id, state=metadata.state.display_name)
+            return ErrorCode.invalid_txn_state
+        return self.state.append_transaction(metadata, transit)
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """AddPartitionsToTxn v4+ with verify_only: is each partition already in the transaction?"""
+        wanted = list(partitions)
+        error, _, metadata = self._validate_producer(transactional_id, producer_id, producer_epoch)
+        if error:
+            return {tp: error for tp in wanted}
+        assert metadata is not None
+        in_txn = metadata.state is S.ONGOING
+        return {tp: 0 if in_txn and tp in metadata.topic_partitions else ErrorCode.invalid_txn_state for tp in wanted}
+
+    # -- EndTxn --------------------------------------------------------------------------------------
+
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+        if not transactional_id:
+            return ErrorCode.invalid_request
+        try:
+            loaded = self.state.partition_of(transactional_id)
+        except CoordinatorNotAvailable as e:
+            return e.error_code
+        metadata = loaded.metadata.get(transactional_id)
+        if metadata is None or metadata.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        # A client never bumps the epoch itself: strict equality.
+        if metadata.producer_epoch != producer_epoch:
+            return ErrorCode.producer_fenced
+        if metadata.pending_transition_in_progress:
+            return ErrorCode.concurrent_transactions
+        return self._end_transaction(loaded, metadata, commit)
+
+    def _end_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata, commit: bool) -> int:
+        state = metadata.state
+        if state is S.ONGOING:
+            transit = metadata.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms())
+            error = self.state.append_transaction(metadata, transit)
+            if error:
+                return error
+            self._complete_transaction(loaded, metadata)
+            return 0
+        # A retry of an EndTxn that went through succeeds again; one still completing is retried.
+        if state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
+            return 0
+        if state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+            self._complete_transaction(loaded, metadata)
+            return ErrorCode.concurrent_transactions
+        log.info("txn.end_invalid_state", transactional_id=metadata.transactional_id, state=state.display_name, commit=commit)
+        return ErrorCode.invalid_txn_state
+
+    def _fence_and_abort(self, loaded: TxnStatePartition, metadata: TransactionMetadata) -> int:
+        """Kafka's epoch fence: bump the epoch of an ongoing transaction and abort it under the new epoch."""
+        try:
+            fence: TxnTransitMetadata = metadata.prepare_fence_producer_epoch()
+        except IllegalTransitionError as e:
+            log.error("txn.fence_failed", transactional_id=metadata.transactional_id, error=str(e))
+            return ErrorCode.concurrent_transactions
+        metadata.apply_epoch_fence(fence)
+        log.info("txn.fence", transactional_id=metadata.transactional_id, producer_id=metadata.producer_id, epoch=metadata.producer_epoch)
+        return self._end_transaction(loaded, metadata, commit=False)
+
+    def _complete_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata) -> bool:
+        """Write the markers of a transaction in PrepareCommit/PrepareAbort, then complete it.
+        False when a marker could not be written yet (retried by ``retry_completions``)."""
+        if metadata.pending_transition_in_progress:
+            return False
+        commit = metadata.state is S.PREPARE_COMMIT
+        results = self._markers.write_markers(metadata.producer_id, metadata.producer_epoch, loaded.coordinator_epoch, commit, metadata.topic_partitions)
+        failed = {tp: code for tp, code in results.items() if code and code not in DROPPED_MARKER_ERRORS}
+        if failed:
+            log.warning("txn.markers_pending", transactional_id=metadata.transactional_id, failed={f"{t}-{p}": ErrorCode(c).name for (t, p), c in failed.items()})
+            return False
+        error = self.state.append_transaction(metadata, metadata.prepare_complete(now_ms()))
+        if error:
+            return False
+        log.debug(
+            "txn.completed",
+            transactional_id=metadata.transactional_id,
+            producer_id=metadata.producer_id,
+            epoch=metadata.producer_epoch,
+            result="commit" if commit else "abort",
+            partitions=len(results),
+        )
+        return True
+
+    def _resume_completions(self, loaded: TxnStatePartition) -> None:
+        """A partition just loaded: finish the transactions it left between Prepare and Complete."""
+        for metadata in list(loaded.metadata.values()):
+            if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                log.info("txn.resume_completion", transactional_id=metadata.transactional_id, state=metadata.state.display_name)
+                self._complete_transaction(loaded, metadata)
+
+    def retry_completions(self) -> None:
+        for loaded in list(self.state.partitions.values()):
+            self._resume_completions(loaded)
+
+    # -- background ----------------------------------------------------------------------------------
+
+    def abort_timed_out_transactions(self) -> None:
+        """transaction.timeout.ms: abort ongoing transactions past their timeout, fencing their producer;
+        and write the markers still missing from transactions being completed."""
+        now = now_ms()
+        for loaded, metadata in self.state.all_metadata():
+            if metadata.state is not S.ONGOING or metadata.pending_transition_in_progress:
+                continue
+            if metadata.txn_start_timestamp + metadata.txn_timeout_ms >= now:
+                continue
+            log.info("txn.timed_out", transactional_id=metadata.transactional_id, producer_id=metadata.producer_id, timeout_ms=metadata.txn_timeout_ms)
+            self._fence_and_abort(loaded, metadata)
+        self.retry_completions()
+
+    def remove_expired_transactional_ids(self) -> None:
+        """transactional.id.expiration.ms: forget ids with no transaction that were idle that long."""
+        now = now_ms()
+        for _, metadata in self.state.all_metadata():
+            if metadata.state not in EXPIRABLE_STATES or metadata.pending_transition_in_progress:
+                continue
+            if metadata.txn_last_update_timestamp + self._expiration_ms > now:
+                continue
+            metadata.prepare_dead()
+            if not self.state.append_tombstone(metadata):
+                log.info("txn.transactional_id_expired", transactional_id=metadata.transactional_id, producer_id=metadata.producer_id)
+
+    # -- DescribeTransactions / ListTransactions -----------------------------------------------------
+
+    def describe(self, transactional_id: str) -> tuple[int, TransactionMetadata | None]:
+        try:
+            loaded = self.state.partition_of(transactional_id)
+        except CoordinatorNotAvailable as e:
+            return e.error_code, None
+        metadata = loaded.metadata.get(transactional_id)
+        if metadata is None or metadata.state is S.DEAD:
+            return ErrorCode.transactional_id_not_found, None
+        return 0, metadata
+
+    def list_transactions(self, states: Iterable[str], producer_ids: Iterable[int], duration_ms: int) -> tuple[int, list[str], list[TransactionListing]]:
+        """The error (COORDINATOR_LOAD_IN_PROGRESS while a partition loads), unknown state names, and the listing."""
+        unknown: list[str] = []
+        wanted_states: set[TransactionState] = set()
+        for name in states:
+            state = TransactionState.from_name(name)
+            if state is None:
+                unknown.append(name)
+            else:
+                wanted_states.add(state)
+        wanted_ids = set(producer_ids)
+        if unknown and not wanted_states:
+            # Only unknown states asked for: nothing can match.
+            return 0, unknown, []
+        now = now_ms()
+        listed = []
+        for _, metadata in self.state.all_metadata():
+            if metadata.state is S.DEAD:
+                continue
+            if wanted_ids and metadata.producer_id not in wanted_ids:
+                continue
+            if wanted_states and metadata.state not in wanted_states:
+                continue
+            if duration_ms >= 0 and now - metadata.txn_start_timestamp <= duration_ms:
+                continue
+            listed.append(TransactionListing(metadata.transactional_id, metadata.producer_id, metadata.state.display_name))
+        error = ErrorCode.coordinator_load_in_progress if self.state.loading else 0
+        return error, unknown, listed

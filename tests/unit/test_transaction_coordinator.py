@@ -1,0 +1,385 @@
+"""The transaction coordinator's rules on real logs of one node, no network: InitProducerId,
+AddPartitionsToTxn, EndTxn with its markers, fencing, timeouts, expiration, reload after restart,
+and transactional offsets settled by markers."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Coroutine
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker.config import load_config
+from broker.group.offset_metadata_manager import PartitionCommit
+from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, now_ms
+from broker.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.replica_manager import ReplicaManager
+from broker.transaction.transaction_coordinator import TransactionCoordinator
+from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from broker.transaction.transaction_metadata import TransactionState
+from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
+from protocol.control_records import read_marker
+from raft.metadata_image import MetadataImage
+from raft.metadata_records import PartitionRecord, TopicRecord
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+
+S = TransactionState
+DATA = "data"
+TXN = "tx"
+
+
+class ProducerIds:
+    def __init__(self) -> None:
+        self.next = 1000
+
+    async def generate_producer_id(self) -> int:
+        self.next += 1
+        return self.next - 1
+
+
+class Node:
+    """One node's replica manager, group coordinator and transaction coordinator over ``data_dir``."""
+
+    def __init__(self, data_dir: Path, expiration_ms: int = 604800000) -> None:
+        self.config = load_config(None, {"transaction.state.log.num.partitions": "2", "offsets.topic.num.partitions": "2", "transaction.max.timeout.ms": "60000"})
+        image = MetadataImage()
+        for name in (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC, DATA):
+            topic_id = uuid.uuid5(uuid.NAMESPACE_DNS, name)
+            image.apply(TopicRecord(name=name, topic_id=topic_id))
+            for index in range(2):
+                image.apply(PartitionRecord(partition_id=index, topic_id=topic_id, replicas=(1,), isr=(1,), leader=1, leader_epoch=3, partition_epoch=0))
+        self.metadata = MetadataCache(1, "cluster", BrokerEndpoint(1, "127.0.0.1", 9092), image)
+        self.log_manager = LogManager(data_dir, LogConfig(), now_ms)
+        self.log_manager.startup()
+        self.rm = ReplicaManager(1, self.log_manager, dict)
+        self.rm.apply_image(image)
+        self.groups = GroupCoordinator(self.config, None, self.metadata, self.rm)  # type: ignore[arg-type]
+        self.state = TransactionStateManager(self.config, None, self.metadata, self.rm)  # type: ignore[arg-type]
+        self.markers = TransactionMarkerChannelManager(self.rm, self.metadata, self.groups)
+        self.ids = ProducerIds()
+        self.coordinator = TransactionCoordinator(self.state, self.ids, self.markers, max_timeout_ms=60000, transactional_id_expiration_ms=expiration_ms)
+
+    async def load(self) -> None:
+        self.groups.on_metadata_update(self.metadata.image)
+        self.state.on_metadata_update(self.metadata.image)
+        for _ in range(100):
+            if len(self.state.partitions) == 2 and len(self.groups.shards) == 2:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("partitions not loaded")
+
+    def close(self) -> None:
+        self.groups.shutdown()
+        self.log_manager.shutdown()
+
+    def markers_in(self, topic: str, index: int) -> list[tuple[int, int, bool]]:
+        """(producer id, epoch, commit) of every marker in a partition."""
+        log = self.rm.get_partition(topic, index).log  # type: ignore[union-attr]
+        out = []
+        for header, batch in log.batches(0):
+            if header.is_control:
+                marker = read_marker(batch, header)
+                assert marker is not None
+                out.append((header.producer_id, header.producer_epoch, marker.commit))
+        return out
+
+    def meta(self, transactional_id: str = TXN):  # type: ignore[no-untyped-def]
+        return self.state.partitions[self.state.partition_for(transactional_id)].metadata[transactional_id]
+
+
+def run(tmp_path: Path, test: Callable[[Node], Coroutine[Any, Any, None]], **kwargs: Any) -> None:
+    async def main() -> None:
+        node = Node(tmp_path / "data", **kwargs)
+        try:
+            await node.load()
+            await test(node)
+        finally:
+            node.close()
+
+    asyncio.run(main())
+
+
+async def init(node: Node, transactional_id: str = TXN, expected: tuple[int, int] | None = None) -> tuple[int, int]:
+    result = await node.coordinator.init_producer_id(transactional_id, 30000, expected)
+    assert result.error_code == 0, ErrorCode(result.error_code).name
+    return result.producer_id, result.producer_epoch
+
+
+# -- InitProducerId ------------------------------------------------------------------------------------
+
+
+def test_init_allocates_an_id_and_bumps_the_epoch_each_time(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        assert await init(node) == (1000, 0)
+        assert await init(node) == (1000, 1)
+        assert await init(node, "other") == (1001, 0)
+        assert node.meta().state is S.EMPTY and node.meta().txn_timeout_ms == 30000
+
+    run(tmp_path, test)
+
+
+@pytest.mark.parametrize(("transactional_id", "timeout_ms", "error"), [("", 1000, ErrorCode.invalid_request), (TXN, 0, ErrorCode.invalid_transaction_timeout), (TXN, 60001, ErrorCode.invalid_transaction_timeout)])
+def test_init_refuses_bad_requests(tmp_path: Path, transactional_id: str, timeout_ms: int, error: int) -> None:
+    async def test(node: Node) -> None:
+        assert (await node.coordinator.init_producer_id(transactional_id, timeout_ms, None)).error_code == error
+
+    run(tmp_path, test)
+
+
+def test_kip360_resume_with_current_epoch_and_fenced_epoch(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        pid, epoch = await init(node)
+        await init(node)  # another producer took epoch 1
+        assert await init(node, expected=(pid, 1)) == (pid, 2)
+        # The same call again (a lost response) answers the same epoch.
+        assert await init(node, expected=(pid, 1)) == (pid, 2)
+        assert (await node.coordinator.init_producer_id(TXN, 30000, (pid, epoch))).error_code == ErrorCode.producer_fenced
+        assert (await node.coordinator.init_producer_id(TXN, 30000, (pid + 77, 2))).error_code == ErrorCode.producer_fenced
+
+    run(tmp_path, test)
+
+
+def test_loading_partition_answers_load_in_progress(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        index = node.state.partition_for(TXN)
+        node.state.partitions.pop(index)
+        node.state._loading[index] = None  # type: ignore[assignment]  # stands for the replay task
+        assert (await node.coordinator.init_producer_id(TXN, 1000, None)).error_code == ErrorCode.coordinator_load_in_progress
+        node.state._loading.clear()
+        assert (await node.coordinator.init_producer_id(TXN, 1000, None)).error_code == ErrorCode.not_coordinator
+
+    run(tmp_path, test)
+
+
+# -- a transaction -------------------------------------------------------------------------------------
+
+
+def test_commit_writes_markers_to_every_partition_then_completes(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await init(node)
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == 0
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0), (DATA, 1)]) == 0
+        assert node.meta().state is S.ONGOING and node.meta().topic_partitions == {(DATA, 0), (DATA, 1)}
+        assert c.verify_partitions(TXN, pid, epoch, [(DATA, 1), (GROUP_METADATA_TOPIC, 0)]) == {(DATA, 1): 0, (GROUP_METADATA_TOPIC, 0): ErrorCode.invalid_txn_state}
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert node.meta().state is S.COMPLETE_COMMIT and node.meta().topic_partitions == set()
+        assert node.markers_in(DATA, 0) == node.markers_in(DATA, 1) == [(pid, epoch, True)]
+        # A retried EndTxn succeeds again and writes nothing; the other outcome is an invalid state.
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=False) == ErrorCode.invalid_txn_state
+        assert node.markers_in(DATA, 0) == [(pid, epoch, True)]
+        # The next transaction aborts.
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=False) == 0
+        assert node.meta().state is S.COMPLETE_ABORT
+        assert node.markers_in(DATA, 1) == [(pid, epoch, True), (pid, epoch, False)]
+
+    run(tmp_path, test)
+
+
+def test_producer_checks(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await init(node)
+        assert c.add_partitions(TXN, pid + 1, epoch, [(DATA, 0)]) == ErrorCode.invalid_producer_id_mapping
+        assert c.add_partitions(TXN, pid, epoch + 1, [(DATA, 0)]) == ErrorCode.producer_fenced
+        assert c.add_partitions("unknown", pid, epoch, [(DATA, 0)]) == ErrorCode.invalid_producer_id_mapping
+        assert c.add_partitions("", pid, epoch, [(DATA, 0)]) == ErrorCode.invalid_request
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.invalid_txn_state  # nothing begun
+        assert c.end_transaction(TXN, pid, epoch - 1, commit=True) == ErrorCode.producer_fenced
+        assert c.end_transaction(TXN, pid + 1, epoch, commit=True) == ErrorCode.invalid_producer_id_mapping
+        assert c.verify_partitions(TXN, pid, epoch + 1, [(DATA, 0)]) == {(DATA, 0): ErrorCode.producer_fenced}
+
+    run(tmp_path, test)
+
+
+def test_a_pending_transition_answers_concurrent_transactions(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        pid, epoch = await init(node)
+        node.meta().prepare_add_partitions({(DATA, 0)}, now_ms())  # its write has not finished
+        assert node.coordinator.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == ErrorCode.concurrent_transactions
+        assert node.coordinator.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.concurrent_transactions
+        assert (await node.coordinator.init_producer_id(TXN, 30000, None)).error_code == ErrorCode.concurrent_transactions
+
+    run(tmp_path, test)
+
+
+def test_init_with_an_open_transaction_aborts_it_under_a_fencing_epoch(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await init(node)
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == 0
+        result = await c.init_producer_id(TXN, 30000, None)
+        assert result.error_code == ErrorCode.concurrent_transactions
+        assert node.meta().state is S.COMPLETE_ABORT and node.meta().producer_epoch == epoch + 1
+        assert node.markers_in(DATA, 0) == [(pid, epoch + 1, False)]
+        # The zombie is fenced; the retry gets the next epoch.
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.producer_fenced
+        assert await init(node) == (pid, epoch + 2)
+
+    run(tmp_path, test)
+
+
+def test_timed_out_transaction_is_aborted_and_its_producer_fenced(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await init(node)
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == 0
+        c.abort_timed_out_transactions()
+        assert node.meta().state is S.ONGOING  # not yet timed out
+        node.meta().txn_start_timestamp -= 31000
+        c.abort_timed_out_transactions()
+        assert node.meta().state is S.COMPLETE_ABORT and node.meta().producer_epoch == epoch + 1
+        assert node.markers_in(DATA, 1) == [(pid, epoch + 1, False)]
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == ErrorCode.producer_fenced
+
+    run(tmp_path, test)
+
+
+def test_unwritable_marker_keeps_prepare_state_until_retried(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await init(node)
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == 0
+        partition = node.rm.partitions.pop((DATA, 0))  # leadership lost for a moment
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert node.meta().state is S.PREPARE_COMMIT
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == ErrorCode.concurrent_transactions
+        node.rm.partitions[(DATA, 0)] = partition
+        c.abort_timed_out_transactions()  # the periodic job also writes missing markers
+        assert node.meta().state is S.COMPLETE_COMMIT
+        assert node.markers_in(DATA, 0) == [(pid, epoch, True)]
+
+    run(tmp_path, test)
+
+
+# -- restart ---------------------------------------------------------------------------------------------
+
+
+def test_reload_replays_metadata_and_resumes_prepare_commit(tmp_path: Path) -> None:
+    async def first(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await init(node)
+        await init(node, "open")
+        assert c.add_partitions("open", pid + 1, 0, [(DATA, 0)]) == 0
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == 0
+        # Crash between PrepareCommit and the markers.
+        meta = node.meta()
+        assert node.state.append_transaction(meta, meta.prepare_abort_or_commit(S.PREPARE_COMMIT, now_ms())) == 0
+
+    async def second(node: Node) -> None:
+        assert node.meta().state is S.COMPLETE_COMMIT
+        assert node.markers_in(DATA, 1) == [(1000, 0, True)]
+        assert node.meta("open").state is S.ONGOING and node.meta("open").topic_partitions == {(DATA, 0)}
+        assert node.meta("open").txn_timeout_ms == 30000
+
+    run(tmp_path, first)
+    run(tmp_path, second)
+
+
+def test_expired_transactional_id_is_tombstoned(tmp_path: Path) -> None:
+    async def first(node: Node) -> None:
+        await init(node)
+        await init(node, "busy")
+        assert node.coordinator.add_partitions("busy", 1001, 0, [(DATA, 0)]) == 0
+        await asyncio.sleep(0.01)
+        node.coordinator.remove_expired_transactional_ids()
+        assert TXN not in node.state.partitions[node.state.partition_for(TXN)].metadata
+        assert node.meta("busy").state is S.ONGOING  # an open transaction never expires
+
+    async def second(node: Node) -> None:
+        assert TXN not in node.state.partitions[node.state.partition_for(TXN)].metadata
+
+    run(tmp_path, first, expiration_ms=5)
+    run(tmp_path, second, expiration_ms=5)
+
+
+# -- Describe / List ------------------------------------------------------------------------------------
+
+
+def test_describe_and_list(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await init(node)
+        await init(node, "idle")
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == 0
+        error, meta = c.describe(TXN)
+        assert error == 0 and meta is not None and meta.state is S.ONGOING
+        assert c.describe("nope") == (ErrorCode.transactional_id_not_found, None)
+        error, unknown, listed = c.list_transactions([], [], -1)
+        assert (error, unknown) == (0, []) and {(t.transactional_id, t.state) for t in listed} == {(TXN, "Ongoing"), ("idle", "Empty")}
+        _, unknown, listed = c.list_transactions(["Ongoing", "Bogus"], [], -1)
+        assert unknown == ["Bogus"] and [t.transactional_id for t in listed] == [TXN]
+        _, unknown, listed = c.list_transactions(["Bogus"], [], -1)
+        assert unknown == ["Bogus"] and listed == []
+        _, _, listed = c.list_transactions([], [pid + 1], -1)
+        assert [t.transactional_id for t in listed] == ["idle"]
+        # KIP-994: only transactions running longer than the duration.
+        _, _, listed = c.list_transactions(["Ongoing"], [], 60000)
+        assert listed == []
+        node.meta().txn_start_timestamp -= 120000
+        _, _, listed = c.list_transactions(["Ongoing"], [], 60000)
+        assert [t.transactional_id for t in listed] == [TXN]
+
+    run(tmp_path, test)
+
+
+# -- transactional offsets ------------------------------------------------------------------------------
+
+
+def test_txn_offsets_become_visible_only_on_commit(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await init(node)
+        group = "readers"
+        offsets_partition = (GROUP_METADATA_TOPIC, node.groups.partition_for(group))
+        shard = node.groups.shard_for(group)
+
+        def txn_commit(offset: int) -> None:
+            answers, records = shard.offsets.txn_commit(group, -1, "", None, [PartitionCommit(DATA, 0, offset, -1, "")], now_ms())
+            assert [code for _, code in answers] == [0]
+            assert node.groups.execute_transactional(group, pid, epoch, records) == 0
+
+        assert c.add_partitions(TXN, pid, epoch, [offsets_partition]) == 0
+        txn_commit(10)
+        assert shard.offsets.fetch(group, [(DATA, 0)])[0][2] is None
+        assert shard.offsets.has_pending_offset(group, DATA, 0)
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert shard.offsets.fetch(group, [(DATA, 0)])[0][2].offset == 10  # type: ignore[union-attr]
+        assert not shard.offsets.has_pending_offset(group, DATA, 0)
+
+        assert c.add_partitions(TXN, pid, epoch, [offsets_partition]) == 0
+        txn_commit(20)
+        assert c.end_transaction(TXN, pid, epoch, commit=False) == 0
+        assert shard.offsets.fetch(group, [(DATA, 0)])[0][2].offset == 10  # type: ignore[union-attr]
+
+        # A reload replays the same outcome from the records and markers.
+        assert c.add_partitions(TXN, pid, epoch, [offsets_partition]) == 0
+        txn_commit(30)
+        index = offsets_partition[1]
+        node.groups._unload(index)
+        await node.groups._load(index)
+        reloaded = node.groups.shard_for(group)
+        assert reloaded.offsets.fetch(group, [(DATA, 0)])[0][2].offset == 10  # type: ignore[union-attr]
+        assert reloaded.offsets.has_pending_offset(group, DATA, 0)
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert reloaded.offsets.fetch(group, [(DATA, 0)])[0][2].offset == 30  # type: ignore[union-attr]
+
+    run(tmp_path, test)
+
+
+def test_exhausted_epoch_rotates_to_a_new_producer_id(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        pid, _ = await init(node)
+        node.meta().producer_epoch = 32766
+        assert await init(node) == (pid + 1, 0)
+        node.meta().producer_epoch = 32766
+        # Only a producer holding the exhausted epoch may rotate it; another one is fenced.
+        assert (await node.coordinator.init_producer_id(TXN, 30000, (pid + 1, 3))).error_code == ErrorCode.producer_fenced
+
+    run(tmp_path, test)
