@@ -23,6 +23,7 @@ import structlog
 from protocol.fetch_response import Chunk
 from protocol.frame import FrameDecoder, FrameTooLarge
 from protocol.headers import InvalidRequest, RequestHeader, parse_request_header
+from storage.fetch_data_info import FileRegion as StoredRegion
 
 log = structlog.get_logger()
 
@@ -275,7 +276,7 @@ class Connection:
                 remaining -= sent
                 self._metrics.sendfile_bytes += sent
         except (BlockingIOError, InterruptedError):
-            out[0] = _Region(region.fd, position, remaining)
+            out[0] = StoredRegion(region.fd, position, remaining)  # the unsent rest
             return False
         out.popleft()
         return True
@@ -304,15 +305,6 @@ class Connection:
         self._out.clear()
         self._sock.close()
         self._closed.set_result(None)
-
-
-@dataclass(slots=True)
-class _Region:
-    """The unsent rest of a file region (a sendfile the socket cut short)."""
-
-    fd: int
-    position: int
-    length: int
 
 
 class SocketServer:
