@@ -85,6 +85,7 @@ def request(
     max_bytes: int = 50 * 1024 * 1024,
     min_bytes: int = 1,
     max_wait_ms: int = 500,
+    topic: str = TOPIC,
 ) -> FetchRequest:
     """A librdkafka-like Fetch v12: no fetch session, every partition from offset 0."""
     return FetchRequest(
@@ -98,7 +99,7 @@ def request(
         session_epoch=i32(-1),
         topics=(
             FetchTopic(
-                topic=TopicName(TOPIC),
+                topic=TopicName(topic),
                 partitions=tuple(
                     FetchPartition(
                         partition=i32(i),
