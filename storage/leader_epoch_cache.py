@@ -31,9 +31,9 @@ class EpochEntry(NamedTuple):
 
 
 class LeaderEpochCache:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, created: bool = False) -> None:
         self.path = path
-        self._epochs: list[EpochEntry] = _read(path)
+        self._epochs: list[EpochEntry] = [] if created else _read(path)
         self._dirty = False
 
     @property

@@ -146,7 +146,14 @@ def parse_topic_partition(directory: Path) -> tuple[str, int]:
 
 class Log:
     def __init__(
-        self, directory: Path, config: LogConfig, topic_id: uuid.UUID | None, now_ms: Callable[[], int], listener: LogListener | None = None
+        self,
+        directory: Path,
+        config: LogConfig,
+        topic_id: uuid.UUID | None,
+        now_ms: Callable[[], int],
+        listener: LogListener | None = None,
+        *,
+        created: bool = False,
     ) -> None:
         self.dir = directory
         self.config = config
@@ -162,9 +169,9 @@ class Log:
         # Segments rolled but not yet fsynced (Kafka schedules this flush right after a roll).
         self._flush_rolled_up_to: int | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []
-        self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE)
+        self.leader_epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE, created=created)
         self.partition_metadata_file = PartitionMetadataFile(directory / PARTITION_METADATA_FILE)
-        self.producer_state = ProducerStateManager(f"{self.topic_partition[0]}-{self.topic_partition[1]}", directory)
+        self.producer_state = ProducerStateManager(f"{self.topic_partition[0]}-{self.topic_partition[1]}", directory, created=created)
         self._log = log.bind(topic=self.topic_partition[0], partition=self.topic_partition[1])
         self._listener = listener
 
@@ -183,15 +190,26 @@ class Log:
         now_ms: Callable[[], int] = wall_clock_ms,
         listener: LogListener | None = None,
     ) -> "Log":
-        directory.mkdir(parents=True, exist_ok=True)
-        plog = cls(directory, config, topic_id, now_ms, listener)
         try:
-            plog._load_partition_metadata()
-            plog._load(recovery_point, log_start_offset, had_clean_shutdown)
+            directory.mkdir(parents=True)
+            created = True
+        except FileExistsError:
+            created = False
+        plog = cls(directory, config, topic_id, now_ms, listener, created=created)
+        try:
+            if created:
+                plog._create(log_start_offset)
+            else:
+                plog._load_partition_metadata()
+                plog._load(recovery_point, log_start_offset, had_clean_shutdown)
         except BaseException:
             plog.close_handlers()
             raise
         return plog
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        self.topic_id = topic_id
+        self.partition_metadata_file.record(topic_id)
 
     def _load_partition_metadata(self) -> None:
         stored = self.partition_metadata_file.read()
@@ -201,6 +219,15 @@ class Log:
             self.topic_id = stored
         elif stored is None:
             self.partition_metadata_file.record(self.topic_id)
+
+    def _create(self, log_start_offset: int) -> None:
+        """A folder made just now holds nothing to load, recover or replay: one empty segment."""
+        if self.topic_id is not None:
+            self.partition_metadata_file.record(self.topic_id)
+        self._add_segment(LogSegment.open(self.dir, log_start_offset, self.config, self._now_ms()))
+        self.log_start_offset = self.recovery_point = self._log_end_offset = log_start_offset
+        self.producer_state.truncate_fully_and_start_at(log_start_offset)
+        self._log.info("log.created", log_start_offset=log_start_offset)
 
     def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
         swap_files = self._remove_temp_files_and_collect_swap_files()
@@ -1060,6 +1087,7 @@ class Log:
         for segment in self.segments:
             segment.close()
         self.leader_epoch_cache.flush()
+        self.partition_metadata_file.maybe_flush()
 
     def close_handlers(self) -> None:
         """Release every fd and map without writing (the log is being deleted)."""

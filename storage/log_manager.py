@@ -143,7 +143,11 @@ class LogManager:
         key = (topic, partition)
         existing = self.logs.get(key)
         if existing is not None:
-            if topic_id is None or existing.topic_id is None or existing.topic_id == topic_id:
+            if existing.topic_id is None and topic_id is not None:
+                # Its partition.metadata was never written (a crash right after creation).
+                existing.assign_topic_id(topic_id)
+                self._unflushed_metadata.append(existing.partition_metadata_file)
+            if topic_id is None or existing.topic_id == topic_id:
                 existing.update_config(config)
                 return existing
             # Left over from an earlier topic of the same name, deleted while we were away.
@@ -183,6 +187,7 @@ class LogManager:
         self._rolled.discard(plog)
         self._with_pending_deletes.discard(plog)
         self._with_flush_ms.discard(plog)
+        plog.partition_metadata_file.discard()
         target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.rename(plog.dir, target)
         shutil.rmtree(target, ignore_errors=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 import uuid
 from pathlib import Path
 
@@ -30,24 +31,30 @@ def uuid_from_kafka_string(text: str) -> uuid.UUID:
 
 
 class PartitionMetadataFile:
-    """Kafka's PartitionMetadataFile: recorded at once, fsynced later.
+    """Kafka's PartitionMetadataFile: recorded in memory, written and fsynced later.
 
     Creating a partition must not wait on the disk: ``__consumer_offsets`` alone is 50 of them,
-    created while a consumer's first FindCoordinator waits, and two fsyncs each (file and
-    folder) took about 200 ms of that wait. Kafka likewise writes the file and flushes it from
-    its scheduler. Until the flush a crash can leave the file missing or empty; both read as
-    "no topic id yet" and the log writes it again from the metadata image it is opened with.
+    created while a consumer's first FindCoordinator waits and every other request on the node
+    waits behind it. As Kafka does, ``record`` only remembers the id and ``maybe_flush`` (the
+    log-flush job's worker thread, a log flush, a clean shutdown) writes a temporary file, fsyncs
+    it, renames it into place and fsyncs the folder. Until then a crash leaves the file missing
+    (or, from an older kbroker, empty); both read as "no topic id yet" and the log records it
+    again from the metadata image it is opened with.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._dirty = False
+        self._lock = threading.Lock()
+        self._unflushed: uuid.UUID | None = None
 
     @property
     def dirty(self) -> bool:
-        return self._dirty
+        return self._unflushed is not None
 
     def read(self) -> uuid.UUID | None:
+        pending = self._unflushed
+        if pending is not None:
+            return pending
         try:
             text = self.path.read_text()
         except FileNotFoundError:
@@ -67,29 +74,33 @@ class PartitionMetadataFile:
             raise KafkaStorageError(f"malformed {self.path}: {e}") from None
 
     def record(self, topic_id: uuid.UUID) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"version: {_VERSION}\ntopic_id: {uuid_to_kafka_string(topic_id)}\n")
-        os.replace(tmp, self.path)
-        self._dirty = True
+        with self._lock:
+            self._unflushed = topic_id
+
+    def discard(self) -> None:
+        """The partition is being deleted: never write this id, not even into a folder of the same name created later."""
+        with self._lock:
+            self._unflushed = None
 
     def maybe_flush(self) -> None:
-        """fsync the file and its folder if recorded since the last flush (safe from any thread)."""
-        if not self._dirty:
+        """Write and fsync the file and its folder if recorded since the last flush (safe from any thread)."""
+        if self._unflushed is None:
             return
-        self._dirty = False
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
+        with self._lock:
+            topic_id = self._unflushed
+            if topic_id is None:
+                return
+            tmp = self.path.with_name(self.path.name + ".tmp")
             try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            fsync_dir(self.path.parent)
-        except FileNotFoundError:
-            pass  # the partition was deleted meanwhile
-        except BaseException:
-            self._dirty = True
-            raise
+                with open(tmp, "w") as f:
+                    f.write(f"version: {_VERSION}\ntopic_id: {uuid_to_kafka_string(topic_id)}\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.path)
+                fsync_dir(self.path.parent)
+            except FileNotFoundError:
+                pass  # the partition was deleted meanwhile
+            self._unflushed = None
 
 
 def flush_partition_metadata(files: list[PartitionMetadataFile]) -> None:

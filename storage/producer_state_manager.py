@@ -225,7 +225,7 @@ class ProducerAppendInfo:
 
 
 class ProducerStateManager:
-    def __init__(self, topic_partition: str, directory: Path) -> None:
+    def __init__(self, topic_partition: str, directory: Path, *, created: bool = False) -> None:
         self._tp = topic_partition
         self.dir = directory
         self.producers: dict[int, ProducerStateEntry] = {}
@@ -233,7 +233,7 @@ class ProducerStateManager:
         self._ongoing: dict[int, int] = {}
         self._first_unstable: int | None = None
         self.map_end_offset = 0  # the state covers the log below this offset
-        self._snapshots = list_snapshots(directory)
+        self._snapshots = [] if created else list_snapshots(directory)
         # Where the state was last written or loaded: a snapshot there would add nothing.
         self._last_snapshot_offset = 0
         self._log = log.bind(topic_partition=topic_partition)

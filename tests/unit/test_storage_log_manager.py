@@ -113,7 +113,7 @@ def test_get_or_create_log_and_topic_ids(tmp_path: Path) -> None:
     first_id, second_id = uuid.uuid4(), uuid.uuid4()
     config = LogConfig.from_properties({"retention.ms": "1000"})
     plog = manager.get_or_create_log("t", 0, config, first_id)
-    assert plog.topic_id == first_id and plog.config == config and (tmp_path / "t-0" / "partition.metadata").exists()
+    assert plog.topic_id == first_id and plog.config == config and plog.partition_metadata_file.read() == first_id
     plog.append_as_leader(memoryview(make_batch([b"old"])), 0)
     same = manager.get_or_create_log("t", 0, LogConfig(), first_id)
     assert same is plog and same.config == LogConfig()

@@ -1,4 +1,4 @@
-"""partition.metadata: recorded at once, fsynced later, and a crash before the fsync is harmless."""
+"""partition.metadata: recorded in memory, written and fsynced later, and a crash before that is harmless."""
 
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ def test_record_then_flush(tmp_path: Path) -> None:
     f = PartitionMetadataFile(tmp_path / "partition.metadata")
     assert f.read() is None and not f.dirty
     f.record(TOPIC_ID)
-    assert f.dirty
-    assert (tmp_path / "partition.metadata").read_text() == f"version: 0\ntopic_id: {uuid_to_kafka_string(TOPIC_ID)}\n"
-    assert not (tmp_path / "partition.metadata.tmp").exists()
+    assert f.dirty and f.read() == TOPIC_ID
+    assert not (tmp_path / "partition.metadata").exists()
     flush_partition_metadata([f])
     assert not f.dirty and f.read() == TOPIC_ID
+    assert (tmp_path / "partition.metadata").read_text() == f"version: 0\ntopic_id: {uuid_to_kafka_string(TOPIC_ID)}\n"
+    assert not (tmp_path / "partition.metadata.tmp").exists()
+    assert PartitionMetadataFile(tmp_path / "partition.metadata").read() == TOPIC_ID
 
 
 def test_empty_file_left_by_a_crash_reads_as_unrecorded(tmp_path: Path) -> None:
@@ -43,10 +45,22 @@ def test_flush_after_the_partition_was_deleted_is_quiet(tmp_path: Path) -> None:
     folder.mkdir()
     f = PartitionMetadataFile(folder / "partition.metadata")
     f.record(TOPIC_ID)
-    (folder / "partition.metadata").unlink()
     folder.rmdir()
     f.maybe_flush()
     assert not f.dirty
+
+
+def test_a_deleted_partition_never_writes_into_a_recreated_folder(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, LogConfig(), FakeClock())
+    manager.startup()
+    old = manager.get_or_create_log("t", 0, LogConfig(), TOPIC_ID)
+    manager.delete_log("t", 0)
+    new_id = uuid.uuid4()
+    manager.get_or_create_log("t", 0, LogConfig(), new_id)
+    old.partition_metadata_file.maybe_flush()  # the flush job's list still held the old file
+    flush_partition_metadata(manager.take_unflushed_partition_metadata())
+    assert PartitionMetadataFile(tmp_path / "t-0" / "partition.metadata").read() == new_id
+    manager.shutdown()
 
 
 def test_log_manager_hands_new_logs_metadata_to_the_flush_job(tmp_path: Path) -> None:
@@ -62,3 +76,18 @@ def test_log_manager_hands_new_logs_metadata_to_the_flush_job(tmp_path: Path) ->
     other.flush()  # a log flush (and so a clean shutdown) fsyncs it too
     assert not other.partition_metadata_file.dirty
     manager.shutdown()
+
+
+def test_a_crash_before_the_write_records_the_id_again_on_restart(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, LogConfig(), FakeClock())
+    manager.startup()
+    manager.get_or_create_log("t", 0, LogConfig(), TOPIC_ID).close_handlers()  # crash: nothing written
+    assert not (tmp_path / "t-0" / "partition.metadata").exists()
+    again = LogManager(tmp_path, LogConfig(), FakeClock())
+    again.startup()
+    loaded = again.get_log("t", 0)
+    assert loaded is not None and loaded.topic_id is None
+    assert again.get_or_create_log("t", 0, LogConfig(), TOPIC_ID) is loaded and loaded.topic_id == TOPIC_ID
+    flush_partition_metadata(again.take_unflushed_partition_metadata())
+    assert PartitionMetadataFile(tmp_path / "t-0" / "partition.metadata").read() == TOPIC_ID
+    again.shutdown()
