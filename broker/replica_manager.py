@@ -56,6 +56,7 @@ class ReplicaManager:
     def apply_image(self, image: MetadataImage) -> None:
         """Become leader of every partition the image gives us; drop those it no longer lists."""
         wanted: set[TopicPartition] = set()
+        became_leader = 0
         for topic in image.topics.values():
             config: LogConfig | None = None
             for index, reg in topic.partitions.items():
@@ -70,13 +71,17 @@ class ReplicaManager:
                         self._remove(key)
                     plog = self.log_manager.get_or_create_log(topic.name, index, config, topic.topic_id)
                     self.partitions[key] = Partition(topic.name, index, topic.topic_id, plog, reg.leader_epoch)
-                    log.info("partition.leader", topic=topic.name, partition=index, epoch=reg.leader_epoch)
+                    log.debug("partition.leader", topic=topic.name, partition=index, epoch=reg.leader_epoch)
+                    became_leader += 1
                 else:
                     partition.leader_epoch = reg.leader_epoch
                     if partition.log.config != config:
                         partition.log.update_config(config)
         for key in set(self.partitions) - wanted:
             self._remove(key)
+        if became_leader:
+            # One line, not one per partition: a node with 10,000 partitions starts with 10,000.
+            log.info("replica_manager.became_leader", partitions=became_leader, leading=len(self.partitions))
         self.fetch_purgatory.touch_all()
 
     def _remove(self, key: TopicPartition) -> None:

@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Callable
@@ -68,6 +69,7 @@ class LogManager:
         self.had_clean_shutdown = marker.exists()
         if not self.had_clean_shutdown:
             log.info("log_manager.recovering", log_dir=str(self.log_dir), reason="no clean shutdown file")
+        started = time.monotonic()
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         for directory in sorted(self.log_dir.iterdir()):
@@ -95,7 +97,13 @@ class LogManager:
             self.on_config_changed(plog)
         # Removed only once every log is loaded: a crash while loading must recover again.
         marker.unlink(missing_ok=True)
-        log.info("log_manager.started", logs=len(self.logs), clean_shutdown=self.had_clean_shutdown, log_dir=str(self.log_dir))
+        log.info(
+            "log_manager.started",
+            logs=len(self.logs),
+            clean_shutdown=self.had_clean_shutdown,
+            log_dir=str(self.log_dir),
+            seconds=round(time.monotonic() - started, 3),
+        )
 
     def _read_checkpoint(self, name: str) -> dict[tuple[str, int], int]:
         try:
