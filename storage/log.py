@@ -232,8 +232,7 @@ class Log:
     def _load(self, recovery_point: int, log_start_offset: int, had_clean_shutdown: bool) -> None:
         # One listing serves every step: with 10,000 partitions a listing and a stat per file
         # per step were a third of start-up.
-        names = self._file_names()
-        swap_files = self._remove_temp_files_and_collect_swap_files(names)
+        names, swap_files = self._remove_temp_files_and_collect_swap_files(self._file_names())
         if swap_files or any(name.endswith(SWAP_END_FILE_SUFFIX) for name in names):
             self._complete_swaps(swap_files)
             names = self._file_names()
@@ -268,36 +267,32 @@ class Log:
         with os.scandir(self.dir) as entries:
             return [entry.name for entry in entries if entry.is_file()]
 
-    def _remove_temp_files_and_collect_swap_files(self, names: list[str]) -> list[Path]:
-        """Delete leftovers of interrupted deletions, writes and cleanings (also from ``names``)."""
-        swap_files: list[Path] = []
-        cleaned_files: list[Path] = []
-        min_cleaned = float("inf")
+    def _remove_temp_files_and_collect_swap_files(self, names: list[str]) -> tuple[list[str], list[Path]]:
+        """Delete leftovers of interrupted deletions, writes and cleanings: (the names left, the .swap files to complete)."""
         kept: list[str] = []
+        swaps: list[str] = []
+        cleaned: list[str] = []
         for name in names:
-            path = self.dir / name if name.endswith((DELETED_FILE_SUFFIX, ".tmp", CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)) else None
-            if path is None:
-                kept.append(name)
-            elif name.endswith(DELETED_FILE_SUFFIX) or name.endswith(".tmp"):
-                path.unlink()
+            if name.endswith((DELETED_FILE_SUFFIX, ".tmp")):
+                (self.dir / name).unlink()
             elif name.endswith(CLEANED_FILE_SUFFIX):
-                min_cleaned = min(min_cleaned, _offset_or(path, float("inf")))
-                cleaned_files.append(path)
-            elif name.endswith(SWAP_FILE_SUFFIX):
-                swap_files.append(path)
+                cleaned.append(name)
+            else:
                 kept.append(name)
+                if name.endswith(SWAP_FILE_SUFFIX):
+                    swaps.append(name)
+        min_cleaned = min((_offset_or(Path(name), float("inf")) for name in cleaned), default=float("inf"))
         # A .swap at or past the smallest .cleaned offset belongs to a split that never finished.
         valid = []
-        for path in swap_files:
-            if _offset_or(path, float("inf")) >= min_cleaned:
-                path.unlink()
-                kept.remove(path.name)
+        for name in swaps:
+            if _offset_or(Path(name), float("inf")) >= min_cleaned:
+                (self.dir / name).unlink()
+                kept.remove(name)
             else:
-                valid.append(path)
-        for path in cleaned_files:
-            path.unlink()
-        names[:] = kept
-        return valid
+                valid.append(self.dir / name)
+        for name in cleaned:
+            (self.dir / name).unlink()
+        return kept, valid
 
     def _complete_swaps(self, swap_files: list[Path]) -> None:
         """Finish a compaction/split swap the crash interrupted: drop what it replaced, rename it in.
