@@ -1,4 +1,4 @@
-"""Decode request bodies and encode response bodies through kio's entities (Produce bodies by hand)."""
+"""Decode request bodies and encode response bodies through kio's entities (Produce and Fetch requests by hand)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from protocol.api_keys import ApiKey, request_schema, response_header_version, response_schema
+from protocol.fetch_request import FetchRequest, read_fetch_request
 from protocol.frame import encode_size
 from protocol.headers import InvalidRequest, response_header
 from protocol.length_guard import LengthError, check_lengths
@@ -26,10 +27,12 @@ def _writer(schema: type) -> Callable[[Any, Any], None]:
     return entity_writer(schema)
 
 
-def decode_request(api_key: int, version: int, frame: bytearray | memoryview, offset: int) -> RequestPayload | ProduceRequest:
-    """The request body as a kio entity; Produce as views into ``frame`` (see protocol/produce_request.py)."""
+def decode_request(api_key: int, version: int, frame: bytearray | memoryview, offset: int) -> RequestPayload | ProduceRequest | FetchRequest:
+    """The request body as a kio entity; Produce and Fetch by their own readers (protocol/produce_request.py, protocol/fetch_request.py)."""
     if api_key == ApiKey.PRODUCE:
         return read_produce_request(frame, offset, version)
+    if api_key == ApiKey.FETCH:
+        return read_fetch_request(frame, offset, version)
     view = memoryview(frame).toreadonly()
     try:
         check_lengths(request_schema(api_key, version), view, offset)

@@ -6,7 +6,6 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -15,6 +14,7 @@ from broker.kafka_apis import RequestContext
 from broker.metadata_cache import MetadataCache
 from broker.network import TransferMetrics
 from broker.replica_manager import ReadResult, ReplicaManager
+from protocol.fetch_request import FetchRequest
 from protocol.fetch_response import (
     Chunk,
     FetchPartitionResult,
@@ -43,7 +43,7 @@ class FetchHandler:
         self._max_response_bytes = max_response_bytes
 
     def __call__(
-        self, ctx: RequestContext, request: Any
+        self, ctx: RequestContext, request: FetchRequest
     ) -> list[Chunk] | Awaitable[list[Chunk]]:
         """The response at once when the first read settles the fetch, else a coroutine that long-polls.
 
@@ -68,7 +68,7 @@ class FetchHandler:
                     p.fetch_offset, p.partition_max_bytes
                 )
         forgotten: list[TopicPartition] = []
-        for f in getattr(request, "forgotten_topics_data", ()):
+        for f in request.forgotten_topics_data:
             if version >= 13:
                 topic = image.topics_by_id.get(f.topic_id)
                 if topic is None:
@@ -89,9 +89,9 @@ class FetchHandler:
                 version, ctx.header.correlation_id, [], error_code=session.error
             )
 
-        isolation = getattr(request, "isolation_level", 0)
+        isolation = request.isolation_level
         max_bytes = min(request.max_bytes, self._max_response_bytes)
-        max_wait = request.max_wait.total_seconds()
+        max_wait = request.max_wait_ms / 1000
         deadline = time.monotonic() + max_wait
         results, done = self._read_all(
             session.partitions, max_bytes, isolation, request.min_bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from broker.wire_client import request
 from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.integration.helpers import consume, create_topic, produce_acked, unique_topic
-from tests.unit.test_fetch_handler import request as fetch_request
+from tests.unit.test_fetch_handler import fetch_v12
 
 PARTITIONS = 12
 PER_PARTITION = 100  # records of 10 kB: ~1 MB a partition
@@ -20,7 +20,7 @@ def fill(bootstrap: str, topic: str) -> None:
 
 def fetch_all(bootstrap: str, topic: str, max_bytes: int) -> list[int]:
     """One Fetch v12 from offset 0 of every partition; the record bytes answered per partition."""
-    body = fetch_request(MiB, partitions=tuple(range(PARTITIONS)), max_bytes=max_bytes, max_wait_ms=0, topic=topic)
+    body = fetch_v12(MiB, partitions=tuple(range(PARTITIONS)), max_bytes=max_bytes, max_wait_ms=0, topic=topic)
     response = request(bootstrap, body)
     return [len(p.records or b"") for t in response.responses for p in t.partitions]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import io
 import os
 import time
 import uuid
@@ -11,9 +12,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
+from kio.schema.fetch.v12.request import FetchRequest as KioFetchRequest
 from kio.schema.types import BrokerId, TopicName
-from kio.serial import entity_reader
+from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from broker.fetch_session import FetchSessionCache
@@ -24,6 +26,7 @@ from broker.network import ClientInfo, TransferMetrics
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from protocol.api_keys import response_schema
+from protocol.fetch_request import FetchRequest, read_fetch_request
 from protocol.fetch_response import Chunk
 from protocol.headers import RequestHeader
 from protocol.record_batch import iter_headers
@@ -78,7 +81,7 @@ def setup(tmp_path: Path) -> tuple[FetchHandler, ReplicaManager, dict[int, Parti
     return handler, rm, partitions
 
 
-def request(
+def fetch_v12(
     partition_max_bytes: int,
     *,
     partitions: tuple[int, ...] = (0,),
@@ -86,9 +89,9 @@ def request(
     min_bytes: int = 1,
     max_wait_ms: int = 500,
     topic: str = TOPIC,
-) -> FetchRequest:
+) -> KioFetchRequest:
     """A librdkafka-like Fetch v12: no fetch session, every partition from offset 0."""
-    return FetchRequest(
+    return KioFetchRequest(
         cluster_id=None,
         replica_id=BrokerId(-1),
         max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=max_wait_ms)),
@@ -116,6 +119,13 @@ def request(
         forgotten_topics_data=(),
         rack_id="",
     )
+
+
+def request(partition_max_bytes: int, **kwargs: Any) -> FetchRequest:
+    """``fetch_v12`` as the broker reads it off the wire."""
+    out = io.BytesIO()
+    entity_writer(KioFetchRequest)(out, fetch_v12(partition_max_bytes, **kwargs))
+    return read_fetch_request(out.getvalue(), 0, VERSION)
 
 
 def context() -> RequestContext:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from pathlib import Path
 from typing import Any, cast
 
-from kio.static.primitive import i8
 
 from broker.fetch_session import FetchSessionCache
 from broker.handlers.fetch import FetchHandler
@@ -25,7 +23,7 @@ from tests.unit.test_fetch_handler import TOPIC, context, decode, open_log, requ
 
 
 def fetch(handler: FetchHandler, isolation: int) -> Any:
-    chunks = handler(context(), dataclasses.replace(request(1 << 20), isolation_level=i8(isolation)))
+    chunks = handler(context(), request(1 << 20)._replace(isolation_level=isolation))
     assert isinstance(chunks, list)
     (topic,) = decode(chunks).responses
     (partition,) = topic.partitions

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import datetime
 import importlib
-import io
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from protocol.headers import InvalidRequest
 from protocol.produce_request import read_produce_request
+from tests.unit.body_cases import damaged, encode, names
 
 VERSIONS = range(3, 12)
 
@@ -22,13 +22,6 @@ def schema(version: int) -> Any:
     return importlib.import_module(f"kio.schema.produce.v{version}.request")
 
 
-def encode(entity: object) -> bytes:
-    out = io.BytesIO()
-    entity_writer(type(entity))(out, entity)  # type: ignore[arg-type]
-    return out.getvalue()
-
-
-names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 records = st.none() | st.binary(max_size=300)
 
 
@@ -85,18 +78,14 @@ def test_records_are_writable_views_into_the_frame() -> None:
 @given(produce_requests(), st.data())
 def test_truncated_or_damaged_bodies_are_refused_cleanly(case: tuple[int, bytes, Any], data: st.DataObject) -> None:
     version, body, _ = case
-    damaged = bytearray(body)
-    if damaged and data.draw(st.booleans()):
-        position = data.draw(st.integers(0, len(damaged) - 1))
-        damaged[position] = data.draw(st.sampled_from([0x00, 0x7F, 0x80, 0xFF]))
-    cut = data.draw(st.integers(0, len(damaged)))
+    cut = damaged(body, data)
     try:
-        request = read_produce_request(damaged[:cut], 0, version)
+        request = read_produce_request(cut, 0, version)
     except InvalidRequest:
         return
     for topic in request.topic_data:
         for partition in topic.partition_data:
-            assert partition.records is None or len(partition.records) <= cut
+            assert partition.records is None or len(partition.records) <= len(cut)
 
 
 @pytest.mark.parametrize("version", [3, 9])
