@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a kbroker property")
     parser.add_argument("--floor", action="store_true", help="also measure a bare sendfile server on the segment file")
     args = parser.parse_args(argv)
+    if args.floor and (args.broker != "kbroker" or args.partitions != 1):
+        parser.error("--floor serves kbroker's segment file of a one-partition topic")
     overrides = dict(kv.split("=", 1) for kv in args.override)
     with BrokerUnderTest(args.broker, overrides=overrides, scale=1.0) as broker:
         topic = f"consume-cpu-{time.monotonic_ns()}"
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             workloads.consume(broker.bootstrap, topic, args.partitions, RECORDS, 0)
             seconds, cpu = time.perf_counter() - t0, cpu_ms(broker.pid) - before
             print(f"round {i}: {seconds:.3f} s, {RECORDS / seconds / 1e3:.0f}k records/s, broker CPU {cpu:.1f} ms")
-        if args.floor and broker.data_dir is not None and args.partitions == 1:
+        if args.floor and broker.data_dir is not None:
             (segment,) = glob.glob(f"{broker.data_dir}/{topic}-0/*.log")
             for where, cpus in (("cores apart", (0, 1)), ("same core", (0, 0))):
                 costs = sendfile_floor(segment, *cpus, rounds=3)

@@ -13,7 +13,6 @@ from protocol.headers import InvalidRequest, read_uvarint, skip_tagged_fields
 
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
-I64 = struct.Struct(">q")
 
 _ZERO_UUID = bytes(16)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import io
 import os
 import time
 import uuid
@@ -15,7 +14,7 @@ import pytest
 from kio.schema.fetch.v12.request import FetchPartition, FetchTopic
 from kio.schema.fetch.v12.request import FetchRequest as KioFetchRequest
 from kio.schema.types import BrokerId, TopicName
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from broker.fetch_session import FetchSessionCache
@@ -37,6 +36,7 @@ from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.log_segment import whole_batches
 from tests.unit.batch_factory import FakeClock, make_batch
+from tests.unit.body_cases import encode
 
 VERSION = 12
 TOPIC = "t"
@@ -123,9 +123,7 @@ def fetch_v12(
 
 def request(partition_max_bytes: int, **kwargs: Any) -> FetchRequest:
     """``fetch_v12`` as the broker reads it off the wire."""
-    out = io.BytesIO()
-    entity_writer(KioFetchRequest)(out, fetch_v12(partition_max_bytes, **kwargs))
-    return read_fetch_request(out.getvalue(), 0, VERSION)
+    return read_fetch_request(encode(fetch_v12(partition_max_bytes, **kwargs)), 0, VERSION)
 
 
 def context() -> RequestContext:

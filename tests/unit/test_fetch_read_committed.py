@@ -6,7 +6,6 @@ import uuid
 from pathlib import Path
 from typing import Any, cast
 
-
 from broker.fetch_session import FetchSessionCache
 from broker.handlers.fetch import FetchHandler
 from broker.metadata_cache import BrokerEndpoint, MetadataCache
