@@ -9,10 +9,10 @@ from typing import AsyncIterator
 import structlog
 from kio.schema.errors import ErrorCode
 
-from broker.controller import QuorumController
+from broker.controller.quorum_controller import QuorumController
 from protocol.record_batch import BatchHeader
 from protocol.records import Record, iter_records
-from raft.controller_logic import CreatableTopic
+from broker.controller.controller_logic import CreatableTopic
 from storage.log import Log
 
 log = structlog.get_logger()

@@ -19,16 +19,16 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
-from broker.controller import QuorumController
+from broker.controller.quorum_controller import QuorumController
 from broker.coordinator_partition import create_internal_topic, replay_batches
 from broker.group.coordinator_records import CoordinatorRecordError, OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
 from broker.group.group_coordinator_shard import GroupCoordinatorShard
 from broker.group.group_metadata_manager import CancelTimer, CoordinatorResult, ErrorResponse, GroupConfig, JoinGroupResponse, Respond, SyncGroupResponse
-from broker.metadata_cache import MetadataCache
+from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from protocol.control_records import read_marker
 from protocol.records import InvalidRecordError, build_batch
-from raft.metadata_image import MetadataImage
+from broker.metadata.metadata_image import MetadataImage
 from storage.errors import StorageError
 from storage.log import AppendOrigin
 

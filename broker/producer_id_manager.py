@@ -14,8 +14,8 @@ from typing import Protocol
 
 import structlog
 
-from raft.controller_logic import PRODUCER_ID_BLOCK_SIZE
-from raft.metadata_records import ProducerIdsRecord
+from broker.controller.controller_logic import PRODUCER_ID_BLOCK_SIZE
+from broker.metadata.metadata_records import ProducerIdsRecord
 
 log = structlog.get_logger()
 

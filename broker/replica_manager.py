@@ -10,7 +10,7 @@ import structlog
 from broker.delayed_operations import Purgatory
 from broker.partition import LogReadResult, Partition
 from kio.schema.errors import ErrorCode
-from raft.metadata_image import MetadataImage
+from broker.metadata.metadata_image import MetadataImage
 from storage.errors import StorageError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager

@@ -12,7 +12,7 @@ from typing import Awaitable, Callable, TypeVar
 import structlog
 
 from broker.config import BrokerConfig
-from broker.controller import QuorumController
+from broker.controller.quorum_controller import QuorumController
 from broker.fetch_session import FetchSessionCache
 from broker.group_coordinator import GroupCoordinator
 from broker.handlers.admin_configs import (
@@ -60,7 +60,7 @@ from broker.handlers.transactions import (
     WriteTxnMarkersHandler,
 )
 from broker.kafka_apis import KafkaApis, RequestContext
-from broker.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import SocketServer, TransferMetrics
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import ReplicaManager
@@ -68,7 +68,7 @@ from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from broker.transaction.transaction_state_manager import TransactionStateManager
 from protocol.api_keys import ApiKey
-from raft.metadata_log import MetadataLog
+from broker.metadata.metadata_log import MetadataLog
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.partition_metadata import flush_partition_metadata

@@ -8,9 +8,9 @@ from typing import Callable
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
-from broker.controller import ConfigResource, QuorumController
+from broker.controller.quorum_controller import ConfigResource, QuorumController
 from broker.kafka_apis import RequestContext
-from broker.metadata_cache import MetadataCache
+from broker.metadata.metadata_cache import MetadataCache
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 from storage.log_cleaner import CLEANER_STATS_KEY

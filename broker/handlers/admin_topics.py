@@ -6,12 +6,12 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from broker.controller import QuorumController
+from broker.controller.quorum_controller import QuorumController
 from broker.kafka_apis import RequestContext
-from broker.metadata_cache import MetadataCache
+from broker.metadata.metadata_cache import MetadataCache
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested, nested_or_none
-from raft.controller_logic import CreatableTopic
+from broker.controller.controller_logic import CreatableTopic
 
 CONFIG_SOURCE_TOPIC = 1
 CONFIG_SOURCE_DEFAULT = 5

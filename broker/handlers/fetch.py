@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.fetch_session import CachedPartition, FetchSessionCache, SessionContext
 from broker.kafka_apis import RequestContext
-from broker.metadata_cache import MetadataCache
+from broker.metadata.metadata_cache import MetadataCache
 from broker.network import TransferMetrics
 from broker.replica_manager import ReadResult, ReplicaManager
 from protocol.fetch_request import FetchRequest

@@ -23,7 +23,7 @@ from broker.group_coordinator import (
     topic_partition_counts,
 )
 from broker.kafka_apis import RequestContext
-from broker.metadata_cache import MetadataCache
+from broker.metadata.metadata_cache import MetadataCache
 from broker.transaction.transaction_state_manager import TransactionStateManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested

@@ -12,7 +12,7 @@ from broker.kafka_apis import RequestContext
 from broker.producer_id_manager import ProducerIdManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build
-from raft.controller_logic import ProducerIdsExhaustedError
+from broker.controller.controller_logic import ProducerIdsExhaustedError
 
 log = structlog.get_logger()
 

@@ -6,13 +6,13 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from broker.controller import QuorumController
+from broker.controller.quorum_controller import QuorumController
 from broker.kafka_apis import RequestContext
-from broker.metadata_cache import MetadataCache
+from broker.metadata.metadata_cache import MetadataCache
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 from protocol.messages import encode_body, response_frame
-from raft.metadata_image import MetadataImage, TopicImage
+from broker.metadata.metadata_image import MetadataImage, TopicImage
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from broker.kafka_apis import RequestContext
-from broker.metadata_cache import MetadataCache
+from broker.metadata.metadata_cache import MetadataCache
 from broker.network import CloseConnection
 from broker.replica_manager import ProduceResult, ReplicaManager
 from protocol.produce_request import ProduceRequest

@@ -15,7 +15,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, now_ms
-from broker.metadata_cache import MetadataCache
+from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from protocol.control_records import build_control_batch
 from storage.errors import StorageError

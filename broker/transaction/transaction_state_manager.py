@@ -18,16 +18,16 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
-from broker.controller import QuorumController
+from broker.controller.quorum_controller import QuorumController
 from broker.coordinator_partition import create_internal_topic, replay_batches
 from broker.group.coordinator_records import CoordinatorRecordError, UnknownRecordType
 from broker.group_coordinator import CoordinatorNotAvailable, now_ms, partition_for
-from broker.metadata_cache import MetadataCache
+from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.transaction.transaction_log import decode_key, decode_value, encode_key, encode_value, metadata_from_value, value_from_transit
 from broker.transaction.transaction_metadata import TransactionMetadata, TxnTransitMetadata
 from protocol.records import InvalidRecordError, build_batch
-from raft.metadata_image import MetadataImage
+from broker.metadata.metadata_image import MetadataImage
 from storage.errors import StorageError
 from storage.log import AppendOrigin
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raft.controller_logic import (
+from broker.controller.controller_logic import (
     LIST_CONFIGS,
     METADATA_VERSION_LEVEL,
     CreatableTopic,
@@ -19,8 +19,8 @@ from raft.controller_logic import (
     bootstrap_records,
     topic_name_error,
 )
-from raft.metadata_image import BROKER_RESOURCE, MIGRATING_DIR, TOPIC_RESOURCE, UNASSIGNED_DIR, MetadataImage
-from raft.metadata_records import (
+from broker.metadata.metadata_image import BROKER_RESOURCE, MIGRATING_DIR, TOPIC_RESOURCE, UNASSIGNED_DIR, MetadataImage
+from broker.metadata.metadata_records import (
     ConfigRecord,
     FeatureLevelRecord,
     MetadataRecord,

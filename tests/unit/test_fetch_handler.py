@@ -20,7 +20,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 from broker.fetch_session import FetchSessionCache
 from broker.handlers.fetch import FetchHandler
 from broker.kafka_apis import RequestContext
-from broker.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import ClientInfo, TransferMetrics
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
@@ -29,7 +29,7 @@ from protocol.fetch_request import FetchRequest, read_fetch_request
 from protocol.fetch_response import Chunk
 from protocol.headers import RequestHeader
 from protocol.record_batch import iter_headers
-from raft.metadata_image import MetadataImage
+from broker.metadata.metadata_image import MetadataImage
 from storage.fetch_data_info import FileRegion
 from storage.log import Log
 from storage.log_config import LogConfig

@@ -8,13 +8,13 @@ from typing import Any, cast
 
 from broker.fetch_session import FetchSessionCache
 from broker.handlers.fetch import FetchHandler
-from broker.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import TransferMetrics
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from protocol.control_records import build_control_batch
 from protocol.record_batch import TRANSACTIONAL_MASK, iter_headers
-from raft.metadata_image import MetadataImage
+from broker.metadata.metadata_image import MetadataImage
 from storage.log import AppendOrigin
 from storage.log_manager import LogManager
 from tests.unit.batch_factory import make_batch

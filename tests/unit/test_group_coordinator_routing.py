@@ -8,9 +8,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import load_config
 from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, partition_for
-from broker.metadata_cache import BrokerEndpoint, MetadataCache
-from raft.metadata_image import MetadataImage
-from raft.metadata_records import PartitionRecord, TopicRecord
+from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata.metadata_image import MetadataImage
+from broker.metadata.metadata_records import PartitionRecord, TopicRecord
 
 PARTITIONS = 4
 

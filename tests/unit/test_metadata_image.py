@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from raft.metadata_image import (
+from broker.metadata.metadata_image import (
     BROKER_RESOURCE,
     MIGRATING_DIR,
     TOPIC_RESOURCE,
@@ -14,7 +14,7 @@ from raft.metadata_image import (
     MetadataImageError,
     PartitionRegistration,
 )
-from raft.metadata_records import (
+from broker.metadata.metadata_records import (
     AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerEndpoint,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raft.metadata_records import (
+from broker.metadata.metadata_records import (
     RECORD_TYPES,
     ZERO_UUID,
     BrokerEndpoint,

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from broker.producer_id_manager import ProducerIdManager
-from raft.controller_logic import PRODUCER_ID_BLOCK_SIZE, ProducerIdsExhaustedError
-from raft.metadata_records import ProducerIdsRecord
+from broker.controller.controller_logic import PRODUCER_ID_BLOCK_SIZE, ProducerIdsExhaustedError
+from broker.metadata.metadata_records import ProducerIdsRecord
 
 
 class FakeController:

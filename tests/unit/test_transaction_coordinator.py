@@ -15,15 +15,15 @@ from kio.schema.errors import ErrorCode
 from broker.config import load_config
 from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, now_ms
-from broker.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from broker.transaction.transaction_metadata import TransactionState
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
 from protocol.control_records import read_marker
-from raft.metadata_image import MetadataImage
-from raft.metadata_records import PartitionRecord, TopicRecord
+from broker.metadata.metadata_image import MetadataImage
+from broker.metadata.metadata_records import PartitionRecord, TopicRecord
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 

@@ -14,8 +14,8 @@ from typing import Iterator, Sequence
 import structlog
 
 from protocol.records import build_batch, iter_records
-from raft.metadata_image import MetadataImage
-from raft.metadata_records import MetadataRecord, decode_metadata_record
+from broker.metadata.metadata_image import MetadataImage
+from broker.metadata.metadata_records import MetadataRecord, decode_metadata_record
 from storage.log import Log
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raft.metadata_image import MetadataImage
+from broker.metadata.metadata_image import MetadataImage
 
 
 @dataclass(frozen=True, slots=True)

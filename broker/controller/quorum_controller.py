@@ -1,6 +1,6 @@
 """The active controller's asyncio shell: one metadata change at a time, committed then applied.
 
-The decisions live in ``raft.controller_logic`` (sans-IO). This shell serialises
+The decisions live in ``broker.controller.controller_logic`` (sans-IO). This shell serialises
 requests, appends the resulting records to the metadata log (committed at once by a
 1-voter quorum), applies them to the image, and lets the replica manager act on it.
 """
@@ -15,13 +15,13 @@ from typing import Callable, Sequence
 import structlog
 
 from broker.config import BrokerConfig
-from broker.metadata_cache import MetadataCache
+from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
-from raft import controller_logic
-from raft.controller_logic import CreatableTopic, QuorumControllerLogic
-from raft.metadata_image import TOPIC_RESOURCE, MetadataImage
-from raft.metadata_log import MetadataLog
-from raft.metadata_records import MetadataRecord, ProducerIdsRecord
+from broker.controller import controller_logic
+from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
+from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
+from broker.metadata.metadata_log import MetadataLog
+from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
 from storage.log_config import InvalidConfigError, LogConfig
 
 log = structlog.get_logger()

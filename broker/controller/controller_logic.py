@@ -16,8 +16,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterable, Mapping, Sequence
 
-from raft.metadata_image import BROKER_RESOURCE, MIGRATING_DIR, TOPIC_RESOURCE, UNASSIGNED_DIR, MetadataImage
-from raft.metadata_records import (
+from broker.metadata.metadata_image import BROKER_RESOURCE, MIGRATING_DIR, TOPIC_RESOURCE, UNASSIGNED_DIR, MetadataImage
+from broker.metadata.metadata_records import (
     ZERO_UUID,
     BrokerEndpoint,
     BrokerFeature,

@@ -17,7 +17,7 @@ import dataclasses
 import uuid
 from dataclasses import dataclass, field
 
-from raft.metadata_records import (
+from broker.metadata.metadata_records import (
     AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerEndpoint,

@@ -1,0 +1,1 @@
+"""The active controller and its decisions: topics, partitions, configs, brokers, producer ids."""
