@@ -59,6 +59,8 @@ class BrokerProcess:
         self.retired = False
         self._log_file: IO[bytes] | None = None
         self._run_log_start = 0
+        # The log event that says this process is ready: a controller-only node never logs broker.started.
+        self.ready_event = "broker.started"
         _REGISTRY.append(self)
 
     @property
@@ -83,6 +85,11 @@ class BrokerProcess:
         return args
 
     def start(self) -> "BrokerProcess":
+        self.launch()
+        return self.await_started()
+
+    def launch(self) -> None:
+        """Start the process without waiting: a cluster launches every node before awaiting any."""
         assert not self.running, "broker already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, KBROKER_LOG_FORMAT="json", PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO))
@@ -92,8 +99,11 @@ class BrokerProcess:
             self.command(), cwd=self.data_dir.parent, env=env,
             stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=self._log_file,
         )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        for _ in range(int(START_TIMEOUT_S / POLL_INTERVAL_S) + 1):
+
+    def await_started(self, timeout_s: float = START_TIMEOUT_S) -> "BrokerProcess":
+        assert self.proc is not None, "broker never launched"
+        deadline = time.monotonic() + timeout_s
+        while True:
             if self.proc.poll() is not None:
                 self._close_log()
                 raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n{self.tail()}")
@@ -103,7 +113,7 @@ class BrokerProcess:
                 break
             time.sleep(POLL_INTERVAL_S)
         self.kill()
-        raise RuntimeError(f"broker did not start within {START_TIMEOUT_S}s:\n{self.tail()}")
+        raise RuntimeError(f"broker did not start within {timeout_s}s:\n{self.tail()}")
 
     def stop(self) -> int:
         """SIGTERM and wait: a graceful shutdown must exit 0."""
@@ -160,7 +170,7 @@ class BrokerProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def _started_logged(self) -> bool:
-        return any(e.get("event") == "broker.started" for e in self.log_events(current_run=True))
+        return any(e.get("event") == self.ready_event for e in self.log_events(current_run=True))
 
     def _close_log(self) -> None:
         if self._log_file is not None:
