@@ -11,7 +11,7 @@ from kio.static.protocol import ResponsePayload
 
 from broker.handlers.api_versions import unsupported_version_fallback
 from broker.network import ClientInfo, CloseConnection, Response
-from protocol.api_keys import SUPPORTED_APIS, ApiKey, is_supported
+from protocol.api_keys import SUPPORTED_APIS, ApiKey, ApiRange, is_supported
 from protocol.headers import RequestHeader
 from protocol.messages import decode_request, encode_response
 
@@ -33,17 +33,20 @@ Handler = Callable[[RequestContext, Any], "HandlerResult | Awaitable[HandlerResu
 
 
 class KafkaApis:
-    def __init__(self, handlers: dict[ApiKey, Handler]) -> None:
-        missing = set(SUPPORTED_APIS) - set(handlers)
+    """The dispatch of one listener; ``apis`` is its table (client listeners, or a controller's)."""
+
+    def __init__(self, handlers: dict[ApiKey, Handler], apis: dict[int, ApiRange] = SUPPORTED_APIS) -> None:
+        missing = set(apis) - set(handlers)
         if missing:
             raise ValueError(f"no handler for api keys {sorted(missing)}")
         self._handlers = handlers
+        self._apis = apis
 
     def dispatch(self, header: RequestHeader, frame: bytearray, client: ClientInfo) -> Response | Awaitable[Response]:
         key, version = header.api_key, header.api_version
-        if not is_supported(key, version):
+        if not is_supported(key, version, self._apis):
             if key == ApiKey.API_VERSIONS:
-                return [unsupported_version_fallback(header.correlation_id)]
+                return [unsupported_version_fallback(header.correlation_id, self._apis)]
             # Kafka cannot parse such a request either and drops the connection.
             raise CloseConnection(f"unsupported api key {key} version {version}")
         request = decode_request(key, version, frame, header.body_offset)

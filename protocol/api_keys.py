@@ -51,8 +51,21 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    VOTE = 52
+    BEGIN_QUORUM_EPOCH = 53
+    END_QUORUM_EPOCH = 54
+    DESCRIBE_QUORUM = 55
+    ALTER_PARTITION = 56
+    FETCH_SNAPSHOT = 59
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    UNREGISTER_BROKER = 64
+    ALLOCATE_PRODUCER_IDS = 67
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
+    UPDATE_RAFT_VOTER = 82
 
 
 # For APIs whose every version uses the old, non-flexible encoding.
@@ -113,13 +126,51 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
 }
 
 
-def is_supported(api_key: int, version: int) -> bool:
-    r = SUPPORTED_APIS.get(api_key)
+# What a controller listener serves, as Kafka's ControllerApis: the Raft protocol, the brokers'
+# registration and heartbeats, and the metadata writes brokers forward. Vote v2 is KIP-996's
+# pre-vote, newer than the specs in ../shared.
+CONTROLLER_APIS: dict[int, ApiRange] = {
+    r.key: r
+    for r in (
+        SUPPORTED_APIS[ApiKey.FETCH],
+        SUPPORTED_APIS[ApiKey.API_VERSIONS],
+        SUPPORTED_APIS[ApiKey.CREATE_TOPICS],
+        SUPPORTED_APIS[ApiKey.DELETE_TOPICS],
+        SUPPORTED_APIS[ApiKey.ALTER_CONFIGS],
+        SUPPORTED_APIS[ApiKey.CREATE_PARTITIONS],
+        SUPPORTED_APIS[ApiKey.INCREMENTAL_ALTER_CONFIGS],
+        SUPPORTED_APIS[ApiKey.DESCRIBE_CLUSTER],
+        ApiRange(ApiKey.VOTE, 0, 2, 0),
+        ApiRange(ApiKey.BEGIN_QUORUM_EPOCH, 0, 1, 1),
+        ApiRange(ApiKey.END_QUORUM_EPOCH, 0, 1, 1),
+        ApiRange(ApiKey.DESCRIBE_QUORUM, 0, 2, 0),
+        ApiRange(ApiKey.FETCH_SNAPSHOT, 0, 1, 0),
+        ApiRange(ApiKey.BROKER_REGISTRATION, 0, 4, 0),
+        ApiRange(ApiKey.BROKER_HEARTBEAT, 0, 1, 0),
+        ApiRange(ApiKey.UNREGISTER_BROKER, 0, 0, 0),
+        ApiRange(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, 0),
+        ApiRange(ApiKey.ADD_RAFT_VOTER, 0, 0, 0),
+        ApiRange(ApiKey.REMOVE_RAFT_VOTER, 0, 0, 0),
+        ApiRange(ApiKey.UPDATE_RAFT_VOTER, 0, 0, 0),
+    )
+}
+
+# Every API kbroker speaks on any listener or sends to another node: framing (header and
+# flexibility) is a property of the API and version, whichever listener carries it.
+KNOWN_APIS: dict[int, ApiRange] = {**CONTROLLER_APIS, **SUPPORTED_APIS}
+
+
+def is_supported(api_key: int, version: int, apis: dict[int, ApiRange] = SUPPORTED_APIS) -> bool:
+    r = apis.get(api_key)
     return r is not None and r.min_version <= version <= r.max_version
 
 
+def is_known(api_key: int, version: int) -> bool:
+    return is_supported(api_key, version, KNOWN_APIS)
+
+
 def is_flexible(api_key: int, version: int) -> bool:
-    return version >= SUPPORTED_APIS[api_key].first_flexible
+    return version >= KNOWN_APIS[api_key].first_flexible
 
 
 def response_header_version(api_key: int, version: int) -> int:

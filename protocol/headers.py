@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from kio.serial.errors import DecodeError
 from kio.serial.readers import read_unsigned_varint
 
-from protocol.api_keys import is_flexible, is_supported
+from protocol.api_keys import is_flexible, is_known
 
 _FIXED = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -68,7 +68,7 @@ def parse_request_header(frame: bytes | bytearray | memoryview) -> RequestHeader
         pos += length
     elif length != -1:
         raise InvalidRequest(f"bad client id length {length}")
-    if is_supported(api_key, api_version) and is_flexible(api_key, api_version):
+    if is_known(api_key, api_version) and is_flexible(api_key, api_version):
         pos = skip_tagged_fields(frame, pos)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
