@@ -12,9 +12,10 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 def _serve(args: argparse.Namespace) -> int:
     import uvloop
 
-    from broker.config import ConfigError, load_config
+    from broker.config import ConfigError, check_supported_roles, load_config
     from broker.log_setup import setup_logging
-    from broker.server import serve
+    from broker.storage_tool import verify_storage
+    from storage.meta_properties import MetaPropertiesError
 
     setup_logging()
     overrides: dict[str, str] = {}
@@ -26,10 +27,42 @@ def _serve(args: argparse.Namespace) -> int:
         overrides[key.strip()] = value.strip()
     try:
         config = load_config(Path(args.config) if args.config else None, overrides)
-    except ConfigError as e:
+        check_supported_roles(config)
+        verify_storage(config)
+        # Imported once the configuration and storage are known good: a refusal is quick.
+        from broker.server import serve
+
+        uvloop.run(serve(config))
+    except (ConfigError, MetaPropertiesError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    uvloop.run(serve(config))
+    return 0
+
+
+def _storage(args: argparse.Namespace) -> int:
+    from broker.config import ConfigError, load_config
+    from broker.storage_tool import StorageToolError, format_storage, storage_info
+    from storage.meta_properties import random_kafka_uuid
+
+    if args.action == "random-uuid":
+        print(random_kafka_uuid())
+        return 0
+    try:
+        config = load_config(Path(args.config), {})
+        if args.action == "info":
+            return storage_info(config, sys.stdout)
+        format_storage(
+            config,
+            args.cluster_id,
+            sys.stdout,
+            ignore_formatted=args.ignore_formatted,
+            standalone=args.standalone,
+            initial_controllers=args.initial_controllers,
+            no_initial_controllers=args.no_initial_controllers,
+        )
+    except (ConfigError, StorageToolError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -117,6 +150,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="server.properties file")
     serve.add_argument("--override", action="append", metavar="KEY=VALUE", help="override a property (repeatable)")
     serve.set_defaults(func=_serve)
+
+    storage = sub.add_parser("storage", help="format a node's log directories, or show them (like kafka-storage.sh)")
+    storage_sub = storage.add_subparsers(dest="action", required=True)
+    fmt = storage_sub.add_parser("format", help="write meta.properties into every log directory and the metadata log directory")
+    fmt.add_argument("--config", "-c", required=True, help="the node's server.properties")
+    fmt.add_argument("--cluster-id", "-t", required=True, help="the cluster id (`kbroker storage random-uuid` makes one)")
+    fmt.add_argument("--ignore-formatted", "-g", action="store_true", help="skip directories already formatted instead of failing")
+    quorum = fmt.add_mutually_exclusive_group()
+    quorum.add_argument("--standalone", "-s", action="store_true", help="a controller that starts a dynamic quorum alone")
+    quorum.add_argument("--no-initial-controllers", "-N", action="store_true", help="no initial dynamic quorum (a broker, or a controller added later)")
+    quorum.add_argument("--initial-controllers", "-I", metavar="ID@HOST:PORT:DIRECTORY_ID,...", help="the initial voters of a dynamic quorum, the same on every node")
+    info = storage_sub.add_parser("info", help="show the log directories and their meta.properties")
+    info.add_argument("--config", "-c", required=True, help="the node's server.properties")
+    storage_sub.add_parser("random-uuid", help="print a random cluster id")
+    storage.set_defaults(func=_storage)
 
     def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, help=f"HOST:PORT (default {DEFAULT_BOOTSTRAP})")

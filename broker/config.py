@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Any, Literal, Mapping, NamedTuple
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -13,6 +13,15 @@ from storage.log_cleaner import CleanerConfig
 
 LONG_MAX = 9223372036854775807
 log = structlog.get_logger()
+
+BROKER_ROLE = "broker"
+CONTROLLER_ROLE = "controller"
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# The only protocol kbroker's sockets speak; the others are named so that Kafka's files parse.
+SERVED_SECURITY_PROTOCOL = "PLAINTEXT"
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+# The node id of the zero-config node (`make run`): the only node that may leave node.id out.
+ZERO_CONFIG_NODE_ID = 1
 
 
 class ConfigError(Exception):
@@ -25,29 +34,131 @@ class Listener(BaseModel):
     port: int
 
 
+class QuorumVoter(NamedTuple):
+    """One entry of controller.quorum.voters: `node_id@host:port`."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+_HOST = r"(\[[^\]]*\]|[^:\[\]@,\s]*)"
+
+
 def parse_listeners(value: str) -> list[Listener]:
+    """Kafka's listener list; names are upper-cased as Kafka's ListenerName does, an empty host binds every interface."""
     listeners = []
     for item in filter(None, (s.strip() for s in value.split(","))):
-        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:]*):(\d+)", item)
-        if not m:
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://" + _HOST + r":(\d+)", item)
+        if not m or int(m.group(3)) > 65535:
             raise ValueError(f"'{item}' is not NAME://HOST:PORT")
         host = m.group(2).strip("[]") or "0.0.0.0"
-        listeners.append(Listener(name=m.group(1), host=host, port=int(m.group(3))))
+        listeners.append(Listener(name=m.group(1).upper(), host=host, port=int(m.group(3))))
     return listeners
 
 
+def parse_quorum_voters(value: str) -> list[QuorumVoter]:
+    voters = []
+    for item in filter(None, (s.strip() for s in value.split(","))):
+        m = re.fullmatch(r"(\d+)@" + _HOST + r":(\d+)", item)
+        if not m or not m.group(2) or int(m.group(3)) > 65535:
+            raise ValueError(f"'{item}' is not ID@HOST:PORT")
+        voters.append(QuorumVoter(int(m.group(1)), m.group(2).strip("[]"), int(m.group(3))))
+    ids = [v.node_id for v in voters]
+    for node_id in ids:
+        if ids.count(node_id) > 1:
+            raise ValueError(f"voter id {node_id} appears more than once")
+    return voters
+
+
+def parse_host_ports(value: str) -> list[tuple[str, int]]:
+    """controller.quorum.bootstrap.servers: HOST:PORT, comma-separated."""
+    servers = []
+    for item in filter(None, (s.strip() for s in value.split(","))):
+        m = re.fullmatch(_HOST + r":(\d+)", item)
+        if not m or not m.group(1) or int(m.group(2)) > 65535:
+            raise ValueError(f"'{item}' is not HOST:PORT")
+        servers.append((m.group(1).strip("[]"), int(m.group(2))))
+    return servers
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    """listener.security.protocol.map: NAME:PROTOCOL, comma-separated."""
+    mapping: dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in value.split(","))):
+        name, sep, protocol = item.partition(":")
+        if not sep or not name.strip():
+            raise ValueError(f"'{item}' is not LISTENER_NAME:SECURITY_PROTOCOL")
+        protocol = protocol.strip().upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"Invalid security protocol `{protocol}`; one of {', '.join(SECURITY_PROTOCOLS)} is expected")
+        mapping[name.strip().upper()] = protocol
+    return mapping
+
+
+def parse_roles(value: str) -> frozenset[str]:
+    roles = [r.strip() for r in value.split(",") if r.strip()]
+    if not roles or not set(roles) <= {BROKER_ROLE, CONTROLLER_ROLE} or len(set(roles)) != len(roles):
+        raise ValueError("must be broker, controller, or broker,controller")
+    return frozenset(roles)
+
+
+def _names(value: str) -> list[str]:
+    return [n.strip() for n in value.split(",") if n.strip()]
+
+
+def _raw(data: Mapping[str, Any], name: str) -> Any:
+    """A value as given to BrokerConfig, under its Kafka name or its field name."""
+    alias = BrokerConfig.model_fields[name].alias or name
+    return data.get(alias, data.get(name))
+
+
 class BrokerConfig(BaseModel):
-    """The subset of Kafka's broker configs kbroker acts on, under Kafka's names."""
+    """The subset of Kafka's broker configs kbroker acts on, under Kafka's names.
+
+    One departure from Kafka: a combined node given neither controller.quorum.voters nor
+    controller.quorum.bootstrap.servers is the zero-config single node (`make run`): its quorum
+    is itself alone, node.id defaults to 1, it needs no controller listener and it formats its
+    own storage on first start (`implicit_quorum`).
+    """
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
-    node_id: int = Field(1, alias="node.id", ge=0)
+    # Kafka's "no node id" is -1, refused once the roles are known; only the zero-config node gets 1.
+    node_id: int = Field(-1, alias="node.id", ge=-1)
     process_roles: str = Field("broker,controller", alias="process.roles")
+    # Kafka's default is PLAINTEXT://:9092 (every interface); kbroker's stays on loopback.
     listeners: str = Field("PLAINTEXT://127.0.0.1:9092", alias="listeners")
     advertised_listeners: str | None = Field(None, alias="advertised.listeners")
+    listener_security_protocol_map: str = Field(
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", alias="listener.security.protocol.map"
+    )
+    # Kafka has no default; CONTROLLER is what every Kafka example names it.
     controller_listener_names: str = Field("CONTROLLER", alias="controller.listener.names")
-    controller_quorum_voters: str = Field("", alias="controller.quorum.voters")
     inter_broker_listener_name: str = Field("PLAINTEXT", alias="inter.broker.listener.name")
+    controller_quorum_voters: str = Field("", alias="controller.quorum.voters")
+    controller_quorum_bootstrap_servers: str = Field("", alias="controller.quorum.bootstrap.servers")
+    controller_quorum_election_timeout_ms: int = Field(1000, alias="controller.quorum.election.timeout.ms", ge=1)
+    controller_quorum_fetch_timeout_ms: int = Field(2000, alias="controller.quorum.fetch.timeout.ms", ge=1)
+    controller_quorum_election_backoff_max_ms: int = Field(1000, alias="controller.quorum.election.backoff.max.ms", ge=1)
+    controller_quorum_request_timeout_ms: int = Field(2000, alias="controller.quorum.request.timeout.ms", ge=1)
+    controller_quorum_append_linger_ms: int = Field(25, alias="controller.quorum.append.linger.ms", ge=0)
+    controller_quorum_retry_backoff_ms: int = Field(20, alias="controller.quorum.retry.backoff.ms", ge=0)
+    metadata_log_dir: str | None = Field(None, alias="metadata.log.dir")
+    metadata_log_segment_bytes: int = Field(1073741824, alias="metadata.log.segment.bytes", ge=12)
+    metadata_log_segment_ms: int = Field(604800000, alias="metadata.log.segment.ms", ge=1)
+    metadata_log_max_record_bytes_between_snapshots: int = Field(20971520, alias="metadata.log.max.record.bytes.between.snapshots", ge=1)
+    metadata_log_max_snapshot_interval_ms: int = Field(3600000, alias="metadata.log.max.snapshot.interval.ms", ge=0)
+    metadata_max_retention_bytes: int = Field(104857600, alias="metadata.max.retention.bytes", ge=-1)
+    metadata_max_retention_ms: int = Field(604800000, alias="metadata.max.retention.ms", ge=-1)
+    metadata_max_idle_interval_ms: int = Field(500, alias="metadata.max.idle.interval.ms", ge=0)
+    broker_heartbeat_interval_ms: int = Field(2000, alias="broker.heartbeat.interval.ms", ge=1)
+    broker_session_timeout_ms: int = Field(9000, alias="broker.session.timeout.ms", ge=1)
+    initial_broker_registration_timeout_ms: int = Field(60000, alias="initial.broker.registration.timeout.ms", ge=1)
+    broker_rack: str | None = Field(None, alias="broker.rack")
+    controlled_shutdown_enable: bool = Field(True, alias="controlled.shutdown.enable")
+    # kbroker's own: the cluster id the zero-config node formats itself with, and that any
+    # node's meta.properties must then hold (Kafka takes it only from `kafka-storage format`).
     cluster_id: str | None = Field(None, alias="cluster.id")
     log_dirs: str = Field("./data", alias="log.dirs")
     num_partitions: int = Field(1, alias="num.partitions", ge=1)
@@ -138,23 +249,49 @@ class BrokerConfig(BaseModel):
     @field_validator("listeners")
     @classmethod
     def _check_listeners(cls, v: str) -> str:
-        if not parse_listeners(v):
+        listeners = parse_listeners(v)
+        if not listeners:
             raise ValueError("at least one listener is required")
+        if len({lst.name for lst in listeners}) != len(listeners):
+            raise ValueError("each listener must have a different name")
+        ports = [lst.port for lst in listeners if lst.port != 0]  # port 0: the OS picks one
+        if len(set(ports)) != len(ports):
+            raise ValueError("each listener must have a different port")
         return v
 
     @field_validator("advertised_listeners")
     @classmethod
     def _check_advertised(cls, v: str | None) -> str | None:
         if v is not None:
-            parse_listeners(v)
+            listeners = parse_listeners(v)
+            if len({lst.name for lst in listeners}) != len(listeners):
+                raise ValueError("each listener must have a different name")
+            if re.search(r"://0\.0\.0\.0:", v):
+                raise ValueError("cannot use the nonroutable meta-address 0.0.0.0; use a routable IP address")
+        return v
+
+    @field_validator("listener_security_protocol_map")
+    @classmethod
+    def _check_protocol_map(cls, v: str) -> str:
+        parse_protocol_map(v)
+        return v
+
+    @field_validator("controller_quorum_voters")
+    @classmethod
+    def _check_voters(cls, v: str) -> str:
+        parse_quorum_voters(v)
+        return v
+
+    @field_validator("controller_quorum_bootstrap_servers")
+    @classmethod
+    def _check_bootstrap_servers(cls, v: str) -> str:
+        parse_host_ports(v)
         return v
 
     @field_validator("process_roles")
     @classmethod
     def _check_roles(cls, v: str) -> str:
-        roles = {r.strip() for r in v.split(",") if r.strip()}
-        if not roles or not roles <= {"broker", "controller"}:
-            raise ValueError("must be broker, controller, or broker,controller")
+        parse_roles(v)
         return v
 
     @field_validator("log_cleanup_policy")
@@ -164,6 +301,20 @@ class BrokerConfig(BaseModel):
         if not policies <= {"delete", "compact"}:
             raise ValueError("must be a list of delete and compact")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _node_id_of_the_zero_config_node(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or _raw(data, "node_id") is not None:
+            return data
+        try:
+            roles = parse_roles(str(_raw(data, "process_roles") or cls.model_fields["process_roles"].default))
+        except ValueError:
+            return data  # process.roles' own check names the problem
+        quorum_given = any(str(_raw(data, k) or "").strip() for k in ("controller_quorum_voters", "controller_quorum_bootstrap_servers"))
+        if roles == {BROKER_ROLE, CONTROLLER_ROLE} and not quorum_given:
+            return {**data, "node.id": ZERO_CONFIG_NODE_ID}
+        return data
 
     @model_validator(mode="after")
     def _consumer_group_timeouts(self) -> "BrokerConfig":
@@ -179,33 +330,203 @@ class BrokerConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _single_node_only(self) -> "BrokerConfig":
-        if {r.strip() for r in self.process_roles.split(",")} != {"broker", "controller"}:
-            raise ValueError("process.roles: only combined broker,controller nodes are supported so far")
+    def _kraft(self) -> "BrokerConfig":
+        problem = self._kraft_problem()
+        if problem:
+            raise ValueError(problem)
         return self
+
+    def _kraft_problem(self) -> str | None:
+        """KafkaConfig's checks of roles, listeners and quorum, in its order; the first problem found."""
+        if self.node_id < 0:
+            return "Missing configuration `node.id`, which is required when `process.roles` is defined (every node of a KRaft cluster has its own)"
+        if not self.log_dir_paths:
+            return "At least one log directory must be defined via log.dirs or log.dir."
+        protocols = self.security_protocol_map
+        listeners = self.listener_list
+        explicit_advertised = parse_listeners(self.advertised_listeners) if self.advertised_listeners is not None else []
+        for lst in listeners + explicit_advertised:
+            if lst.name not in protocols:
+                return f"No security protocol defined for listener {lst.name} in listener.security.protocol.map"
+            if protocols[lst.name] != SERVED_SECURITY_PROTOCOL:
+                return f"Listener {lst.name} uses security protocol {protocols[lst.name]}: kbroker serves {SERVED_SECURITY_PROTOCOL} only"
+        controller_names = self.controller_listener_name_list
+        listener_names = [lst.name for lst in listeners]
+        voter_ids = sorted(v.node_id for v in parse_quorum_voters(self.controller_quorum_voters))
+        voters_shown = "{" + ", ".join(map(str, voter_ids)) + "}"
+        if not self.implicit_quorum and not voter_ids and not self.controller_quorum_bootstrap_servers.strip():
+            return (
+                "If using process.roles, either controller.quorum.bootstrap.servers must contain the set of bootstrap "
+                "controllers or controller.quorum.voters must contain a parseable set of controllers."
+            )
+        if self.roles == {BROKER_ROLE}:
+            if self.node_id in voter_ids:
+                return f"If process.roles contains just the 'broker' role, the node id {self.node_id} must not be included in the set of voters controller.quorum.voters={voters_shown}"
+            if not controller_names:
+                return "controller.listener.names must contain at least one value when running KRaft with just the broker role"
+            if self.controller_listeners:
+                return "controller.listener.names must not contain a value appearing in the 'listeners' configuration when running KRaft with just the broker role"
+            for name in controller_names:
+                if name not in protocols:
+                    return f"Controller listener with name {name} defined in controller.listener.names not found in listener.security.protocol.map"
+                if protocols[name] != SERVED_SECURITY_PROTOCOL:
+                    return f"Listener {name} uses security protocol {protocols[name]}: kbroker serves {SERVED_SECURITY_PROTOCOL} only"
+            advertised_controllers = [lst.name for lst in explicit_advertised if lst.name in controller_names]
+            if advertised_controllers:
+                return f"advertised.listeners must not contain the controller listener {advertised_controllers[0]} when process.roles=broker"
+        if self.is_controller and not self.implicit_quorum:
+            if self.roles == {CONTROLLER_ROLE} and len(self.controller_listeners) != len(listeners):
+                return "The listeners config must only contain KRaft controller listeners from controller.listener.names when process.roles=controller"
+            if voter_ids and self.node_id not in voter_ids:
+                return f"If process.roles contains the 'controller' role, the node id {self.node_id} must be included in the set of voters controller.quorum.voters={voters_shown}"
+            if not self.controller_listeners:
+                return "controller.listener.names must contain at least one value appearing in the 'listeners' configuration when running the KRaft controller role"
+            if any(name not in listener_names for name in controller_names):
+                return "controller.listener.names must only contain values appearing in the 'listeners' configuration when running the KRaft controller role"
+        if self.is_broker:
+            advertised = [lst.name for lst in self.advertised_broker_listeners]
+            if not advertised:
+                return "There must be at least one broker advertised listener. Perhaps all listeners appear in controller.listener.names?"
+            if self.inter_broker_listener_name.upper() not in advertised:
+                return (
+                    "inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+                    f"The valid options based on currently configured listeners are {','.join(advertised)}"
+                )
+            if not set(advertised) <= set(listener_names):
+                return (
+                    f"advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. "
+                    f"Found {','.join(advertised)}. The valid options based on the current configuration are {','.join(listener_names)}"
+                )
+        return None
+
+    # -- roles, listeners and quorum, parsed ---------------------------------------------------------------
+
+    @property
+    def roles(self) -> frozenset[str]:
+        return parse_roles(self.process_roles)
+
+    @property
+    def is_broker(self) -> bool:
+        return BROKER_ROLE in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return CONTROLLER_ROLE in self.roles
+
+    @property
+    def implicit_quorum(self) -> bool:
+        """The zero-config single node: combined, with no controller.quorum.voters nor bootstrap servers."""
+        return (
+            self.roles == {BROKER_ROLE, CONTROLLER_ROLE}
+            and not self.controller_quorum_voters.strip()
+            and not self.controller_quorum_bootstrap_servers.strip()
+        )
+
+    @property
+    def controller_listener_name_list(self) -> list[str]:
+        return _names(self.controller_listener_names)
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        """Kafka's effective map: left at its default, it maps the controller listeners to PLAINTEXT too."""
+        mapping = parse_protocol_map(self.listener_security_protocol_map)
+        if "listener_security_protocol_map" not in self.model_fields_set:
+            secure = set(SECURITY_PROTOCOLS) - {"PLAINTEXT"}
+            in_use = set(self.controller_listener_name_list) | {lst.name for lst in self.listener_list}
+            if not in_use & secure:
+                for name in self.controller_listener_name_list:
+                    mapping.setdefault(name, "PLAINTEXT")
+        return mapping
+
+    @property
+    def listener_list(self) -> list[Listener]:
+        """Every listener of `listeners`, in order."""
+        return parse_listeners(self.listeners)
+
+    @property
+    def controller_listeners(self) -> list[Listener]:
+        """The listeners named in controller.listener.names, in that order (Raft, registration, heartbeats)."""
+        by_name = {lst.name: lst for lst in self.listener_list}
+        return [by_name[name] for name in self.controller_listener_name_list if name in by_name]
+
+    @property
+    def client_listeners(self) -> list[Listener]:
+        """The listeners that are not controller listeners, in order: what a broker serves clients and brokers on."""
+        names = set(self.controller_listener_name_list)
+        return [lst for lst in self.listener_list if lst.name not in names]
+
+    def _advertised(self) -> list[Listener]:
+        """advertised.listeners, else listeners; a wildcard host is advertised as loopback (Kafka refuses 0.0.0.0)."""
+        given = parse_listeners(self.advertised_listeners) if self.advertised_listeners is not None else self.listener_list
+        return [Listener(name=lst.name, host="127.0.0.1", port=lst.port) if lst.host in WILDCARD_HOSTS else lst for lst in given]
+
+    @property
+    def advertised_broker_listeners(self) -> list[Listener]:
+        """What this broker puts in its BrokerRegistration: the advertised listeners that are not controller listeners."""
+        names = set(self.controller_listener_name_list)
+        return [lst for lst in self._advertised() if lst.name not in names]
+
+    @property
+    def advertised_controller_listeners(self) -> list[Listener]:
+        """Kafka's effective advertised controller listeners: per controller listener name, advertised or else bound."""
+        advertised = {lst.name: lst for lst in self._advertised()}
+        bound = {lst.name: lst for lst in self.controller_listeners}
+        out = []
+        for name in self.controller_listener_name_list:
+            lst = advertised.get(name) or bound.get(name)
+            if lst is not None:
+                out.append(Listener(name=lst.name, host="127.0.0.1", port=lst.port) if lst.host in WILDCARD_HOSTS else lst)
+        return out
+
+    @property
+    def inter_broker_listener(self) -> Listener:
+        """The advertised listener other brokers reach this one on (replica fetchers)."""
+        for lst in self.advertised_broker_listeners:
+            if lst.name == self.inter_broker_listener_name.upper():
+                return lst
+        raise ConfigError("inter.broker.listener.name: this node has no broker listener of that name")
+
+    @property
+    def quorum_voters(self) -> list[QuorumVoter]:
+        """controller.quorum.voters; for the zero-config node, itself alone at its controller listener, or at
+        port 0 when it has none (a quorum of one is never dialled)."""
+        if self.implicit_quorum:
+            own = self.advertised_controller_listeners
+            return [QuorumVoter(self.node_id, own[0].host if own else "127.0.0.1", own[0].port if own else 0)]
+        return parse_quorum_voters(self.controller_quorum_voters)
+
+    @property
+    def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
+        return parse_host_ports(self.controller_quorum_bootstrap_servers)
+
+    @property
+    def log_dir_paths(self) -> list[Path]:
+        return [Path(d) for d in _names(self.log_dirs)]
+
+    @property
+    def metadata_dir(self) -> Path:
+        """Where `__cluster_metadata-0` lives: metadata.log.dir, else the first log dir (as Kafka)."""
+        return Path(self.metadata_log_dir) if self.metadata_log_dir else self.data_dir
 
     @property
     def data_dir(self) -> Path:
-        return Path(self.log_dirs.split(",")[0].strip())
+        return self.log_dir_paths[0]
 
     @property
     def listener(self) -> Listener:
-        controller_names = {n.strip() for n in self.controller_listener_names.split(",")}
-        for listener in parse_listeners(self.listeners):
-            if listener.name not in controller_names:
-                return listener
-        raise ConfigError("listeners: no listener for clients")
+        """The one client listener the current server binds: the first that is not a controller listener."""
+        listeners = self.client_listeners
+        if not listeners:
+            raise ConfigError("listeners: no listener for clients")
+        return listeners[0]
 
     @property
     def advertised_listener(self) -> Listener:
         own = self.listener
-        if self.advertised_listeners:
-            for listener in parse_listeners(self.advertised_listeners):
-                if listener.name == own.name:
-                    return listener
-        if own.host in ("0.0.0.0", "::", ""):
-            return Listener(name=own.name, host="127.0.0.1", port=own.port)
-        return own
+        for lst in self.advertised_broker_listeners:
+            if lst.name == own.name:
+                return lst
+        return Listener(name=own.name, host="127.0.0.1", port=own.port) if own.host in WILDCARD_HOSTS else own
 
     def topic_defaults(self) -> dict[str, str]:
         """Broker-level defaults for topic configs, keyed by the topic config name."""
@@ -296,4 +617,10 @@ def load_config(path: Path | None, overrides: Mapping[str, str]) -> BrokerConfig
         loc = err["loc"][0]
         value = props.get(str(loc))
         shown = f" '{value}'" if value is not None else ""
-        raise ConfigError(f"Invalid value{shown} for configuration {loc}: {err['msg']}") from None
+        raise ConfigError(f"Invalid value{shown} for configuration {loc}: {err['msg'].removeprefix('Value error, ')}") from None
+
+
+def check_supported_roles(config: BrokerConfig) -> None:
+    """The current server runs combined broker,controller nodes only; `kbroker serve` refuses the others."""
+    if config.roles != {BROKER_ROLE, CONTROLLER_ROLE}:
+        raise ConfigError("Invalid configuration: process.roles: only combined broker,controller nodes are supported so far")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ from storage.cleaner_checkpoint import CleanerCheckpoint
 from storage.log import Log, parse_topic_partition, wall_clock_ms
 from storage.log_cleaner import CleanerConfig, LogCleaner, RunOnOwner, describe_cleaning
 from storage.log_config import LONG_MAX, LogConfig
+from storage.meta_properties import check_startup, directories_of
 from storage.partition_metadata import PartitionMetadataFile
 
 log = structlog.get_logger()
@@ -25,16 +25,7 @@ log = structlog.get_logger()
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-META_PROPERTIES = "meta.properties"
 DELETE_DIR_SUFFIX = "-delete"
-
-
-def random_kafka_uuid() -> str:
-    """A random Uuid as Kafka prints it; Kafka never hands out one starting with '-'."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
 
 
 class LogManager:
@@ -113,28 +104,17 @@ class LogManager:
             log.warning("log_manager.checkpoint_unreadable", file=name, error=str(e))
             return {}
 
-    def ensure_meta_properties(self, node_id: int, cluster_id: str | None = None) -> str:
-        """Kafka's `meta.properties` (version 1); keeps a stored cluster id, else stores the given or a new one."""
-        path = self.log_dir / META_PROPERTIES
-        if path.exists():
-            props = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#"))
-            stored = props.get("cluster.id")
-            if stored and cluster_id and stored != cluster_id:
-                raise ValueError(f"cluster.id {cluster_id} does not match {stored} in {path}")
-            if "node.id" in props and int(props["node.id"]) != node_id:
-                raise ValueError(f"node.id {node_id} does not match {props['node.id']} in {path}")
-            if stored:
-                return stored
-        cluster_id = cluster_id or random_kafka_uuid()
-        body = f"#\nversion=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={random_kafka_uuid()}\n"
-        tmp = path.with_name(META_PROPERTIES + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(self.log_dir)
-        return cluster_id
+    def ensure_meta_properties(
+        self, node_id: int, cluster_id: str | None = None, *, may_format: bool = True, metadata_log_dir: Path | None = None
+    ) -> str:
+        """Kafka's start-up check of `meta.properties` in this log dir (and the metadata log dir): formatted
+        for this node and, when ``cluster_id`` is given, that cluster. Returns the cluster id.
+
+        ``may_format`` is for the zero-config node only: it formats what is not formatted yet. Raises
+        MetaPropertiesError, whose one line says which file disagrees and how.
+        """
+        directories = [self.log_dir] if metadata_log_dir is None else directories_of([self.log_dir], metadata_log_dir)
+        return check_startup(directories, node_id, cluster_id, may_format=may_format)
 
     # -- logs -----------------------------------------------------------------------------------------------
 

@@ -1,0 +1,202 @@
+"""`kbroker storage`: kafka-storage.sh's `format`, `info` and `random-uuid`, and the start-up storage check.
+
+`format` writes `meta.properties` into every log directory and the metadata log directory of a
+node, as Kafka's Formatter does. The KIP-853 options (`--standalone`, `--initial-controllers`) are
+checked as Kafka checks them and give the metadata directory of an initial voter its directory id;
+the bootstrap checkpoint with the initial voter set is not written yet.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from broker.config import BrokerConfig
+from storage.meta_properties import (
+    META_PROPERTIES,
+    MetaProperties,
+    MetaPropertiesError,
+    check_cluster_id,
+    check_startup,
+    directories_of,
+    load_ensemble,
+    parse_kafka_uuid,
+    random_directory_id,
+    read_meta_properties,
+    verify_ensemble,
+    write_meta_properties,
+)
+
+
+class StorageToolError(Exception):
+    """Why a storage command cannot go on; one line."""
+
+
+@dataclass(frozen=True)
+class DynamicVoter:
+    """One `--initial-controllers` entry: `id@host:port:directory-id` (Kafka's DynamicVoter)."""
+
+    node_id: int
+    host: str
+    port: int
+    directory_id: str
+
+
+def parse_dynamic_voter(text: str) -> DynamicVoter:
+    entry = text.strip()
+    m = re.fullmatch(r"(\d+)@(\[[^\]]*\]|[^:\[\]]+):(\d+):(.+)", entry)
+    if not m:
+        raise StorageToolError(f"'{entry}' is not ID@HOST:PORT:DIRECTORY_ID")
+    port = int(m.group(3))
+    if port > 65535:
+        raise StorageToolError(f"Invalid port {port} in dynamic voter string '{entry}'")
+    try:
+        directory_id = parse_kafka_uuid(m.group(4))
+    except ValueError as e:
+        raise StorageToolError(f"Failed to parse directory ID in dynamic voter string '{entry}': {e}") from None
+    return DynamicVoter(int(m.group(1)), m.group(2).strip("[]"), port, _uuid_text(directory_id.bytes))
+
+
+def parse_dynamic_voters(text: str) -> list[DynamicVoter]:
+    """Kafka's DynamicVoters.parse: a non-empty comma-separated list, each node id once."""
+    voters = [parse_dynamic_voter(item) for item in text.split(",") if item.strip()]
+    if not voters:
+        raise StorageToolError("No voters given.")
+    seen: set[int] = set()
+    for voter in voters:
+        if voter.node_id in seen:
+            raise StorageToolError(f"Node id {voter.node_id} was specified more than once in the dynamic voter set.")
+        seen.add(voter.node_id)
+    return voters
+
+
+def _uuid_text(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _same_directory(a: Path, b: Path) -> bool:
+    return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b))
+
+
+def standalone_voter(config: BrokerConfig) -> DynamicVoter:
+    """`--standalone`: this controller alone, at its first advertised controller listener, with a new directory id."""
+    if not config.is_controller:
+        raise StorageToolError("You can only use --standalone on a controller.")
+    listeners = config.advertised_controller_listeners
+    if not listeners:
+        raise StorageToolError("No controller listeners found.")
+    return DynamicVoter(config.node_id, listeners[0].host, listeners[0].port, random_directory_id())
+
+
+def format_storage(
+    config: BrokerConfig,
+    cluster_id: str,
+    out: TextIO,
+    *,
+    ignore_formatted: bool = False,
+    standalone: bool = False,
+    initial_controllers: str | None = None,
+    no_initial_controllers: bool = False,
+) -> None:
+    """Kafka's StorageTool format + Formatter: meta.properties in every directory not formatted yet."""
+    try:
+        check_cluster_id(cluster_id)
+    except MetaPropertiesError as e:
+        raise StorageToolError(str(e)) from None
+    voters: list[DynamicVoter] | None = None
+    if standalone:
+        voters = [standalone_voter(config)]
+    elif initial_controllers is not None:
+        voters = parse_dynamic_voters(initial_controllers)
+    static_voters = bool(config.controller_quorum_voters.strip())
+    if voters is not None and static_voters:
+        raise StorageToolError(
+            "You cannot specify controller.quorum.voters and format the node with --initial-controllers or --standalone: "
+            "for a dynamic quorum, use controller.quorum.bootstrap.servers instead."
+        )
+    if config.is_controller and not static_voters and not config.implicit_quorum and voters is None and not no_initial_controllers:
+        raise StorageToolError(
+            "Because controller.quorum.voters is not set on this controller, you must specify one of the following: "
+            "--standalone, --initial-controllers, or --no-initial-controllers."
+        )
+    directories = directories_of(config.log_dir_paths, config.metadata_dir)
+    try:
+        ensemble = load_ensemble(directories)
+        verify_ensemble(ensemble, cluster_id, config.node_id)
+    except MetaPropertiesError as e:
+        raise StorageToolError(str(e)) from None
+    formatted = [d for d, meta in ensemble.items() if meta is not None]
+    if formatted and not ignore_formatted:
+        raise StorageToolError(f"Log directory {formatted[0]} is already formatted. Use --ignore-formatted to ignore this directory and format the others.")
+    empty = [d for d, meta in ensemble.items() if meta is None]
+    if not empty:
+        print("All of the log directories are already formatted.", file=out)
+        return
+    own_voter = next((v for v in voters or [] if v.node_id == config.node_id), None)
+    for directory in empty:
+        directory_id = random_directory_id()
+        if not _same_directory(directory, config.metadata_dir):
+            kind = "data directory"
+        elif voters is None:
+            kind = "metadata directory"
+        elif own_voter is None:
+            kind = "dynamic metadata directory"
+        else:
+            kind, directory_id = "dynamic metadata voter directory", own_voter.directory_id
+        print(f"Formatting {kind} {directory} with cluster.id {cluster_id}.", file=out)
+        try:
+            write_meta_properties(directory, MetaProperties(cluster_id=cluster_id, node_id=config.node_id, directory_id=directory_id))
+        except OSError as e:
+            raise StorageToolError(f"Error while writing meta.properties file {directory}: {e.strerror or e}") from None
+
+
+def storage_info(config: BrokerConfig, out: TextIO) -> int:
+    """Kafka's `kafka-storage.sh info`: the directories, their metadata, and any problem (exit code 1)."""
+    problems: list[str] = []
+    found: list[Path] = []
+    first: MetaProperties | None = None
+    for directory in directories_of(config.log_dir_paths, config.metadata_dir):
+        if not directory.is_dir():
+            problems.append(f"{directory} {'is not a directory' if directory.exists() else 'does not exist'}")
+            continue
+        found.append(directory)
+        try:
+            meta = read_meta_properties(directory)
+        except MetaPropertiesError as e:
+            problems.append(f"Error loading {directory / META_PROPERTIES}: {e}")
+            continue
+        if meta is None:
+            problems.append(f"{directory} is not formatted.")
+        elif first is None:
+            first = meta
+        elif meta.cluster_id != first.cluster_id:
+            problems.append("Mismatched cluster IDs between storage directories.")
+        elif meta.node_id != first.node_id:
+            problems.append("Mismatched node IDs between storage directories.")
+    if found:
+        print("Found log director" + ("y:" if len(found) == 1 else "ies:"), file=out)
+        for directory in found:
+            print(f"  {directory}", file=out)
+        print("", file=out)
+    if first is not None:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(first.to_properties().items()))
+        print(f"Found metadata: {{{shown}}}", file=out)
+        print("", file=out)
+    if problems:
+        print("Found problem" + (":" if len(problems) == 1 else "s:"), file=out)
+        for problem in problems:
+            print(f"  {problem}", file=out)
+        print("", file=out)
+        return 1
+    return 0
+
+
+def verify_storage(config: BrokerConfig) -> str:
+    """The start-up check of every directory's meta.properties (Kafka's KafkaRaftServer does it first of
+    all); the zero-config node formats its own. Returns the cluster id; raises MetaPropertiesError."""
+    directories = directories_of(config.log_dir_paths, config.metadata_dir)
+    return check_startup(directories, config.node_id, config.cluster_id, may_format=config.implicit_quorum)
