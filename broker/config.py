@@ -621,6 +621,11 @@ def load_config(path: Path | None, overrides: Mapping[str, str]) -> BrokerConfig
 
 
 def check_supported_roles(config: BrokerConfig) -> None:
-    """The current server runs combined broker,controller nodes only; `kbroker serve` refuses the others."""
+    """The current server runs one combined broker,controller node alone; `kbroker serve` refuses the rest.
+
+    A node started with other voters would otherwise commit metadata on its own and diverge from them.
+    """
     if config.roles != {BROKER_ROLE, CONTROLLER_ROLE}:
         raise ConfigError("Invalid configuration: process.roles: only combined broker,controller nodes are supported so far")
+    if config.quorum_bootstrap_servers or any(v.node_id != config.node_id for v in config.quorum_voters):
+        raise ConfigError("Invalid configuration: controller.quorum.voters: only a single-voter quorum (this node) is supported so far")

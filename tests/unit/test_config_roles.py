@@ -93,7 +93,8 @@ def test_a_combined_cluster_node() -> None:
     assert config.advertised_controller_listeners == [Listener(name="CONTROLLER", host="127.0.0.1", port=9095)]
     assert config.inter_broker_listener == Listener(name="PLAINTEXT", host="node2", port=9094)
     assert config.advertised_listener == config.inter_broker_listener
-    check_supported_roles(config)
+    with pytest.raises(ConfigError, match="single-voter"):
+        check_supported_roles(config)
 
 
 def test_a_broker_only_node() -> None:
