@@ -23,6 +23,7 @@ _FIXED_SIZES = {
     "bool": 1,
     "int8": 1,
     "int16": 2,
+    "error_code": 2,  # responses only: the node-to-node client checks answers too
     "uint16": 2,
     "int32": 4,
     "timedelta_i32": 4,

@@ -1,0 +1,512 @@
+"""NetworkClient: the one asyncio client for every request a node sends to another node.
+
+Kafka's NetworkClient: Raft (Vote, BeginQuorumEpoch, Fetch, FetchSnapshot), the brokers'
+registration and heartbeats, forwarded writes, AlterPartition, WriteTxnMarkers and the replica
+fetchers all go through it. One connection per destination, shared by every caller, with any
+number of requests in flight on it; a Kafka connection answers in request order, so responses
+are matched to the head of the in-flight queue and a correlation id that does not match means
+the stream can no longer be trusted.
+
+Failure semantics follow Kafka's: a request that outlives its timeout closes its connection
+(whatever was in flight behind it is failed with a DisconnectError, since its answers would be
+stuck behind one that may never come); a lost or refused connection fails everything in flight
+on it; reconnects to a destination are spaced by an exponential backoff with jitter, reset once
+a connection is established.
+
+Reading is an ``asyncio.BufferedProtocol`` over the sans-IO FrameDecoder: the kernel copies a
+large response straight into a buffer of its own size, and the body is decoded by kio's native
+reader in the caller's task, only if the caller is still waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import itertools
+import random
+import socket
+import struct
+from collections import deque
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Callable
+
+import structlog
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from protocol.api_keys import response_schema
+from protocol.frame import FrameDecoder, FrameTooLarge
+from protocol.headers import skip_tagged_fields
+from protocol.length_guard import check_lengths
+
+log = structlog.get_logger()
+
+DEFAULT_MAX_RESPONSE_SIZE = 100 * 1024 * 1024
+# Kafka's reconnect backoff: doubles per failed attempt, +-20% so that nodes which lost the
+# same peer at the same moment do not all come back at the same moment.
+RECONNECT_BACKOFF_JITTER = 0.2
+# The frame decoder's staging buffer; a larger response gets a buffer of its own.
+READ_BUFFER = 64 * 1024
+# How long wait_closed gives the transports to report that they are gone.
+CLOSE_TIMEOUT_S = 5.0
+
+# size, api key, api version, correlation id, client id length
+_REQUEST_HEADER = struct.Struct(">ihhih")
+_SIZE = struct.Struct(">i")
+_CORRELATION_OFFSET = 8
+_I32 = struct.Struct(">i")
+
+Destination = tuple[str, int]
+
+
+class NetworkError(Exception):
+    """A request got no usable response; what the caller does next is its own decision."""
+
+
+class DisconnectError(NetworkError):
+    """The connection was refused, lost or closed before the response arrived."""
+
+
+class ConnectionSetupTimeoutError(DisconnectError):
+    """The TCP connection was not established within connection_setup_timeout_ms."""
+
+
+class RequestTimeoutError(NetworkError):
+    """No response within the request's timeout; its connection has been closed."""
+
+
+class InvalidResponseError(NetworkError):
+    """The response could not be decoded; its connection has been closed."""
+
+
+def exponential_backoff_ms(failed_attempts: int, initial_ms: float, max_ms: float, random_unit: float) -> float:
+    """Kafka's reconnect backoff after ``failed_attempts`` in a row, held within [initial, max].
+
+    ``random_unit`` in [0, 1) picks the jitter, so that the rule itself is deterministic.
+    """
+    term = initial_ms * 2.0 ** min(failed_attempts, 32)
+    jittered = term * (1 - RECONNECT_BACKOFF_JITTER + 2 * RECONNECT_BACKOFF_JITTER * random_unit)
+    return min(max(jittered, initial_ms), max(max_ms, initial_ms))
+
+
+@dataclass(frozen=True, slots=True)
+class _Codec:
+    """Everything about one request class that does not change from one request to the next."""
+
+    name: str
+    api_key: int
+    api_version: int
+    request_header_version: int
+    response_header_version: int
+    write_body: Callable[[Any, Any], None]
+    response_type: type
+    read_response: Callable[[Any, int], tuple[Any, int]]
+
+
+@cache
+def _codec(request_type: type) -> _Codec:
+    if getattr(request_type, "__type__", None) is not EntityType.request:
+        raise TypeError(f"{request_type.__name__} is not a kio request entity")
+    api_key, api_version = int(request_type.__api_key__), int(request_type.__version__)  # type: ignore[attr-defined]
+    response_type = response_schema(api_key, api_version)
+    # Header versions from kio's classes, which know every API; for the APIs kbroker serves
+    # they are the ones protocol.api_keys gives (a unit test holds the two together).
+    return _Codec(
+        name=request_type.__name__,
+        api_key=api_key,
+        api_version=api_version,
+        request_header_version=int(request_type.__header_schema__.__version__),  # type: ignore[attr-defined]
+        response_header_version=int(response_type.__header_schema__.__version__),  # type: ignore[attr-defined]
+        write_body=entity_writer(request_type),
+        response_type=response_type,
+        read_response=entity_reader(response_type),
+    )
+
+
+@dataclass(slots=True)
+class _InFlight:
+    correlation_id: int
+    future: asyncio.Future[bytearray]
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """One TCP connection to a destination: writes requests, hands back response frames in order."""
+
+    def __init__(self, label: str, max_response_size: int, on_closed: Callable[["_Connection", str, bool], None]) -> None:
+        self.label = label
+        self._decoder = FrameDecoder(max_response_size, READ_BUFFER)
+        self._on_closed = on_closed
+        self._transport: asyncio.Transport | None = None
+        self._in_flight: deque[_InFlight] = deque()
+        self._closed_reason: str | None = None
+        self._write_paused = False
+        self._writable_waiters: list[asyncio.Future[None]] = []
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    @property
+    def is_open(self) -> bool:
+        return self._transport is not None and self._closed_reason is None
+
+    # -- asyncio callbacks ---------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._decoder.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self._decoder.received(nbytes)
+        except FrameTooLarge as e:
+            self.close(f"bad response frame: {e}", ordinary=False)
+            return
+        in_flight = self._in_flight
+        for frame in frames:
+            if self._closed_reason is not None:
+                return
+            if len(frame) < 4:
+                self.close(f"response frame of {len(frame)} bytes has no correlation id", ordinary=False)
+                return
+            (correlation_id,) = _I32.unpack_from(frame, 0)
+            if not in_flight:
+                self.close(f"response with correlation id {correlation_id} while nothing is in flight", ordinary=False)
+                return
+            if in_flight[0].correlation_id != correlation_id:
+                expected = in_flight[0].correlation_id
+                self.close(f"response with correlation id {correlation_id}, expected {expected}", ordinary=False)
+                return
+            future = in_flight.popleft().future
+            if not future.done():  # the caller may have been cancelled; the stream stays in step
+                future.set_result(frame)
+
+    def eof_received(self) -> bool:
+        return False  # a half-closed Kafka connection is a closed one
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._shut(f"connection lost: {exc}" if exc is not None else "connection closed by the peer", ordinary=True)
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_writers()
+
+    # -- used by the client --------------------------------------------------------------------------
+
+    def send(self, correlation_id: int, request: memoryview) -> asyncio.Future[bytearray]:
+        assert self._transport is not None and self._closed_reason is None
+        future: asyncio.Future[bytearray] = asyncio.get_running_loop().create_future()
+        self._in_flight.append(_InFlight(correlation_id, future))
+        self._transport.write(request)
+        return future
+
+    async def wait_writable(self) -> None:
+        """Until the transport's buffer is below its high-water mark: a peer that stops reading
+        costs its callers' timeouts, not this process's memory."""
+        while self._write_paused and self._closed_reason is None:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._writable_waiters.append(waiter)
+            await waiter
+        if self._closed_reason is not None:
+            raise DisconnectError(f"{self.label}: {self._closed_reason}")
+
+    def close(self, reason: str, *, ordinary: bool = True) -> None:
+        """Fail everything in flight now and drop the connection (its buffered writes with it)."""
+        if self._closed_reason is not None:
+            return
+        self._shut(reason, ordinary)
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _shut(self, reason: str, ordinary: bool) -> None:
+        if self._closed_reason is not None:
+            return
+        self._closed_reason = reason
+        in_flight, self._in_flight = self._in_flight, deque()
+        for item in in_flight:
+            if not item.future.done():
+                item.future.set_exception(DisconnectError(f"{self.label}: {reason}"))
+        self._wake_writers()
+        self._on_closed(self, reason, ordinary)
+
+    def _wake_writers(self) -> None:
+        waiters, self._writable_waiters = self._writable_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+class _Node:
+    """Connection state for one destination (Kafka's ClusterConnectionStates entry)."""
+
+    __slots__ = ("destination", "label", "log", "connection", "connecting", "failed_attempts", "blackout_until")
+
+    def __init__(self, destination: Destination, client_id: str) -> None:
+        self.destination = destination
+        self.label = f"{destination[0]}:{destination[1]}"
+        self.log = log.bind(client_id=client_id, destination=self.label)
+        self.connection: _Connection | None = None
+        self.connecting: asyncio.Task[_Connection] | None = None
+        self.failed_attempts = 0
+        self.blackout_until = 0.0  # loop time before which no new connection is attempted
+
+
+class NetworkClient:
+    """Sends kio request entities to other nodes and returns their kio response entities."""
+
+    def __init__(
+        self,
+        client_id: str,
+        *,
+        request_timeout_ms: int,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        connection_setup_timeout_ms: int = 10000,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client_id = client_id
+        self._request_timeout_ms = request_timeout_ms
+        self._reconnect_backoff_ms = reconnect_backoff_ms
+        self._reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self._connection_setup_timeout_s = connection_setup_timeout_ms / 1000
+        self._max_response_size = max_response_size
+        self._rng = rng or random.Random()
+        self._client_id_bytes = client_id.encode()
+        self._correlation_ids = itertools.count()
+        self._nodes: dict[Destination, _Node] = {}
+        self._closed = False
+        # Wakes sends sleeping through a reconnect backoff when the client closes.
+        self._closing = asyncio.Event()
+
+    # -- public API ----------------------------------------------------------------------------------
+
+    async def send(self, destination: Destination, body: Any, timeout_ms: int | None = None, api_version: int | None = None) -> Any:
+        """Send ``body`` and return the decoded response.
+
+        ``timeout_ms`` (default request_timeout_ms) bounds everything: waiting out a reconnect
+        backoff, connecting, and the response. ``api_version``, if given, must be the body
+        class's version (a kio entity is encoded in its own version only).
+        Raises RequestTimeoutError, DisconnectError (ConnectionSetupTimeoutError), InvalidResponseError.
+        """
+        loop = asyncio.get_running_loop()
+        codec = _codec(type(body))
+        if api_version is not None and api_version != codec.api_version:
+            raise ValueError(f"{codec.name} is version {codec.api_version}, not {api_version}")
+        timeout_ms = self._request_timeout_ms if timeout_ms is None else timeout_ms
+        if timeout_ms <= 0:
+            raise RequestTimeoutError(f"{codec.name} to {destination[0]}:{destination[1]}: no time left ({timeout_ms} ms)")
+        deadline = loop.time() + timeout_ms / 1000
+        request = self._encode(codec, body)
+        node = self._node(destination)
+        connection = await self._connection(node, deadline, codec, timeout_ms)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await connection.wait_writable()
+        except TimeoutError:
+            raise RequestTimeoutError(f"{codec.name} to {node.label}: not sent within {timeout_ms} ms, the connection is not draining") from None
+        correlation_id = self._next_correlation_id()
+        _I32.pack_into(request, _CORRELATION_OFFSET, correlation_id)
+        future = connection.send(correlation_id, request)
+        try:
+            async with asyncio.timeout_at(deadline):
+                frame = await future
+        except TimeoutError:
+            message = f"{codec.name} (correlation id {correlation_id}) to {node.label} timed out after {timeout_ms} ms"
+            # As Kafka: the answers behind this one may be stuck with it, so the connection goes.
+            connection.close(f"closed after {message}")
+            raise RequestTimeoutError(message) from None
+        return self._decode(codec, frame, connection)
+
+    def send_nowait(self, destination: Destination, body: Any, timeout_ms: int | None = None) -> asyncio.Task[Any]:
+        """``send`` as a task, for a caller that gathers answers later."""
+        return asyncio.get_running_loop().create_task(self.send(destination, body, timeout_ms))
+
+    def is_connected(self, destination: Destination) -> bool:
+        node = self._nodes.get(destination)
+        return node is not None and node.connection is not None and node.connection.is_open
+
+    def ready(self, destination: Destination) -> bool:
+        """True if a request would go out now; otherwise start connecting unless in backoff (Kafka's ready())."""
+        if self.is_connected(destination):
+            return True
+        if self._closed:
+            return False
+        node = self._node(destination)
+        if node.connecting is None and asyncio.get_running_loop().time() >= node.blackout_until:
+            self._start_connecting(node)
+        return False
+
+    def connection_delay_ms(self, destination: Destination) -> float:
+        """How long before a connection attempt to ``destination`` may start (0: now or connected)."""
+        node = self._nodes.get(destination)
+        if node is None or node.connecting is not None or self.is_connected(destination):
+            return 0.0
+        return max(node.blackout_until - asyncio.get_running_loop().time(), 0.0) * 1000
+
+    def disconnect(self, destination: Destination) -> None:
+        """Close the connection to ``destination``, failing what is in flight on it."""
+        node = self._nodes.get(destination)
+        if node is not None and node.connection is not None:
+            node.connection.close("disconnected by this node")
+
+    def close(self) -> None:
+        """Fail every request in flight or waiting to connect, and refuse new ones."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        for node in self._nodes.values():
+            if node.connecting is not None:
+                node.connecting.cancel()
+            if node.connection is not None:
+                node.connection.close("network client closed")
+
+    async def wait_closed(self) -> None:
+        """After close(): until every socket is released (bounded by CLOSE_TIMEOUT_S)."""
+        pending: list[asyncio.Future[Any]] = []
+        for node in self._nodes.values():
+            if node.connecting is not None:
+                pending.append(node.connecting)
+            if node.connection is not None:
+                pending.append(node.connection.lost)
+        if pending:
+            await asyncio.wait(pending, timeout=CLOSE_TIMEOUT_S)
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    def _encode(self, codec: _Codec, body: Any) -> memoryview:
+        """The whole frame, its correlation id left as zero until the request is written."""
+        out = io.BytesIO()
+        out.write(_REQUEST_HEADER.pack(0, codec.api_key, codec.api_version, 0, len(self._client_id_bytes)))
+        out.write(self._client_id_bytes)
+        if codec.request_header_version >= 2:
+            out.write(b"\x00")  # no tagged fields
+        codec.write_body(out, body)
+        frame = out.getbuffer()
+        _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
+        return frame
+
+    def _next_correlation_id(self) -> int:
+        return next(self._correlation_ids) & 0x7FFFFFFF
+
+    def _decode(self, codec: _Codec, frame: bytearray, connection: _Connection) -> Any:
+        view = memoryview(frame).toreadonly()
+        try:
+            offset = 4 if codec.response_header_version == 0 else skip_tagged_fields(view, 4)
+            # kio reserves memory for an array's declared count before reading it, and a failed
+            # allocation aborts the process: every length is checked against the frame first.
+            check_lengths(codec.response_type, view, offset)
+            response, _ = codec.read_response(view, offset)
+        except Exception as e:  # InvalidRequest, LengthError, and the several types kio raises
+            message = f"cannot decode {codec.response_type.__name__} v{codec.api_version} from {connection.label}: {e}"
+            connection.close(message, ordinary=False)
+            raise InvalidResponseError(message) from e
+        return response
+
+    # -- connections ---------------------------------------------------------------------------------
+
+    def _node(self, destination: Destination) -> _Node:
+        node = self._nodes.get(destination)
+        if node is None:
+            node = self._nodes[destination] = _Node(destination, self.client_id)
+        return node
+
+    async def _connection(self, node: _Node, deadline: float, codec: _Codec, timeout_ms: int) -> _Connection:
+        """The open connection to ``node``, connecting (after any backoff) if there is none."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._closed:
+                raise DisconnectError("network client closed")
+            connection = node.connection
+            if connection is not None and connection.is_open:
+                return connection
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise RequestTimeoutError(f"{codec.name} to {node.label}: not connected within {timeout_ms} ms (reconnect backoff)")
+            task = node.connecting
+            if task is None:
+                backoff = node.blackout_until - loop.time()
+                if backoff > 0:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(min(backoff, remaining)):
+                            await self._closing.wait()
+                    continue
+                task = self._start_connecting(node)
+            done, _ = await asyncio.wait((task,), timeout=remaining)
+            if not done:
+                raise RequestTimeoutError(f"{codec.name} to {node.label}: not connected within {timeout_ms} ms")
+            if task.cancelled():
+                raise DisconnectError("network client closed")
+            return task.result()  # or the DisconnectError / ConnectionSetupTimeoutError it failed with
+
+    def _start_connecting(self, node: _Node) -> asyncio.Task[_Connection]:
+        task = asyncio.get_running_loop().create_task(self._connect(node))
+        node.connecting = task
+        # The failure is every waiter's to raise; with none left, it has been logged already.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return task
+
+    async def _connect(self, node: _Node) -> _Connection:
+        loop = asyncio.get_running_loop()
+        host, port = node.destination
+        node.log.debug("network_client.connecting", attempt=node.failed_attempts + 1)
+        try:
+            try:
+                async with asyncio.timeout(self._connection_setup_timeout_s):
+                    _, connection = await loop.create_connection(
+                        lambda: _Connection(node.label, self._max_response_size, self._on_connection_closed(node)), host, port
+                    )
+            except TimeoutError:
+                self._connect_failed(node, f"not established within {self._connection_setup_timeout_s * 1000:.0f} ms")
+                raise ConnectionSetupTimeoutError(
+                    f"connection to {node.label} not established within {self._connection_setup_timeout_s * 1000:.0f} ms"
+                ) from None
+            except OSError as e:
+                self._connect_failed(node, str(e))
+                raise DisconnectError(f"connection to {node.label} failed: {e}") from None
+        finally:
+            node.connecting = None
+        if not connection.is_open:  # lost between connection_made and this task resuming
+            self._connect_failed(node, "lost as it was established")
+            raise DisconnectError(f"connection to {node.label} lost as it was established")
+        node.connection = connection
+        node.failed_attempts = 0
+        node.log.info("network_client.connected")
+        return connection
+
+    def _connect_failed(self, node: _Node, reason: str) -> None:
+        # The first failure after a working connection is news; the retries that follow are not.
+        log_event = node.log.info if node.failed_attempts == 0 else node.log.debug
+        log_event("network_client.connect_failed", reason=reason, attempt=node.failed_attempts + 1)
+        self._back_off(node)
+
+    def _on_connection_closed(self, node: _Node) -> Callable[[_Connection, str, bool], None]:
+        def closed(connection: _Connection, reason: str, ordinary: bool) -> None:
+            if node.connection is connection:
+                node.connection = None
+                self._back_off(node)
+            if self._closed:
+                node.log.debug("network_client.disconnected", reason=reason)
+            elif ordinary:
+                node.log.info("network_client.disconnected", reason=reason)
+            else:
+                node.log.warning("network_client.disconnected", reason=reason)
+
+        return closed
+
+    def _back_off(self, node: _Node) -> None:
+        """Kafka's rule: every disconnect and failed attempt blacks the destination out for a
+        while, growing with the failures in a row since the last established connection."""
+        delay_ms = exponential_backoff_ms(node.failed_attempts, self._reconnect_backoff_ms, self._reconnect_backoff_max_ms, self._rng.random())
+        node.blackout_until = asyncio.get_running_loop().time() + delay_ms / 1000
+        node.failed_attempts += 1
