@@ -28,6 +28,7 @@ from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from protocol.control_records import read_marker
 from protocol.records import InvalidRecordError, build_batch
+from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
 from storage.errors import StorageError
 from storage.log import AppendOrigin
@@ -86,6 +87,7 @@ class GroupCoordinator:
         )
         self.shards: dict[int, GroupCoordinatorShard] = {}
         self._loading: dict[int, asyncio.Task[None]] = {}
+        self._epochs: dict[int, int] = {}  # leader epoch of each partition loaded or loading
         self._timers: dict[tuple[str, ...], asyncio.TimerHandle] = {}
         self._create_lock = asyncio.Lock()
 
@@ -94,23 +96,42 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self._num_partitions)
 
-    def on_metadata_update(self, image: MetadataImage) -> None:
-        """Load the shards of the offsets partitions this node now leads; drop the others."""
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """A MetadataPublisher: load the shard of each offsets partition this node now leads
+        (again, if its leader epoch changed), unload those it stopped leading. Only the
+        delta's changes of ``__consumer_offsets`` are looked at."""
+        topics_delta = delta.topics_delta
+        if topics_delta is None:
+            return
         topic = image.topics.get(GROUP_METADATA_TOPIC)
-        led = set()
         if topic is not None:
             self._num_partitions = len(topic.partitions)
-            led = {index for index, reg in topic.partitions.items() if reg.leader == self._metadata.node_id}
-        for index in led - set(self.shards) - set(self._loading):
-            self._loading[index] = asyncio.get_running_loop().create_task(self._load(index), name=f"load-{GROUP_METADATA_TOPIC}-{index}")
-        for index in set(self.shards) - led:
+        if topics_delta.changed_topic(GROUP_METADATA_TOPIC) is not None or any(t.name == GROUP_METADATA_TOPIC for t in topics_delta.deleted_topics):
+            changes = topics_delta.local_changes(self._metadata.node_id).of_topic(GROUP_METADATA_TOPIC)
+            for _, index in list(changes.deletes) + list(changes.followers):
+                self._resign(index)
+            for (_, index), info in changes.leaders.items():
+                epoch = info.registration.leader_epoch
+                if self._epochs.get(index) != epoch:
+                    self._resign(index)
+                    self._epochs[index] = epoch
+                    self._loading[index] = asyncio.get_running_loop().create_task(self._load(index), name=f"load-{GROUP_METADATA_TOPIC}-{index}")
+        if topics_delta.topology_changed and self.shards:
+            # Consumer-protocol groups recompute their targets when a subscribed topic changes.
+            topics = topic_partition_counts(image)
+            for index, shard in self.shards.items():
+                changed = shard.consumer_groups.on_metadata_change(topics)
+                if changed.records or changed.timers:
+                    self._execute(index, CoordinatorResult(records=changed.records, timers=changed.timers))
+
+    def _resign(self, index: int) -> None:
+        """Stop coordinating an offsets partition: drop its shard, or stop loading it."""
+        self._epochs.pop(index, None)
+        loading = self._loading.pop(index, None)
+        if loading is not None:
+            loading.cancel()
+        if index in self.shards:
             self._unload(index)
-        # Consumer-protocol groups recompute their targets when a subscribed topic changes.
-        topics = topic_partition_counts(image)
-        for index, shard in self.shards.items():
-            changed = shard.consumer_groups.on_metadata_change(topics)
-            if changed.records or changed.timers:
-                self._execute(index, CoordinatorResult(records=changed.records, timers=changed.timers))
 
     async def _load(self, index: int) -> None:
         started = time.monotonic()

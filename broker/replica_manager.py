@@ -1,4 +1,8 @@
-"""ReplicaManager: the partitions this broker hosts, and the produce and fetch paths into them."""
+"""ReplicaManager: the partitions this broker hosts, and the produce and fetch paths into them.
+
+A MetadataPublisher: each metadata delta's changes for this node make it create, re-role or
+delete replicas. A replica stays while this node is among its replicas, whoever leads it.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ import structlog
 from broker.delayed_operations import Purgatory
 from broker.partition import LogReadResult, Partition
 from kio.schema.errors import ErrorCode
-from broker.metadata.metadata_image import MetadataImage
+from broker.metadata.metadata_delta import MetadataDelta
+from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
+from broker.metadata.topics_delta import PartitionInfo
 from storage.errors import StorageError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -53,36 +59,69 @@ class ReplicaManager:
         props.update(image.topic_config(topic))
         return LogConfig.from_properties(props)
 
-    def apply_image(self, image: MetadataImage) -> None:
-        """Become leader of every partition the image gives us; drop those it no longer lists."""
-        wanted: set[TopicPartition] = set()
-        became_leader = 0
-        for topic in image.topics.values():
-            config: LogConfig | None = None
-            for index, reg in topic.partitions.items():
-                if reg.leader != self.node_id:
-                    continue
-                key = (topic.name, index)
-                wanted.add(key)
-                config = config or self.log_config_for(image, topic.name)
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self.apply_delta(delta, image)
+
+    def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Act on this node's changes only (Kafka's applyDelta): delete the replicas it lost,
+        become leader or follower of the others that changed, and give changed topic configs
+        to the logs."""
+        changed = False
+        if delta.topics_delta is not None:
+            changes = delta.topics_delta.local_changes(self.node_id)
+            for key, topic_id in changes.deletes.items():
                 partition = self.partitions.get(key)
-                if partition is None or partition.topic_id != topic.topic_id:
-                    if partition is not None:
-                        self._remove(key)
-                    plog = self.log_manager.get_or_create_log(topic.name, index, config, topic.topic_id)
-                    self.partitions[key] = Partition(topic.name, index, topic.topic_id, plog, reg.leader_epoch)
-                    log.debug("partition.leader", topic=topic.name, partition=index, epoch=reg.leader_epoch)
-                    became_leader += 1
-                else:
-                    partition.leader_epoch = reg.leader_epoch
-                    if partition.log.config != config:
-                        partition.log.update_config(config)
-        for key in set(self.partitions) - wanted:
-            self._remove(key)
-        if became_leader:
-            # One line, not one per partition: a node with 10,000 partitions starts with 10,000.
-            log.info("replica_manager.became_leader", partitions=became_leader, leading=len(self.partitions))
-        self.fetch_purgatory.touch_all()
+                if partition is not None and partition.topic_id == topic_id:
+                    self._remove(key)
+                    changed = True
+            configs: dict[str, LogConfig] = {}
+            leaders = self._make_replicas(changes.leaders, image, configs, leader=True)
+            followers = self._make_replicas(changes.followers, image, configs, leader=False)
+            if leaders or followers:
+                # One line, not one per partition: a node with 10,000 partitions starts with 10,000.
+                log.info("replica_manager.applied_delta", became_leader=leaders, became_follower=followers, hosted=len(self.partitions))
+            changed = changed or bool(changes.leaders or changes.followers)
+        if delta.configs_delta is not None:
+            for name in delta.configs_delta.changed_resources(TOPIC_RESOURCE):
+                changed = self._update_topic_config(name, image) or changed
+        if changed:
+            self.fetch_purgatory.touch_all()
+
+    def _make_replicas(self, infos: dict[TopicPartition, PartitionInfo], image: MetadataImage, configs: dict[str, LogConfig], leader: bool) -> int:
+        """Create or update each replica in its role; returns how many took a new role or leader."""
+        became = 0
+        for key, info in infos.items():
+            topic, index = key
+            reg = info.registration
+            partition = self.partitions.get(key)
+            if partition is None or partition.topic_id != info.topic_id:
+                if partition is not None:
+                    self._remove(key)
+                config = configs.get(topic)
+                if config is None:
+                    config = configs[topic] = self.log_config_for(image, topic)
+                plog = self.log_manager.get_or_create_log(topic, index, config, info.topic_id)
+                partition = self.partitions[key] = Partition(topic, index, info.topic_id, plog, reg.leader_epoch, reg.leader, is_leader=leader)
+            if partition.make_leader(reg) if leader else partition.make_follower(reg):
+                log.debug("partition.leader" if leader else "partition.follower", topic=topic, partition=index, leader=reg.leader, epoch=reg.leader_epoch)
+                became += 1
+        return became
+
+    def _update_topic_config(self, name: str, image: MetadataImage) -> bool:
+        topic = image.topics.get(name)
+        if topic is None:
+            return False
+        config: LogConfig | None = None
+        updated = False
+        for index in topic.partitions:
+            partition = self.partitions.get((name, index))
+            if partition is None:
+                continue
+            config = config or self.log_config_for(image, name)
+            if partition.log.config != config:
+                partition.log.update_config(config)
+                updated = True
+        return updated
 
     def _remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key)
@@ -90,13 +129,20 @@ class ReplicaManager:
         log.info("partition.deleted", topic=key[0], partition=key[1])
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
+        """The replica if this node leads it: what produce, consumer fetch, ListOffsets and the
+        coordinators act on. Callers answer NOT_LEADER_OR_FOLLOWER for None on a known partition."""
+        partition = self.partitions.get((topic, index))
+        return partition if partition is not None and partition.is_leader else None
+
+    def get_replica(self, topic: str, index: int) -> Partition | None:
+        """The replica hosted here, leader or follower."""
         return self.partitions.get((topic, index))
 
     def append_records(self, entries: Iterable[tuple[str, int, memoryview | None]], image: MetadataImage) -> dict[TopicPartition, ProduceResult]:
         results: dict[TopicPartition, ProduceResult] = {}
         for topic, index, records in entries:
             key = (topic, index)
-            partition = self.partitions.get(key)
+            partition = self.get_partition(topic, index)
             if partition is None:
                 code = ErrorCode.not_leader_or_follower if image.has_partition(topic, index) else ErrorCode.unknown_topic_or_partition
                 results[key] = ProduceResult(error_code=code)
@@ -120,7 +166,7 @@ class ReplicaManager:
         return results
 
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool, image: MetadataImage) -> ReadResult:
-        partition = self.partitions.get((topic, index))
+        partition = self.get_partition(topic, index)
         if partition is None:
             code = ErrorCode.not_leader_or_follower if image.has_partition(topic, index) else ErrorCode.unknown_topic_or_partition
             return ReadResult(error_code=code)

@@ -61,6 +61,7 @@ from broker.handlers.transactions import (
 )
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata.metadata_loader import MetadataLoader
 from broker.network import SocketServer, TransferMetrics
 from broker.producer_id_manager import ProducerIdManager
 from broker.replica_manager import ReplicaManager
@@ -102,14 +103,11 @@ class KafkaServer:
         listener = cfg.advertised_listener
         endpoint = BrokerEndpoint(cfg.node_id, listener.host, listener.port)
         self.metadata_log = MetadataLog.open(self.log_manager)
-        self.metadata = MetadataCache(cfg.node_id, cluster_id, endpoint, self.metadata_log.image)
+        self.metadata_loader = MetadataLoader()
+        self.metadata = MetadataCache(cfg.node_id, cluster_id, endpoint)
         self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, cfg.topic_defaults)
-        self.controller = QuorumController(cfg, self.metadata_log, self.metadata, self.replica_manager)
-        self.controller.bootstrap()
-        self.replica_manager.apply_image(self.metadata.image)
+        self.controller = QuorumController(cfg, self.metadata_log, self.metadata, self.metadata_loader)
         self.group_coordinator = GroupCoordinator(cfg, self.controller, self.metadata, self.replica_manager)
-        self.controller.add_listener(self.group_coordinator.on_metadata_update)
-        self.group_coordinator.on_metadata_update(self.metadata.image)
         self.txn_state_manager = TransactionStateManager(cfg, self.controller, self.metadata, self.replica_manager)
         self.txn_markers = TransactionMarkerChannelManager(self.replica_manager, self.metadata, self.group_coordinator)
         self.producer_id_manager = ProducerIdManager(cfg.node_id, self.controller)
@@ -122,8 +120,12 @@ class KafkaServer:
         )
         self.init_producer_id = InitProducerIdHandler(self.producer_id_manager)
         self.init_producer_id.transaction_coordinator = self.txn_coordinator
-        self.controller.add_listener(self.txn_state_manager.on_metadata_update)
-        self.txn_state_manager.on_metadata_update(self.metadata.image)
+        # In this order: readers see the new image first, then replicas exist before the
+        # coordinators load them.
+        for publisher in (self.metadata, self.replica_manager, self.group_coordinator, self.txn_state_manager):
+            self.metadata_loader.install_publisher(publisher)
+        self.metadata_log.replay(self.metadata_loader)
+        self.controller.bootstrap()
 
         sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {

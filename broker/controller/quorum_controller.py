@@ -1,8 +1,10 @@
-"""The active controller's asyncio shell: one metadata change at a time, committed then applied.
+"""The active controller's asyncio shell: one metadata change at a time, committed then published.
 
 The decisions live in ``broker.controller.controller_logic`` (sans-IO). This shell serialises
 requests, appends the resulting records to the metadata log (committed at once by a
-1-voter quorum), applies them to the image, and lets the replica manager act on it.
+1-voter quorum) and hands the committed batch to the metadata loader, whose publishers
+(the metadata cache, the replica manager, the coordinators) act on it before the request
+is answered: a client that creates a topic can produce to it at once.
 """
 
 from __future__ import annotations
@@ -10,16 +12,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import structlog
 
 from broker.config import BrokerConfig
 from broker.metadata.metadata_cache import MetadataCache
-from broker.replica_manager import ReplicaManager
 from broker.controller import controller_logic
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
-from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
+from broker.metadata.metadata_image import TOPIC_RESOURCE
+from broker.metadata.metadata_loader import MetadataLoader
 from broker.metadata.metadata_log import MetadataLog
 from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
 from storage.log_config import InvalidConfigError, LogConfig
@@ -35,18 +37,13 @@ class ConfigResource:
 
 
 class QuorumController:
-    def __init__(self, config: BrokerConfig, metadata_log: MetadataLog, metadata: MetadataCache, replica_manager: ReplicaManager) -> None:
+    def __init__(self, config: BrokerConfig, metadata_log: MetadataLog, metadata: MetadataCache, loader: MetadataLoader) -> None:
         self._config = config
         self._log = metadata_log
         self._metadata = metadata
-        self._rm = replica_manager
+        self._loader = loader
         self._lock = asyncio.Lock()
         self._logic = QuorumControllerLogic(config_default=self._config_default)
-        self._listeners: list[Callable[[MetadataImage], None]] = []
-
-    def add_listener(self, listener: Callable[[MetadataImage], None]) -> None:
-        """Called with the image after every committed change, once the replica manager has applied it."""
-        self._listeners.append(listener)
 
     @property
     def _broker_ids(self) -> list[int]:
@@ -83,11 +80,7 @@ class QuorumController:
     def _commit(self, records: Sequence[MetadataRecord]) -> None:
         if not records:
             return
-        self._log.append(records)
-        self._metadata.image = self._log.image
-        self._rm.apply_image(self._metadata.image)
-        for listener in self._listeners:
-            listener(self._metadata.image)
+        self._loader.handle_commit(self._log.append(records))
 
     async def create_topics(self, topics: list[CreatableTopic], validate_only: bool) -> list[controller_logic.CreateTopicResult]:
         async with self._lock:

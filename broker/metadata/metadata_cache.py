@@ -1,10 +1,11 @@
-"""The broker's view of cluster metadata: the latest MetadataImage plus its own endpoint."""
+"""The broker's view of cluster metadata: the latest published MetadataImage plus its own endpoint."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from broker.metadata.metadata_image import MetadataImage
+from broker.metadata.metadata_delta import MetadataDelta
+from broker.metadata.metadata_image import EMPTY_IMAGE, MetadataImage
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,10 +17,15 @@ class BrokerEndpoint:
 
 
 class MetadataCache:
-    def __init__(self, node_id: int, cluster_id: str, endpoint: BrokerEndpoint, image: MetadataImage) -> None:
+    """A MetadataPublisher: it swaps in each new image, so readers always see a whole one."""
+
+    def __init__(self, node_id: int, cluster_id: str, endpoint: BrokerEndpoint, image: MetadataImage = EMPTY_IMAGE) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.endpoint = endpoint
+        self.image = image
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self.image = image
 
     @property

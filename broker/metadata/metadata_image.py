@@ -1,42 +1,26 @@
-"""MetadataImage: the cluster state built by replaying committed metadata records.
+"""MetadataImage: the cluster state at one offset of the metadata log, immutable.
 
-Kafka builds an immutable image per batch of deltas; here one mutable image is updated
-in place, record by record, on the event loop, so readers (the Metadata request, the
-replica manager) see plain dicts. Records between BeginTransactionRecord and
-EndTransactionRecord are held back and applied together, or dropped on
-AbortTransactionRecord, as Kafka's metadata loader does.
-
-A record that contradicts the image (a partition of an unknown topic, a fence of an
-unknown broker epoch...) raises MetadataImageError before anything changes: the log and
-the image have diverged, which Kafka also treats as fatal.
+As in Kafka, an image is never changed: a MetadataDelta replays committed records over it
+and builds the next image, which shares every topic, partition registration and broker the
+records did not touch. Readers (the Metadata request, the controller's decisions, the
+coordinators) may therefore hold an image across awaits and see one consistent state. The
+maps are read-only views (MappingProxyType), so a stray write fails loudly instead of
+silently changing what other readers see.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
 
 from broker.metadata.metadata_records import (
-    AbortTransactionRecord,
-    BeginTransactionRecord,
     BrokerEndpoint,
     BrokerFeature,
-    BrokerRegistrationChangeRecord,
-    ConfigRecord,
-    EndTransactionRecord,
-    FeatureLevelRecord,
-    FenceBrokerRecord,
-    MetadataRecord,
-    NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
-    ProducerIdsRecord,
     RegisterBrokerRecord,
-    RemoveTopicRecord,
-    TopicRecord,
-    UnfenceBrokerRecord,
-    UnregisterBrokerRecord,
 )
 
 TOPIC_RESOURCE = 2
@@ -48,6 +32,8 @@ NO_LEADER_CHANGE = -2
 # Kafka's DirectoryId constants.
 MIGRATING_DIR = uuid.UUID(int=0)
 UNASSIGNED_DIR = uuid.UUID(int=1)
+
+EMPTY_MAP: Mapping = MappingProxyType({})
 
 
 class MetadataImageError(RuntimeError):
@@ -115,11 +101,11 @@ def _directories(directories: tuple[uuid.UUID, ...] | None, replica_count: int) 
     return tuple(directories)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TopicImage:
     name: str
     topic_id: uuid.UUID
-    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+    partitions: Mapping[int, PartitionRegistration] = field(default_factory=lambda: EMPTY_MAP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,116 +135,24 @@ class BrokerRegistration:
         )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
-    topics: dict[str, TopicImage] = field(default_factory=dict)
-    topics_by_id: dict[uuid.UUID, TopicImage] = field(default_factory=dict)
-    configs: dict[tuple[int, str], dict[str, str]] = field(default_factory=dict)
-    features: dict[str, int] = field(default_factory=dict)
-    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    topics: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY_MAP)
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: EMPTY_MAP)
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: EMPTY_MAP)
+    features: Mapping[str, int] = field(default_factory=lambda: EMPTY_MAP)
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: EMPTY_MAP)
     next_producer_id: int = 0  # the first producer id of the next block to hand out
     provenance: int = -1  # offset of the last record applied
-    _transaction: list[MetadataRecord] | None = field(default=None, repr=False, compare=False)
-
-    def apply(self, record: MetadataRecord, offset: int = -1) -> None:
-        if isinstance(record, BeginTransactionRecord):
-            if self._transaction is not None:
-                raise MetadataImageError("BeginTransactionRecord inside a metadata transaction")
-            self._transaction = []
-        elif isinstance(record, (EndTransactionRecord, AbortTransactionRecord)):
-            pending = self._transaction
-            if pending is None:
-                raise MetadataImageError(f"{type(record).__name__} without a BeginTransactionRecord")
-            self._transaction = None
-            if isinstance(record, EndTransactionRecord):
-                for held in pending:
-                    self._apply(held)
-        elif self._transaction is not None:
-            self._transaction.append(record)
-            return
-        else:
-            self._apply(record)
-        if offset >= 0:
-            self.provenance = offset
+    provenance_epoch: int = -1  # epoch of the batch holding that record
 
     @property
-    def in_transaction(self) -> bool:
-        return self._transaction is not None
+    def highest_offset_and_epoch(self) -> tuple[int, int]:
+        return (self.provenance, self.provenance_epoch)
 
-    def _apply(self, record: MetadataRecord) -> None:
-        if isinstance(record, PartitionRecord):
-            topic = self._topic(record.topic_id, record)
-            topic.partitions[record.partition_id] = PartitionRegistration.from_record(record)
-        elif isinstance(record, PartitionChangeRecord):
-            topic = self._topic(record.topic_id, record)
-            current = topic.partitions.get(record.partition_id)
-            if current is None:
-                raise MetadataImageError(f"PartitionChangeRecord for unknown partition {topic.name}-{record.partition_id}")
-            topic.partitions[record.partition_id] = current.merge(record)
-        elif isinstance(record, TopicRecord):
-            replaced = self.topics.get(record.name)
-            if replaced is not None:
-                self.topics_by_id.pop(replaced.topic_id, None)
-            topic = TopicImage(record.name, record.topic_id)
-            self.topics[record.name] = topic
-            self.topics_by_id[record.topic_id] = topic
-        elif isinstance(record, ConfigRecord):
-            key = (record.resource_type, record.resource_name)
-            if record.value is not None:
-                self.configs.setdefault(key, {})[record.name] = record.value
-            else:
-                entries = self.configs.get(key)
-                if entries is not None:
-                    entries.pop(record.name, None)
-                    if not entries:
-                        del self.configs[key]
-        elif isinstance(record, RemoveTopicRecord):
-            removed = self._topic(record.topic_id, record)
-            del self.topics_by_id[removed.topic_id]
-            del self.topics[removed.name]
-            self.configs.pop((TOPIC_RESOURCE, removed.name), None)
-        elif isinstance(record, FeatureLevelRecord):
-            if record.feature_level == 0:
-                self.features.pop(record.name, None)
-            else:
-                self.features[record.name] = record.feature_level
-        elif isinstance(record, ProducerIdsRecord):
-            self.next_producer_id = record.next_producer_id
-        elif isinstance(record, RegisterBrokerRecord):
-            self.brokers[record.broker_id] = BrokerRegistration.from_record(record)
-        elif isinstance(record, UnregisterBrokerRecord):
-            self._broker(record.broker_id, record.broker_epoch, record)
-            del self.brokers[record.broker_id]
-        elif isinstance(record, (FenceBrokerRecord, UnfenceBrokerRecord)):
-            broker = self._broker(record.id, record.epoch, record)
-            self.brokers[record.id] = dataclasses.replace(broker, fenced=isinstance(record, FenceBrokerRecord))
-        elif isinstance(record, BrokerRegistrationChangeRecord):
-            self._change_broker(record)
-        elif not isinstance(record, NoOpRecord):
-            raise MetadataImageError(f"no image change defined for {type(record).__name__}")
-
-    def _topic(self, topic_id: uuid.UUID, record: MetadataRecord) -> TopicImage:
-        topic = self.topics_by_id.get(topic_id)
-        if topic is None:
-            raise MetadataImageError(f"{type(record).__name__} for unknown topic id {topic_id}")
-        return topic
-
-    def _broker(self, broker_id: int, epoch: int, record: MetadataRecord) -> BrokerRegistration:
-        broker = self.brokers.get(broker_id)
-        if broker is None or broker.epoch != epoch:
-            raise MetadataImageError(f"{type(record).__name__} for broker {broker_id} epoch {epoch}, which is not registered")
-        return broker
-
-    def _change_broker(self, record: BrokerRegistrationChangeRecord) -> None:
-        broker = self._broker(record.broker_id, record.broker_epoch, record)
-        if record.fenced not in (-1, 0, 1) or record.in_controlled_shutdown not in (0, 1):
-            raise MetadataImageError(f"invalid BrokerRegistrationChangeRecord {record}")
-        self.brokers[record.broker_id] = dataclasses.replace(
-            broker,
-            fenced=broker.fenced if record.fenced == 0 else record.fenced == 1,
-            in_controlled_shutdown=broker.in_controlled_shutdown or record.in_controlled_shutdown == 1,
-            directories=tuple(record.log_dirs) or broker.directories,
-        )
+    @property
+    def is_empty(self) -> bool:
+        return not (self.topics or self.configs or self.features or self.brokers or self.next_producer_id)
 
     def has_partition(self, topic: str, partition: int) -> bool:
         t = self.topics.get(topic)
@@ -269,9 +163,14 @@ class MetadataImage:
         return dict(self.configs.get((TOPIC_RESOURCE, name), ()))
 
 
+EMPTY_IMAGE = MetadataImage()
+
+
 __all__ = [
     "BROKER_RESOURCE",
     "BrokerRegistration",
+    "EMPTY_IMAGE",
+    "EMPTY_MAP",
     "MIGRATING_DIR",
     "MetadataImage",
     "MetadataImageError",

@@ -1,8 +1,10 @@
-"""The `__cluster_metadata-0` log of a single-voter KRaft quorum, and the image it replays into.
+"""The `__cluster_metadata-0` log of a single-voter KRaft quorum.
 
-With one voter a record is committed as soon as it is durable on this node, so an
-append is: one batch, one write, one fsync, then apply. The Raft issue replaces the
-commit rule (a majority of voters) and keeps this log format and the replay.
+With one voter a record is committed as soon as it is durable on this node, so an append
+is one batch, one write, one fsync, and the committed batch it returns goes to the metadata
+loader. At start-up the whole log is replayed into the loader as one batch, so publishers
+get one delta from the empty image. The Raft log replaces this one (a majority of voters
+commits) and keeps the format.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Iterator, Sequence
 import structlog
 
 from protocol.records import build_batch, iter_records
-from broker.metadata.metadata_image import MetadataImage
+from broker.metadata.metadata_loader import Batch, MetadataLoader
 from broker.metadata.metadata_records import MetadataRecord, decode_metadata_record
 from storage.log import Log
 from storage.log_config import LogConfig
@@ -32,23 +34,25 @@ METADATA_LOG_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.p
 
 
 class MetadataLog:
-    def __init__(self, metadata_log: Log, image: MetadataImage) -> None:
+    def __init__(self, metadata_log: Log) -> None:
         self._log = metadata_log
-        self.image = image
 
     @classmethod
     def open(cls, log_manager: LogManager) -> "MetadataLog":
         config = LogConfig.from_properties(METADATA_LOG_CONFIG)
         metadata_log = log_manager.get_or_create_log(METADATA_TOPIC, 0, config, METADATA_TOPIC_ID)
         metadata_log.update_config(config)
-        image = MetadataImage()
-        count = 0
+        return cls(metadata_log)
+
+    def replay(self, loader: MetadataLoader) -> None:
+        """Hand every committed record to the loader, as one batch."""
         started = time.monotonic()
-        for offset, record in cls._replay(metadata_log):
-            image.apply(record, offset)
-            count += 1
-        log.info("metadata.replayed", records=count, topics=len(image.topics), seconds=round(time.monotonic() - started, 3))
-        return cls(metadata_log, image)
+        entries = list(self._replay(self._log))
+        if entries and entries[-1][0] - entries[0][0] + 1 == len(entries):
+            image = loader.handle_commit(Batch(entries[0][0], entries[-1][0], [record for _, record in entries], LEADER_EPOCH))
+        else:
+            image = loader.handle_commit(entries) if entries else loader.image
+        log.info("metadata.replayed", records=len(entries), topics=len(image.topics), seconds=round(time.monotonic() - started, 3))
 
     @staticmethod
     def _replay(metadata_log: Log) -> Iterator[tuple[int, MetadataRecord]]:
@@ -66,12 +70,10 @@ class MetadataLog:
     def end_offset(self) -> int:
         return self._log.log_end_offset
 
-    def append(self, records: Sequence[MetadataRecord]) -> int:
-        """Append, make durable, apply; returns the offset of the last record."""
+    def append(self, records: Sequence[MetadataRecord]) -> Batch:
+        """Append and make durable: the batch is committed when this returns."""
         now = time.time_ns() // 1_000_000
         batch = build_batch([(None, r.encode(), (), now) for r in records], partition_leader_epoch=LEADER_EPOCH)
         info = self._log.append_as_leader(memoryview(bytearray(batch)), LEADER_EPOCH)
         self._log.flush()
-        for i, record in enumerate(records):
-            self.image.apply(record, info.first_offset + i)
-        return info.last_offset
+        return Batch(info.first_offset, info.last_offset, tuple(records), LEADER_EPOCH)

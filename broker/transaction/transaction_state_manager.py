@@ -27,6 +27,7 @@ from broker.replica_manager import ReplicaManager
 from broker.transaction.transaction_log import decode_key, decode_value, encode_key, encode_value, metadata_from_value, value_from_transit
 from broker.transaction.transaction_metadata import TransactionMetadata, TxnTransitMetadata
 from protocol.records import InvalidRecordError, build_batch
+from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
 from storage.errors import StorageError
 from storage.log import AppendOrigin
@@ -64,6 +65,7 @@ class TransactionStateManager:
         self.num_partitions = config.transaction_state_log_num_partitions
         self.partitions: dict[int, TxnStatePartition] = {}
         self._loading: dict[int, asyncio.Task[None]] = {}
+        self._epochs: dict[int, int] = {}  # leader epoch of each partition loaded or loading
         self._create_lock = asyncio.Lock()
         # Called with each partition once loaded: the coordinator resumes its unfinished commits and aborts.
         self.on_loaded: Callable[[TxnStatePartition], None] = lambda partition: None
@@ -73,16 +75,34 @@ class TransactionStateManager:
 
     # -- leadership and loading --------------------------------------------------------------------
 
-    def on_metadata_update(self, image: MetadataImage) -> None:
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """A MetadataPublisher: load each ``__transaction_state`` partition this node now leads
+        (again if its leader epoch, the coordinator epoch, changed), unload those it stopped
+        leading. Only the delta's changes of that topic are looked at."""
+        topics_delta = delta.topics_delta
+        if topics_delta is None:
+            return
         topic = image.topics.get(TRANSACTION_STATE_TOPIC)
-        led: dict[int, int] = {}
         if topic is not None:
             self.num_partitions = len(topic.partitions)
-            led = {index: reg.leader_epoch for index, reg in topic.partitions.items() if reg.leader == self._metadata.node_id}
-        for index in set(led) - set(self.partitions) - set(self._loading):
-            self._loading[index] = asyncio.get_running_loop().create_task(self._load(index, led[index]), name=f"load-{TRANSACTION_STATE_TOPIC}-{index}")
-        for index in set(self.partitions) - set(led):
-            self.partitions.pop(index)
+        if topics_delta.changed_topic(TRANSACTION_STATE_TOPIC) is None and all(t.name != TRANSACTION_STATE_TOPIC for t in topics_delta.deleted_topics):
+            return
+        changes = topics_delta.local_changes(self._metadata.node_id).of_topic(TRANSACTION_STATE_TOPIC)
+        for _, index in list(changes.deletes) + list(changes.followers):
+            self._resign(index)
+        for (_, index), info in changes.leaders.items():
+            epoch = info.registration.leader_epoch
+            if self._epochs.get(index) != epoch:
+                self._resign(index)
+                self._epochs[index] = epoch
+                self._loading[index] = asyncio.get_running_loop().create_task(self._load(index, epoch), name=f"load-{TRANSACTION_STATE_TOPIC}-{index}")
+
+    def _resign(self, index: int) -> None:
+        self._epochs.pop(index, None)
+        loading = self._loading.pop(index, None)
+        if loading is not None:
+            loading.cancel()
+        if self.partitions.pop(index, None) is not None:
             log.info("txn_coordinator.unloaded", partition=index)
 
     async def _load(self, index: int, coordinator_epoch: int) -> None:

@@ -1,4 +1,4 @@
-"""QuorumControllerLogic: Kafka's KRaft controller rules, with the records applied to an image."""
+"""QuorumControllerLogic, the facade over the control managers: Kafka's KRaft controller rules, with the records replayed into images."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ from broker.metadata.metadata_image import BROKER_RESOURCE, MIGRATING_DIR, TOPIC
 from broker.metadata.metadata_records import (
     ConfigRecord,
     FeatureLevelRecord,
-    MetadataRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
-    decode_metadata_record,
 )
+from tests.unit.control_manager_images import Log
 
 DIR = uuid.UUID(int=0xD1)
 
@@ -59,16 +59,11 @@ def refuse_bad_retention(configs: dict[str, str]) -> None:
         raise InvalidConfig(f"Invalid value {configs['retention.ms']} for configuration retention.ms: Not a number of type LONG")
 
 
-def apply(image: MetadataImage, records: Sequence[MetadataRecord]) -> None:
-    for record in records:
-        image.apply(decode_metadata_record(record.encode()), image.provenance + 1)
-
-
-def cluster(*brokers: int, dirs: dict[int, tuple[uuid.UUID, ...]] | None = None) -> MetadataImage:
-    image = MetadataImage()
+def cluster(*brokers: int, dirs: dict[int, tuple[uuid.UUID, ...]] | None = None) -> Log:
+    log = Log()
     for b in brokers:
-        apply(image, [RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b), broker_epoch=0, fenced=False, log_dirs=(dirs or {}).get(b, ()))])
-    return image
+        log.commit([RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b), broker_epoch=0, fenced=False, log_dirs=(dirs or {}).get(b, ()))])
+    return log
 
 
 def topic(name: str, partitions: int = 1, rf: int = 1, *, assignments: dict[int, list[int]] | None = None, **configs: str | None) -> CreatableTopic:
@@ -77,14 +72,14 @@ def topic(name: str, partitions: int = 1, rf: int = 1, *, assignments: dict[int,
 
 def create(
     ctl: QuorumControllerLogic,
-    image: MetadataImage,
+    log: Log,
     *topics: CreatableTopic,
     brokers: Sequence[int] = (1,),
     validate_only: bool = False,
     validate_config=accept,  # type: ignore[no-untyped-def]
 ) -> list[tuple[int, str | None]]:
     records, results = ctl.create_topics(
-        image,
+        log.image,
         list(topics),
         validate_only=validate_only,
         broker_ids=list(brokers),
@@ -92,7 +87,7 @@ def create(
         default_replication_factor=1,
         validate_config=validate_config,
     )
-    apply(image, records)
+    log.commit(records)
     return [(r.error_code, r.error_message) for r in results]
 
 
@@ -100,10 +95,10 @@ def create(
 
 
 def test_create_topics_writes_topic_config_and_partition_records() -> None:
-    image = cluster(1, 2, 3, dirs={1: (DIR,), 2: (DIR, uuid.UUID(int=0xD2))})
+    log = cluster(1, 2, 3, dirs={1: (DIR,), 2: (DIR, uuid.UUID(int=0xD2))})
     ctl = logic()
     records, results = ctl.create_topics(
-        image,
+        log.image,
         [topic("orders", 3, 2, retention_ms="1000", cleanup_policy="compact"), topic("defaults", -1, -1)],
         validate_only=False,
         broker_ids=[3, 1, 2],
@@ -123,22 +118,24 @@ def test_create_topics_writes_topic_config_and_partition_records() -> None:
         ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="retention.ms", value="1000"),
     ]
     parts = [r for r in records if isinstance(r, PartitionRecord) and r.topic_id == first]
-    assert [p.replicas for p in parts] == [(1, 2), (2, 3), (3, 1)]  # round robin over the sorted brokers
+    # Striped placement: distinct replicas, every broker leads one of the three partitions.
+    assert all(len(set(p.replicas)) == 2 for p in parts) and sorted(p.replicas[0] for p in parts) == [1, 2, 3]
     # The broker's only directory, UNASSIGNED for several, MIGRATING for a broker that reports none.
-    assert [p.directories for p in parts] == [(DIR, UNASSIGNED_DIR), (UNASSIGNED_DIR, MIGRATING_DIR), (MIGRATING_DIR, DIR)]
+    directory = {1: DIR, 2: UNASSIGNED_DIR, 3: MIGRATING_DIR}
+    assert all(p.directories == tuple(directory[b] for b in p.replicas) for p in parts)
     assert all(p.isr == p.replicas and p.leader == p.replicas[0] and p.leader_epoch == 0 and p.partition_epoch == 0 for p in parts)
-    apply(image, records)
-    assert image.topics["orders"].topic_id == first and len(image.topics["orders"].partitions) == 3
-    assert image.topic_config("orders") == {"retention.ms": "1000", "cleanup.policy": "compact"}
-    # The next topic starts one broker further along.
-    assert [p.replicas for p in records if isinstance(p, PartitionRecord) and p.topic_id != first] == [(2, 3, 1), (3, 1, 2)]
+    log.commit(records)
+    assert log.image.topics["orders"].topic_id == first and len(log.image.topics["orders"].partitions) == 3
+    assert log.image.topic_config("orders") == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    defaults = [p for p in records if isinstance(p, PartitionRecord) and p.topic_id != first]
+    assert [sorted(p.replicas) for p in defaults] == [[1, 2, 3]] * 2 and defaults[0].leader != defaults[1].leader
 
 
 def test_validate_only_answers_without_records() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
     records, results = ctl.create_topics(
-        image, [topic("t", 2)], validate_only=True, broker_ids=[1], default_partitions=1, default_replication_factor=1, validate_config=accept
+        log.image, [topic("t", 2)], validate_only=True, broker_ids=[1], default_partitions=1, default_replication_factor=1, validate_config=accept
     )
     assert records == [] and results[0].error_code == 0 and results[0].num_partitions == 2 and results[0].topic_id is not None
 
@@ -166,59 +163,59 @@ def test_legal_names_and_the_length_limit() -> None:
 
 
 def test_existing_and_colliding_names() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
-    assert create(ctl, image, topic("a.b"), topic("plain")) == [(0, None), (0, None)]
-    assert create(ctl, image, topic("a.b"), topic("a_b"), topic("plain"), topic("a-b")) == [
+    assert create(ctl, log, topic("a.b"), topic("plain")) == [(0, None), (0, None)]
+    assert create(ctl, log, topic("a.b"), topic("a_b"), topic("plain"), topic("a-b")) == [
         (36, "Topic 'a.b' already exists."),
         (17, "Topic 'a_b' collides with existing topic: a.b"),
         (36, "Topic 'plain' already exists."),
         (0, None),
     ]
     # Kafka only checks collisions against committed topics: two new ones may collide.
-    assert create(ctl, image, topic("x.y"), topic("x_y")) == [(0, None), (0, None)]
+    assert create(ctl, log, topic("x.y"), topic("x_y")) == [(0, None), (0, None)]
 
 
 def test_partition_and_replication_factor_errors() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
     rf_message = "Replication factor must be larger than 0, or -1 to use the default value."
     np_message = "Number of partitions was set to an invalid non-positive value."
-    assert create(ctl, image, topic("a", 0), topic("b", -2), topic("c", 1, 0), topic("d", 1, -3), topic("e", 0, 0)) == [
+    assert create(ctl, log, topic("a", 0), topic("b", -2), topic("c", 1, 0), topic("d", 1, -3), topic("e", 0, 0)) == [
         (37, np_message),
         (37, np_message),
         (38, rf_message),
         (38, rf_message),
         (38, rf_message),
     ]
-    assert create(ctl, image, topic("f", 1, 3)) == [
+    assert create(ctl, log, topic("f", 1, 3)) == [
         (
             38,
             "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be reached "
             "because only 1 broker(s) are registered.",
         )
     ]
-    assert create(ctl, image, topic("g"), brokers=()) == [(38, "Unable to replicate the partition 1 time(s): All brokers are currently fenced.")]
+    assert create(ctl, log, topic("g"), brokers=()) == [(38, "Unable to replicate the partition 1 time(s): All brokers are currently fenced.")]
     records, results = ctl.create_topics(
-        image, [topic("h", -1, -1)], validate_only=False, broker_ids=[1], default_partitions=1, default_replication_factor=0, validate_config=accept
+        log.image, [topic("h", -1, -1)], validate_only=False, broker_ids=[1], default_partitions=1, default_replication_factor=0, validate_config=accept
     )
     assert records == [] and results[0].error_message == (
         "Unable to replicate the partition 0 time(s): Invalid replication factor 0: the replication factor must be positive."
     )
     records, results = ctl.create_topics(
-        image, [topic("i", -1)], validate_only=False, broker_ids=[1], default_partitions=0, default_replication_factor=1, validate_config=accept
+        log.image, [topic("i", -1)], validate_only=False, broker_ids=[1], default_partitions=0, default_replication_factor=1, validate_config=accept
     )
     assert records == [] and (results[0].error_code, results[0].error_message) == (37, np_message)
-    assert image.topics == {}
+    assert log.image.topics == {}
 
 
 def test_manual_assignments() -> None:
-    image = cluster(1, 2, 3)
+    log = cluster(1, 2, 3)
     ctl = logic()
     brokers = (1, 2, 3)
-    assert create(ctl, image, topic("m", assignments={0: [3, 1], 1: [1, 2]}, partitions=-1, rf=-1), brokers=brokers) == [(0, None)]
-    assert [image.topics["m"].partitions[p].replicas for p in (0, 1)] == [(3, 1), (1, 2)]
-    assert image.topics["m"].partitions[0].leader == 3
+    assert create(ctl, log, topic("m", assignments={0: [3, 1], 1: [1, 2]}, partitions=-1, rf=-1), brokers=brokers) == [(0, None)]
+    assert [log.image.topics["m"].partitions[p].replicas for p in (0, 1)] == [(3, 1), (1, 2)]
+    assert log.image.topics["m"].partitions[0].leader == 3
     cases = [
         (topic("a", 2, -1, assignments={0: [1]}), 42, "A manual partition assignment was specified, but numPartitions was not set to -1."),
         (topic("b", -1, 1, assignments={0: [1]}), 42, "A manual partition assignment was specified, but replication factor was not set to -1."),
@@ -233,11 +230,11 @@ def test_manual_assignments() -> None:
         ),
         (topic("g", -1, -1, assignments={0: [1], 2: [2]}), 39, "partitions should be a consecutive 0-based integer sequence"),
     ]
-    assert create(ctl, image, *(c[0] for c in cases), brokers=brokers) == [(c[1], c[2]) for c in cases]
+    assert create(ctl, log, *(c[0] for c in cases), brokers=brokers) == [(c[1], c[2]) for c in cases]
 
 
 def test_configs_are_validated() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
 
     def custom(configs: dict[str, str]) -> None:
@@ -246,60 +243,59 @@ def test_configs_are_validated() -> None:
             error.error_code = 44  # type: ignore[attr-defined]
             raise error
 
-    assert create(ctl, image, topic("a", retention_ms="soon"), topic("b", retention_ms="5"), validate_config=refuse_bad_retention) == [
+    assert create(ctl, log, topic("a", retention_ms="soon"), topic("b", retention_ms="5"), validate_config=refuse_bad_retention) == [
         (40, "Invalid value soon for configuration retention.ms: Not a number of type LONG"),
         (0, None),
     ]
-    assert create(ctl, image, topic("c", policy="x"), validate_config=custom) == [(44, "refused by policy")]
-    assert create(ctl, image, topic("d", retention_ms=None, segment_ms=None, flush_ms="1")) == [
+    assert create(ctl, log, topic("c", policy="x"), validate_config=custom) == [(44, "refused by policy")]
+    assert create(ctl, log, topic("d", retention_ms=None, segment_ms=None, flush_ms="1")) == [
         (40, "Null value not supported for topic configs: retention.ms,segment.ms")
     ]
-    assert create(ctl, image, topic("e", retention_ms="x" * 32768)) == [
+    assert create(ctl, log, topic("e", retention_ms="x" * 32768)) == [
         (40, "The configuration value cannot be added because it exceeds the maximum value size of 32767 bytes.")
     ]
-    assert set(image.topics) == {"b"} and image.topic_config("b") == {"retention.ms": "5"}
+    assert set(log.image.topics) == {"b"} and log.image.topic_config("b") == {"retention.ms": "5"}
 
 
 def test_request_level_errors() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
-    assert create(ctl, image, topic("dup"), topic("ok"), topic("dup", 3)) == [(42, "Duplicate topic name."), (0, None)]
-    assert create(ctl, image, topic("__cluster_metadata")) == [(42, "Creation of internal topic __cluster_metadata is prohibited.")]
-    assert create(ctl, image, topic("__consumer_offsets", 50, 1, cleanup_policy="compact")) == [(0, None)]
+    assert create(ctl, log, topic("dup"), topic("ok"), topic("dup", 3)) == [(42, "Duplicate topic name."), (0, None)]
+    assert create(ctl, log, topic("__cluster_metadata")) == [(42, "Creation of internal topic __cluster_metadata is prohibited.")]
+    assert create(ctl, log, topic("__consumer_offsets", 50, 1, cleanup_policy="compact")) == [(0, None)]
     too_many = [topic("big", 6000), topic("bigger", 4001)]
-    assert create(ctl, image, *too_many) == [(44, "Excessively large number of partitions per request.")] * 2
-    assert set(image.topics) == {"ok", "__consumer_offsets"}
+    assert create(ctl, log, *too_many) == [(44, "Excessively large number of partitions per request.")] * 2
+    assert set(log.image.topics) == {"ok", "__consumer_offsets"}
 
 
 # --- DeleteTopics ---------------------------------------------------------------
 
 
 def test_delete_topics_by_name_and_id() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
-    create(ctl, image, topic("a", retention_ms="1"), topic("b"), topic("c", retention_ms="1"), topic("__consumer_offsets"))
-    a, b = image.topics["a"].topic_id, image.topics["b"].topic_id
+    create(ctl, log, topic("a", retention_ms="1"), topic("b"), topic("c", retention_ms="1"), topic("__consumer_offsets"))
+    a, b = log.image.topics["a"].topic_id, log.image.topics["b"].topic_id
     ghost = uuid.UUID(int=0xDEAD)
-    records, results = ctl.delete_topics(image, [("a", None), (None, b), ("nope", None), (None, ghost), ("__consumer_offsets", uuid.UUID(int=0))])
+    records, results = ctl.delete_topics(log.image, [("a", None), (None, b), ("nope", None), (None, ghost), ("__consumer_offsets", uuid.UUID(int=0))])
     assert [(r.name, r.topic_id, r.error_code, r.error_message) for r in results] == [
         ("a", a, 0, None),
         ("b", b, 0, None),
         ("nope", None, 3, "This server does not host this topic-partition."),
         (None, ghost, 100, "This server does not host this topic ID."),
-        ("__consumer_offsets", image.topics["__consumer_offsets"].topic_id, 0, None),
+        ("__consumer_offsets", log.image.topics["__consumer_offsets"].topic_id, 0, None),
     ]
     assert all(isinstance(r, RemoveTopicRecord) for r in records) and len(records) == 3
-    apply(image, records)
-    assert set(image.topics) == {"c"} and image.topic_config("a") == {} and image.topic_config("c") == {"retention.ms": "1"}
+    log.commit(records)
+    assert set(log.image.topics) == {"c"} and log.image.topic_config("a") == {} and log.image.topic_config("c") == {"retention.ms": "1"}
 
 
 def test_delete_topics_request_errors() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
-    create(ctl, image, topic("a"), topic("b"), topic("c"))
-    a, b, c = (image.topics[n].topic_id for n in "abc")
-    records, results = ctl.delete_topics(
-        image, [("a", None), ("a", None), (None, b), (None, b), (None, None), ("c", c), (None, c), ("c", None)]
+    create(ctl, log, topic("a"), topic("b"), topic("c"))
+    a, b, c = (log.image.topics[n].topic_id for n in "abc")
+    records, results = ctl.delete_topics(log.image, [("a", None), ("a", None), (None, b), (None, b), (None, None), ("c", c), (None, c), ("c", None)]
     )
     assert [(r.name, r.topic_id, r.error_code, r.error_message) for r in results] == [
         ("a", None, 42, "Duplicate topic name."),
@@ -315,25 +311,25 @@ def test_delete_topics_request_errors() -> None:
 
 
 def test_create_partitions() -> None:
-    image = cluster(1, 2, 3)
+    log = cluster(1, 2, 3)
     ctl = logic()
-    create(ctl, image, topic("t", 2, 2), topic("u", 1, 1), brokers=(1, 2, 3))
+    create(ctl, log, topic("t", 2, 2), topic("u", 1, 1), brokers=(1, 2, 3))
     records, results = ctl.create_partitions(
-        image, [("t", 4, None), ("u", 3, [[3], [2]]), ("nope", 2, None)], validate_only=False, broker_ids=[1, 2, 3]
+        log.image, [("t", 4, None), ("u", 3, [[3], [2]]), ("nope", 2, None)], validate_only=False, broker_ids=[1, 2, 3]
     )
     assert [(r.name, r.error_code, r.error_message) for r in results] == [("t", 0, None), ("u", 0, None), ("nope", 3, None)]
-    apply(image, records)
-    t = image.topics["t"].partitions
+    log.commit(records)
+    t = log.image.topics["t"].partitions
     assert sorted(t) == [0, 1, 2, 3] and all(len(t[p].replicas) == 2 and t[p].leader == t[p].replicas[0] for p in t)
-    assert [image.topics["u"].partitions[p].replicas for p in (1, 2)] == [(3,), (2,)]
-    records, results = ctl.create_partitions(image, [("t", 9, None)], validate_only=True, broker_ids=[1, 2, 3])
+    assert [log.image.topics["u"].partitions[p].replicas for p in (1, 2)] == [(3,), (2,)]
+    records, results = ctl.create_partitions(log.image, [("t", 9, None)], validate_only=True, broker_ids=[1, 2, 3])
     assert records == [] and results[0].error_code == 0
 
 
 def test_create_partitions_errors() -> None:
-    image = cluster(1, 2)
+    log = cluster(1, 2)
     ctl = logic()
-    create(ctl, image, topic("t", 3, 2), topic("d", 1, 1), brokers=(1, 2))
+    create(ctl, log, topic("t", 3, 2), topic("d", 1, 1), brokers=(1, 2))
     cases = [
         (("t", 2, None), 37, "The topic t currently has 3 partition(s); 2 would not be an increase."),
         (("t", 3, None), 37, "Topic already has 3 partition(s)."),
@@ -342,14 +338,14 @@ def test_create_partitions_errors() -> None:
         (("d", 2, [[5]]), 39, "The manual partition assignment includes broker 5, but no such broker is registered."),
     ]
     for request, code, message in cases:
-        records, results = ctl.create_partitions(image, [request], validate_only=False, broker_ids=[1, 2])
+        records, results = ctl.create_partitions(log.image, [request], validate_only=False, broker_ids=[1, 2])
         assert records == [] and [(r.error_code, r.error_message) for r in results] == [(code, message)]
-    records, results = ctl.create_partitions(image, [("t", 4, None)], validate_only=False, broker_ids=[1])
+    records, results = ctl.create_partitions(log.image, [("t", 4, None)], validate_only=False, broker_ids=[1])
     assert (results[0].error_code, results[0].error_message) == (
         38,
         "The target replication factor of 2 cannot be reached because only 1 broker(s) are registered.",
     )
-    records, results = ctl.create_partitions(image, [("d", 2, None), ("d", 3, None)], validate_only=False, broker_ids=[1, 2])
+    records, results = ctl.create_partitions(log.image, [("d", 2, None), ("d", 3, None)], validate_only=False, broker_ids=[1, 2])
     assert records == [] and [(r.name, r.error_code, r.error_message) for r in results] == [("d", 42, "Duplicate topic name.")]
 
 
@@ -358,16 +354,16 @@ def test_create_partitions_errors() -> None:
 
 def alter(
     ctl: QuorumControllerLogic,
-    image: MetadataImage,
+    log: Log,
     *resources: tuple[int, str, list[tuple[str, int, str | None]]],
     incremental: bool = True,
     validate_only: bool = False,
     validate_config=accept_any,  # type: ignore[no-untyped-def]
 ) -> list[tuple[int, str | None]]:
     records, results = ctl.alter_configs(
-        image, list(resources), incremental=incremental, validate_only=validate_only, validate_config=validate_config, node_id=1
+        log.image, list(resources), incremental=incremental, validate_only=validate_only, validate_config=validate_config, node_id=1
     )
-    apply(image, records)
+    log.commit(records)
     assert [(r.resource_type, r.resource_name) for r in results] == [(t, n) for t, n, _ in resources]
     return [(r.error_code, r.error_message) for r in results]
 
@@ -376,24 +372,24 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def test_incremental_alter_configs_operations() -> None:
-    image = cluster(1)
+    log = cluster(1)
     defaults = {"cleanup.policy": "delete"}
     ctl = logic(config_default=lambda resource_type, key: defaults.get(key))
-    create(ctl, image, topic("t", retention_ms="1", segment_ms="2"))
+    create(ctl, log, topic("t", retention_ms="1", segment_ms="2"))
     ops = [("retention.ms", SET, "10"), ("segment.ms", DELETE, None), ("cleanup.policy", APPEND, "compact"), ("x.unset", DELETE, None)]
-    assert alter(ctl, image, (TOPIC_RESOURCE, "t", ops)) == [(0, None)]
-    assert image.topic_config("t") == {"retention.ms": "10", "cleanup.policy": "delete,compact"}
-    assert alter(ctl, image, (TOPIC_RESOURCE, "t", [("cleanup.policy", SUBTRACT, "delete,other"), ("retention.ms", SET, "10")])) == [(0, None)]
-    assert image.topic_config("t") == {"retention.ms": "10", "cleanup.policy": "compact"}
-    assert alter(ctl, image, (TOPIC_RESOURCE, "t", [("cleanup.policy", APPEND, "compact,delete")])) == [(0, None)]
-    assert image.topic_config("t")["cleanup.policy"] == "compact,delete"
+    assert alter(ctl, log, (TOPIC_RESOURCE, "t", ops)) == [(0, None)]
+    assert log.image.topic_config("t") == {"retention.ms": "10", "cleanup.policy": "delete,compact"}
+    assert alter(ctl, log, (TOPIC_RESOURCE, "t", [("cleanup.policy", SUBTRACT, "delete,other"), ("retention.ms", SET, "10")])) == [(0, None)]
+    assert log.image.topic_config("t") == {"retention.ms": "10", "cleanup.policy": "compact"}
+    assert alter(ctl, log, (TOPIC_RESOURCE, "t", [("cleanup.policy", APPEND, "compact,delete")])) == [(0, None)]
+    assert log.image.topic_config("t")["cleanup.policy"] == "compact,delete"
     assert "cleanup.policy" in LIST_CONFIGS
 
 
 def test_incremental_alter_configs_errors() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
-    create(ctl, image, topic("t"))
+    create(ctl, log, topic("t"))
 
     def validate(resource_type: int, name: str, configs: dict[str, str]) -> None:
         refuse_bad_retention(configs)
@@ -410,25 +406,25 @@ def test_incremental_alter_configs_errors() -> None:
         ((8, "1", [("root", SET, "INFO")]), 42, "Unknown resource type 8"),
     ]
     for resource, code, message in cases:
-        assert alter(ctl, image, resource, validate_config=validate) == [(code, message)]
-    assert alter(ctl, image, (TOPIC_RESOURCE, "t", [("a", SET, "1")]), (TOPIC_RESOURCE, "t", [("b", SET, "1")])) == [
+        assert alter(ctl, log, resource, validate_config=validate) == [(code, message)]
+    assert alter(ctl, log, (TOPIC_RESOURCE, "t", [("a", SET, "1")]), (TOPIC_RESOURCE, "t", [("b", SET, "1")])) == [
         (42, "Each resource must appear at most once.")
     ] * 2
-    assert image.topic_config("t") == {}
+    assert log.image.topic_config("t") == {}
 
 
 def test_broker_configs() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
-    assert alter(ctl, image, (BROKER_RESOURCE, "1", [("log.retention.ms", SET, "5")]), (BROKER_RESOURCE, "", [("log.segment.bytes", SET, "9")])) == [
+    assert alter(ctl, log, (BROKER_RESOURCE, "1", [("log.retention.ms", SET, "5")]), (BROKER_RESOURCE, "", [("log.segment.bytes", SET, "9")])) == [
         (0, None),
         (0, None),
     ]
-    assert image.configs[(BROKER_RESOURCE, "1")] == {"log.retention.ms": "5"}
-    assert image.configs[(BROKER_RESOURCE, "")] == {"log.segment.bytes": "9"}
+    assert log.image.configs[(BROKER_RESOURCE, "1")] == {"log.retention.ms": "5"}
+    assert log.image.configs[(BROKER_RESOURCE, "")] == {"log.segment.bytes": "9"}
     # Unchanged broker configs are written again, so that brokers reload them.
     records, _ = ctl.alter_configs(
-        image, [(BROKER_RESOURCE, "1", [("log.retention.ms", SET, "5")])], incremental=True, validate_only=False, validate_config=accept_any, node_id=1
+        log.image, [(BROKER_RESOURCE, "1", [("log.retention.ms", SET, "5")])], incremental=True, validate_only=False, validate_config=accept_any, node_id=1
     )
     assert records == [ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="1", name="log.retention.ms", value="5")]
     records, results = ctl.alter_configs(
@@ -438,53 +434,53 @@ def test_broker_configs() -> None:
 
 
 def test_legacy_alter_configs_replaces_the_whole_set() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
-    create(ctl, image, topic("t", retention_ms="1", segment_ms="2"))
+    create(ctl, log, topic("t", retention_ms="1", segment_ms="2"))
     records, _ = ctl.alter_configs(
-        image, [(TOPIC_RESOURCE, "t", [("retention.ms", 0, "1"), ("cleanup.policy", 0, "compact")])],
+        log.image, [(TOPIC_RESOURCE, "t", [("retention.ms", 0, "1"), ("cleanup.policy", 0, "compact")])],
         incremental=False, validate_only=False, validate_config=accept_any, node_id=1,
     )
     assert records == [
         ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="t", name="cleanup.policy", value="compact"),
         ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="t", name="segment.ms", value=None),
     ]
-    apply(image, records)
-    assert image.topic_config("t") == {"retention.ms": "1", "cleanup.policy": "compact"}
-    assert alter(ctl, image, (TOPIC_RESOURCE, "t", [("retention.ms", 0, None)]), incremental=False) == [(42, "Null value not supported for : retention.ms")]
-    assert alter(ctl, image, (BROKER_RESOURCE, "", [("a", 0, "1")]), incremental=False) == [(42, "Node id must be an integer, but it is: ")]
-    assert alter(ctl, image, (TOPIC_RESOURCE, "t", []), incremental=False, validate_only=True) == [(0, None)]
-    assert image.topic_config("t") == {"retention.ms": "1", "cleanup.policy": "compact"}
-    assert alter(ctl, image, (TOPIC_RESOURCE, "t", []), incremental=False) == [(0, None)]
-    assert image.topic_config("t") == {}
+    log.commit(records)
+    assert log.image.topic_config("t") == {"retention.ms": "1", "cleanup.policy": "compact"}
+    assert alter(ctl, log, (TOPIC_RESOURCE, "t", [("retention.ms", 0, None)]), incremental=False) == [(42, "Null value not supported for : retention.ms")]
+    assert alter(ctl, log, (BROKER_RESOURCE, "", [("a", 0, "1")]), incremental=False) == [(42, "Node id must be an integer, but it is: ")]
+    assert alter(ctl, log, (TOPIC_RESOURCE, "t", []), incremental=False, validate_only=True) == [(0, None)]
+    assert log.image.topic_config("t") == {"retention.ms": "1", "cleanup.policy": "compact"}
+    assert alter(ctl, log, (TOPIC_RESOURCE, "t", []), incremental=False) == [(0, None)]
+    assert log.image.topic_config("t") == {}
 
 
 # --- producer ids, bootstrap ----------------------------------------------------
 
 
 def test_allocate_producer_ids() -> None:
-    image = cluster(1)
+    log = cluster(1)
     ctl = logic()
-    first = ctl.allocate_producer_ids(image, 1, broker_epoch=0)
+    first = ctl.allocate_producer_ids(log.image, 1, broker_epoch=0)
     assert (first.broker_id, first.broker_epoch, first.next_producer_id) == (1, 0, 1000)
-    apply(image, [first])
-    assert ctl.allocate_producer_ids(image, 1, block_size=10).next_producer_id == 1010
-    image.next_producer_id = 2**63 - 5
+    log.commit([first])
+    assert ctl.allocate_producer_ids(log.image, 1, block_size=10).next_producer_id == 1010
+    log.commit([ProducerIdsRecord(broker_id=1, next_producer_id=2**63 - 5)])
     with pytest.raises(ProducerIdsExhaustedError):
-        ctl.allocate_producer_ids(image, 1)
+        ctl.allocate_producer_ids(log.image, 1)
 
 
 def test_bootstrap_records_format_a_single_node_cluster() -> None:
     records = bootstrap_records(1, "localhost", 9092, log_dirs=(DIR,), features={"group.version": 1})
     assert records[0] == FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL) and METADATA_VERSION_LEVEL == 25
     assert records[1] == FeatureLevelRecord(name="group.version", feature_level=1)
-    image = MetadataImage()
-    apply(image, records)
-    broker = image.brokers[1]
+    log = Log()
+    log.commit(records)
+    broker = log.image.brokers[1]
     assert not broker.fenced and broker.directories == (DIR,) and (broker.endpoints[0].host, broker.endpoints[0].port) == ("localhost", 9092)
-    assert image.features == {"metadata.version": 25, "group.version": 1}
-    create(logic(), image, topic("t", 1, 1))
-    assert image.topics["t"].partitions[0].directories == (DIR,)
+    assert log.image.features == {"metadata.version": 25, "group.version": 1}
+    create(logic(), log, topic("t", 1, 1))
+    assert log.image.topics["t"].partitions[0].directories == (DIR,)
 
 
 # --- a random walk keeps the image consistent ------------------------------------
@@ -500,22 +496,22 @@ operation = st.one_of(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(operation, max_size=15))
 def test_random_admin_operations_keep_the_image_consistent(ops: list[tuple[object, ...]]) -> None:
-    image = cluster(1, 2, 3)
+    log = cluster(1, 2, 3)
     ctl = logic()
     for op in ops:
         if op[0] == "create":
             _, name, partitions, rf = op
-            create(ctl, image, topic(name, partitions, rf), brokers=(1, 2, 3))  # type: ignore[arg-type]
+            create(ctl, log, topic(name, partitions, rf), brokers=(1, 2, 3))  # type: ignore[arg-type]
         elif op[0] == "delete":
-            records, _ = ctl.delete_topics(image, [(op[1], None)])  # type: ignore[list-item]
-            apply(image, records)
+            records, _ = ctl.delete_topics(log.image, [(op[1], None)])  # type: ignore[list-item]
+            log.commit(records)
         else:
-            records, _ = ctl.create_partitions(image, [(op[1], op[2], None)], validate_only=False, broker_ids=[1, 2, 3])  # type: ignore[list-item]
-            apply(image, records)
-        assert {t.topic_id: t for t in image.topics.values()} == image.topics_by_id
-        for t in image.topics.values():
+            records, _ = ctl.create_partitions(log.image, [(op[1], op[2], None)], validate_only=False, broker_ids=[1, 2, 3])  # type: ignore[list-item]
+            log.commit(records)
+        assert {t.topic_id: t for t in log.image.topics.values()} == log.image.topics_by_id
+        for t in log.image.topics.values():
             assert sorted(t.partitions) == list(range(len(t.partitions))) and t.partitions
             rfs = {len(p.replicas) for p in t.partitions.values()}
             assert len(rfs) == 1
             assert all(p.leader == p.replicas[0] and len(set(p.replicas)) == len(p.replicas) for p in t.partitions.values())
-        assert not any(k[0] == TOPIC_RESOURCE and k[1] not in image.topics for k in image.configs)
+        assert not any(k[0] == TOPIC_RESOURCE and k[1] not in log.image.topics for k in log.image.configs)

@@ -9,20 +9,22 @@ from kio.schema.errors import ErrorCode
 from broker.config import load_config
 from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, partition_for
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata.metadata_delta import apply_records
 from broker.metadata.metadata_image import MetadataImage
-from broker.metadata.metadata_records import PartitionRecord, TopicRecord
+from broker.metadata.metadata_records import MetadataRecord, PartitionRecord, TopicRecord
 
 PARTITIONS = 4
 
 
 def coordinator(leaders: dict[int, int] | None) -> GroupCoordinator:
     """This node is 1; ``leaders`` maps each offsets partition to its leader (None: no offsets topic)."""
-    image = MetadataImage()
+    records: list[MetadataRecord] = []
     if leaders is not None:
         topic_id = uuid.uuid4()
-        image.apply(TopicRecord(name=GROUP_METADATA_TOPIC, topic_id=topic_id))
+        records.append(TopicRecord(name=GROUP_METADATA_TOPIC, topic_id=topic_id))
         for index, leader in leaders.items():
-            image.apply(PartitionRecord(partition_id=index, topic_id=topic_id, replicas=(1, 2), isr=(1, 2), leader=leader, leader_epoch=0, partition_epoch=0))
+            records.append(PartitionRecord(partition_id=index, topic_id=topic_id, replicas=(1, 2), isr=(1, 2), leader=leader, leader_epoch=0, partition_epoch=0))
+    image = apply_records(MetadataImage(), records)
     config = load_config(None, {"offsets.topic.num.partitions": str(PARTITIONS)})
     metadata = MetadataCache(1, "cluster", BrokerEndpoint(1, "127.0.0.1", 9092), image)
     # The routing answers need neither the controller nor the replica manager.

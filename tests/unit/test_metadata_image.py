@@ -1,4 +1,4 @@
-"""MetadataImage: replaying every record type, Kafka's PartitionChangeRecord semantics, transactions."""
+"""MetadataImage through MetadataDelta: replaying every record type, Kafka's PartitionChangeRecord semantics, immutability."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from broker.metadata.metadata_delta import MetadataDelta, apply_records
 from broker.metadata.metadata_image import (
     BROKER_RESOURCE,
     MIGRATING_DIR,
@@ -15,12 +16,9 @@ from broker.metadata.metadata_image import (
     PartitionRegistration,
 )
 from broker.metadata.metadata_records import (
-    AbortTransactionRecord,
-    BeginTransactionRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
-    EndTransactionRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -47,10 +45,11 @@ def partition(p: int, replicas: tuple[int, ...] = (1, 2), **kw: object) -> Parti
 
 
 def replay(records: list[MetadataRecord]) -> MetadataImage:
-    image = MetadataImage()
-    for offset, record in enumerate(records):
-        image.apply(decode_metadata_record(record.encode()), offset)
-    return image
+    return apply_records(MetadataImage(), [decode_metadata_record(record.encode()) for record in records])
+
+
+def apply(image: MetadataImage, *records: MetadataRecord) -> MetadataImage:
+    return apply_records(image, records)
 
 
 def topic_image() -> MetadataImage:
@@ -80,7 +79,7 @@ def test_topics_partitions_and_configs() -> None:
 def test_partition_record_without_directories_means_migrating() -> None:
     image = replay([TopicRecord(name="t", topic_id=TID)])
     old = PartitionRecord(partition_id=0, topic_id=TID, replicas=(1, 2, 3), isr=(1,), leader=1, leader_epoch=3, partition_epoch=4)
-    image.apply(decode_metadata_record(old.encode(0)))
+    image = apply(image, decode_metadata_record(old.encode(0)))
     assert image.topics["t"].partitions[0].directories == (MIGRATING_DIR,) * 3
 
 
@@ -88,7 +87,8 @@ def test_partition_change_with_kafka_sentinels() -> None:
     image = topic_image()
 
     def change(**kw: object) -> PartitionRegistration:
-        image.apply(PartitionChangeRecord(partition_id=0, topic_id=TID, **kw))  # type: ignore[arg-type]
+        nonlocal image
+        image = apply(image, PartitionChangeRecord(partition_id=0, topic_id=TID, **kw))  # type: ignore[arg-type]
         return image.topics["orders"].partitions[0]
 
     reg = change(isr=(1,))  # leader -2: unchanged, leader epoch unchanged, partition epoch bumps
@@ -117,22 +117,26 @@ def test_records_for_unknown_topics_partitions_or_brokers_raise_and_change_nothi
         FenceBrokerRecord(id=5, epoch=0),
         UnregisterBrokerRecord(broker_id=5, broker_epoch=0),
     ):
+        delta = MetadataDelta(image)
+        delta.replay(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="segment.ms", value="1"))
         with pytest.raises(MetadataImageError):
-            image.apply(bad, 99)
+            delta.replay(bad)
+        # The delta is as it was before the bad record: still applicable.
+        assert delta.apply().topic_config("orders") == {"retention.ms": "1000", "segment.ms": "1"}
     assert (dict(image.topics["orders"].partitions), dict(image.configs), image.provenance) == before
 
 
 def test_config_records_set_and_delete_and_remove_topic_drops_everything() -> None:
     image = topic_image()
-    image.apply(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="cleanup.policy", value="compact"))
-    image.apply(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="log.retention.ms", value="5"))
-    image.apply(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="retention.ms", value=None))
+    image = apply(image, ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="cleanup.policy", value="compact"))
+    image = apply(image, ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="log.retention.ms", value="5"))
+    image = apply(image, ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="retention.ms", value=None))
     assert image.topic_config("orders") == {"cleanup.policy": "compact"}
-    image.apply(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="cleanup.policy", value=None))
+    image = apply(image, ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="cleanup.policy", value=None))
     assert (TOPIC_RESOURCE, "orders") not in image.configs
-    image.apply(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="ghost", name="x", value=None))
-    image.apply(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="segment.ms", value="9"))
-    image.apply(RemoveTopicRecord(topic_id=TID))
+    image = apply(image, ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="ghost", name="x", value=None))
+    image = apply(image, ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="orders", name="segment.ms", value="9"))
+    image = apply(image, RemoveTopicRecord(topic_id=TID))
     assert image.topics == {} and image.topics_by_id == {}
     assert image.configs == {(BROKER_RESOURCE, ""): {"log.retention.ms": "5"}}
 
@@ -140,39 +144,37 @@ def test_config_records_set_and_delete_and_remove_topic_drops_everything() -> No
 def test_recreating_a_name_replaces_the_old_topic_id() -> None:
     image = topic_image()
     other = uuid.UUID(int=0xB2)
-    image.apply(TopicRecord(name="orders", topic_id=other))
+    image = apply(image, TopicRecord(name="orders", topic_id=other))
     assert image.topics["orders"].topic_id == other and set(image.topics_by_id) == {other}
 
 
 def test_features_producer_ids_and_noop() -> None:
     image = MetadataImage()
-    image.apply(FeatureLevelRecord(name="metadata.version", feature_level=25), 0)
-    image.apply(FeatureLevelRecord(name="group.version", feature_level=1), 1)
-    image.apply(FeatureLevelRecord(name="group.version", feature_level=0), 2)
+    image = apply(image, FeatureLevelRecord(name="metadata.version", feature_level=25), FeatureLevelRecord(name="group.version", feature_level=1))
+    image = apply(image, FeatureLevelRecord(name="group.version", feature_level=0))
     assert image.features == {"metadata.version": 25}
     assert image.next_producer_id == 0
-    image.apply(ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=1000), 3)
+    image = apply(image, ProducerIdsRecord(broker_id=1, broker_epoch=0, next_producer_id=1000))
     assert image.next_producer_id == 1000
-    image.apply(NoOpRecord(), 4)
-    image.apply(NoOpRecord())
-    assert image.provenance == 4
+    image = apply(image, NoOpRecord(), NoOpRecord())
+    assert image.provenance == 5
 
 
 def test_broker_registration_fencing_and_changes() -> None:
     image = MetadataImage()
     endpoint = BrokerEndpoint(name="PLAINTEXT", host="h", port=9092)
-    image.apply(RegisterBrokerRecord(broker_id=1, incarnation_id=TID, broker_epoch=10, end_points=(endpoint,), rack="r1", log_dirs=(DIR,)))
+    image = apply(image, RegisterBrokerRecord(broker_id=1, incarnation_id=TID, broker_epoch=10, end_points=(endpoint,), rack="r1", log_dirs=(DIR,)))
     broker = image.brokers[1]
     assert (broker.fenced, broker.epoch, broker.endpoints, broker.rack, broker.directories) == (True, 10, (endpoint,), "r1", (DIR,))
-    image.apply(UnfenceBrokerRecord(id=1, epoch=10))
+    image = apply(image, UnfenceBrokerRecord(id=1, epoch=10))
     assert not image.brokers[1].fenced
-    image.apply(FenceBrokerRecord(id=1, epoch=10))
+    image = apply(image, FenceBrokerRecord(id=1, epoch=10))
     assert image.brokers[1].fenced
-    image.apply(BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10, fenced=-1))
+    image = apply(image, BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10, fenced=-1))
     assert not image.brokers[1].fenced and not image.brokers[1].in_controlled_shutdown
-    image.apply(BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10, in_controlled_shutdown=1, log_dirs=(MIGRATING_DIR, DIR)))
+    image = apply(image, BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10, in_controlled_shutdown=1, log_dirs=(MIGRATING_DIR, DIR)))
     assert image.brokers[1].in_controlled_shutdown and image.brokers[1].directories == (MIGRATING_DIR, DIR)
-    image.apply(BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10))
+    image = apply(image, BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10))
     assert not image.brokers[1].fenced and image.brokers[1].directories == (MIGRATING_DIR, DIR)
     for bad in (
         BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=9, fenced=1),
@@ -181,27 +183,18 @@ def test_broker_registration_fencing_and_changes() -> None:
         UnregisterBrokerRecord(broker_id=1, broker_epoch=9),
     ):
         with pytest.raises(MetadataImageError):
-            image.apply(bad)
-    image.apply(UnregisterBrokerRecord(broker_id=1, broker_epoch=10))
+            apply(image, bad)
+    image = apply(image, UnregisterBrokerRecord(broker_id=1, broker_epoch=10))
     assert image.brokers == {}
 
 
-def test_transactions_apply_at_end_and_vanish_on_abort() -> None:
-    image = MetadataImage()
-    image.apply(BeginTransactionRecord(name="create"), 0)
-    image.apply(TopicRecord(name="a", topic_id=TID), 1)
-    image.apply(partition(0), 2)
-    assert image.topics == {} and image.in_transaction and image.provenance == 0
-    image.apply(EndTransactionRecord(), 3)
-    assert not image.in_transaction and image.has_partition("a", 0) and image.provenance == 3
-    image.apply(BeginTransactionRecord(), 4)
-    image.apply(RemoveTopicRecord(topic_id=TID), 5)
-    image.apply(AbortTransactionRecord(reason="changed my mind"), 6)
-    assert "a" in image.topics and image.provenance == 6
-    with pytest.raises(MetadataImageError):
-        image.apply(EndTransactionRecord())
-    with pytest.raises(MetadataImageError):
-        image.apply(AbortTransactionRecord())
-    image.apply(BeginTransactionRecord())
-    with pytest.raises(MetadataImageError):
-        image.apply(BeginTransactionRecord())
+def test_images_are_read_only() -> None:
+    image = topic_image()
+    with pytest.raises(TypeError):
+        image.topics["x"] = image.topics["orders"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        image.topics["orders"].partitions[5] = image.topics["orders"].partitions[0]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        image.configs[(TOPIC_RESOURCE, "orders")]["retention.ms"] = "1"  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        image.provenance = 7  # type: ignore[misc]

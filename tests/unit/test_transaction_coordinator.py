@@ -22,8 +22,9 @@ from broker.transaction.transaction_marker_channel_manager import TransactionMar
 from broker.transaction.transaction_metadata import TransactionState
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
 from protocol.control_records import read_marker
+from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
-from broker.metadata.metadata_records import PartitionRecord, TopicRecord
+from broker.metadata.metadata_records import MetadataRecord, PartitionRecord, TopicRecord
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 
@@ -46,17 +47,21 @@ class Node:
 
     def __init__(self, data_dir: Path, expiration_ms: int = 604800000) -> None:
         self.config = load_config(None, {"transaction.state.log.num.partitions": "2", "offsets.topic.num.partitions": "2", "transaction.max.timeout.ms": "60000"})
-        image = MetadataImage()
+        records: list[MetadataRecord] = []
         for name in (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC, DATA):
             topic_id = uuid.uuid5(uuid.NAMESPACE_DNS, name)
-            image.apply(TopicRecord(name=name, topic_id=topic_id))
+            records.append(TopicRecord(name=name, topic_id=topic_id))
             for index in range(2):
-                image.apply(PartitionRecord(partition_id=index, topic_id=topic_id, replicas=(1,), isr=(1,), leader=1, leader_epoch=3, partition_epoch=0))
+                records.append(PartitionRecord(partition_id=index, topic_id=topic_id, replicas=(1,), isr=(1,), leader=1, leader_epoch=3, partition_epoch=0))
+        self.delta = MetadataDelta(MetadataImage())
+        for record in records:
+            self.delta.replay(record)
+        image = self.delta.apply(len(records) - 1)
         self.metadata = MetadataCache(1, "cluster", BrokerEndpoint(1, "127.0.0.1", 9092), image)
         self.log_manager = LogManager(data_dir, LogConfig(), now_ms)
         self.log_manager.startup()
         self.rm = ReplicaManager(1, self.log_manager, dict)
-        self.rm.apply_image(image)
+        self.rm.apply_delta(self.delta, image)
         self.groups = GroupCoordinator(self.config, None, self.metadata, self.rm)  # type: ignore[arg-type]
         self.state = TransactionStateManager(self.config, None, self.metadata, self.rm)  # type: ignore[arg-type]
         self.markers = TransactionMarkerChannelManager(self.rm, self.metadata, self.groups)
@@ -64,8 +69,8 @@ class Node:
         self.coordinator = TransactionCoordinator(self.state, self.ids, self.markers, max_timeout_ms=60000, transactional_id_expiration_ms=expiration_ms)
 
     async def load(self) -> None:
-        self.groups.on_metadata_update(self.metadata.image)
-        self.state.on_metadata_update(self.metadata.image)
+        self.groups.on_metadata_update(self.delta, self.metadata.image)
+        self.state.on_metadata_update(self.delta, self.metadata.image)
         for _ in range(100):
             if len(self.state.partitions) == 2 and len(self.groups.shards) == 2:
                 return

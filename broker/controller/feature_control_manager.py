@@ -1,0 +1,56 @@
+"""Kafka's FeatureControlManager, the part a new cluster needs: finalized feature levels.
+
+metadata.version is a FeatureLevelRecord and must be the first record of a metadata log.
+kraft.version is not: as in Kafka, it belongs to the Raft layer (its KRaftVersionRecord
+control record), so it is never written here; the controller adds the Raft layer's level
+to the finalized features it checks brokers against. UpdateFeatures is not handled.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from broker.metadata.metadata_image import MetadataImage
+from broker.metadata.metadata_records import FeatureLevelRecord
+
+METADATA_VERSION_FEATURE = "metadata.version"
+KRAFT_VERSION_FEATURE = "kraft.version"
+# metadata.version feature levels: 3.3-IV3 (7) is the oldest KRaft supports; 4.0-IV3 (25)
+# is Kafka 4.0's latest production level. 4.0-IV3 writes PartitionRecord and
+# PartitionChangeRecord v2 and RegisterBrokerRecord v3, the versions encode() writes.
+MINIMUM_METADATA_VERSION_LEVEL = 7
+METADATA_VERSION_LEVEL = 25
+# What Kafka assumes of a broker that registers without a metadata.version range:
+# only MetadataVersion.MINIMUM_KRAFT_VERSION (3.0-IV1).
+MINIMUM_KRAFT_METADATA_VERSION_LEVEL = 1
+
+
+class FeatureControlManager:
+    def __init__(self, *, kraft_version: int = 0) -> None:
+        self._kraft_version = kraft_version
+
+    @staticmethod
+    def bootstrap_records(metadata_version: int = METADATA_VERSION_LEVEL, features: Mapping[str, int] | None = None) -> list[FeatureLevelRecord]:
+        """metadata.version first, then the other finalized features by name (level 0 means off: no record)."""
+        records = [FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=metadata_version)]
+        for name, level in sorted((features or {}).items()):
+            if name not in (METADATA_VERSION_FEATURE, KRAFT_VERSION_FEATURE) and level > 0:
+                records.append(FeatureLevelRecord(name=name, feature_level=level))
+        return records
+
+    def finalized_features(self, image: MetadataImage) -> dict[str, int]:
+        """The image's finalized levels plus kraft.version from the Raft layer (0, static quorum: absent)."""
+        features = dict(image.features)
+        if self._kraft_version > 0:
+            features[KRAFT_VERSION_FEATURE] = self._kraft_version
+        return features
+
+
+__all__ = [
+    "FeatureControlManager",
+    "KRAFT_VERSION_FEATURE",
+    "METADATA_VERSION_FEATURE",
+    "METADATA_VERSION_LEVEL",
+    "MINIMUM_KRAFT_METADATA_VERSION_LEVEL",
+    "MINIMUM_METADATA_VERSION_LEVEL",
+]

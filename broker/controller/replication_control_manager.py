@@ -1,0 +1,581 @@
+"""Kafka's ReplicationControlManager: topics, partitions, their placement and their leaders.
+
+Every operation reads the committed image and returns the records that make the change.
+Topic creation keeps Kafka 4.0's checks, order and messages. Leadership follows broker
+liveness: a broker that is fenced, unregistered or in controlled shutdown leaves the ISR
+of its partitions and loses their leadership; a broker that is unfenced becomes leader of
+the leaderless partitions it may lead. Elections are PartitionChangeBuilder's.
+
+Which brokers count: placement uses the registered brokers not in controlled shutdown
+(unfenced ones first; a leader is always unfenced); manual assignments may name any
+registered broker; the ISR of a new partition is its active replicas (unfenced and not
+shutting down) and its leader the first of them. A ``BrokerView`` built from the image
+says so; one built from a list of broker ids treats exactly those as registered and
+active, which is what the single-node path passes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Collection, Iterable, Iterator, Sequence
+
+from kio.schema.errors import ErrorCode
+
+from broker.controller.configuration_control_manager import ConfigurationControlManager, ValidateTopicConfig, check_config_values, config_error
+from broker.controller.controller_result import ApiError, ControllerResult, duplicates
+from broker.controller.partition_change_builder import Election, PartitionChangeBuilder, directory_is_online
+from broker.controller.replica_placer import InvalidReplicationFactorError, StripedReplicaPlacer, UsableBroker
+from broker.metadata.metadata_image import MIGRATING_DIR, NO_LEADER, TOPIC_RESOURCE, UNASSIGNED_DIR, MetadataImage, PartitionRegistration
+from broker.metadata.metadata_records import (
+    ZERO_UUID,
+    ConfigRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+MAX_TOPIC_NAME_LENGTH = 249
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+MAX_PARTITIONS_PER_BATCH = 10_000
+
+UNKNOWN_TOPIC_OR_PARTITION_MESSAGE = "This server does not host this topic-partition."
+UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
+_DEFAULT_MESSAGES = {
+    ErrorCode.election_not_needed: "Leader election not needed for topic partition.",
+    ErrorCode.preferred_leader_not_available: "The preferred leader was not available.",
+    ErrorCode.eligible_leaders_not_available: "Eligible topic partition leaders are not available.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CreatableTopic:
+    name: str
+    num_partitions: int  # -1: the default
+    replication_factor: int  # -1: the default
+    assignments: dict[int, list[int]] | None  # partition index -> replicas; replaces both counts
+    configs: dict[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicResult:
+    name: str
+    error_code: int
+    error_message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)  # the topic's overrides
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicResult:
+    name: str | None
+    topic_id: uuid.UUID | None
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResult:
+    name: str
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeaderResult:
+    topic: str
+    partition: int
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerView:
+    """The brokers an operation may use: Kafka's ClusterDescriber plus the liveness checks."""
+
+    usable: tuple[UsableBroker, ...]
+    registered: frozenset[int]
+    active: frozenset[int]
+
+    @classmethod
+    def from_image(cls, image: MetadataImage) -> BrokerView:
+        brokers = sorted(image.brokers.values(), key=lambda b: b.broker_id)
+        return cls(
+            usable=tuple(UsableBroker(b.broker_id, b.rack, b.fenced) for b in brokers if not b.in_controlled_shutdown),
+            registered=frozenset(b.broker_id for b in brokers),
+            active=frozenset(b.broker_id for b in brokers if not b.fenced and not b.in_controlled_shutdown),
+        )
+
+    @classmethod
+    def from_ids(cls, image: MetadataImage, broker_ids: Iterable[int]) -> BrokerView:
+        ids = sorted(set(broker_ids))
+        racks = {b: image.brokers[b].rack if b in image.brokers else None for b in ids}
+        return cls(tuple(UsableBroker(b, racks[b]) for b in ids), frozenset(ids), frozenset(ids))
+
+
+def topic_name_error(name: str) -> str | None:
+    """Kafka's Topic.validate: the message for an illegal topic name, None for a legal one."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name.encode("utf-16-le")) // 2 > MAX_TOPIC_NAME_LENGTH:  # Java counts UTF-16 units
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, Topic name: {name}"
+    if not all(c.isascii() and (c.isalnum() or c in "._-") for c in name):
+        return f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def _has_collision_chars(name: str) -> bool:
+    return "." in name or "_" in name
+
+
+def _unify_collision_chars(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def default_dir(image: MetadataImage, broker_id: int) -> uuid.UUID:
+    """Kafka's ClusterControlManager.defaultDir: the broker's only directory if it has one."""
+    broker = image.brokers.get(broker_id)
+    if broker is None:
+        return UNASSIGNED_DIR
+    if not broker.directories:
+        return MIGRATING_DIR
+    if len(broker.directories) == 1:
+        return broker.directories[0]
+    return UNASSIGNED_DIR
+
+
+def _is_active(image: MetadataImage, broker_id: int) -> bool:
+    broker = image.brokers.get(broker_id)
+    return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
+
+
+def _has_online_dir(image: MetadataImage, broker_id: int, partition: PartitionRegistration) -> bool:
+    broker = image.brokers.get(broker_id)
+    if broker is None:
+        return False
+    directory = partition.directories[partition.replicas.index(broker_id)] if broker_id in partition.replicas else MIGRATING_DIR
+    return directory_is_online(directory, broker.directories)
+
+
+class ReplicationControlManager:
+    def __init__(
+        self,
+        *,
+        configuration: ConfigurationControlManager,
+        placer: StripedReplicaPlacer,
+        new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    ) -> None:
+        self._configuration = configuration
+        self._placer = placer
+        self._new_topic_id = new_topic_id
+
+    # --- CreateTopics -----------------------------------------------------------------
+
+    def create_topics(
+        self,
+        image: MetadataImage,
+        topics: Sequence[CreatableTopic],
+        *,
+        validate_only: bool,
+        default_partitions: int,
+        default_replication_factor: int,
+        validate_config: ValidateTopicConfig,
+        brokers: BrokerView | None = None,
+    ) -> ControllerResult[list[CreateTopicResult]]:
+        """One result per distinct name, in request order (a repeated name gets one INVALID_REQUEST)."""
+        view = brokers or BrokerView.from_image(image)
+        total = sum(
+            len(t.assignments) if t.assignments else (default_partitions if t.num_partitions == -1 else max(t.num_partitions, 0))
+            for t in topics
+        )
+        if total > MAX_PARTITIONS_PER_BATCH:
+            names = dict.fromkeys(t.name for t in topics)
+            return ControllerResult([], [CreateTopicResult(n, ErrorCode.policy_violation, "Excessively large number of partitions per request.") for n in names])
+        dups = duplicates(t.name for t in topics)
+        colliding: dict[str, str] = {}
+        for existing in image.topics:
+            if _has_collision_chars(existing):
+                colliding.setdefault(_unify_collision_chars(existing), existing)
+        records: list[MetadataRecord] = []
+        results: list[CreateTopicResult] = []
+        reported: set[str] = set()
+        for topic in topics:
+            if topic.name in reported:
+                continue
+            reported.add(topic.name)
+            if topic.name in dups:
+                results.append(CreateTopicResult(topic.name, ErrorCode.invalid_request, "Duplicate topic name."))
+                continue
+            try:
+                topic_records, result = self._create_topic(image, topic, colliding, view, default_partitions, default_replication_factor, validate_config)
+            except ApiError as refused:
+                results.append(CreateTopicResult(topic.name, refused.error_code, refused.message))
+                continue
+            results.append(result)
+            if not validate_only:
+                records.extend(topic_records)
+        return ControllerResult(records, results)
+
+    def _create_topic(
+        self,
+        image: MetadataImage,
+        topic: CreatableTopic,
+        colliding: dict[str, str],
+        view: BrokerView,
+        default_partitions: int,
+        default_replication_factor: int,
+        validate_config: ValidateTopicConfig,
+    ) -> tuple[list[MetadataRecord], CreateTopicResult]:
+        name = topic.name
+        if name == CLUSTER_METADATA_TOPIC:
+            raise ApiError(ErrorCode.invalid_request, f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
+        if name in image.topics:
+            raise ApiError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        # Kafka records the name error, then lets a collision overwrite it.
+        if _has_collision_chars(name) and _unify_collision_chars(name) in colliding:
+            raise ApiError(ErrorCode.invalid_topic_exception, f"Topic '{name}' collides with existing topic: {colliding[_unify_collision_chars(name)]}")
+        problem = topic_name_error(name)
+        if problem is not None:
+            raise ApiError(ErrorCode.invalid_topic_exception, problem)
+        nulls = [k for k, v in topic.configs.items() if v is None]
+        if nulls:
+            raise ApiError(ErrorCode.invalid_config, "Null value not supported for topic configs: " + ",".join(nulls))
+        configs = {k: v for k, v in topic.configs.items() if v is not None}
+        if configs:
+            check_config_values(configs.values())
+            try:
+                validate_config(configs)
+            except ValueError as e:
+                raise config_error(e) from e
+        if topic.assignments:
+            if topic.replication_factor != -1:
+                raise ApiError(ErrorCode.invalid_request, "A manual partition assignment was specified, but replication factor was not set to -1.")
+            if topic.num_partitions != -1:
+                raise ApiError(ErrorCode.invalid_request, "A manual partition assignment was specified, but numPartitions was not set to -1.")
+            manual_rf: int | None = None
+            isrs: dict[int, list[int]] = {}
+            for index, replicas in topic.assignments.items():
+                _check_manual_assignment(replicas, manual_rf, view)
+                manual_rf = len(replicas)
+                isrs[index] = _manual_isr(replicas, index, view)
+            if sorted(topic.assignments) != list(range(len(topic.assignments))):
+                raise ApiError(ErrorCode.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence")
+            assignment = [list(topic.assignments[i]) for i in range(len(topic.assignments))]
+            isr = [isrs[i] for i in range(len(assignment))]
+        elif topic.replication_factor < -1 or topic.replication_factor == 0:
+            raise ApiError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0, or -1 to use the default value.")
+        elif topic.num_partitions < -1 or topic.num_partitions == 0:
+            raise ApiError(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+        else:
+            count = default_partitions if topic.num_partitions == -1 else topic.num_partitions
+            rf = default_replication_factor if topic.replication_factor == -1 else topic.replication_factor
+            if count <= 0:
+                raise ApiError(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+            try:
+                assignment = self._placer.place(count, rf, view.usable)
+            except InvalidReplicationFactorError as e:
+                raise ApiError(ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {rf} time(s): {e}") from None
+            isr = [[b for b in replicas if b in view.active] for replicas in assignment]
+        topic_id = self._new_topic_id()
+        records: list[MetadataRecord] = [TopicRecord(name=name, topic_id=topic_id)]
+        records.extend(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v) for k, v in sorted(configs.items()))
+        records.extend(_partition_records(image, topic_id, 0, assignment, isr))
+        return records, CreateTopicResult(name, ErrorCode.none, None, topic_id, len(assignment), len(assignment[0]), configs)
+
+    # --- DeleteTopics -----------------------------------------------------------------
+
+    def delete_topics(self, image: MetadataImage, topics: Sequence[tuple[str | None, uuid.UUID | None]]) -> ControllerResult[list[DeleteTopicResult]]:
+        """Each entry is (name, None) or (None, topic id), as DeleteTopics v0-5 and v6+ give them.
+
+        Kafka's rules: both or neither given, repeated names or ids are INVALID_REQUEST;
+        a name that maps to an id also given by id deletes nothing and answers
+        INVALID_REQUEST on the name only. Internal topics may be deleted, as in Kafka.
+        """
+        names = [n for n, i in topics if n is not None and (i is None or i == ZERO_UUID)]
+        ids = [i for n, i in topics if n is None and i is not None and i != ZERO_UUID]
+        dup_names = duplicates(names)
+        dup_ids = duplicates(ids)
+        by_id_ok = {i for i in ids if i not in dup_ids and i in image.topics_by_id}
+        records: list[MetadataRecord] = []
+        results: list[DeleteTopicResult] = []
+        reported: set[object] = set()
+        for name, topic_id in topics:
+            tid = None if topic_id is None or topic_id == ZERO_UUID else topic_id
+            if name is None and tid is None:
+                results.append(DeleteTopicResult(None, None, ErrorCode.invalid_request, "Neither topic name nor id were specified."))
+                continue
+            if name is not None and tid is not None:
+                results.append(DeleteTopicResult(name, tid, ErrorCode.invalid_request, "You may not specify both topic name and topic id."))
+                continue
+            key: object = ("name", name) if tid is None else ("id", tid)
+            if key in reported:
+                continue
+            reported.add(key)
+            if name is not None:
+                if name in dup_names:
+                    results.append(DeleteTopicResult(name, None, ErrorCode.invalid_request, "Duplicate topic name."))
+                    continue
+                topic = image.topics.get(name)
+                if topic is None:
+                    results.append(DeleteTopicResult(name, None, ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC_OR_PARTITION_MESSAGE))
+                    continue
+                if topic.topic_id in dup_ids or topic.topic_id in by_id_ok:
+                    results.append(
+                        DeleteTopicResult(name, topic.topic_id, ErrorCode.invalid_request, "The provided topic name maps to an ID that was already supplied.")
+                    )
+                    continue
+            else:
+                assert tid is not None
+                if tid in dup_ids:
+                    results.append(DeleteTopicResult(None, tid, ErrorCode.invalid_request, "Duplicate topic id."))
+                    continue
+                topic = image.topics_by_id.get(tid)
+                if topic is None:
+                    results.append(DeleteTopicResult(None, tid, ErrorCode.unknown_topic_id, UNKNOWN_TOPIC_ID_MESSAGE))
+                    continue
+                if topic.name in names and topic.name not in dup_names:
+                    continue  # the name's entry reports the clash; Kafka answers nothing for the id
+            results.append(DeleteTopicResult(topic.name, topic.topic_id, ErrorCode.none))
+            records.append(RemoveTopicRecord(topic_id=topic.topic_id))
+        return ControllerResult(records, results)
+
+    # --- CreatePartitions -------------------------------------------------------------
+
+    def create_partitions(
+        self,
+        image: MetadataImage,
+        topics: Sequence[tuple[str, int, Sequence[Sequence[int]] | None]],
+        *,
+        validate_only: bool,
+        brokers: BrokerView | None = None,
+    ) -> ControllerResult[list[CreatePartitionsResult]]:
+        """Each entry is (name, new total count, one replica list per new partition or None)."""
+        view = brokers or BrokerView.from_image(image)
+        dups = duplicates(name for name, _, _ in topics)
+        records: list[MetadataRecord] = []
+        results: list[CreatePartitionsResult] = []
+        reported: set[str] = set()
+        for name, count, assignments in topics:
+            if name in reported:
+                continue
+            reported.add(name)
+            if name in dups:
+                results.append(CreatePartitionsResult(name, ErrorCode.invalid_request, "Duplicate topic name."))
+                continue
+            try:
+                new_records = self._create_partitions(image, name, count, assignments, view)
+            except ApiError as refused:
+                results.append(CreatePartitionsResult(name, refused.error_code, refused.message))
+                continue
+            results.append(CreatePartitionsResult(name, ErrorCode.none))
+            if not validate_only:
+                records.extend(new_records)
+        return ControllerResult(records, results)
+
+    def _create_partitions(
+        self, image: MetadataImage, name: str, count: int, assignments: Sequence[Sequence[int]] | None, view: BrokerView
+    ) -> list[PartitionRecord]:
+        topic = image.topics.get(name)
+        if topic is None:
+            raise ApiError(ErrorCode.unknown_topic_or_partition, None)
+        current = len(topic.partitions)
+        if count == current:
+            raise ApiError(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
+        if count < current:
+            raise ApiError(ErrorCode.invalid_partitions, f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
+        additional = count - current
+        if assignments is not None and len(assignments) != additional:
+            raise ApiError(
+                ErrorCode.invalid_replica_assignment,
+                f"Attempted to add {additional} additional partition(s), but only {len(assignments)} assignment(s) were specified.",
+            )
+        if not topic.partitions:
+            raise ApiError(ErrorCode.unknown_server_error, f"Invalid state: topic {name} appears to have no partitions.")
+        rf = len(topic.partitions[min(topic.partitions)].replicas)
+        if assignments is not None:
+            for i, replicas in enumerate(assignments):
+                _check_manual_assignment(replicas, rf, view)
+                _manual_isr(replicas, current + i, view)
+            new = [list(replicas) for replicas in assignments]
+        else:
+            try:
+                new = self._placer.place(additional, rf, view.usable)
+            except InvalidReplicationFactorError as e:
+                raise ApiError(ErrorCode.invalid_replication_factor, str(e)) from None
+        isr = [[b for b in replicas if b in view.active] for replicas in new]
+        return _partition_records(image, topic.topic_id, current, new, isr)
+
+    # --- leadership follows broker liveness -------------------------------------------
+
+    def has_leaderships(self, image: MetadataImage, broker_id: int) -> bool:
+        return any(p.leader == broker_id for t in image.topics.values() for p in t.partitions.values())
+
+    def handle_brokers_fenced(self, image: MetadataImage, broker_ids: Collection[int]) -> list[PartitionChangeRecord]:
+        """Take the brokers out of every ISR and give their partitions new leaders (one record per partition)."""
+        removed = frozenset(broker_ids)
+        partitions = ((t, p) for t, p in _partitions(image) if removed.intersection(p[2].isr))
+        return self._leader_and_isr_updates(image, partitions, removed=removed, added=None)
+
+    def handle_broker_fenced(self, image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
+        return self.handle_brokers_fenced(image, (broker_id,))
+
+    def handle_broker_in_controlled_shutdown(self, image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
+        """As for fencing: leadership and ISR membership move away before the broker stops."""
+        return self.handle_brokers_fenced(image, (broker_id,))
+
+    def handle_broker_unregistered(self, image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
+        return self.handle_brokers_fenced(image, (broker_id,))
+
+    def handle_broker_unfenced(self, image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
+        """Leaderless partitions get a leader again; the broker counts as active though the image still says fenced."""
+        partitions = ((t, p) for t, p in _partitions(image) if p[2].leader == NO_LEADER)
+        return self._leader_and_isr_updates(image, partitions, removed=frozenset(), added=broker_id)
+
+    def _leader_and_isr_updates(
+        self,
+        image: MetadataImage,
+        partitions: Iterable[tuple[str, tuple[uuid.UUID, int, PartitionRegistration]]],
+        *,
+        removed: frozenset[int],
+        added: int | None,
+    ) -> list[PartitionChangeRecord]:
+        records: list[PartitionChangeRecord] = []
+        unclean: dict[str, bool] = {}
+        for topic, (topic_id, partition_id, partition) in partitions:
+            if topic not in unclean:
+                unclean[topic] = self._configuration.unclean_leader_election_enabled(image, topic)
+
+            def acceptable(broker: int, partition: PartitionRegistration = partition) -> bool:
+                if broker in removed:
+                    return False
+                return (broker == added or _is_active(image, broker)) and _has_online_dir(image, broker, partition)
+
+            builder = PartitionChangeBuilder(partition, topic_id, partition_id, acceptable, lambda b: default_dir(image, b))
+            builder.set_target_isr([b for b in partition.isr if b not in removed])
+            if unclean[topic]:
+                builder.set_election(Election.UNCLEAN)
+            record = builder.build()
+            if record is not None:
+                records.append(record)
+        return records
+
+    # --- ElectLeaders -----------------------------------------------------------------
+
+    def elect_leaders(
+        self, image: MetadataImage, election: Election, partitions: Sequence[tuple[str, int]] | None
+    ) -> ControllerResult[list[ElectLeaderResult]]:
+        """Kafka's ElectLeaders (PREFERRED or UNCLEAN). None elects every partition and leaves
+        out those that need no election, as Kafka answers that form of the request."""
+        if election is Election.ONLINE:
+            raise ValueError("ElectLeaders is PREFERRED or UNCLEAN")
+        records: list[MetadataRecord] = []
+        results: list[ElectLeaderResult] = []
+        if partitions is None:
+            wanted = [(t, pid) for t, (_, pid, _) in _partitions(image)]
+        else:
+            wanted = list(partitions)
+        for topic, partition_id in wanted:
+            code, message = self._elect_leader(image, topic, partition_id, election, records)
+            if partitions is None and code == ErrorCode.election_not_needed:
+                continue
+            results.append(ElectLeaderResult(topic, partition_id, code, message))
+        return ControllerResult(records, results)
+
+    def _elect_leader(
+        self, image: MetadataImage, topic: str, partition_id: int, election: Election, records: list[MetadataRecord]
+    ) -> tuple[int, str | None]:
+        info = image.topics.get(topic)
+        if info is None:
+            return ErrorCode.unknown_topic_or_partition, f"No such topic as {topic}"
+        partition = info.partitions.get(partition_id)
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition, f"No such partition as {topic}-{partition_id}"
+        preferred = partition.replicas[0] if partition.replicas else NO_LEADER
+        if (election is Election.PREFERRED and partition.leader == preferred) or (election is Election.UNCLEAN and partition.leader != NO_LEADER):
+            return ErrorCode.election_not_needed, _DEFAULT_MESSAGES[ErrorCode.election_not_needed]
+
+        def acceptable(broker: int) -> bool:
+            return _is_active(image, broker) and _has_online_dir(image, broker, partition)
+
+        record = PartitionChangeBuilder(partition, info.topic_id, partition_id, acceptable, lambda b: default_dir(image, b)).set_election(election).build()
+        if record is None:
+            code = ErrorCode.preferred_leader_not_available if election is Election.PREFERRED else ErrorCode.eligible_leaders_not_available
+            return code, _DEFAULT_MESSAGES[code]
+        records.append(record)
+        return ErrorCode.none, None
+
+
+def _partitions(image: MetadataImage) -> Iterator[tuple[str, tuple[uuid.UUID, int, PartitionRegistration]]]:
+    """Every partition, topics by name and partitions by id, so that records come out in a stable order."""
+    for name in sorted(image.topics):
+        topic = image.topics[name]
+        for partition_id in sorted(topic.partitions):
+            yield name, (topic.topic_id, partition_id, topic.partitions[partition_id])
+
+
+def _check_manual_assignment(replicas: Sequence[int], rf: int | None, view: BrokerView) -> None:
+    """Kafka's validateManualPartitionAssignment."""
+    if not replicas:
+        raise ApiError(ErrorCode.invalid_replica_assignment, "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for broker in sorted(replicas):
+        if broker not in view.registered:
+            raise ApiError(ErrorCode.invalid_replica_assignment, f"The manual partition assignment includes broker {broker}, but no such broker is registered.")
+        if broker == previous:
+            raise ApiError(ErrorCode.invalid_replica_assignment, f"The manual partition assignment includes the broker {broker} more than once.")
+        previous = broker
+    if rf is not None and len(replicas) != rf:
+        raise ApiError(
+            ErrorCode.invalid_replica_assignment,
+            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
+            f"but this is not consistent with previous partitions, which have {rf} replica(s).",
+        )
+
+
+def _manual_isr(replicas: Sequence[int], partition_id: int, view: BrokerView) -> list[int]:
+    isr = [b for b in replicas if b in view.active]
+    if not isr:
+        raise ApiError(
+            ErrorCode.invalid_replica_assignment,
+            f"All brokers specified in the manual partition assignment for partition {partition_id} are fenced or in controlled shutdown.",
+        )
+    return isr
+
+
+def _partition_records(
+    image: MetadataImage, topic_id: uuid.UUID, first: int, assignment: list[list[int]], isrs: list[list[int]]
+) -> list[PartitionRecord]:
+    return [
+        PartitionRecord(
+            partition_id=first + i,
+            topic_id=topic_id,
+            replicas=tuple(replicas),
+            isr=tuple(isr),
+            leader=isr[0],
+            leader_epoch=0,
+            partition_epoch=0,
+            directories=tuple(default_dir(image, b) for b in replicas),
+        )
+        for i, (replicas, isr) in enumerate(zip(assignment, isrs))
+    ]
+
+
+__all__ = [
+    "BrokerView",
+    "CLUSTER_METADATA_TOPIC",
+    "CreatableTopic",
+    "CreatePartitionsResult",
+    "CreateTopicResult",
+    "DeleteTopicResult",
+    "ElectLeaderResult",
+    "Election",
+    "ReplicationControlManager",
+    "default_dir",
+    "topic_name_error",
+]

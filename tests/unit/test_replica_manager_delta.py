@@ -1,0 +1,124 @@
+"""ReplicaManager as a metadata publisher, on real logs: leader and follower replicas, leadership
+moves that keep the data, replica removal and topic deletion that delete it, config changes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
+from broker.metadata.metadata_loader import MetadataLoader
+from broker.metadata.metadata_records import ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
+from broker.partition import NotLeaderOrFollowerError
+from broker.replica_manager import ReplicaManager
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from tests.unit.batch_factory import make_batch
+
+ME = 1
+A = uuid.UUID(int=0xA)
+
+
+class Node:
+    def __init__(self, data_dir: Path) -> None:
+        self.log_manager = LogManager(data_dir, LogConfig(), lambda: time.time_ns() // 1_000_000)
+        self.log_manager.startup()
+        self.rm = ReplicaManager(ME, self.log_manager, dict)
+        self.loader = MetadataLoader()
+        self.loader.install_publisher(self.rm)
+        self.offset = 0
+
+    def commit(self, *records: MetadataRecord) -> MetadataImage:
+        entries = [(self.offset + i, r) for i, r in enumerate(records)]
+        self.offset += len(records)
+        return self.loader.handle_commit(entries)
+
+    def produce(self, topic: str, index: int) -> int:
+        batch = memoryview(bytearray(make_batch([b"v"])))
+        return self.rm.append_records([(topic, index, batch)], self.loader.image)[(topic, index)].error_code
+
+    def fetch(self, topic: str, index: int) -> int:
+        return self.rm.read(topic, index, 0, 1 << 20, 0, True, self.loader.image).error_code
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    n = Node(tmp_path)
+    yield n
+    n.log_manager.shutdown()
+
+
+def partition(index: int, replicas: tuple[int, ...], topic_id: uuid.UUID = A) -> PartitionRecord:
+    return PartitionRecord(partition_id=index, topic_id=topic_id, replicas=replicas, isr=replicas, leader=replicas[0], leader_epoch=0, partition_epoch=0)
+
+
+def change(index: int, **kw: object) -> PartitionChangeRecord:
+    return PartitionChangeRecord(partition_id=index, topic_id=A, **kw)  # type: ignore[arg-type]
+
+
+def test_leads_follows_and_hosts_nothing_it_is_not_a_replica_of(node: Node) -> None:
+    node.commit(TopicRecord(name="a", topic_id=A), partition(0, (1, 2)), partition(1, (2, 1)), partition(2, (2, 3)))
+    assert set(node.rm.partitions) == {("a", 0), ("a", 1)}
+    led, followed = node.rm.partitions[("a", 0)], node.rm.partitions[("a", 1)]
+    assert (led.is_leader, led.leader_id, led.leader_epoch) == (True, 1, 0)
+    assert (followed.is_leader, followed.leader_id, followed.leader_epoch) == (False, 2, 0)
+    assert node.rm.get_partition("a", 1) is None and node.rm.get_replica("a", 1) is followed
+    assert node.produce("a", 0) == 0 and node.fetch("a", 0) == 0
+    for index in (1, 2):
+        assert node.produce("a", index) == ErrorCode.not_leader_or_follower
+        assert node.fetch("a", index) == ErrorCode.not_leader_or_follower
+    assert node.produce("b", 0) == ErrorCode.unknown_topic_or_partition
+    with pytest.raises(NotLeaderOrFollowerError):
+        followed.append_records_to_leader(memoryview(bytearray(make_batch([b"v"]))))
+
+
+def test_a_leadership_move_keeps_the_replica_and_its_data(node: Node) -> None:
+    node.commit(TopicRecord(name="a", topic_id=A), partition(0, (1, 2)))
+    assert node.produce("a", 0) == 0
+    replica = node.rm.partitions[("a", 0)]
+    node.commit(change(0, leader=2))
+    assert node.rm.partitions[("a", 0)] is replica and not replica.is_leader and replica.leader_id == 2 and replica.leader_epoch == 1
+    assert node.produce("a", 0) == ErrorCode.not_leader_or_follower
+    assert replica.log.log_end_offset == 1 and node.log_manager.get_log("a", 0) is replica.log
+    node.commit(change(0, leader=1))
+    assert replica.is_leader and replica.leader_epoch == 2
+    assert node.produce("a", 0) == 0 and replica.log.log_end_offset == 2
+
+
+def test_replica_removal_and_topic_deletion_delete_the_logs(node: Node) -> None:
+    node.commit(TopicRecord(name="a", topic_id=A), partition(0, (1, 2)), partition(1, (2, 1)))
+    dirs = {key: p.log.dir for key, p in node.rm.partitions.items()}
+    node.commit(change(1, replicas=(2, 3), isr=(2, 3)))
+    assert set(node.rm.partitions) == {("a", 0)} and not dirs[("a", 1)].exists() and node.log_manager.get_log("a", 1) is None
+    node.commit(RemoveTopicRecord(topic_id=A))
+    assert node.rm.partitions == {} and not dirs[("a", 0)].exists()
+
+
+def test_a_topic_recreated_under_its_name_gets_a_fresh_log(node: Node) -> None:
+    node.commit(TopicRecord(name="a", topic_id=A), partition(0, (1,)))
+    assert node.produce("a", 0) == 0
+    other = uuid.UUID(int=0xB)
+    node.commit(RemoveTopicRecord(topic_id=A), TopicRecord(name="a", topic_id=other), partition(0, (1,), topic_id=other))
+    replica = node.rm.partitions[("a", 0)]
+    assert replica.topic_id == other and replica.log.log_end_offset == 0 and replica.is_leader
+
+
+def test_topic_config_changes_reach_the_logs(node: Node) -> None:
+    node.commit(TopicRecord(name="a", topic_id=A), partition(0, (1, 2)), partition(1, (2, 1)))
+    node.commit(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="a", name="retention.ms", value="1234"))
+    assert {p.log.config.retention_ms for p in node.rm.partitions.values()} == {1234}
+    node.commit(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="a", name="retention.ms", value=None))
+    assert {p.log.config.retention_ms for p in node.rm.partitions.values()} == {LogConfig().retention_ms}
+
+
+def test_a_metadata_change_elsewhere_touches_no_replica(node: Node) -> None:
+    node.commit(TopicRecord(name="a", topic_id=A), partition(0, (1,)), partition(1, (2, 3)))
+    replica = node.rm.partitions[("a", 0)]
+    epoch = replica.partition_epoch
+    node.commit(change(1, leader=3))
+    assert node.rm.partitions == {("a", 0): replica} and replica.partition_epoch == epoch
