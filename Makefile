@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tests also need the test and spark extras (pytest, the other clients, pyspark).
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test install kcat bench bench-deps clean spark-demo
+.PHONY: run cluster test install kcat bench bench-deps clean spark-demo
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ install: $(STAMP)
 
 run: $(STAMP)
 	exec $(BIN)/kbroker serve --override log.dirs=./data
+
+# Three combined nodes on 127.0.0.1 (client ports 9092-9094), data under ./cluster/; Ctrl-C stops them all.
+cluster: $(STAMP)
+	exec $(BIN)/python -m broker.local_cluster --dir ./cluster
 
 # The kcat integration tests need the real binary; root installs directly, others through sudo.
 kcat:
@@ -54,4 +58,4 @@ spark-demo: $(TEST_STAMP)
 	$(BIN)/python -m spark_jobs.demo
 
 clean:
-	rm -rf $(VENV) data
+	rm -rf $(VENV) data cluster

@@ -12,9 +12,8 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 def _serve(args: argparse.Namespace) -> int:
     import uvloop
 
-    from broker.config import ConfigError, check_supported_roles, load_config
+    from broker.config import ConfigError, load_config
     from broker.log_setup import setup_logging
-    from broker.storage_tool import verify_storage
     from storage.meta_properties import MetaPropertiesError
 
     setup_logging()
@@ -27,9 +26,7 @@ def _serve(args: argparse.Namespace) -> int:
         overrides[key.strip()] = value.strip()
     try:
         config = load_config(Path(args.config) if args.config else None, overrides)
-        check_supported_roles(config)
-        verify_storage(config)
-        # Imported once the configuration and storage are known good: a refusal is quick.
+        # Imported once the configuration is known good: a refusal is quick.
         from broker.server import serve
 
         uvloop.run(serve(config))
@@ -61,6 +58,35 @@ def _storage(args: argparse.Namespace) -> int:
             no_initial_controllers=args.no_initial_controllers,
         )
     except (ConfigError, StorageToolError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _metadata_quorum(args: argparse.Namespace) -> int:
+    from broker import metadata_quorum_command as mq
+    from broker.config import ConfigError, load_config
+    from storage.meta_properties import MetaPropertiesError, parse_kafka_uuid, read_meta_properties
+
+    bootstrap = args.bootstrap_controller or args.bootstrap_server
+    try:
+        if args.action == "describe":
+            if args.replication:
+                mq.describe_replication(bootstrap, args.human_readable, sys.stdout)
+            else:
+                mq.describe_status(bootstrap, sys.stdout)
+        elif args.action == "add-controller":
+            config = load_config(Path(args.command_config), {})
+            meta = read_meta_properties(config.metadata_dir)
+            if meta is None or not meta.directory_id:
+                raise MetaPropertiesError(f"{config.metadata_dir} is not formatted: run `kbroker storage format --no-initial-controllers` first")
+            listeners = [(lst.name, lst.host, lst.port) for lst in config.advertised_controller_listeners]
+            mq.add_controller(bootstrap, config.node_id, parse_kafka_uuid(meta.directory_id), listeners)
+            print(f"Added controller {config.node_id} with directory id {meta.directory_id} and endpoints: {', '.join(f'{n}://{h}:{p}' for n, h, p in listeners)}")
+        else:
+            mq.remove_controller(bootstrap, args.controller_id, parse_kafka_uuid(args.controller_directory_id))
+            print(f"Removed KRaft controller {args.controller_id} with directory id {args.controller_directory_id}")
+    except (mq.QuorumCommandError, ConfigError, MetaPropertiesError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
@@ -165,6 +191,23 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--config", "-c", required=True, help="the node's server.properties")
     storage_sub.add_parser("random-uuid", help="print a random cluster id")
     storage.set_defaults(func=_storage)
+
+    mq = sub.add_parser("metadata-quorum", help="describe the KRaft metadata quorum, add or remove a controller (like kafka-metadata-quorum.sh)")
+    where = mq.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-server", help="HOST:PORT of a broker, which forwards to the active controller")
+    where.add_argument("--bootstrap-controller", help="HOST:PORT of a controller listener")
+    mq_sub = mq.add_subparsers(dest="action", required=True)
+    describe = mq_sub.add_parser("describe", help="the quorum's status or each replica's position")
+    shown = describe.add_mutually_exclusive_group(required=True)
+    shown.add_argument("--status", action="store_true")
+    shown.add_argument("--replication", action="store_true")
+    describe.add_argument("--human-readable", action="store_true", help="--replication: times as 'N ms ago'")
+    add = mq_sub.add_parser("add-controller", help="add the controller a config file describes to the voters (KIP-853)")
+    add.add_argument("--command-config", required=True, help="the new controller's server.properties (formatted with --no-initial-controllers)")
+    remove = mq_sub.add_parser("remove-controller", help="remove a voter (KIP-853)")
+    remove.add_argument("--controller-id", type=int, required=True)
+    remove.add_argument("--controller-directory-id", required=True)
+    mq.set_defaults(func=_metadata_quorum)
 
     def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, help=f"HOST:PORT (default {DEFAULT_BOOTSTRAP})")

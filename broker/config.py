@@ -560,6 +560,14 @@ class BrokerConfig(BaseModel):
             "unclean.leader.election.enable": str(self.unclean_leader_election_enable).lower(),
         }
 
+    def effective_topic_config(self, overrides: Mapping[str, str | None]) -> dict[str, str]:
+        """A topic's whole configuration: this node's topic defaults with the topic's overrides on top."""
+        from storage.log_config import LogConfig
+
+        props: dict[str, str] = dict(self.topic_defaults())
+        props.update({k: v for k, v in overrides.items() if v is not None})
+        return LogConfig.from_properties(props).to_properties()
+
     def cleaner_config(self) -> CleanerConfig:
         """The log cleaner's settings; log.cleaner.threads=0 turns it off as log.cleaner.enable=false does."""
         return CleanerConfig(
@@ -618,14 +626,3 @@ def load_config(path: Path | None, overrides: Mapping[str, str]) -> BrokerConfig
         value = props.get(str(loc))
         shown = f" '{value}'" if value is not None else ""
         raise ConfigError(f"Invalid value{shown} for configuration {loc}: {err['msg'].removeprefix('Value error, ')}") from None
-
-
-def check_supported_roles(config: BrokerConfig) -> None:
-    """The current server runs one combined broker,controller node alone; `kbroker serve` refuses the rest.
-
-    A node started with other voters would otherwise commit metadata on its own and diverge from them.
-    """
-    if config.roles != {BROKER_ROLE, CONTROLLER_ROLE}:
-        raise ConfigError("Invalid configuration: process.roles: only combined broker,controller nodes are supported so far")
-    if config.quorum_bootstrap_servers or any(v.node_id != config.node_id for v in config.quorum_voters):
-        raise ConfigError("Invalid configuration: controller.quorum.voters: only a single-voter quorum (this node) is supported so far")

@@ -9,7 +9,7 @@ from typing import AsyncIterator
 import structlog
 from kio.schema.errors import ErrorCode
 
-from broker.controller.quorum_controller import QuorumController
+from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from protocol.record_batch import BatchHeader
 from protocol.records import Record, iter_records
 from broker.controller.controller_logic import CreatableTopic
@@ -21,12 +21,14 @@ log = structlog.get_logger()
 BATCHES_PER_YIELD = 64
 
 
-async def create_internal_topic(controller: QuorumController, name: str, partitions: int, replication_factor: int, configs: dict[str, str | None]) -> None:
-    """Create a coordinator's topic, as Kafka does on the first FindCoordinator that needs it."""
+async def create_internal_topic(
+    creator: AutoTopicCreationManager, name: str, partitions: int, replication_factor: int, configs: dict[str, str | None]
+) -> None:
+    """Create a coordinator's topic through the controller, as Kafka does on the first FindCoordinator that needs it."""
     topic = CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=None, configs=configs)
-    [result] = await controller.create_topics([topic], validate_only=False)
-    if result.error_code not in (0, ErrorCode.topic_already_exists):
-        log.warning("coordinator.topic_not_created", topic=name, error=result.error_code, message=result.error_message)
+    created = await creator.create_topics([topic])
+    if created.get(name, 0) != 0:
+        log.warning("coordinator.topic_not_created", topic=name, error=ErrorCode(created[name]).name)
 
 
 async def replay_batches(plog: Log, end_offset: int) -> AsyncIterator[tuple[BatchHeader, memoryview, list[Record]]]:

@@ -19,7 +19,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
-from broker.controller.quorum_controller import QuorumController
+from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.coordinator_partition import create_internal_topic, replay_batches
 from broker.group.coordinator_records import CoordinatorRecordError, OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
 from broker.group.group_coordinator_shard import GroupCoordinatorShard
@@ -73,7 +73,7 @@ class CoordinatorNotAvailable(Exception):
 
 
 class GroupCoordinator:
-    def __init__(self, config: BrokerConfig, controller: QuorumController, metadata: MetadataCache, replica_manager: ReplicaManager) -> None:
+    def __init__(self, config: BrokerConfig, controller: AutoTopicCreationManager, metadata: MetadataCache, replica_manager: ReplicaManager) -> None:
         self._config = config
         self._controller = controller
         self._metadata = metadata

@@ -22,6 +22,8 @@ from storage.partition_metadata import PartitionMetadataFile
 
 log = structlog.get_logger()
 
+CLUSTER_METADATA_PARTITION = ("__cluster_metadata", 0)
+
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -73,6 +75,9 @@ class LogManager:
             try:
                 key = parse_topic_partition(directory)
             except ValueError:
+                continue
+            if key == CLUSTER_METADATA_PARTITION:
+                # The Raft log: opened by the metadata quorum, outside retention and the cleaner.
                 continue
             plog = Log.open(
                 directory,

@@ -1,32 +1,83 @@
-"""The active controller's asyncio shell: one metadata change at a time, committed then published.
+"""QuorumController: the cluster's decisions, made by the Raft leader and committed through the log.
 
-The decisions live in ``broker.controller.controller_logic`` (sans-IO). This shell serialises
-requests, appends the resulting records to the metadata log (committed at once by a
-1-voter quorum) and hands the committed batch to the metadata loader, whose publishers
-(the metadata cache, the replica manager, the coordinators) act on it before the request
-is answered: a client that creates a topic can produce to it at once.
+Every controller runs one. It is a listener of the metadata quorum registered after the metadata
+loader, so by the time it hears of a committed batch the loader's image already holds it. It is
+active only while this node leads the quorum and Raft has reported it as leader of the current
+epoch: Raft reports that only once everything committed in earlier epochs has been delivered, so
+the active controller never decides over an image that misses an earlier leader's decision.
+
+On the active controller writes run one at a time: the control managers decide over the
+committed image, the records are appended, and the caller is answered once they are committed
+(and so applied to the image the next write decides over). Losing leadership fails every
+waiting write with NotControllerError; a broker's ControllerChannel then finds the new leader
+and retries there. On the other controllers this object only follows the log.
+
+Broker liveness is soft state of the ClusterControlManager: a newly active controller gives
+every registered broker a fresh session, and a timer fences the brokers whose session runs out.
+A fresh cluster's first active controller writes the finalized feature levels (metadata.version
+first); brokers register themselves through BrokerRegistration.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+import time
 import uuid
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Protocol, Sequence, TypeVar
 
 import structlog
 
 from broker.config import BrokerConfig
-from broker.metadata.metadata_cache import MetadataCache
 from broker.controller import controller_logic
+from broker.controller.cluster_control_manager import (
+    BrokerHeartbeatReply,
+    BrokerRegistrationReply,
+    BrokerRegistrationRequest,
+    ClusterControlManager,
+    UnregisterBrokerReply,
+)
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
-from broker.metadata.metadata_image import TOPIC_RESOURCE
-from broker.metadata.metadata_loader import MetadataLoader
-from broker.metadata.metadata_log import MetadataLog
+from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE
+from broker.controller.producer_id_control_manager import ProducerIdsBlock
+from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
+from broker.metadata.metadata_loader import CommittedBatch
 from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
+from raft.replicated_log import OffsetAndEpoch
 from storage.log_config import InvalidConfigError, LogConfig
 
 log = structlog.get_logger()
+
+R = TypeVar("R")
+
+# The session timer looks for expired broker sessions at least this often while active.
+SESSION_CHECK_MAX_MS = 1000
+SESSION_CHECK_MIN_MS = 10
+
+
+class NotControllerError(Exception):
+    """This controller is not (or no longer) the active one."""
+
+
+class RaftClient(Protocol):
+    """What the controller needs of the metadata quorum (KafkaRaftManager)."""
+
+    def append(self, records: list[MetadataRecord]) -> int:
+        """The offset of the last record; raises unless this node leads the quorum."""
+        ...
+
+    def is_leader(self) -> bool: ...
+
+    @property
+    def leader(self) -> tuple[int | None, int]:
+        """(leader id or None, epoch) as last reported to the listeners."""
+        ...
+
+    def next_append_offset(self) -> int:
+        """The offset the next appended record takes (a broker epoch is its registration's offset)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,29 +87,243 @@ class ConfigResource:
     ops: list[tuple[str, int, str | None]]
 
 
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class QuorumController:
-    def __init__(self, config: BrokerConfig, metadata_log: MetadataLog, metadata: MetadataCache, loader: MetadataLoader) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        raft: RaftClient,
+        image: Callable[[], MetadataImage],
+        cluster_id: str | None = None,
+        *,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4,
+    ) -> None:
         self._config = config
-        self._log = metadata_log
-        self._metadata = metadata
-        self._loader = loader
+        self._raft = raft
+        self._image = image
+        self._now_ms = now_ms
+        self._node_id = config.node_id
+        self._logic = QuorumControllerLogic(
+            new_topic_id=new_topic_id,
+            config_default=self._config_default,
+            node_id=config.node_id,
+            unclean_leader_election_enable=config.unclean_leader_election_enable,
+        )
+        self._cluster = self._logic.new_cluster_control(cluster_id or config.cluster_id or "", session_timeout_ms=config.broker_session_timeout_ms)
         self._lock = asyncio.Lock()
-        self._logic = QuorumControllerLogic(config_default=self._config_default)
+        self._active_epoch: int | None = None
+        self._committed = -1  # the last offset delivered to this listener
+        self._last_written = -1  # the last offset this controller appended in its active epoch
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (offset, tie breaker, future), a heap
+        self._seq = itertools.count()
+        self._timer: asyncio.Task[None] | None = None
+        self._wake_timer = asyncio.Event()
+        self._log = log.bind(node=config.node_id)
 
     @property
-    def _broker_ids(self) -> list[int]:
-        return [b.node_id for b in self._metadata.alive_brokers()]
+    def is_active(self) -> bool:
+        return self._active_epoch is not None and self._raft.is_leader()
 
-    def bootstrap(self) -> None:
-        """Format a fresh metadata log: the metadata.version and this node's registration."""
-        if self._log.is_empty:
-            endpoint = self._metadata.endpoint
-            self._commit(controller_logic.bootstrap_records(self._config.node_id, endpoint.host, endpoint.port))
+    @property
+    def active_epoch(self) -> int | None:
+        return self._active_epoch if self.is_active else None
 
-    def effective_topic_config(self, overrides: dict[str, str]) -> dict[str, str]:
-        props = dict(self._config.topic_defaults())
-        props.update(overrides)
-        return LogConfig.from_properties(props).to_properties()
+    @property
+    def cluster(self) -> ClusterControlManager:
+        return self._cluster
+
+    @property
+    def committed_offset(self) -> int:
+        return self._committed
+
+    def start(self) -> None:
+        """Start the session timer (it does work only while this controller is active)."""
+        self._timer = asyncio.get_running_loop().create_task(self._session_timer(), name="controller-session-timer")
+
+    async def shutdown(self) -> None:
+        self._deactivate("the controller is shutting down")
+        if self._timer is not None:
+            self._timer.cancel()
+            await asyncio.gather(self._timer, return_exceptions=True)
+            self._timer = None
+
+    # -- the Raft listener ------------------------------------------------------------------------
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        """A committed batch (the loader has applied it already): release the writes it completes."""
+        self._committed = max(self._committed, batch.last_offset)
+        while self._waiters and self._waiters[0][0] <= self._committed:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():
+                future.set_result(None)
+
+    def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, records: Sequence[MetadataRecord]) -> None:
+        self._committed = snapshot_id.offset - 1
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        if leader_id == self._node_id:
+            if self._active_epoch == epoch:
+                return
+            self._deactivate(f"leadership moved to epoch {epoch}")
+            self._activate(epoch)
+        elif self._active_epoch is not None:
+            self._log.info("controller.resigned", epoch=self._active_epoch, new_leader=leader_id, new_epoch=epoch)
+            self._deactivate(f"leadership moved to {leader_id} in epoch {epoch}")
+
+    def _activate(self, epoch: int) -> None:
+        image = self._image()
+        self._active_epoch = epoch
+        self._last_written = self._committed
+        self._cluster.activate(image, self._now_ms())
+        self._log.info("controller.activated", epoch=epoch, committed_offset=self._committed, brokers=len(image.brokers))
+        if METADATA_VERSION_FEATURE not in image.features:
+            # Appended now, before any write can run: every decision of this epoch sees it committed first.
+            records = controller_logic.cluster_bootstrap_records()
+            try:
+                self._append(records)
+            except NotControllerError:
+                return
+            self._log.info("controller.bootstrapped", records=len(records))
+        self._wake_timer.set()
+
+    def _deactivate(self, reason: str) -> None:
+        self._active_epoch = None
+        waiters, self._waiters = self._waiters, []
+        for _, _, future in waiters:
+            if not future.done():
+                future.set_exception(NotControllerError(reason))
+
+    # -- the write path -----------------------------------------------------------------------------
+
+    def _check_active(self) -> None:
+        if self._active_epoch is not None and not self._raft.is_leader():
+            self._deactivate("this node no longer leads the metadata quorum")
+        if self._active_epoch is None:
+            leader_id, epoch = self._raft.leader
+            raise NotControllerError(f"this controller is not active (the leader is {leader_id} in epoch {epoch})")
+
+    def _append(self, records: list[MetadataRecord]) -> int:
+        try:
+            offset = self._raft.append(records)
+        except Exception as e:
+            self._deactivate(f"append failed: {e}")
+            raise NotControllerError(f"this controller could not append to the metadata log: {e}") from e
+        self._last_written = offset
+        return offset
+
+    async def _committed_through(self, offset: int) -> None:
+        if offset <= self._committed:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (offset, next(self._seq), future))
+        await future
+
+    async def _write(self, decide: Callable[[MetadataImage], tuple[Sequence[MetadataRecord], R]]) -> R:
+        """One decision at a time over the committed image, answered once its records are committed."""
+        async with self._lock:
+            self._check_active()
+            # Whatever this epoch wrote before (the bootstrap, a write whose caller went away) is in
+            # the image before the next decision is made over it.
+            await self._committed_through(self._last_written)
+            self._check_active()
+            records, result = decide(self._image())
+            if records:
+                await self._committed_through(self._append(list(records)))
+            return result
+
+    # -- brokers ------------------------------------------------------------------------------------
+
+    async def register_broker(self, request: BrokerRegistrationRequest) -> BrokerRegistrationReply:
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], BrokerRegistrationReply]:
+            result = self._cluster.register_broker(request, image=image, controller_offset=self._raft.next_append_offset(), now_ms=self._now_ms())
+            return result.records, result.response
+
+        reply = await self._write(decide)
+        if reply.error_code == 0:
+            self._log.info("controller.broker_registered", broker=request.broker_id, broker_epoch=reply.broker_epoch)
+        else:
+            self._log.warning("controller.registration_refused", broker=request.broker_id, error=reply.error_code, message=reply.error_message)
+        self._wake_timer.set()
+        return reply
+
+    async def broker_heartbeat(
+        self, broker_id: int, broker_epoch: int, current_metadata_offset: int, want_fence: bool, want_shut_down: bool
+    ) -> BrokerHeartbeatReply:
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], BrokerHeartbeatReply]:
+            result = self._cluster.heartbeat(
+                broker_id,
+                broker_epoch,
+                current_metadata_offset,
+                want_fence,
+                want_shut_down,
+                now_ms=self._now_ms(),
+                image=image,
+                committed_offset=self._committed,
+            )
+            return result.records, result.response
+
+        return await self._write(decide)
+
+    async def unregister_broker(self, broker_id: int) -> UnregisterBrokerReply:
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], UnregisterBrokerReply]:
+            result = self._cluster.unregister_broker(broker_id, image)
+            return result.records, result.response
+
+        reply = await self._write(decide)
+        if reply.error_code == 0:
+            self._log.info("controller.broker_unregistered", broker=broker_id)
+        return reply
+
+    async def fence_stale_brokers(self) -> list[int]:
+        """Fence every unfenced broker whose session ran out; the ids fenced. The session timer's job."""
+        if not self._cluster.heartbeats.stale_brokers(self._image(), self._now_ms()):
+            return []
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[int]]:
+            result = self._cluster.fence_stale_brokers(self._now_ms(), image)
+            return result.records, result.response
+
+        fenced = await self._write(decide)
+        for broker_id in fenced:
+            self._log.warning("controller.broker_fenced", broker=broker_id, reason="no heartbeat within broker.session.timeout.ms")
+        return fenced
+
+    async def _session_timer(self) -> None:
+        while True:
+            self._wake_timer.clear()
+            try:
+                await asyncio.wait_for(self._wake_timer.wait(), self._next_session_check_ms() / 1000)
+            except asyncio.TimeoutError:
+                pass
+            if self._active_epoch is not None and not self._raft.is_leader():
+                self._deactivate("this node no longer leads the metadata quorum")
+            if not self.is_active:
+                continue
+            try:
+                await self.fence_stale_brokers()
+            except NotControllerError:
+                continue
+            except Exception:
+                # A bug here must not stop fencing for good; it is logged and tried again.
+                self._log.exception("controller.session_check_failed")
+
+    def _next_session_check_ms(self) -> int:
+        if not self.is_active:
+            return SESSION_CHECK_MAX_MS
+        expiry = self._cluster.next_session_expiry_ms(self._image())
+        if expiry is None:
+            return SESSION_CHECK_MAX_MS
+        # A session runs out once the clock is past its expiry, hence the extra millisecond.
+        return min(max(expiry + 1 - self._now_ms(), SESSION_CHECK_MIN_MS), SESSION_CHECK_MAX_MS)
+
+    # -- topics and configs -------------------------------------------------------------------------
+
+    def effective_topic_config(self, overrides: dict[str, str | None]) -> dict[str, str]:
+        return self._config.effective_topic_config(overrides)
 
     def _validate_topic_config(self, configs: dict[str, str]) -> None:
         props = dict(self._config.topic_defaults())
@@ -74,86 +339,94 @@ class QuorumController:
 
     def _config_default(self, resource_type: int, key: str) -> str | None:
         if resource_type == TOPIC_RESOURCE:
-            return LogConfig.from_properties(dict(self._config.topic_defaults())).to_properties().get(key)
+            return self._config.effective_topic_config({}).get(key)
         return None
 
-    def _commit(self, records: Sequence[MetadataRecord]) -> None:
-        if not records:
-            return
-        self._loader.handle_commit(self._log.append(records))
+    @staticmethod
+    def _placeable_broker_ids(image: MetadataImage) -> list[int]:
+        """Brokers new replicas go to: registered, unfenced and not shutting down."""
+        return sorted(b.broker_id for b in image.brokers.values() if not b.fenced and not b.in_controlled_shutdown)
 
     async def create_topics(self, topics: list[CreatableTopic], validate_only: bool) -> list[controller_logic.CreateTopicResult]:
-        async with self._lock:
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[controller_logic.CreateTopicResult]]:
             records, results = self._logic.create_topics(
-                self._metadata.image,
+                image,
                 topics,
                 validate_only=validate_only,
-                broker_ids=self._broker_ids,
+                broker_ids=self._placeable_broker_ids(image),
                 default_partitions=self._config.num_partitions,
                 default_replication_factor=self._config.default_replication_factor,
                 validate_config=self._validate_topic_config,
             )
-            if not validate_only:
-                self._commit(records)
-            for r in results:
-                if r.error_code == 0 and not validate_only:
-                    log.info("topic.created", topic=r.name, partitions=r.num_partitions, topic_id=str(r.topic_id))
-            return results
+            return ([] if validate_only else records), results
 
-    async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
-        """Create topics a Metadata request named; returns each name's error code (0 = exists now)."""
-        topics = [CreatableTopic(name=n, num_partitions=-1, replication_factor=-1, assignments=None, configs={}) for n in dict.fromkeys(names)]
-        results = await self.create_topics(topics, validate_only=False)
-        out = {}
-        for r in results:
-            code = r.error_code
-            out[r.name] = 0 if code == controller_logic.TOPIC_ALREADY_EXISTS else code
-        return out
-
-    async def delete_topics(self, entries: list[tuple[str | None, uuid.UUID | None]]) -> list[controller_logic.DeleteTopicResult]:
-        async with self._lock:
-            records, results = self._logic.delete_topics(self._metadata.image, entries)
-            self._commit(records)
+        results = await self._write(decide)
+        if not validate_only:
             for r in results:
                 if r.error_code == 0:
-                    log.info("topic.deleted", topic=r.name)
-            return results
+                    self._log.info("topic.created", topic=r.name, partitions=r.num_partitions, topic_id=str(r.topic_id))
+        return results
 
-    async def create_partitions(self, topics: list[tuple[str, int, list[list[int]] | None]], validate_only: bool) -> list[controller_logic.CreatePartitionsResult]:
-        async with self._lock:
-            records, results = self._logic.create_partitions(self._metadata.image, topics, validate_only=validate_only, broker_ids=self._broker_ids)
-            if not validate_only:
-                self._commit(records)
-            return results
+    async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
+        """Create topics a Metadata request named; each name's error code (0: it exists now)."""
+        topics = [CreatableTopic(name=n, num_partitions=-1, replication_factor=-1, assignments=None, configs={}) for n in dict.fromkeys(names)]
+        results = await self.create_topics(topics, validate_only=False)
+        return {r.name: 0 if r.error_code == controller_logic.TOPIC_ALREADY_EXISTS else r.error_code for r in results}
+
+    async def delete_topics(self, entries: list[tuple[str | None, uuid.UUID | None]]) -> list[controller_logic.DeleteTopicResult]:
+        results = await self._write(lambda image: self._logic.delete_topics(image, entries))
+        for r in results:
+            if r.error_code == 0:
+                self._log.info("topic.deleted", topic=r.name)
+        return results
+
+    async def create_partitions(
+        self, topics: list[tuple[str, int, list[list[int]] | None]], validate_only: bool
+    ) -> list[controller_logic.CreatePartitionsResult]:
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[controller_logic.CreatePartitionsResult]]:
+            records, results = self._logic.create_partitions(image, topics, validate_only=validate_only, broker_ids=self._placeable_broker_ids(image))
+            return ([] if validate_only else records), results
+
+        return await self._write(decide)
 
     async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool) -> list[controller_logic.AlterConfigsResult]:
-        async with self._lock:
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[controller_logic.AlterConfigsResult]]:
             records, results = self._logic.alter_configs(
-                self._metadata.image,
+                image,
                 [(r.resource_type, r.resource_name, r.ops) for r in resources],
                 incremental=incremental,
                 validate_only=validate_only,
                 validate_config=self._validate_resource_config,
-                node_id=self._config.node_id,
+                node_id=self._node_id,
             )
-            if not validate_only:
-                self._commit(records)
-            return results
+            return ([] if validate_only else records), results
+
+        return await self._write(decide)
+
+    # -- producer ids -------------------------------------------------------------------------------
+
+    async def allocate_producer_id_block(self, broker_id: int, broker_epoch: int) -> ProducerIdsBlock:
+        """AllocateProducerIds: STALE_BROKER_EPOCH unless registered with that epoch; the block's end
+        is committed before any id of it is handed out."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], ProducerIdsBlock]:
+            result = self._logic.producer_ids.generate_next_producer_id(image, broker_id, broker_epoch)
+            return result.records, result.response
+
+        return await self._write(decide)
 
     async def allocate_producer_ids(self, broker_id: int) -> ProducerIdsRecord:
-        """Kafka's AllocateProducerIds: commit the next block of producer ids for ``broker_id``.
+        """A block for a broker in this process, whatever its epoch: the committed record's
+        next_producer_id ends it. Raises ProducerIdsExhaustedError past the int64 range."""
 
-        The block's end is in the metadata log before any id of it is handed out, so a restart
-        never hands one out twice. Raises ProducerIdsExhaustedError past the int64 range.
-        """
-        async with self._lock:
-            image = self._metadata.image
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], ProducerIdsRecord]:
             registration = image.brokers.get(broker_id)
-            epoch = registration.epoch if registration is not None else -1
-            record = self._logic.allocate_producer_ids(image, broker_id, broker_epoch=epoch)
-            self._commit([record])
-            log.info("producer_ids.allocated", broker_id=broker_id, next_producer_id=record.next_producer_id)
-            return record
+            record = self._logic.allocate_producer_ids(image, broker_id, broker_epoch=registration.epoch if registration else -1)
+            return [record], record
+
+        record = await self._write(decide)
+        self._log.info("producer_ids.allocated", broker_id=broker_id, next_producer_id=record.next_producer_id)
+        return record
 
 
-__all__ = ["ConfigResource", "QuorumController", "InvalidConfigError"]
+__all__ = ["ConfigResource", "InvalidConfigError", "NotControllerError", "QuorumController", "RaftClient", "wall_clock_ms"]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import Callable, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
-from broker.controller.quorum_controller import ConfigResource, QuorumController
+from broker.controller.controller_logic import AlterConfigsResult
+from broker.controller.quorum_controller import ConfigResource
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from protocol.api_keys import ApiKey, response_schema
@@ -25,6 +26,18 @@ SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
+
+
+class TopicConfigs(Protocol):
+    """A topic's whole configuration from its overrides (BrokerConfig and QuorumController both answer)."""
+
+    def effective_topic_config(self, overrides: dict[str, str | None]) -> dict[str, str]: ...
+
+
+class ConfigController(Protocol):
+    """The QuorumController call the Alter handlers make."""
+
+    async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool) -> list[AlterConfigsResult]: ...
 
 
 def _config_type(name: str, value: str | None) -> int:
@@ -48,7 +61,7 @@ def _config_type(name: str, value: str | None) -> int:
 class DescribeConfigsHandler:
     def __init__(
         self,
-        controller: QuorumController,
+        controller: TopicConfigs,
         metadata: MetadataCache,
         broker_config: BrokerConfig,
         describe_cleaning: Callable[[str], dict[int, dict[str, object]]] | None = None,
@@ -143,7 +156,7 @@ class DescribeConfigsHandler:
 class AlterConfigsHandler:
     """Legacy AlterConfigs: the given set replaces every override of the resource."""
 
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: ConfigController) -> None:
         self._controller = controller
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
@@ -156,7 +169,7 @@ class AlterConfigsHandler:
 
 
 class IncrementalAlterConfigsHandler:
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: ConfigController) -> None:
         self._controller = controller
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]

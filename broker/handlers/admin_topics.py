@@ -1,24 +1,39 @@
-"""CreateTopics, DeleteTopics and CreatePartitions: forwarded to the quorum controller."""
+"""CreateTopics, DeleteTopics and CreatePartitions: requests in, the quorum controller's calls, answers out.
+
+The controller listener's ControllerApis serves them with the QuorumController; anything with
+the same calls (TopicController) will do.
+"""
 
 from __future__ import annotations
 
 import uuid
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from broker.controller.quorum_controller import QuorumController
+from broker.controller.controller_logic import CreatableTopic, CreatePartitionsResult, CreateTopicResult, DeleteTopicResult
 from broker.kafka_apis import RequestContext
-from broker.metadata.metadata_cache import MetadataCache
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested, nested_or_none
-from broker.controller.controller_logic import CreatableTopic
 
 CONFIG_SOURCE_TOPIC = 1
 CONFIG_SOURCE_DEFAULT = 5
 
 
+class TopicController(Protocol):
+    """The QuorumController calls these handlers make."""
+
+    async def create_topics(self, topics: list[CreatableTopic], validate_only: bool) -> list[CreateTopicResult]: ...
+
+    async def delete_topics(self, entries: list[tuple[str | None, uuid.UUID | None]]) -> list[DeleteTopicResult]: ...
+
+    async def create_partitions(self, topics: list[tuple[str, int, list[list[int]] | None]], validate_only: bool) -> list[CreatePartitionsResult]: ...
+
+    def effective_topic_config(self, overrides: dict[str, str | None]) -> dict[str, str]: ...
+
+
 class CreateTopicsHandler:
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: TopicController) -> None:
         self._controller = controller
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
@@ -69,9 +84,8 @@ class CreateTopicsHandler:
 
 
 class DeleteTopicsHandler:
-    def __init__(self, controller: QuorumController, metadata: MetadataCache) -> None:
+    def __init__(self, controller: TopicController) -> None:
         self._controller = controller
-        self._metadata = metadata
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         if ctx.version >= 6:
@@ -89,7 +103,7 @@ class DeleteTopicsHandler:
 
 
 class CreatePartitionsHandler:
-    def __init__(self, controller: QuorumController) -> None:
+    def __init__(self, controller: TopicController) -> None:
         self._controller = controller
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]

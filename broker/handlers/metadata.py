@@ -6,7 +6,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from broker.controller.quorum_controller import QuorumController
+from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from protocol.api_keys import ApiKey, response_schema
@@ -19,7 +19,7 @@ AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
 
 
 class MetadataHandler:
-    def __init__(self, metadata: MetadataCache, controller: QuorumController, auto_create_enabled: bool) -> None:
+    def __init__(self, metadata: MetadataCache, controller: AutoTopicCreationManager, auto_create_enabled: bool) -> None:
         self._metadata = metadata
         self._controller = controller
         self._auto_create = auto_create_enabled

@@ -1,4 +1,9 @@
-"""The broker's view of cluster metadata: the latest published MetadataImage plus its own endpoint."""
+"""The broker's view of cluster metadata: the latest published MetadataImage, read for one listener.
+
+Clients see the brokers the image holds as registered and unfenced, each at its endpoint on
+the listener this broker serves them on (Kafka answers per listener name). The list is worked
+out once per image, not per request.
+"""
 
 from __future__ import annotations
 
@@ -19,20 +24,41 @@ class BrokerEndpoint:
 class MetadataCache:
     """A MetadataPublisher: it swaps in each new image, so readers always see a whole one."""
 
-    def __init__(self, node_id: int, cluster_id: str, endpoint: BrokerEndpoint, image: MetadataImage = EMPTY_IMAGE) -> None:
+    def __init__(self, node_id: int, cluster_id: str, endpoint: BrokerEndpoint, image: MetadataImage = EMPTY_IMAGE, *, listener_name: str = "PLAINTEXT") -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.endpoint = endpoint
+        self.listener_name = listener_name
         self.image = image
+        self._alive: list[BrokerEndpoint] = []
+        self._by_id: dict[int, BrokerEndpoint] = {}
+        self._refresh_brokers()
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self.image = image
+        if image.brokers is not delta.image.brokers or not self._by_id:
+            self._refresh_brokers()
+
+    def _refresh_brokers(self) -> None:
+        alive = []
+        for broker_id, registration in sorted(self.image.brokers.items()):
+            if registration.fenced:
+                continue
+            for endpoint in registration.endpoints:
+                if endpoint.name == self.listener_name:
+                    alive.append(BrokerEndpoint(broker_id, endpoint.host, endpoint.port, registration.rack))
+                    break
+        self._alive = alive
+        self._by_id = {b.node_id: b for b in alive}
 
     @property
     def controller_id(self) -> int:
+        # Clients cannot reach KRaft controllers: as Kafka, they are told a live broker, which forwards.
         return self.node_id
 
     def alive_brokers(self) -> list[BrokerEndpoint]:
-        # One combined node for now: the cluster is this broker. Registrations from the
-        # metadata log take over here once there are several nodes.
-        return [self.endpoint]
+        """Registered, unfenced brokers at their endpoint on this listener, by id."""
+        return self._alive
+
+    def alive_broker(self, broker_id: int) -> BrokerEndpoint | None:
+        return self._by_id.get(broker_id)

@@ -18,7 +18,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
-from broker.controller.quorum_controller import QuorumController
+from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.coordinator_partition import create_internal_topic, replay_batches
 from broker.group.coordinator_records import CoordinatorRecordError, UnknownRecordType
 from broker.group_coordinator import CoordinatorNotAvailable, now_ms, partition_for
@@ -57,7 +57,7 @@ def replay(metadata: dict[str, TransactionMetadata], key: bytes, value: bytes | 
 
 
 class TransactionStateManager:
-    def __init__(self, config: BrokerConfig, controller: QuorumController, metadata: MetadataCache, replica_manager: ReplicaManager) -> None:
+    def __init__(self, config: BrokerConfig, controller: AutoTopicCreationManager, metadata: MetadataCache, replica_manager: ReplicaManager) -> None:
         self._config = config
         self._controller = controller
         self._metadata = metadata

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from broker.config import BrokerConfig, ConfigError, check_supported_roles, load_config
+from broker.config import BrokerConfig, ConfigError, load_config
 from broker.docker_config import (
     DEFAULT_PROPERTIES,
     DockerConfigError,
@@ -71,7 +71,8 @@ def test_a_mounted_file_is_overlaid_and_no_configuration_is_the_image_default(tm
     assert node_properties({"KAFKA_NODE_ID": "2"}, mounted) == {"num.partitions": "3", "node.id": "2"}
     assert node_properties({}, tmp_path / "absent") == DEFAULT_PROPERTIES
     write_properties(tmp_path / "default.properties", DEFAULT_PROPERTIES)
-    check_supported_roles(load_config(tmp_path / "default.properties", {}))
+    config = load_config(tmp_path / "default.properties", {})
+    assert [v.node_id for v in config.quorum_voters] == [config.node_id]  # one combined node alone
 
 
 def test_every_service_is_a_valid_node_of_one_cluster(tmp_path: Path) -> None:
@@ -87,8 +88,6 @@ def test_every_service_is_a_valid_node_of_one_cluster(tmp_path: Path) -> None:
     advertised: list[tuple[str, int]] = []
     for name, config in configs.items():
         service = found[name]
-        with pytest.raises(ConfigError, match="single-voter"):
-            check_supported_roles(config)  # until the multi-voter quorum lands
         assert config.is_broker and config.is_controller and not config.implicit_quorum
         # Its own voter entry is its hostname at its controller port.
         assert voters[config.node_id] == (service["hostname"], config.controller_listeners[0].port)

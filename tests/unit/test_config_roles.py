@@ -13,7 +13,6 @@ from broker.config import (
     ConfigError,
     Listener,
     QuorumVoter,
-    check_supported_roles,
     load_config,
     parse_quorum_voters,
 )
@@ -72,7 +71,6 @@ def test_the_zero_config_node_is_one_combined_node_on_9092() -> None:
     assert config.quorum_voters == [QuorumVoter(1, "127.0.0.1", 0)]
     assert config.controller_listeners == [] and config.quorum_bootstrap_servers == []
     assert config.metadata_dir == Path("./data")
-    check_supported_roles(config)
 
 
 def test_the_zero_config_node_takes_a_listener_override_and_a_controller_listener() -> None:
@@ -93,18 +91,12 @@ def test_a_combined_cluster_node() -> None:
     assert config.advertised_controller_listeners == [Listener(name="CONTROLLER", host="127.0.0.1", port=9095)]
     assert config.inter_broker_listener == Listener(name="PLAINTEXT", host="node2", port=9094)
     assert config.advertised_listener == config.inter_broker_listener
-    with pytest.raises(ConfigError, match="single-voter"):
-        check_supported_roles(config)
-
 
 def test_a_broker_only_node() -> None:
     config = load_config(None, broker_only())
     assert config.roles == {"broker"} and config.is_broker and not config.is_controller
     assert config.controller_listeners == [] and config.security_protocol_map["CONTROLLER"] == "PLAINTEXT"
     assert config.advertised_broker_listeners == [Listener(name="PLAINTEXT", host="127.0.0.1", port=9192)]
-    with pytest.raises(ConfigError, match="only combined"):
-        check_supported_roles(config)
-
 
 def test_a_controller_only_node() -> None:
     config = load_config(None, controller_only(3, listeners="CONTROLLER://127.0.0.1:9097"))
@@ -112,9 +104,6 @@ def test_a_controller_only_node() -> None:
     assert config.client_listeners == [] and config.controller_listeners[0].port == 9097
     with pytest.raises(ConfigError):
         config.inter_broker_listener
-    with pytest.raises(ConfigError, match="only combined"):
-        check_supported_roles(config)
-
 
 def test_a_dynamic_quorum_names_bootstrap_servers() -> None:
     props = combined(1)

@@ -3,9 +3,7 @@ failing publishers, and the single-voter log replaying into it."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +12,6 @@ from hypothesis import strategies as st
 from broker.metadata.metadata_delta import MetadataDelta, apply_records
 from broker.metadata.metadata_image import EMPTY_IMAGE, TOPIC_RESOURCE, MetadataImage, MetadataImageError
 from broker.metadata.metadata_loader import Batch, MetadataLoader
-from broker.metadata.metadata_log import MetadataLog
 from broker.metadata.metadata_records import (
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -28,8 +25,6 @@ from broker.metadata.metadata_records import (
     TopicRecord,
 )
 from raft.replicated_log import OffsetAndEpoch
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
 from tests.unit.test_metadata_delta import ops, valid_records
 
 A = uuid.UUID(int=0xA)
@@ -202,30 +197,3 @@ def test_the_loader_gives_the_same_image_however_the_log_is_cut_into_batches(scr
         expected.next_producer_id,
     )
     assert image.provenance == len(committed) - 1 or not committed
-
-
-def test_the_single_voter_log_replays_as_one_delta_from_the_empty_image(tmp_path: Path) -> None:
-    def open_manager() -> LogManager:
-        manager = LogManager(tmp_path, LogConfig(), lambda: time.time_ns() // 1_000_000)
-        manager.startup()
-        return manager
-
-    manager = open_manager()
-    mlog = MetadataLog.open(manager)
-    assert mlog.is_empty
-    loader, _ = loader_with()
-    first = mlog.append([TopicRecord(name="a", topic_id=A), partition(A, 0)])
-    assert (first.base_offset, first.last_offset, list(first.records)) == (0, 1, [TopicRecord(name="a", topic_id=A), partition(A, 0)])
-    loader.handle_commit(first)
-    loader.handle_commit(mlog.append([partition(A, 1)]))
-    written = loader.image
-    manager.shutdown()
-
-    manager = open_manager()
-    reopened = MetadataLog.open(manager)
-    loader, calls = loader_with("p")
-    reopened.replay(loader)
-    [(_, delta, image)] = calls
-    assert delta.image is EMPTY_IMAGE and image == written and image.provenance == 2
-    assert reopened.end_offset == 3 and not reopened.is_empty
-    manager.shutdown()

@@ -1,0 +1,190 @@
+"""ControllerApis: what a controller listener answers besides Raft, and what a combined node's
+broker asks its own controller without a socket.
+
+Kafka's ControllerApis. Forwarded admin writes reuse the request handlers of broker/handlers,
+given the QuorumController; registrations, heartbeats, UnregisterBroker and AllocateProducerIds
+are translated to the controller's calls here. While this controller is not the active one every
+write answers NOT_CONTROLLER (per item where the API has items), which is what makes a broker's
+ControllerChannel look for the leader again. DescribeCluster answers with the controllers
+(KIP-919). The Raft APIs are the Raft manager's, routed by the controller server.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Protocol
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.config import BrokerConfig
+from broker.controller.cluster_control_manager import BrokerRegistrationRequest
+from broker.controller.quorum_controller import NotControllerError, QuorumController
+from broker.handlers.admin_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
+from broker.handlers.admin_topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
+from broker.handlers.forwarding import error_response
+from broker.kafka_apis import RequestContext
+from broker.metadata.metadata_records import BrokerEndpoint
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+
+log = structlog.get_logger()
+
+BROKER_ENDPOINT_TYPE = 1
+CONTROLLER_ENDPOINT_TYPE = 2  # KIP-919: DescribeCluster sent to a controller
+NO_AUTHORIZED_OPERATIONS = -(2**31)  # the schema's default: not asked for
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+# Forwarded admin writes: NOT_CONTROLLER goes on every item of their answer.
+_ITEMIZED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS})
+
+
+class QuorumLeader(Protocol):
+    @property
+    def leader(self) -> tuple[int | None, int]:
+        """(leader id or None, epoch) of the metadata quorum."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _LocalContext:
+    """A request from this node's own broker: the handlers read only its version."""
+
+    version: int
+
+
+class ControllerApis:
+    def __init__(self, controller: QuorumController, config: BrokerConfig, cluster_id: str, raft: QuorumLeader) -> None:
+        self._controller = controller
+        self._config = config
+        self._cluster_id = cluster_id
+        self._raft = raft
+        writes: dict[ApiKey, Handler] = {
+            ApiKey.CREATE_TOPICS: CreateTopicsHandler(controller),
+            ApiKey.DELETE_TOPICS: DeleteTopicsHandler(controller),
+            ApiKey.CREATE_PARTITIONS: CreatePartitionsHandler(controller),
+            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(controller),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsHandler(controller),
+            ApiKey.BROKER_REGISTRATION: self._broker_registration,
+            ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
+            ApiKey.UNREGISTER_BROKER: self._unregister_broker,
+            ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
+        }
+        self._handlers: dict[ApiKey, Handler] = {key: self._guarded(key, handler) for key, handler in writes.items()}
+        self._handlers[ApiKey.DESCRIBE_CLUSTER] = self._describe_cluster
+
+    @property
+    def is_active(self) -> bool:
+        return self._controller.is_active
+
+    def handlers(self) -> dict[ApiKey, Callable[[RequestContext, Any], Any]]:
+        """This class's part of a controller listener's table (the Raft APIs and ApiVersions are not in it)."""
+        return dict(self._handlers)
+
+    async def handle(self, body: Any) -> Any:
+        """A request from this node's own broker, answered at the version it was built at."""
+        handler = self._handlers[ApiKey(int(body.__api_key__))]
+        return await handler(_LocalContext(int(body.__version__)), body)  # type: ignore[arg-type]
+
+    def _guarded(self, key: ApiKey, handler: Handler) -> Handler:
+        async def call(ctx: RequestContext, request: Any) -> Any:
+            try:
+                return await handler(ctx, request)
+            except NotControllerError as e:
+                if key in _ITEMIZED:
+                    return error_response(key, ctx.version, request, ErrorCode.not_controller, str(e))
+                return build(
+                    response_schema(key, ctx.version),
+                    throttle_time=0,
+                    error_code=ErrorCode.not_controller,
+                    error_message=str(e),
+                    broker_epoch=-1,
+                    is_caught_up=False,
+                    is_fenced=True,
+                    should_shut_down=False,
+                    producer_id_start=-1,
+                    producer_id_len=0,
+                )
+
+        return call
+
+    async def _broker_registration(self, ctx: RequestContext, request: Any) -> Any:
+        registration = BrokerRegistrationRequest(
+            broker_id=int(request.broker_id),
+            cluster_id=request.cluster_id,
+            incarnation_id=request.incarnation_id or uuid.UUID(int=0),
+            listeners=tuple(
+                BrokerEndpoint(name=lst.name, host=lst.host, port=int(lst.port), security_protocol=int(lst.security_protocol)) for lst in request.listeners
+            ),
+            features={f.name: (int(f.min_supported_version), int(f.max_supported_version)) for f in request.features},
+            rack=request.rack,
+            log_dirs=tuple(d or uuid.UUID(int=0) for d in getattr(request, "log_dirs", ())),
+            previous_broker_epoch=int(getattr(request, "previous_broker_epoch", -1)),
+            is_migrating_zk_broker=bool(getattr(request, "is_migrating_zk_broker", False)),
+        )
+        reply = await self._controller.register_broker(registration)
+        return build(response_schema(ApiKey.BROKER_REGISTRATION, ctx.version), throttle_time=0, error_code=reply.error_code, broker_epoch=reply.broker_epoch)
+
+    async def _broker_heartbeat(self, ctx: RequestContext, request: Any) -> Any:
+        reply = await self._controller.broker_heartbeat(
+            int(request.broker_id),
+            int(request.broker_epoch),
+            int(request.current_metadata_offset),
+            bool(request.want_fence),
+            bool(request.want_shut_down),
+        )
+        return build(
+            response_schema(ApiKey.BROKER_HEARTBEAT, ctx.version),
+            throttle_time=0,
+            error_code=reply.error_code,
+            is_caught_up=reply.is_caught_up,
+            is_fenced=reply.is_fenced,
+            should_shut_down=reply.should_shut_down,
+        )
+
+    async def _unregister_broker(self, ctx: RequestContext, request: Any) -> Any:
+        reply = await self._controller.unregister_broker(int(request.broker_id))
+        return build(
+            response_schema(ApiKey.UNREGISTER_BROKER, ctx.version), throttle_time=0, error_code=reply.error_code, error_message=reply.error_message
+        )
+
+    async def _allocate_producer_ids(self, ctx: RequestContext, request: Any) -> Any:
+        block = await self._controller.allocate_producer_id_block(int(request.broker_id), int(request.broker_epoch))
+        return build(
+            response_schema(ApiKey.ALLOCATE_PRODUCER_IDS, ctx.version),
+            throttle_time=0,
+            error_code=block.error_code,
+            producer_id_start=block.first_producer_id,
+            producer_id_len=block.size,
+        )
+
+    async def _describe_cluster(self, ctx: RequestContext, request: Any) -> Any:
+        """KIP-919: a controller describes the controllers (the voters at their controller endpoints)."""
+        schema = response_schema(ApiKey.DESCRIBE_CLUSTER, ctx.version)
+        common = {"throttle_time": 0, "cluster_id": self._cluster_id, "controller_id": -1, "brokers": (), "endpoint_type": CONTROLLER_ENDPOINT_TYPE}
+        wanted = int(getattr(request, "endpoint_type", BROKER_ENDPOINT_TYPE))
+        if wanted not in (BROKER_ENDPOINT_TYPE, CONTROLLER_ENDPOINT_TYPE):
+            code = ErrorCode.invalid_request if ctx.version == 0 else ErrorCode.unsupported_endpoint_type
+            return build(schema, error_code=code, error_message=f"Unsupported endpoint type {wanted}", **common)
+        if wanted != CONTROLLER_ENDPOINT_TYPE:
+            code = ErrorCode.invalid_request if ctx.version == 0 else ErrorCode.mismatched_endpoint_type
+            message = "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER"
+            return build(schema, error_code=code, error_message=message, **common)
+        node_cls = nested(schema, "DescribeClusterBroker")
+        voters = sorted(self._config.quorum_voters)
+        nodes = tuple(build(node_cls, broker_id=v.node_id, host=v.host, port=v.port, rack=None) for v in voters)
+        leader_id, _ = self._raft.leader
+        # A leader missing from the node list would confuse a client: -1 instead, as Kafka answers.
+        controller_id = leader_id if leader_id is not None and any(v.node_id == leader_id for v in voters) else -1
+        return build(
+            schema,
+            error_code=ErrorCode.none,
+            error_message=None,
+            cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+            **{**common, "controller_id": controller_id, "brokers": nodes},
+        )
+
+
+__all__ = ["CONTROLLER_ENDPOINT_TYPE", "ControllerApis"]

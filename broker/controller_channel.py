@@ -1,0 +1,101 @@
+"""ControllerChannel: the one way broker code reaches the active controller.
+
+Kafka's NodeToControllerChannelManager. The active controller is the Raft leader of the
+metadata quorum; it moves when a controller fails, so every call finds it again, waits while
+there is none (an election), and retries an answer of NOT_CONTROLLER, all within the call's
+timeout. In a combined node whose own controller is active the call is a method call, with no
+socket in between; everywhere else it goes over the network client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Protocol
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.network_client import NetworkClient, NetworkError
+
+log = structlog.get_logger()
+
+
+class ControllerUnavailableError(Exception):
+    """No active controller answered within the call's timeout."""
+
+
+class ControllerLocator(Protocol):
+    """Where the active controller is: the Raft leader as this node knows it."""
+
+    def leader_endpoint(self) -> tuple[int, str, int] | None:
+        """(node id, host, port) of the leader's controller listener, or None during an election."""
+        ...
+
+
+class LocalController(Protocol):
+    @property
+    def is_active(self) -> bool: ...
+
+    async def handle(self, body: Any) -> Any:
+        """Answer a request a broker sends to the controller (registration, heartbeat, forwarded writes)."""
+        ...
+
+
+def is_not_controller(response: Any) -> bool:
+    """NOT_CONTROLLER at the top of the answer, or for every item of its first list (CreateTopics and the like)."""
+    code = getattr(response, "error_code", None)
+    if code is not None:
+        return bool(code == ErrorCode.not_controller)
+    for name in getattr(response, "__dataclass_fields__", ()):
+        items = getattr(response, name)
+        if isinstance(items, tuple) and items and hasattr(items[0], "error_code"):
+            return all(item.error_code == ErrorCode.not_controller for item in items)
+    return False
+
+
+class ControllerChannel:
+    def __init__(
+        self,
+        network: NetworkClient,
+        locator: ControllerLocator,
+        local: LocalController | None,
+        *,
+        request_timeout_ms: int,
+        retry_backoff_ms: int,
+    ) -> None:
+        self._network = network
+        self._locator = locator
+        self._local = local
+        self._request_timeout_ms = request_timeout_ms
+        self._retry_backoff_s = retry_backoff_ms / 1000
+        self._last_reason = "no active controller"
+
+    async def send(self, body: Any, timeout_ms: int | None = None) -> Any:
+        budget_ms = timeout_ms if timeout_ms is not None else self._request_timeout_ms
+        deadline = time.monotonic() + budget_ms / 1000
+        reason = self._last_reason
+        while True:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                raise ControllerUnavailableError(f"{type(body).__name__}: {reason} within {budget_ms} ms")
+            response = await self._try_once(body, remaining_ms)
+            if response is not None and not is_not_controller(response):
+                return response
+            reason = "the controller moved" if response is not None else self._last_reason
+            await asyncio.sleep(min(self._retry_backoff_s, max(deadline - time.monotonic(), 0)))
+
+    async def _try_once(self, body: Any, timeout_ms: int) -> Any | None:
+        if self._local is not None and self._local.is_active:
+            return await self._local.handle(body)
+        endpoint = self._locator.leader_endpoint()
+        if endpoint is None:
+            self._last_reason = "no active controller"
+            return None
+        node_id, host, port = endpoint
+        try:
+            return await self._network.send((host, port), body, timeout_ms=timeout_ms)
+        except NetworkError as e:
+            self._last_reason = f"controller {node_id} at {host}:{port}: {e}"
+            log.debug("controller_channel.send_failed", controller=node_id, error=str(e))
+            return None

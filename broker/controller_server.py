@@ -1,0 +1,91 @@
+"""ControllerServer: the controller role of a node — the QuorumController and its listeners.
+
+Kafka's ControllerServer. Each controller listener serves the controller's table of APIs only:
+the Raft messages go to the Raft manager, everything else (registrations, heartbeats, forwarded
+admin writes, producer-id blocks) to ControllerApis.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import structlog
+
+from broker.config import BrokerConfig
+from broker.controller.controller_apis import ControllerApis
+from broker.controller.quorum_controller import QuorumController
+from broker.handlers.api_versions import api_versions_response
+from broker.kafka_apis import KafkaApis, RequestContext
+from broker.network import SocketServer, TransferMetrics
+from broker.raft_manager import KafkaRaftManager
+from broker.shared_server import SharedServer
+from protocol.api_keys import CONTROLLER_APIS, ApiKey
+
+log = structlog.get_logger()
+
+RAFT_APIS = (
+    ApiKey.VOTE,
+    ApiKey.BEGIN_QUORUM_EPOCH,
+    ApiKey.END_QUORUM_EPOCH,
+    ApiKey.DESCRIBE_QUORUM,
+    ApiKey.FETCH,
+    ApiKey.FETCH_SNAPSHOT,
+    ApiKey.ADD_RAFT_VOTER,
+    ApiKey.REMOVE_RAFT_VOTER,
+    ApiKey.UPDATE_RAFT_VOTER,
+)
+
+
+class ControllerServer:
+    def __init__(self, shared: SharedServer, metrics: TransferMetrics) -> None:
+        self.config: BrokerConfig = shared.config
+        self._shared = shared
+        self._metrics = metrics
+        self.socket_servers: list[SocketServer] = []
+        raft = shared.raft_manager
+        assert raft is not None
+        self._raft: KafkaRaftManager = raft
+        loader = shared.metadata_loader
+        self.controller = QuorumController(self.config, raft, lambda: loader.image, shared.cluster_id)
+        # After the loader: the controller decides over an image that already holds each batch.
+        raft.register_listener(self.controller)
+        self.apis = ControllerApis(self.controller, self.config, shared.cluster_id, raft)
+
+    def _handlers(self) -> dict[ApiKey, Callable[[RequestContext, Any], Any]]:
+        handlers: dict[ApiKey, Callable[[RequestContext, Any], Any]] = dict(self.apis.handlers())
+        handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_response(ctx.version, CONTROLLER_APIS)
+        raft = self._raft
+        for key in RAFT_APIS:
+            handlers[key] = lambda ctx, req: raft.handle_request(req)
+        return handlers
+
+    async def start_listeners(self) -> None:
+        cfg = self.config
+        dispatch = KafkaApis(self._handlers(), CONTROLLER_APIS).dispatch  # type: ignore[arg-type]
+        for listener in cfg.controller_listeners:
+            server = SocketServer(
+                listener.host,
+                listener.port,
+                dispatch,
+                max_request_size=cfg.socket_request_max_bytes,
+                max_in_flight=cfg.queued_max_requests,
+                metrics=self._metrics,
+            )
+            await server.start()
+            self.socket_servers.append(server)
+            log.info("controller.listening", node_id=cfg.node_id, listener=f"{listener.name}://{listener.host}:{server.port}")
+
+    def start(self) -> None:
+        self.controller.start()
+
+    async def stop_listeners(self, grace_s: float) -> None:
+        for server in self.socket_servers:
+            await server.stop_accepting()
+        for server in self.socket_servers:
+            await server.close_connections(grace_s)
+
+    async def shutdown(self) -> None:
+        await self.controller.shutdown()
+
+
+__all__ = ["ControllerServer", "RAFT_APIS"]

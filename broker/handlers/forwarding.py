@@ -1,0 +1,81 @@
+"""Admin writes a broker forwards to the active controller, as Kafka's brokers do.
+
+CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and IncrementalAlterConfigs are the
+controller's decisions; DescribeQuorum is the active controller's to answer. A broker passes the client's request on unchanged (the controller
+listener serves the same versions) and hands the controller's answer back, so a client never
+sees NOT_CONTROLLER from a broker. When no controller answers within the request's timeout the
+client gets REQUEST_TIMED_OUT for each item, as Kafka's forwarding does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.controller_channel import ControllerChannel, ControllerUnavailableError
+from broker.kafka_apis import RequestContext
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
+
+log = structlog.get_logger()
+
+# For each forwarded API: the response's list field, its item class, and how a request item names its result.
+_ITEMS: dict[ApiKey, tuple[str, str, str]] = {
+    ApiKey.CREATE_TOPICS: ("topics", "CreatableTopicResult", "topics"),
+    ApiKey.DELETE_TOPICS: ("responses", "DeletableTopicResult", "topics"),
+    ApiKey.CREATE_PARTITIONS: ("results", "CreatePartitionsTopicResult", "topics"),
+    ApiKey.ALTER_CONFIGS: ("responses", "AlterConfigsResourceResponse", "resources"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: ("responses", "AlterConfigsResourceResponse", "resources"),
+}
+
+
+def _request_timeout_ms(request: Any) -> int | None:
+    timeout = getattr(request, "timeout", None) or getattr(request, "timeout_ms", None)
+    if timeout is None:
+        return None
+    return int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") else int(timeout)
+
+
+def error_response(api_key: ApiKey, version: int, request: Any, error_code: ErrorCode, message: str) -> Any:
+    """Every item of the request answered ``error_code`` (DescribeQuorum: the whole answer)."""
+    schema = response_schema(api_key, version)
+    if api_key == ApiKey.DESCRIBE_QUORUM:
+        return build(schema, error_code=error_code, error_message=message, topics=(), nodes=())
+    field, item_name, request_field = _ITEMS[api_key]
+    item_cls = nested(schema, item_name)
+    if api_key == ApiKey.DELETE_TOPICS and version < 6:
+        names = [(name, None) for name in request.topic_names]
+    else:
+        names = [(getattr(i, "name", None) or getattr(i, "resource_name", None), i) for i in getattr(request, request_field)]
+    items = []
+    for name, item in names:
+        items.append(
+            build(
+                item_cls,
+                name=name,
+                topic_id=getattr(item, "topic_id", None),
+                resource_name=name,
+                resource_type=getattr(item, "resource_type", 0),
+                error_code=error_code,
+                error_message=message,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=None,
+            )
+        )
+    return build(schema, throttle_time=0, **{field: tuple(items)})
+
+
+class ForwardToControllerHandler:
+    def __init__(self, api_key: ApiKey, channel: ControllerChannel) -> None:
+        self._api_key = api_key
+        self._channel = channel
+
+    async def __call__(self, ctx: RequestContext, request: Any) -> Any:
+        try:
+            return await self._channel.send(request, timeout_ms=_request_timeout_ms(request))
+        except ControllerUnavailableError as e:
+            log.warning("forwarding.timed_out", api=self._api_key.name, error=str(e))
+            return error_response(self._api_key, ctx.version, request, ErrorCode.request_timed_out, str(e))

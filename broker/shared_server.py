@@ -1,0 +1,96 @@
+"""SharedServer: what every node runs whatever its roles — storage checks, the network client,
+the metadata quorum's Raft manager and the metadata loader.
+
+Kafka's SharedServer. A controller takes part in the quorum as a voter, a broker-only node as an
+observer that fetches the log; both feed the committed batches to one MetadataLoader, whose
+publishers are the broker's and the controller's own.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import structlog
+
+from broker.config import BrokerConfig
+from broker.metadata.metadata_loader import MetadataLoader
+from broker.network_client import NetworkClient
+from broker.raft_manager import KafkaRaftManager
+from raft.kafka_metadata_log import MetadataLogConfig
+from raft.raft_config import RaftConfig
+from raft.voter_set import Endpoint, VoterNode, VoterSet
+from broker.storage_tool import verify_storage
+from storage.meta_properties import parse_kafka_uuid, read_meta_properties
+
+log = structlog.get_logger()
+
+# How long a node's own calls to other nodes wait for an answer by default (Kafka's request.timeout.ms).
+INTER_NODE_REQUEST_TIMEOUT_MS = 30000
+
+
+def quorum_voter_set(config: BrokerConfig) -> VoterSet | None:
+    """controller.quorum.voters as a VoterSet on the controller listener; None when only bootstrap servers are given."""
+    voters = config.quorum_voters
+    if not voters:
+        return None
+    listener = config.controller_listener_name_list[0] if config.controller_listener_name_list else "CONTROLLER"
+    return VoterSet(VoterNode(v.node_id, None, (Endpoint(listener, v.host, v.port),)) for v in voters)
+
+
+class SharedServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.cluster_id = ""
+        self.directory_id = uuid.UUID(int=0)
+        self.network: NetworkClient | None = None
+        self.raft_manager: KafkaRaftManager | None = None
+        self.metadata_loader = MetadataLoader()
+
+    def check_storage(self) -> str:
+        """Every log dir formatted for this node and cluster (the zero-config node formats its own); the cluster id."""
+        cfg = self.config
+        self.cluster_id = verify_storage(cfg)
+        meta = read_meta_properties(cfg.metadata_dir)
+        if meta is not None and meta.directory_id:
+            self.directory_id = parse_kafka_uuid(meta.directory_id)
+        return self.cluster_id
+
+    def start_raft(self) -> KafkaRaftManager:
+        """Open the metadata log and start the Raft manager; the loader is its first listener."""
+        cfg = self.config
+        self.network = NetworkClient(f"kbroker-{cfg.node_id}", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS)
+        raft = KafkaRaftManager(
+            node_id=cfg.node_id,
+            directory_id=self.directory_id,
+            cluster_id=self.cluster_id,
+            metadata_dir=cfg.metadata_dir,
+            raft_config=RaftConfig(
+                election_timeout_ms=cfg.controller_quorum_election_timeout_ms,
+                fetch_timeout_ms=cfg.controller_quorum_fetch_timeout_ms,
+                election_backoff_max_ms=cfg.controller_quorum_election_backoff_max_ms,
+                request_timeout_ms=cfg.controller_quorum_request_timeout_ms,
+                retry_backoff_ms=cfg.controller_quorum_retry_backoff_ms,
+                append_linger_ms=cfg.controller_quorum_append_linger_ms,
+            ),
+            voters=quorum_voter_set(cfg),
+            bootstrap_servers=cfg.quorum_bootstrap_servers,
+            network=self.network,
+            log_config=MetadataLogConfig(segment_bytes=cfg.metadata_log_segment_bytes, segment_ms=cfg.metadata_log_segment_ms),
+        )
+        raft.register_listener(self.metadata_loader)
+        self.raft_manager = raft
+        return raft
+
+    def start(self) -> None:
+        assert self.raft_manager is not None
+        self.raft_manager.start()
+
+    async def shutdown(self, timeout_ms: int) -> None:
+        if self.raft_manager is not None:
+            await self.raft_manager.shutdown(timeout_ms)
+        if self.network is not None:
+            self.network.close()
+            await self.network.wait_closed()
+
+
+__all__ = ["SharedServer", "quorum_voter_set"]

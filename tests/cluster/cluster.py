@@ -1,0 +1,188 @@
+"""A KRaft cluster of real kbroker processes on loopback, with every controller link behind a proxy.
+
+Each node gets its ports before any node starts, one cluster id is formatted into every log
+directory, and every process is launched before any is awaited, so the quorum forms as it
+would on real machines. A node reaches controller j through the proxy of the ordered pair
+(node, j): its own `controller.quorum.voters` names those proxy ports, which is how a test cuts
+one direction of one link. Nodes are killed with SIGKILL and restarted on the same ports.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, TypeVar
+
+from tests.cluster.link_proxy import LinkProxy, ProxyLoop, free_ports
+from tests.integration.conftest import REPO, BrokerProcess, retire
+
+FORMAT_TIMEOUT_S = 60.0
+T = TypeVar("T")
+
+
+@dataclass
+class NodeSpec:
+    node_id: int
+    roles: tuple[str, ...]
+    client_port: int | None
+    controller_port: int | None
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+
+class ClusterNode(BrokerProcess):
+    def __init__(self, spec: NodeSpec, data_dir: Path, config_file: Path) -> None:
+        super().__init__(data_dir)
+        self.spec = spec
+        self.node_id = spec.node_id
+        # BrokerProcess waits on `port` for readiness: the client port, or the controller port
+        # of a controller-only node.
+        self.port = spec.client_port if spec.client_port is not None else spec.controller_port  # type: ignore[assignment]
+        self.config_file = config_file
+        self.ready_event = "broker.started" if spec.is_broker else "controller.started"
+
+
+class KafkaCluster:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        combined: int = 3,
+        controllers: int = 0,
+        brokers: int = 0,
+        overrides: dict[str, str] | None = None,
+        cluster_id: str = "kbroker-test-cluster-0",
+    ) -> None:
+        """``combined`` broker+controller nodes, or ``controllers`` + ``brokers`` separate ones (ids from 1)."""
+        self.root = root
+        self.cluster_id = cluster_id
+        self.proxies = ProxyLoop()
+        roles: list[tuple[str, ...]] = [("broker", "controller")] * combined + [("controller",)] * controllers + [("broker",)] * brokers
+        ports = iter(free_ports(2 * len(roles) + len(roles) ** 2))
+        self.specs = [
+            NodeSpec(
+                node_id=i + 1,
+                roles=r,
+                client_port=next(ports) if "broker" in r else None,
+                controller_port=next(ports) if "controller" in r else None,
+            )
+            for i, r in enumerate(roles)
+        ]
+        # links[(a, b)]: how node a reaches controller b.
+        self.links: dict[tuple[int, int], LinkProxy] = {}
+        for a in self.specs:
+            for b in self.specs:
+                if a.node_id != b.node_id and b.controller_port is not None:
+                    self.links[(a.node_id, b.node_id)] = self.proxies.add(next(ports), b.controller_port, f"{a.node_id}->{b.node_id}")
+        self.nodes = {spec.node_id: self._make_node(spec, overrides or {}) for spec in self.specs}
+
+    def _voters_for(self, node_id: int) -> str:
+        entries = []
+        for spec in self.specs:
+            if spec.controller_port is None:
+                continue
+            port = spec.controller_port if spec.node_id == node_id else self.links[(node_id, spec.node_id)].port
+            entries.append(f"{spec.node_id}@127.0.0.1:{port}")
+        return ",".join(entries)
+
+    def _make_node(self, spec: NodeSpec, overrides: dict[str, str]) -> ClusterNode:
+        node_dir = self.root / f"node{spec.node_id}"
+        data_dir = node_dir / "data"
+        listeners = []
+        if spec.client_port is not None:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{spec.client_port}")
+        if spec.controller_port is not None:
+            listeners.append(f"CONTROLLER://127.0.0.1:{spec.controller_port}")
+        props = {
+            "node.id": str(spec.node_id),
+            "process.roles": ",".join(spec.roles),
+            "listeners": ",".join(listeners),
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.quorum.voters": self._voters_for(spec.node_id),
+            "log.dirs": str(data_dir),
+        }
+        if spec.client_port is not None:
+            props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{spec.client_port}"
+            props["inter.broker.listener.name"] = "PLAINTEXT"
+        props.update(overrides)
+        node_dir.mkdir(parents=True, exist_ok=True)
+        config_file = node_dir / "server.properties"
+        config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        return ClusterNode(spec, data_dir, config_file)
+
+    def format(self) -> None:
+        for node in self.nodes.values():
+            subprocess.run(
+                [sys.executable, "-m", "broker", "storage", "format", "--cluster-id", self.cluster_id, "--config", str(node.config_file)],
+                cwd=REPO, check=True, capture_output=True, timeout=FORMAT_TIMEOUT_S,
+            )
+
+    def start(self) -> "KafkaCluster":
+        self.format()
+        for node in self.nodes.values():
+            node.launch()
+        for node in self.nodes.values():
+            node.await_started()
+        return self
+
+    def close(self) -> None:
+        for node in self.nodes.values():
+            retire(node)
+        self.proxies.close()
+
+    @property
+    def brokers(self) -> list[ClusterNode]:
+        return [n for n in self.nodes.values() if n.spec.is_broker]
+
+    @property
+    def controllers(self) -> list[ClusterNode]:
+        return [n for n in self.nodes.values() if n.spec.is_controller]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers if b.running)
+
+    def controller_bootstrap(self, node_id: int) -> str:
+        spec = self.nodes[node_id].spec
+        return f"127.0.0.1:{spec.controller_port}"
+
+    def isolate(self, node_id: int) -> None:
+        """Cut every link to and from ``node_id``."""
+        for (a, b), link in self.links.items():
+            if node_id in (a, b):
+                link.cut()
+
+    def partition(self, side: Iterable[int]) -> None:
+        """Cut every link between ``side`` and the rest."""
+        group = set(side)
+        for (a, b), link in self.links.items():
+            if (a in group) != (b in group):
+                link.cut()
+
+    def heal(self) -> None:
+        self.proxies.heal_all()
+
+
+def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float, interval_s: float = 0.1) -> T:
+    """Poll ``probe`` until it returns something other than None/False; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = probe()
+            if value is not None and value is not False:
+                return value
+        except Exception as e:  # a probe against a node that is failing over may raise
+            last_error = e
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}" + (f" (last error: {last_error!r})" if last_error else ""))

@@ -1,0 +1,156 @@
+"""Three combined broker+controller processes: one cluster for every stock client, whichever node it bootstraps from."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster.cluster import KafkaCluster, wait_until
+from tests.integration.conftest import REPO
+from tests.integration.helpers import unique_topic
+
+TIMEOUT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    c = KafkaCluster(tmp_path_factory.mktemp("combined"), combined=3)
+    try:
+        yield c.start()
+    finally:
+        c.close()
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+
+
+def create(bootstrap: str, name: str, partitions: int, replication_factor: int = 1) -> None:
+    client = admin(bootstrap)  # kept alive until the answer: a destroyed client fails its futures
+    futures = client.create_topics([NewTopic(name, partitions, replication_factor)], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S)
+    futures[name].result(timeout=TIMEOUT_S)
+
+
+def leaders(bootstrap: str, name: str) -> dict[int, int]:
+    topic = admin(bootstrap).list_topics(name, timeout=TIMEOUT_S).topics[name]
+    return {p: meta.leader for p, meta in topic.partitions.items()}
+
+
+def metadata_quorum(bootstrap_controller: str, *args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "broker", "metadata-quorum", "--bootstrap-controller", bootstrap_controller, "describe", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_every_node_lists_all_three_brokers(cluster: KafkaCluster) -> None:
+    for node in cluster.brokers:
+        brokers = admin(node.bootstrap).list_topics(timeout=TIMEOUT_S).brokers
+        assert sorted(brokers) == [1, 2, 3]
+        assert {(b.host, b.port) for b in brokers.values()} == {("127.0.0.1", n.spec.client_port) for n in cluster.brokers}
+
+
+def test_topics_created_through_each_node_spread_their_leaders(cluster: KafkaCluster) -> None:
+    for node in cluster.brokers:
+        name = unique_topic(f"via{node.node_id}")
+        create(node.bootstrap, name, partitions=6)
+        found = wait_until(f"{name} in every node's metadata", lambda: all(len(leaders(n.bootstrap, name)) == 6 for n in cluster.brokers) or None, TIMEOUT_S)
+        assert found
+        assert set(leaders(node.bootstrap, name).values()) == {1, 2, 3}
+
+
+def test_replication_factor_three_places_a_replica_on_every_broker(cluster: KafkaCluster) -> None:
+    name = unique_topic("rf3")
+    create(cluster.bootstrap, name, partitions=3, replication_factor=3)
+    topic = admin(cluster.bootstrap).list_topics(name, timeout=TIMEOUT_S).topics[name]
+    for meta in topic.partitions.values():
+        assert sorted(meta.replicas) == [1, 2, 3]
+    with pytest.raises(Exception, match="INVALID_REPLICATION_FACTOR|replication factor"):
+        create(cluster.bootstrap, unique_topic("rf4"), partitions=1, replication_factor=4)
+
+
+def test_confluent_produces_to_three_leaders_and_consumes_through_any_node(cluster: KafkaCluster) -> None:
+    name = unique_topic("conf")
+    create(cluster.bootstrap, name, partitions=3)
+    bootstrap_one = cluster.brokers[0].bootstrap
+    producer = Producer({"bootstrap.servers": bootstrap_one, "acks": "all", "enable.idempotence": True})
+    acked: list[tuple[int, int]] = []
+    for i in range(300):
+        producer.produce(name, value=b"v%d" % i, partition=i % 3, on_delivery=lambda err, msg: acked.append((msg.partition(), msg.offset())) if err is None else None)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert len(acked) == 300
+    for node in cluster.brokers:
+        consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": unique_topic("g"), "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(name, p, 0) for p in range(3)])
+        values: set[bytes] = set()
+        wait_until("every record", lambda: values.update(m.value() for m in consumer.consume(100, 0.5) if m.error() is None) or len(values) == 300 or None, TIMEOUT_S)
+        consumer.close()
+
+
+def test_kafka_python_and_aiokafka_round_trip(cluster: KafkaCluster) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer
+
+    name = unique_topic("kp")
+    create(cluster.bootstrap, name, partitions=3)
+    producer = KafkaProducer(bootstrap_servers=cluster.brokers[1].bootstrap, acks="all")
+    for i in range(90):
+        producer.send(name, value=b"kp%d" % i, partition=i % 3)
+    producer.flush(TIMEOUT_S)
+    producer.close()
+
+    async def aio() -> set[bytes]:
+        p = AIOKafkaProducer(bootstrap_servers=cluster.brokers[2].bootstrap)
+        await p.start()
+        try:
+            for i in range(90):
+                await p.send_and_wait(name, value=b"aio%d" % i, partition=i % 3)
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(name, bootstrap_servers=cluster.brokers[0].bootstrap, auto_offset_reset="earliest", group_id=unique_topic("ag"))
+        await c.start()
+        seen: set[bytes] = set()
+        try:
+            async with asyncio.timeout(TIMEOUT_S):
+                while len(seen) < 180:
+                    batch = await c.getmany(timeout_ms=500)
+                    seen.update(m.value for ms in batch.values() for m in ms)
+        finally:
+            await c.stop()
+        return seen
+
+    seen = asyncio.run(aio())
+    assert len(seen) == 180
+    consumer = KafkaConsumer(name, bootstrap_servers=cluster.brokers[2].bootstrap, auto_offset_reset="earliest", group_id=unique_topic("kg"), consumer_timeout_ms=10000)
+    assert len({m.value for m in consumer}) == 180
+    consumer.close()
+
+
+def test_kcat_lists_the_cluster_and_reads_back(cluster: KafkaCluster, tmp_path: Path) -> None:
+    name = unique_topic("kcat")
+    create(cluster.bootstrap, name, partitions=3)
+    lines = "\n".join(f"k{i}" for i in range(30)) + "\n"
+    subprocess.run(["kcat", "-b", cluster.brokers[0].bootstrap, "-t", name, "-P"], input=lines, text=True, check=True, timeout=TIMEOUT_S)
+    listing = subprocess.run(["kcat", "-b", cluster.brokers[1].bootstrap, "-L"], capture_output=True, text=True, check=True, timeout=TIMEOUT_S).stdout
+    assert "3 brokers" in listing
+    out = subprocess.run(["kcat", "-b", cluster.brokers[2].bootstrap, "-t", name, "-C", "-e", "-o", "beginning"], capture_output=True, text=True, check=True, timeout=TIMEOUT_S)
+    assert sorted(out.stdout.split()) == sorted(f"k{i}" for i in range(30))
+
+
+def test_metadata_quorum_shows_one_leader_and_three_voters(cluster: KafkaCluster) -> None:
+    status = metadata_quorum(cluster.controller_bootstrap(1), "--status")
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    assert fields["ClusterId"].strip() == cluster.cluster_id
+    assert int(fields["LeaderId"]) in (1, 2, 3)
+    assert "CurrentVoters" in fields
+    replication = metadata_quorum(cluster.controller_bootstrap(2), "--replication")
+    assert sum(1 for line in replication.splitlines() if "Leader" in line or "Follower" in line) == 3

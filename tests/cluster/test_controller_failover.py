@@ -1,0 +1,93 @@
+"""The active controller dies (SIGKILL), a broker stops heartbeating (SIGSTOP): the cluster goes on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from typing import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster.cluster import KafkaCluster, wait_until
+from tests.integration.conftest import REPO
+from tests.integration.helpers import unique_topic
+
+TIMEOUT_S = 30.0
+SESSION_TIMEOUT_MS = 3000
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    c = KafkaCluster(
+        tmp_path_factory.mktemp("failover"),
+        combined=3,
+        overrides={"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS), "broker.heartbeat.interval.ms": "500"},
+    )
+    try:
+        yield c.start()
+    finally:
+        c.close()
+
+
+def quorum_status(controller: str) -> dict[str, str] | None:
+    out = subprocess.run(
+        [sys.executable, "-m", "broker", "metadata-quorum", "--bootstrap-controller", controller, "describe", "--status"],
+        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
+    )
+    if out.returncode != 0:
+        return None
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.stdout.splitlines() if ":" in line)}
+
+
+def leader_id(cluster: KafkaCluster, asked: int) -> int | None:
+    status = quorum_status(cluster.controller_bootstrap(asked))
+    if status is None or int(status["LeaderId"]) < 0:
+        return None
+    return int(status["LeaderId"])
+
+
+def create_through(bootstrap: str, name: str) -> bool:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    futures = admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S)
+    futures[name].result(timeout=TIMEOUT_S)
+    return True
+
+
+def live_broker_ids(bootstrap: str) -> list[int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    return sorted(admin.list_topics(timeout=10).brokers)
+
+
+def test_killing_the_active_controller_elects_another_and_the_node_rejoins(cluster: KafkaCluster) -> None:
+    old = wait_until("a quorum leader", lambda: leader_id(cluster, 1), TIMEOUT_S)
+    cluster.nodes[old].kill()
+    survivors = [n for n in cluster.nodes if n != old]
+    new = wait_until("a new leader", lambda: (lid := leader_id(cluster, survivors[0])) not in (None, old) and lid, TIMEOUT_S)
+    assert new in survivors
+    for node_id in survivors:
+        node = cluster.nodes[node_id]
+        assert wait_until(f"CreateTopics through node {node_id}", lambda: create_through(node.bootstrap, unique_topic(f"after{node_id}")), TIMEOUT_S)
+    cluster.nodes[old].launch()
+    cluster.nodes[old].await_started()
+    # The restarted node follows the new leader and serves the topics created while it was down.
+    assert wait_until("the old leader following", lambda: leader_id(cluster, old) == new or None, TIMEOUT_S)
+    assert live_broker_ids(cluster.nodes[old].bootstrap) == [1, 2, 3]
+
+
+def test_a_broker_that_stops_heartbeating_is_fenced_then_comes_back(cluster: KafkaCluster) -> None:
+    leader = wait_until("a quorum leader", lambda: leader_id(cluster, 1), TIMEOUT_S)
+    stopped = next(n for n in cluster.nodes if n != leader)
+    other = cluster.nodes[next(n for n in cluster.nodes if n not in (leader, stopped))]
+    proc = cluster.nodes[stopped].proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(f"broker {stopped} fenced", lambda: stopped not in live_broker_ids(other.bootstrap), TIMEOUT_S)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    wait_until(f"broker {stopped} unfenced again", lambda: stopped in live_broker_ids(other.bootstrap), TIMEOUT_S)
+    events = [e for e in cluster.nodes[stopped].log_events(current_run=True) if e.get("event") in ("broker.fenced", "broker.registered", "broker.unfenced")]
+    assert [e["event"] for e in events][-1] == "broker.unfenced"
