@@ -68,6 +68,7 @@ from broker.replica_manager import ReplicaManager
 from broker.shared_server import SharedServer
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
 from broker.transaction.transaction_state_manager import TransactionStateManager
 from protocol.api_keys import ApiKey
 from storage.log_config import LogConfig
@@ -118,7 +119,10 @@ class BrokerServer:
         self.auto_topic_creation = AutoTopicCreationManager(self.channel)
         self.group_coordinator = GroupCoordinator(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
         self.txn_state_manager = TransactionStateManager(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
-        self.txn_markers = TransactionMarkerChannelManager(self.replica_manager, self.metadata, self.group_coordinator)
+        self.txn_marker_writer = TransactionMarkerWriter(self.replica_manager, self.metadata, self.group_coordinator)
+        self.txn_markers = TransactionMarkerChannelManager(
+            self.metadata, self.txn_marker_writer, shared.network, inter_broker_listener_name=cfg.inter_broker_listener.name
+        )
         loader = shared.metadata_loader
         self.lifecycle = BrokerLifecycleManager(
             broker_id=cfg.node_id,
@@ -177,7 +181,7 @@ class BrokerServer:
             ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(self.txn_coordinator, self.group_coordinator),
             ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitHandler(self.group_coordinator),
             ApiKey.END_TXN: EndTxnHandler(self.txn_coordinator),
-            ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(self.txn_markers),
+            ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(self.txn_marker_writer),
             ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsHandler(self.txn_coordinator),
             ApiKey.LIST_TRANSACTIONS: ListTransactionsHandler(self.txn_coordinator),
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
@@ -289,6 +293,7 @@ class BrokerServer:
         await self.lifecycle.close()
         self.group_coordinator.shutdown()
         self.txn_state_manager.shutdown()
+        self.txn_markers.shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -7,8 +7,8 @@ producers rarely waits for the metadata log. Ids are never reused: a block is co
 its first id is given out, and a restart starts from a block not handed out yet.
 
 Where the block comes from is the allocator's business: ControllerProducerIdAllocator sends
-AllocateProducerIds through the ControllerChannel (every broker, as Kafka does);
-LocalProducerIdAllocator calls a QuorumController in this process. When no block can be had,
+AllocateProducerIds through the ControllerChannel (every broker, as Kafka does, even one that
+shares its process with the active controller). When no block can be had,
 callers get ProducerIdsUnavailableError, which InitProducerId answers with
 COORDINATOR_LOAD_IN_PROGRESS: Kafka's choice, because every client retries it (older clients
 take REQUEST_TIMED_OUT as fatal). After a failed allocation the controller is left alone for
@@ -26,9 +26,8 @@ from kio.schema.allocate_producer_ids.v0.request import AllocateProducerIdsReque
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from broker.controller.producer_id_control_manager import MAX_PRODUCER_ID, PRODUCER_ID_BLOCK_SIZE, ProducerIdsExhaustedError
+from broker.controller.producer_id_control_manager import MAX_PRODUCER_ID
 from broker.controller_channel import ControllerUnavailableError
-from broker.metadata.metadata_records import ProducerIdsRecord
 
 log = structlog.get_logger()
 
@@ -92,27 +91,6 @@ class ControllerProducerIdAllocator:
         if first < 0 or size <= 0 or first > MAX_PRODUCER_ID - size:
             raise ProducerIdAllocationError(f"AllocateProducerIds: invalid block of {size} ids from {first}")
         return ProducerIdBlock(first, size)
-
-
-class QuorumControllerProducerIds(Protocol):
-    """QuorumController.allocate_producer_ids: commits a block of PRODUCER_ID_BLOCK_SIZE ids and returns its record."""
-
-    async def allocate_producer_ids(self, broker_id: int) -> ProducerIdsRecord: ...
-
-
-class LocalProducerIdAllocator:
-    """Blocks from a QuorumController in this process, with no request in between."""
-
-    def __init__(self, controller: QuorumControllerProducerIds) -> None:
-        self._controller = controller
-
-    async def allocate_producer_ids(self, broker_id: int) -> ProducerIdBlock:
-        try:
-            record = await self._controller.allocate_producer_ids(broker_id)
-        except ProducerIdsExhaustedError as e:
-            raise ProducerIdAllocationError(str(e)) from e
-        # The record holds the block's end only; the controller's blocks are all of one size.
-        return ProducerIdBlock(record.next_producer_id - PRODUCER_ID_BLOCK_SIZE, PRODUCER_ID_BLOCK_SIZE)
 
 
 class ProducerIdManager:
@@ -194,7 +172,6 @@ class ProducerIdManager:
 
 __all__ = [
     "ControllerProducerIdAllocator",
-    "LocalProducerIdAllocator",
     "ProducerIdAllocationError",
     "ProducerIdAllocator",
     "ProducerIdBlock",

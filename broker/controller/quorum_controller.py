@@ -36,7 +36,6 @@ from broker.controller.cluster_control_manager import (
     BrokerHeartbeatReply,
     BrokerRegistrationReply,
     BrokerRegistrationRequest,
-    ClusterControlManager,
     UnregisterBrokerReply,
 )
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
@@ -127,14 +126,6 @@ class QuorumController:
     @property
     def is_active(self) -> bool:
         return self._active_epoch is not None and self._raft.is_leader()
-
-    @property
-    def active_epoch(self) -> int | None:
-        return self._active_epoch if self.is_active else None
-
-    @property
-    def cluster(self) -> ClusterControlManager:
-        return self._cluster
 
     @property
     def committed_offset(self) -> int:

@@ -17,14 +17,16 @@ from broker.group.group_metadata_manager import (
 )
 from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group_coordinator import (
+    GROUP_METADATA_TOPIC,
     CoordinatorNotAvailable,
     GroupCoordinator,
     now_ms,
     topic_partition_counts,
 )
 from broker.kafka_apis import RequestContext
-from broker.metadata.metadata_cache import MetadataCache
-from broker.transaction.transaction_state_manager import TransactionStateManager
+from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata.metadata_image import NO_LEADER
+from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
@@ -43,6 +45,21 @@ def _ms(value: datetime.timedelta | int) -> int:
     return int(value)
 
 
+def coordinator_endpoint(metadata: MetadataCache, topic: str, partition: int) -> tuple[int, BrokerEndpoint | None]:
+    """Kafka's FindCoordinator answer: the leader of the coordinator partition, at its endpoint
+    on the listener clients use, wherever it is; COORDINATOR_NOT_AVAILABLE while the topic is
+    missing, the partition has no leader, or its leader is not a live broker. Whether the leader
+    has loaded the partition yet is for the coordinator's own APIs to say."""
+    t = metadata.image.topics.get(topic)
+    registration = t.partitions.get(partition) if t is not None else None
+    if registration is None or registration.leader == NO_LEADER:
+        return ErrorCode.coordinator_not_available, None
+    endpoint = metadata.alive_broker(registration.leader)
+    if endpoint is None:
+        return ErrorCode.coordinator_not_available, None
+    return 0, endpoint
+
+
 class FindCoordinatorHandler:
     def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, transactions: TransactionStateManager) -> None:
         self._coordinator = coordinator
@@ -52,6 +69,8 @@ class FindCoordinatorHandler:
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
         keys = list(request.coordinator_keys) if ctx.version >= 4 else [request.key]
+        # A partition this node is loading gets a moment: a fresh or small one is ready at once,
+        # so the client's next request is not sent away with COORDINATOR_LOAD_IN_PROGRESS.
         if key_type == GROUP_KEY_TYPE:
             await self._coordinator.ensure_offsets_topic()
             for key in keys:
@@ -69,14 +88,13 @@ class FindCoordinatorHandler:
 
     def _find(self, key_type: int, key: str) -> dict[str, Any]:
         if key_type == GROUP_KEY_TYPE:
-            error = self._coordinator.coordinator_error(key)
-        elif key_type == TRANSACTION_KEY_TYPE:
-            error = self._transactions.coordinator_error(key) if key else ErrorCode.invalid_request
+            error, endpoint = coordinator_endpoint(self._metadata, GROUP_METADATA_TOPIC, self._coordinator.partition_for(key))
+        elif key_type == TRANSACTION_KEY_TYPE and key:
+            error, endpoint = coordinator_endpoint(self._metadata, TRANSACTION_STATE_TOPIC, self._transactions.partition_for(key))
         else:
-            error = ErrorCode.invalid_request
-        if error:
+            error, endpoint = ErrorCode.invalid_request, None
+        if endpoint is None:
             return {"error_code": error, "error_message": ErrorCode(error).name, "node_id": -1, "host": "", "port": -1}
-        endpoint = self._metadata.endpoint
         return {"error_code": 0, "error_message": None, "node_id": endpoint.node_id, "host": endpoint.host, "port": endpoint.port}
 
 

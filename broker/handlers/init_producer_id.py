@@ -9,10 +9,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.handlers.transactions import client_error
 from broker.kafka_apis import RequestContext
-from broker.producer_id_manager import ProducerIdManager
+from broker.producer_id_manager import ProducerIdManager, ProducerIdsUnavailableError
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build
-from broker.controller.controller_logic import ProducerIdsExhaustedError
 
 log = structlog.get_logger()
 
@@ -63,9 +62,8 @@ class InitProducerIdHandler:
         # unknown producer) starts over under the new id, with no sequence state to conflict.
         try:
             new_id = await self._producer_ids.generate_producer_id()
-        except (ProducerIdsExhaustedError, OSError) as e:
-            log.error("init_producer_id.failed", error=str(e))
-            return _answer(schema, ErrorCode.unknown_server_error)
+        except ProducerIdsUnavailableError as e:
+            return _answer(schema, e.error_code)
         return _answer(schema, ErrorCode.none, new_id, 0)
 
 

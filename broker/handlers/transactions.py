@@ -14,7 +14,7 @@ from broker.group_coordinator import GROUP_METADATA_TOPIC, CoordinatorNotAvailab
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.transaction.transaction_coordinator import TransactionCoordinator
-from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
@@ -164,10 +164,12 @@ class EndTxnHandler:
 
 
 class WriteTxnMarkersHandler:
-    """Writes the markers a coordinator asks for to this node's partitions (on one node our own
-    coordinator writes them directly; the API is answered for tools and completeness)."""
+    """Writes the markers another node's transaction coordinator sends to the partitions this
+    node leads (this node's own coordinator appends its local ones directly). A marker on a
+    ``__consumer_offsets`` partition settles the transaction's offsets in this node's group
+    coordinator, through the writer."""
 
-    def __init__(self, markers: TransactionMarkerChannelManager) -> None:
+    def __init__(self, markers: TransactionMarkerWriter) -> None:
         self._markers = markers
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]

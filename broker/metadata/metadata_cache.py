@@ -62,3 +62,15 @@ class MetadataCache:
 
     def alive_broker(self, broker_id: int) -> BrokerEndpoint | None:
         return self._by_id.get(broker_id)
+
+    def broker_endpoint(self, broker_id: int, listener_name: str) -> BrokerEndpoint | None:
+        """A registered broker's endpoint on any listener (the inter-broker one, for node-to-node
+        calls), fenced or not: as Kafka's partition-leader lookup, whoever the image names as a
+        leader is tried, and the call's answer decides."""
+        registration = self.image.brokers.get(broker_id)
+        if registration is None:
+            return None
+        for endpoint in registration.endpoints:
+            if endpoint.name == listener_name:
+                return BrokerEndpoint(broker_id, endpoint.host, endpoint.port, registration.rack)
+        return None

@@ -2,11 +2,13 @@
 
 Each operation validates the request against the id's TransactionMetadata, prepares a
 transition, writes it to ``__transaction_state`` and applies it once written. Ending a
-transaction writes PrepareCommit/PrepareAbort, then a marker to every partition in it, then
-CompleteCommit/CompleteAbort. On one node the markers are local appends, so EndTxn answers
-once the transaction is complete; a marker that cannot be written leaves the transaction in
-its Prepare state, and the periodic job (and a restart, which reloads Prepare states) writes
-the markers again. The rules and error codes follow Kafka 3.x (transaction version 1).
+transaction writes PrepareCommit/PrepareAbort, then has the TransactionMarkerChannelManager
+write a marker to every partition in it, then CompleteCommit/CompleteAbort. EndTxn answers once
+the Prepare state is written, as Kafka's does; the markers of partitions this node leads are
+written before that answer, so a transaction on one node is complete by then, and the others
+follow in the background. A transaction whose markers could not all be written stays in its
+Prepare state; the periodic job (and a new coordinator, which reloads Prepare states) asks for
+them again. The rules and error codes follow Kafka 3.x (transaction version 1).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.group_coordinator import CoordinatorNotAvailable, now_ms
-from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from broker.producer_id_manager import ProducerIdsUnavailableError
+from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager, TxnMarkerEntry
 from broker.transaction.transaction_metadata import (
     EXPIRABLE_STATES,
     NO_PRODUCER_EPOCH,
@@ -35,8 +38,6 @@ log = structlog.get_logger()
 
 S = TransactionState
 TopicPartition = tuple[str, int]
-# Markers a partition refuses for one of these will never be written: the coordinator stops waiting.
-DROPPED_MARKER_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition})
 
 
 class ProducerIdGenerator(Protocol):
@@ -77,6 +78,7 @@ class TransactionCoordinator:
         self._max_timeout_ms = max_timeout_ms
         self._expiration_ms = transactional_id_expiration_ms
         state.on_loaded = self._resume_completions
+        state.on_unloaded = markers.remove_markers_for_txn_topic_partition
 
     # -- InitProducerId ------------------------------------------------------------------------------
 
@@ -91,7 +93,10 @@ class TransactionCoordinator:
             try:
                 return self._init_producer_id(transactional_id, txn_timeout_ms, expected, new_producer_id)
             except _NeedProducerId:
-                new_producer_id = await self._producer_ids.generate_producer_id()
+                try:
+                    new_producer_id = await self._producer_ids.generate_producer_id()
+                except ProducerIdsUnavailableError as e:
+                    return InitProducerIdResult(e.error_code)
         return InitProducerIdResult(ErrorCode.concurrent_transactions)
 
     def _init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None, new_producer_id: int | None) -> InitProducerIdResult:
@@ -238,29 +243,55 @@ class TransactionCoordinator:
         log.info("txn.fence", transactional_id=metadata.transactional_id, producer_id=metadata.producer_id, epoch=metadata.producer_epoch)
         return self._end_transaction(loaded, metadata, commit=False)
 
-    def _complete_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata) -> bool:
-        """Write the markers of a transaction in PrepareCommit/PrepareAbort, then complete it.
-        False when a marker could not be written yet (retried by ``retry_completions``)."""
+    def _complete_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata) -> None:
+        """Have the markers of a transaction in PrepareCommit/PrepareAbort written; it completes
+        when they are (``markers_written``), at once if every partition is led here."""
         if metadata.pending_transition_in_progress:
-            return False
-        commit = metadata.state is S.PREPARE_COMMIT
-        results = self._markers.write_markers(metadata.producer_id, metadata.producer_epoch, loaded.coordinator_epoch, commit, metadata.topic_partitions)
-        failed = {tp: code for tp, code in results.items() if code and code not in DROPPED_MARKER_ERRORS}
-        if failed:
-            log.warning("txn.markers_pending", transactional_id=metadata.transactional_id, failed={f"{t}-{p}": ErrorCode(c).name for (t, p), c in failed.items()})
-            return False
+            return
+        entry = TxnMarkerEntry(
+            transactional_id=metadata.transactional_id,
+            txn_partition=loaded.index,
+            producer_id=metadata.producer_id,
+            producer_epoch=metadata.producer_epoch,
+            coordinator_epoch=loaded.coordinator_epoch,
+            commit=metadata.state is S.PREPARE_COMMIT,
+            partitions=frozenset(metadata.topic_partitions),
+        )
+        self._markers.add_txn_markers_to_send(entry, self)
+
+    def _preparing(self, entry: TxnMarkerEntry) -> TransactionMetadata | None:
+        """The id's metadata if it is still the transaction ``entry`` was made for, coordinated here at its epoch."""
+        loaded = self.state.partitions.get(entry.txn_partition)
+        if loaded is None or loaded.coordinator_epoch != entry.coordinator_epoch:
+            return None
+        metadata = loaded.metadata.get(entry.transactional_id)
+        if metadata is None or (metadata.producer_id, metadata.producer_epoch) != (entry.producer_id, entry.producer_epoch):
+            return None
+        return metadata if metadata.state is (S.PREPARE_COMMIT if entry.commit else S.PREPARE_ABORT) else None
+
+    def markers_still_wanted(self, entry: TxnMarkerEntry) -> bool:
+        return self._preparing(entry) is not None
+
+    def markers_written(self, entry: TxnMarkerEntry) -> None:
+        metadata = self._preparing(entry)
+        if metadata is None:
+            log.info("txn.completion_cancelled", transactional_id=entry.transactional_id, coordinator_epoch=entry.coordinator_epoch)
+            return
+        if metadata.pending_transition_in_progress:
+            return
         error = self.state.append_transaction(metadata, metadata.prepare_complete(now_ms()))
         if error:
-            return False
+            # The periodic job asks for the markers again and completes then.
+            log.warning("txn.complete_not_written", transactional_id=entry.transactional_id, error=ErrorCode(error).name)
+            return
         log.debug(
             "txn.completed",
-            transactional_id=metadata.transactional_id,
-            producer_id=metadata.producer_id,
-            epoch=metadata.producer_epoch,
-            result="commit" if commit else "abort",
-            partitions=len(results),
+            transactional_id=entry.transactional_id,
+            producer_id=entry.producer_id,
+            epoch=entry.producer_epoch,
+            result="commit" if entry.commit else "abort",
+            partitions=len(entry.partitions),
         )
-        return True
 
     def _resume_completions(self, loaded: TxnStatePartition) -> None:
         """A partition just loaded: finish the transactions it left between Prepare and Complete."""

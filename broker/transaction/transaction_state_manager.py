@@ -69,6 +69,9 @@ class TransactionStateManager:
         self._create_lock = asyncio.Lock()
         # Called with each partition once loaded: the coordinator resumes its unfinished commits and aborts.
         self.on_loaded: Callable[[TxnStatePartition], None] = lambda partition: None
+        # Called with the index of each loaded partition dropped (leadership moved, or a new leader epoch
+        # reloads it): the markers its transactions have in flight are withdrawn.
+        self.on_unloaded: Callable[[int], None] = lambda index: None
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
@@ -104,6 +107,7 @@ class TransactionStateManager:
             loading.cancel()
         if self.partitions.pop(index, None) is not None:
             log.info("txn_coordinator.unloaded", partition=index)
+            self.on_unloaded(index)
 
     async def _load(self, index: int, coordinator_epoch: int) -> None:
         started = time.monotonic()

@@ -12,12 +12,9 @@ from kio.schema.allocate_producer_ids.v0.response import AllocateProducerIdsResp
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
 
-from broker.controller.controller_logic import PRODUCER_ID_BLOCK_SIZE, ProducerIdsExhaustedError
 from broker.controller_channel import ControllerUnavailableError
-from broker.metadata.metadata_records import ProducerIdsRecord
 from broker.producer_id_manager import (
     ControllerProducerIdAllocator,
-    LocalProducerIdAllocator,
     ProducerIdAllocationError,
     ProducerIdBlock,
     ProducerIdManager,
@@ -153,26 +150,3 @@ def test_controller_allocator_sends_broker_id_and_epoch_and_takes_the_block() ->
 def test_controller_allocator_failures(answer: AllocateProducerIdsResponse | Exception) -> None:
     with pytest.raises(ProducerIdAllocationError):
         run(ControllerProducerIdAllocator(FakeChannel(answer), lambda: 7).allocate_producer_ids(2))
-
-
-class FakeQuorumController:
-    def __init__(self, exhausted: bool = False) -> None:
-        self.next_producer_id = 0
-        self.exhausted = exhausted
-
-    async def allocate_producer_ids(self, broker_id: int) -> ProducerIdsRecord:
-        if self.exhausted:
-            raise ProducerIdsExhaustedError("no more ids")
-        self.next_producer_id += PRODUCER_ID_BLOCK_SIZE
-        return ProducerIdsRecord(broker_id=broker_id, broker_epoch=0, next_producer_id=self.next_producer_id)
-
-
-def test_local_allocator_reads_the_block_from_its_record() -> None:
-    allocator = LocalProducerIdAllocator(FakeQuorumController())
-    assert run(allocator.allocate_producer_ids(1)) == ProducerIdBlock(0, PRODUCER_ID_BLOCK_SIZE)
-    assert run(allocator.allocate_producer_ids(1)) == ProducerIdBlock(PRODUCER_ID_BLOCK_SIZE, PRODUCER_ID_BLOCK_SIZE)
-
-
-def test_local_allocator_exhaustion_is_an_allocation_failure() -> None:
-    with pytest.raises(ProducerIdAllocationError):
-        run(LocalProducerIdAllocator(FakeQuorumController(exhausted=True)).allocate_producer_ids(1))

@@ -11,6 +11,13 @@ from typing import Any, Callable, Coroutine
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
+from kio.schema.write_txn_markers.v1.response import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersResponse,
+)
 
 from broker.config import load_config
 from broker.group.offset_metadata_manager import PartitionCommit
@@ -19,12 +26,15 @@ from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
 from broker.transaction.transaction_metadata import TransactionState
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
 from protocol.control_records import read_marker
-from broker.metadata.metadata_delta import MetadataDelta
+from broker.metadata.metadata_delta import MetadataDelta, apply_records
 from broker.metadata.metadata_image import MetadataImage
-from broker.metadata.metadata_records import MetadataRecord, PartitionRecord, TopicRecord
+from broker.metadata.metadata_records import BrokerEndpoint as RegisteredEndpoint
+from broker.metadata.metadata_records import MetadataRecord, PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord
+from broker.producer_id_manager import ProducerIdsUnavailableError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 
@@ -42,10 +52,33 @@ class ProducerIds:
         return self.next - 1
 
 
+class NoNetwork:
+    async def send(self, destination: tuple[str, int], body: Any, timeout_ms: int | None = None) -> Any:
+        raise AssertionError(f"nothing is remote on one node: {body}")
+
+
+class OtherBroker:
+    """Node 2 over a fake network: answers WriteTxnMarkers with ``error`` for every partition."""
+
+    def __init__(self) -> None:
+        self.error = ErrorCode.none
+        self.received: list[WriteTxnMarkersRequest] = []
+
+    async def send(self, destination: tuple[str, int], body: Any, timeout_ms: int | None = None) -> Any:
+        assert destination == ("node2", 9093)
+        self.received.append(body)
+        [marker] = body.markers
+        topics = tuple(
+            WritableTxnMarkerTopicResult(name=t.name, partitions=tuple(WritableTxnMarkerPartitionResult(partition_index=p, error_code=self.error) for p in t.partition_indexes))
+            for t in marker.topics
+        )
+        return WriteTxnMarkersResponse(markers=(WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics),))
+
+
 class Node:
     """One node's replica manager, group coordinator and transaction coordinator over ``data_dir``."""
 
-    def __init__(self, data_dir: Path, expiration_ms: int = 604800000) -> None:
+    def __init__(self, data_dir: Path, expiration_ms: int = 604800000, network: Any = None) -> None:
         self.config = load_config(None, {"transaction.state.log.num.partitions": "2", "offsets.topic.num.partitions": "2", "transaction.max.timeout.ms": "60000"})
         records: list[MetadataRecord] = []
         for name in (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC, DATA):
@@ -57,14 +90,18 @@ class Node:
         for record in records:
             self.delta.replay(record)
         image = self.delta.apply(len(records) - 1)
-        self.metadata = MetadataCache(1, "cluster", BrokerEndpoint(1, "127.0.0.1", 9092), image)
+        self.metadata = MetadataCache(1, "cluster", BrokerEndpoint(1, "127.0.0.1", 9092), image=image)
         self.log_manager = LogManager(data_dir, LogConfig(), now_ms)
         self.log_manager.startup()
         self.rm = ReplicaManager(1, self.log_manager, dict)
         self.rm.apply_delta(self.delta, image)
         self.groups = GroupCoordinator(self.config, None, self.metadata, self.rm)  # type: ignore[arg-type]
         self.state = TransactionStateManager(self.config, None, self.metadata, self.rm)  # type: ignore[arg-type]
-        self.markers = TransactionMarkerChannelManager(self.rm, self.metadata, self.groups)
+        self.writer = TransactionMarkerWriter(self.rm, self.metadata, self.groups)
+        # One node: every partition is local, nothing is ever sent.
+        self.markers = TransactionMarkerChannelManager(
+            self.metadata, self.writer, network or NoNetwork(), inter_broker_listener_name="PLAINTEXT", retry_backoff_ms=1, retry_backoff_max_ms=5
+        )
         self.ids = ProducerIds()
         self.coordinator = TransactionCoordinator(self.state, self.ids, self.markers, max_timeout_ms=60000, transactional_id_expiration_ms=expiration_ms)
 
@@ -78,6 +115,7 @@ class Node:
         raise AssertionError("partitions not loaded")
 
     def close(self) -> None:
+        self.markers.shutdown()
         self.groups.shutdown()
         self.log_manager.shutdown()
 
@@ -106,6 +144,12 @@ def run(tmp_path: Path, test: Callable[[Node], Coroutine[Any, Any, None]], **kwa
             node.close()
 
     asyncio.run(main())
+
+
+async def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.005)
 
 
 async def init(node: Node, transactional_id: str = TXN, expected: tuple[int, int] | None = None) -> tuple[int, int]:
@@ -246,19 +290,110 @@ def test_timed_out_transaction_is_aborted_and_its_producer_fenced(tmp_path: Path
     run(tmp_path, test)
 
 
-def test_unwritable_marker_keeps_prepare_state_until_retried(tmp_path: Path) -> None:
+def test_unwritable_marker_keeps_prepare_state_until_written(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await init(node)
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0), (DATA, 1)]) == 0
+        partition = node.rm.partitions.pop((DATA, 0))  # leadership lost for a moment
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert node.meta().state is S.PREPARE_COMMIT
+        assert node.markers_in(DATA, 1) == [(pid, epoch, True)]
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == ErrorCode.concurrent_transactions
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.concurrent_transactions
+        c.abort_timed_out_transactions()  # asks again for markers already in flight: nothing new
+        assert node.markers.pending_transactions == {TXN}
+        await asyncio.sleep(0.02)
+        assert node.meta().state is S.PREPARE_COMMIT  # still retried
+        node.rm.partitions[(DATA, 0)] = partition
+        await wait_for(lambda: node.meta().state is S.COMPLETE_COMMIT)
+        assert node.markers_in(DATA, 0) == [(pid, epoch, True)]
+        assert node.markers_in(DATA, 1) == [(pid, epoch, True)]  # written once
+        assert node.markers.pending_transactions == set()
+
+    run(tmp_path, test)
+
+
+def test_unloading_the_txn_partition_withdraws_its_markers(tmp_path: Path) -> None:
     async def test(node: Node) -> None:
         c = node.coordinator
         pid, epoch = await init(node)
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == 0
-        partition = node.rm.partitions.pop((DATA, 0))  # leadership lost for a moment
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
-        assert node.meta().state is S.PREPARE_COMMIT
-        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == ErrorCode.concurrent_transactions
+        partition = node.rm.partitions.pop((DATA, 0))
+        assert c.end_transaction(TXN, pid, epoch, commit=False) == 0
+        assert node.markers.pending_transactions == {TXN}
+        node.state._resign(node.state.partition_for(TXN))  # leadership of the txn partition moved away
+        assert node.markers.pending_transactions == set()
         node.rm.partitions[(DATA, 0)] = partition
-        c.abort_timed_out_transactions()  # the periodic job also writes missing markers
-        assert node.meta().state is S.COMPLETE_COMMIT
-        assert node.markers_in(DATA, 0) == [(pid, epoch, True)]
+        await asyncio.sleep(0.02)
+        assert node.markers_in(DATA, 0) == []
+
+    run(tmp_path, test)
+
+
+def lead_data_1_from_node_2(node: Node) -> None:
+    """The image now has (DATA, 1) led by node 2; this node's replica manager is not told."""
+    register = RegisterBrokerRecord(
+        broker_id=2, incarnation_id=uuid.UUID(int=2), broker_epoch=1, end_points=(RegisteredEndpoint(name="PLAINTEXT", host="node2", port=9093),), fenced=False
+    )
+    change = PartitionChangeRecord(partition_id=1, topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, DATA), leader=2)
+    node.metadata.image = apply_records(node.metadata.image, [register, change])
+
+
+def test_remote_markers_complete_the_transaction_when_written(tmp_path: Path) -> None:
+    other = OtherBroker()
+
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        lead_data_1_from_node_2(node)
+        pid, epoch = await init(node)
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0), (DATA, 1)]) == 0
+        other.error = ErrorCode.not_leader_or_follower  # node 2 has not caught up yet
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert node.meta().state is S.PREPARE_COMMIT and node.markers_in(DATA, 0) == [(pid, epoch, True)]
+        await wait_for(lambda: len(other.received) >= 2)
+        assert node.meta().state is S.PREPARE_COMMIT
+        other.error = ErrorCode.none
+        await wait_for(lambda: node.meta().state is S.COMPLETE_COMMIT)
+        [marker] = other.received[-1].markers
+        assert (marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch) == (pid, epoch, True, 3)
+        assert [(t.name, list(t.partition_indexes)) for t in marker.topics] == [(DATA, [1])]
+        assert node.markers_in(DATA, 1) == []  # not written here
+
+    run(tmp_path, test, network=other)
+
+
+def test_a_new_coordinator_epoch_cancels_the_old_markers_and_resends(tmp_path: Path) -> None:
+    other = OtherBroker()
+
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        lead_data_1_from_node_2(node)
+        pid, epoch = await init(node)
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == 0
+        other.error = ErrorCode.request_timed_out
+        assert c.end_transaction(TXN, pid, epoch, commit=False) == 0
+        await wait_for(lambda: len(other.received) >= 1)
+        # The txn partition is reloaded under a new leader epoch, as after a leadership change.
+        index = node.state.partition_for(TXN)
+        node.state._resign(index)
+        assert node.markers.pending_transactions == set()
+        other.error = ErrorCode.none
+        await node.state._load(index, 4)
+        await wait_for(lambda: node.meta().state is S.COMPLETE_ABORT)
+        assert other.received[-1].markers[0].coordinator_epoch == 4
+
+    run(tmp_path, test, network=other)
+
+
+def test_init_producer_id_without_a_block_is_load_in_progress(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        async def unavailable() -> int:
+            raise ProducerIdsUnavailableError("no controller")
+
+        node.ids.generate_producer_id = unavailable  # type: ignore[method-assign]
+        result = await node.coordinator.init_producer_id(TXN, 30000, None)
+        assert result.error_code == ErrorCode.coordinator_load_in_progress
 
     run(tmp_path, test)
 

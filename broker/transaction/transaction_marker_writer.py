@@ -1,0 +1,62 @@
+"""Appending transaction markers to the partitions this node leads.
+
+What Kafka's WriteTxnMarkers handler does on the partition leader: a marker is a COMMIT or
+ABORT control batch appended as the coordinator, which the log takes as the end of the
+producer's transaction (txn index, last stable offset). A marker written to a
+``__consumer_offsets`` partition also settles the offsets the producer committed in the
+transaction, through this node's group coordinator. Both the transaction coordinator (for the
+partitions it leads itself) and the WriteTxnMarkers handler (for other coordinators) write here.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, now_ms
+from broker.metadata.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from protocol.control_records import build_control_batch
+from storage.errors import StorageError
+from storage.log import AppendOrigin
+
+log = structlog.get_logger()
+
+TopicPartition = tuple[str, int]
+
+
+class TransactionMarkerWriter:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, group_coordinator: GroupCoordinator) -> None:
+        self._rm = replica_manager
+        self._metadata = metadata
+        self._groups = group_coordinator
+
+    def write_markers(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Append one marker per partition; the error code of each (0: written).
+
+        NOT_LEADER_OR_FOLLOWER for a partition this node does not lead, UNKNOWN_TOPIC_OR_PARTITION
+        for one its image does not have; a fenced producer or coordinator epoch is the log's answer."""
+        results: dict[TopicPartition, int] = {}
+        image = self._metadata.image
+        timestamp = now_ms()
+        for topic, index in sorted(partitions):
+            partition = self._rm.get_partition(topic, index)
+            if partition is None:
+                results[(topic, index)] = ErrorCode.not_leader_or_follower if image.has_partition(topic, index) else ErrorCode.unknown_topic_or_partition
+                continue
+            batch = build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, timestamp)
+            try:
+                partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR)
+            except StorageError as e:
+                log.warning("txn_marker.append_failed", topic=topic, partition=index, producer_id=producer_id, error=str(e))
+                results[(topic, index)] = e.error_code
+                continue
+            results[(topic, index)] = 0
+            self._rm.fetch_purgatory.touch((topic, index))
+            if topic == GROUP_METADATA_TOPIC:
+                self._groups.on_transaction_completed(index, producer_id, commit)
+        return results
