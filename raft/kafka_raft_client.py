@@ -849,7 +849,7 @@ class KafkaRaftClient(Generic[T]):
             return ErrorCode.fenced_leader_epoch
         if remote_id < 0:
             return ErrorCode.invalid_request
-        if self.quorum.is_observer() or remote_id not in self.quorum.voters:
+        if not self._dynamic and (self.quorum.is_observer() or remote_id not in self.quorum.voters):  # a log's voter set may be stale (KIP-853)
             return ErrorCode.inconsistent_voter_set
         return None
 
