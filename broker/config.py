@@ -147,6 +147,8 @@ class BrokerConfig(BaseModel):
     metadata_log_dir: str | None = Field(None, alias="metadata.log.dir")
     metadata_log_segment_bytes: int = Field(1073741824, alias="metadata.log.segment.bytes", ge=12)
     metadata_log_segment_ms: int = Field(604800000, alias="metadata.log.segment.ms", ge=1)
+    # Kafka's internal floor for metadata.log.segment.bytes; only tests lower it.
+    metadata_log_segment_min_bytes: int = Field(8388608, alias="metadata.log.segment.min.bytes", ge=12)
     metadata_log_max_record_bytes_between_snapshots: int = Field(20971520, alias="metadata.log.max.record.bytes.between.snapshots", ge=1)
     metadata_log_max_snapshot_interval_ms: int = Field(3600000, alias="metadata.log.max.snapshot.interval.ms", ge=0)
     metadata_max_retention_bytes: int = Field(104857600, alias="metadata.max.retention.bytes", ge=-1)
@@ -327,6 +329,12 @@ class BrokerConfig(BaseModel):
             )
         if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
             raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        return self
+
+    @model_validator(mode="after")
+    def _metadata_segment_floor(self) -> "BrokerConfig":
+        if self.metadata_log_segment_bytes < self.metadata_log_segment_min_bytes:
+            raise ValueError(f"metadata.log.segment.bytes must be at least {self.metadata_log_segment_min_bytes}")
         return self
 
     @model_validator(mode="after")

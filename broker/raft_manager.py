@@ -229,6 +229,7 @@ class KafkaRaftManager:
                 listener.handle_commit(action.batch)
         elif isinstance(action, LoadSnapshot):
             records = list(action.records)
+            self._log.info("raft.snapshot_loaded", offset=action.snapshot_id.offset, epoch=action.snapshot_id.epoch, records=len(records))
             for listener in self._listeners:
                 listener.handle_load_snapshot(action.snapshot_id, records)
         elif isinstance(action, LeaderChange):

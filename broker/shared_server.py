@@ -14,6 +14,7 @@ import structlog
 
 from broker.config import BrokerConfig
 from broker.metadata.metadata_loader import MetadataLoader
+from broker.metadata.snapshot_generator import SnapshotGenerator
 from broker.network_client import NetworkClient
 from broker.raft_manager import KafkaRaftManager
 from raft.kafka_metadata_log import MetadataLogConfig
@@ -75,9 +76,23 @@ class SharedServer:
             voters=quorum_voter_set(cfg),
             bootstrap_servers=cfg.quorum_bootstrap_servers,
             network=self.network,
-            log_config=MetadataLogConfig(segment_bytes=cfg.metadata_log_segment_bytes, segment_ms=cfg.metadata_log_segment_ms),
+            log_config=MetadataLogConfig(
+                segment_bytes=cfg.metadata_log_segment_bytes,
+                segment_min_bytes=cfg.metadata_log_segment_min_bytes,
+                segment_ms=cfg.metadata_log_segment_ms,
+            ),
         )
+        # Before the loader: the generator counts a committed batch's bytes before the loader
+        # publishes the image that batch produced.
+        self.snapshot_generator = SnapshotGenerator(
+            raft,
+            max_bytes_since_last_snapshot=cfg.metadata_log_max_record_bytes_between_snapshots,
+            max_time_since_last_snapshot_ms=cfg.metadata_log_max_snapshot_interval_ms,
+            node_id=cfg.node_id,
+        )
+        raft.register_listener(self.snapshot_generator)
         raft.register_listener(self.metadata_loader)
+        self.metadata_loader.install_publisher(self.snapshot_generator)
         self.raft_manager = raft
         return raft
 

@@ -1,0 +1,76 @@
+"""The records that rebuild a MetadataImage: what a metadata snapshot holds.
+
+Kafka's MetadataImage.write. Replayed in order over the empty image, they give back an equal
+image, so a snapshot can stand for the log up to the image's offset. The order is Kafka's:
+features (metadata.version first, as every metadata log starts), brokers, topics each followed
+by its partitions, configurations, then the producer id block.
+"""
+
+from __future__ import annotations
+
+from broker.metadata.metadata_image import MetadataImage
+from broker.metadata.metadata_records import (
+    ConfigRecord,
+    FeatureLevelRecord,
+    MetadataRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+
+METADATA_VERSION_FEATURE = "metadata.version"
+
+
+def image_records(image: MetadataImage) -> list[MetadataRecord]:
+    records: list[MetadataRecord] = []
+    for name in sorted(image.features, key=lambda n: (n != METADATA_VERSION_FEATURE, n)):
+        records.append(FeatureLevelRecord(name=name, feature_level=image.features[name]))
+    for broker_id in sorted(image.brokers):
+        broker = image.brokers[broker_id]
+        records.append(
+            RegisterBrokerRecord(
+                broker_id=broker.broker_id,
+                incarnation_id=broker.incarnation_id,
+                broker_epoch=broker.epoch,
+                end_points=broker.endpoints,
+                features=broker.supported_features,
+                rack=broker.rack,
+                fenced=broker.fenced,
+                in_controlled_shutdown=broker.in_controlled_shutdown,
+                log_dirs=broker.directories,
+            )
+        )
+    for name in sorted(image.topics):
+        topic = image.topics[name]
+        records.append(TopicRecord(name=name, topic_id=topic.topic_id))
+        for partition_id in sorted(topic.partitions):
+            p = topic.partitions[partition_id]
+            records.append(
+                PartitionRecord(
+                    partition_id=partition_id,
+                    topic_id=topic.topic_id,
+                    replicas=p.replicas,
+                    isr=p.isr,
+                    removing_replicas=p.removing_replicas,
+                    adding_replicas=p.adding_replicas,
+                    leader=p.leader,
+                    leader_recovery_state=p.leader_recovery_state,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                    directories=p.directories,
+                    eligible_leader_replicas=p.elr or None,
+                    last_known_elr=p.last_known_elr or None,
+                )
+            )
+    for resource_type, resource_name in sorted(image.configs):
+        entries = image.configs[(resource_type, resource_name)]
+        for key in sorted(entries):
+            records.append(ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=key, value=entries[key]))
+    if image.next_producer_id:
+        # Kafka writes the block's owner as -1: only the next id matters to whoever replays it.
+        records.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
+    return records
+
+
+__all__ = ["image_records"]
