@@ -93,6 +93,7 @@ class BrokerLifecycleManager:
         self._wake.set()
         try:
             await asyncio.wait_for(self._shutdown_allowed.wait(), timeout_s)
+            self._log.info("broker.controlled_shutdown_complete", broker_epoch=self.broker_epoch)
             return True
         except asyncio.TimeoutError:
             self._log.warning("broker.controlled_shutdown_timed_out", timeout_s=timeout_s)

@@ -186,3 +186,22 @@ def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float, inter
             last_error = e
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}" + (f" (last error: {last_error!r})" if last_error else ""))
+
+
+def quorum_status(controller: str, timeout_s: float = 30.0) -> dict[str, str] | None:
+    """`kbroker metadata-quorum describe --status` against one controller, as a dict; None if it failed."""
+    out = subprocess.run(
+        [sys.executable, "-m", "broker", "metadata-quorum", "--bootstrap-controller", controller, "describe", "--status"],
+        cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
+    )
+    if out.returncode != 0:
+        return None
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.stdout.splitlines() if ":" in line)}
+
+
+def leader_id(cluster: KafkaCluster, asked: int) -> int | None:
+    """The quorum leader as controller ``asked`` reports it; None without one."""
+    status = quorum_status(cluster.controller_bootstrap(asked))
+    if status is None or int(status["LeaderId"]) < 0:
+        return None
+    return int(status["LeaderId"])

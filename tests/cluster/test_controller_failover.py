@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from typing import Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cluster.cluster import KafkaCluster, wait_until
-from tests.integration.conftest import REPO
+from tests.cluster.cluster import KafkaCluster, leader_id, wait_until
 from tests.integration.helpers import unique_topic
 
 TIMEOUT_S = 30.0
@@ -30,23 +27,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
         yield c.start()
     finally:
         c.close()
-
-
-def quorum_status(controller: str) -> dict[str, str] | None:
-    out = subprocess.run(
-        [sys.executable, "-m", "broker", "metadata-quorum", "--bootstrap-controller", controller, "describe", "--status"],
-        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
-    )
-    if out.returncode != 0:
-        return None
-    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.stdout.splitlines() if ":" in line)}
-
-
-def leader_id(cluster: KafkaCluster, asked: int) -> int | None:
-    status = quorum_status(cluster.controller_bootstrap(asked))
-    if status is None or int(status["LeaderId"]) < 0:
-        return None
-    return int(status["LeaderId"])
 
 
 def create_through(bootstrap: str, name: str) -> bool:
