@@ -93,8 +93,16 @@ class ControllerChannel:
             self._last_reason = "no active controller"
             return None
         node_id, host, port = endpoint
+        # The caller's budget bounds the wait, but the request itself gets the channel's full
+        # timeout: a request timing out closes its connection, which would fail every other
+        # request in flight to the controller (heartbeats among them) for the sake of a retry
+        # loop's last few milliseconds. An answer that comes after the caller left is dropped.
         try:
-            return await self._network.send((host, port), body, timeout_ms=timeout_ms)
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await self._network.send((host, port), body, timeout_ms=max(timeout_ms, self._request_timeout_ms))
+        except TimeoutError:
+            self._last_reason = f"controller {node_id} at {host}:{port} did not answer within {timeout_ms} ms"
+            return None
         except NetworkError as e:
             self._last_reason = f"controller {node_id} at {host}:{port}: {e}"
             log.debug("controller_channel.send_failed", controller=node_id, error=str(e))

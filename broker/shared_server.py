@@ -1,14 +1,20 @@
-"""SharedServer: what every node runs whatever its roles — storage checks, the network client,
+"""SharedServer: what every node runs whatever its roles — storage checks, the network clients,
 the metadata quorum's Raft manager and the metadata loader.
 
 Kafka's SharedServer. A controller takes part in the quorum as a voter, a broker-only node as an
 observer that fetches the log; both feed the committed batches to one MetadataLoader, whose
 publishers are the broker's and the controller's own.
+
+Raft has a NetworkClient of its own, as in Kafka: a request that times out closes its connection,
+so a forwarded CreateTopics left waiting on an overloaded controller must not take the Fetch that
+would let that controller commit down with it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from typing import Callable
 
 import structlog
 
@@ -38,12 +44,19 @@ def quorum_voter_set(config: BrokerConfig) -> VoterSet | None:
     return VoterSet(VoterNode(v.node_id, None, (Endpoint(listener, v.host, v.port),)) for v in voters)
 
 
+def _in_worker_thread(work: Callable[[], None], done: Callable[[BaseException | None], None]) -> None:
+    """The snapshot generator's offload: ``work`` on the default executor, ``done`` back on the loop."""
+    future = asyncio.get_running_loop().run_in_executor(None, work)
+    future.add_done_callback(lambda f: done(asyncio.CancelledError() if f.cancelled() else f.exception()))
+
+
 class SharedServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.cluster_id = ""
         self.directory_id = uuid.UUID(int=0)
-        self.network: NetworkClient | None = None
+        self.network: NetworkClient | None = None  # broker to controller, transaction markers
+        self.raft_network: NetworkClient | None = None
         self.raft_manager: KafkaRaftManager | None = None
         self.metadata_loader = MetadataLoader()
 
@@ -60,6 +73,7 @@ class SharedServer:
         """Open the metadata log and start the Raft manager; the loader is its first listener."""
         cfg = self.config
         self.network = NetworkClient(f"kbroker-{cfg.node_id}", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS)
+        self.raft_network = NetworkClient(f"kbroker-{cfg.node_id}-raft", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS)
         raft = KafkaRaftManager(
             node_id=cfg.node_id,
             directory_id=self.directory_id,
@@ -75,7 +89,7 @@ class SharedServer:
             ),
             voters=quorum_voter_set(cfg),
             bootstrap_servers=cfg.quorum_bootstrap_servers,
-            network=self.network,
+            network=self.raft_network,
             log_config=MetadataLogConfig(
                 segment_bytes=cfg.metadata_log_segment_bytes,
                 segment_min_bytes=cfg.metadata_log_segment_min_bytes,
@@ -89,6 +103,7 @@ class SharedServer:
             max_bytes_since_last_snapshot=cfg.metadata_log_max_record_bytes_between_snapshots,
             max_time_since_last_snapshot_ms=cfg.metadata_log_max_snapshot_interval_ms,
             node_id=cfg.node_id,
+            offload=_in_worker_thread,
         )
         raft.register_listener(self.snapshot_generator)
         raft.register_listener(self.metadata_loader)
@@ -103,9 +118,10 @@ class SharedServer:
     async def shutdown(self, timeout_ms: int) -> None:
         if self.raft_manager is not None:
             await self.raft_manager.shutdown(timeout_ms)
-        if self.network is not None:
-            self.network.close()
-            await self.network.wait_closed()
+        for network in (self.raft_network, self.network):
+            if network is not None:
+                network.close()
+                await network.wait_closed()
 
 
 __all__ = ["SharedServer", "quorum_voter_set"]

@@ -31,9 +31,8 @@ from kio._kio_native import (
     read_int64,
     read_uint16,
     read_unsigned_varint,
-    read_uuid,
 )
-from kio.serial.errors import SerialError
+from kio.serial.errors import BufferUnderflow, SerialError
 from kio.serial.writers import (
     compact_array_writer,
     write_boolean,
@@ -53,6 +52,9 @@ from protocol.length_guard import bounded_array_reader
 
 FRAME_VERSION = 1
 ZERO_UUID = uuid.UUID(int=0)
+_UUID_SIZE = 16
+# Distinct ids kept decoded: topic ids, directory ids and incarnation ids of a large cluster.
+_INTERNED_UUIDS = 1 << 16
 
 Reader = Callable[[Any, int], tuple[Any, int]]
 Writer = Callable[[io.BytesIO, Any], None]
@@ -77,11 +79,20 @@ class _Plan(NamedTuple):
     absent: tuple[tuple[str, Any], ...]  # fields this version lacks, with their defaults
 
 
+@functools.lru_cache(maxsize=_INTERNED_UUIDS)
+def _interned_uuid(raw: bytes) -> uuid.UUID:
+    return uuid.UUID(bytes=raw)
+
+
 def _read_uuid(buf: Any, offset: int) -> tuple[uuid.UUID, int]:
-    # kio reads the all-zero UUID as None; metadata records use it as a value
-    # (Uuid.ZERO_UUID, DirectoryId.MIGRATING), so it stays a UUID here.
-    value, size = read_uuid(buf, offset)
-    return (ZERO_UUID if value is None else value), size
+    # Not kio's read_uuid: it reads the all-zero UUID as None, which metadata records use as a
+    # value (Uuid.ZERO_UUID, DirectoryId.MIGRATING). The same few ids (a topic's, the brokers'
+    # directories) recur in every PartitionRecord, and building a UUID costs more than the rest
+    # of such a record: one object per distinct id keeps loading a large snapshot fast and small.
+    raw = bytes(buf[offset : offset + _UUID_SIZE])
+    if len(raw) != _UUID_SIZE:
+        raise BufferUnderflow("Buffer is exhausted")
+    return _interned_uuid(raw), _UUID_SIZE
 
 
 _PRIMITIVES: dict[str, tuple[Reader, Writer]] = {

@@ -47,6 +47,22 @@ class SnapshotSource(Protocol):
         ...
 
 
+Offload = Callable[[Callable[[], None], Callable[[BaseException | None], None]], None]
+"""Runs its first argument (building and encoding the records: seconds for a large image) and then
+calls the second with the error or None, on the caller's thread. The server runs the work on a
+worker thread, as Kafka's SnapshotGenerator does, so the event loop that answers the quorum is
+not held up past a fetch timeout; the image is immutable, so the worker reads it safely."""
+
+
+def run_inline(work: Callable[[], None], done: Callable[[BaseException | None], None]) -> None:
+    try:
+        work()
+    except Exception as e:
+        done(e)
+        raise
+    done(None)
+
+
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -60,6 +76,7 @@ class SnapshotGenerator:
         max_time_since_last_snapshot_ms: int = DEFAULT_MAX_SNAPSHOT_INTERVAL_MS,
         now_ms: Callable[[], int] = _wall_clock_ms,
         node_id: int | None = None,
+        offload: Offload | None = None,
     ) -> None:
         self._raft = raft
         self._max_bytes = max_bytes_since_last_snapshot
@@ -70,6 +87,8 @@ class SnapshotGenerator:
         self._last_contained_log_time_ms: int | None = None
         self._last_snapshot_offset = -1  # end offset (exclusive) of the last snapshot written or loaded
         self.snapshots_written = 0
+        self._offload = offload or run_inline
+        self._writing: OffsetAndEpoch | None = None  # the snapshot being written: one at a time
         self._log = log.bind(node=node_id)
 
     # -- Raft listener: the sizes and times of committed batches -----------------------------------
@@ -104,7 +123,10 @@ class SnapshotGenerator:
         return None
 
     def write_snapshot(self, image: MetadataImage, reason: str = "asked for") -> OffsetAndEpoch | None:
-        """Write a snapshot of ``image`` (a committed image); its id, or None if none was written."""
+        """Start writing a snapshot of ``image`` (a committed image); its id, or None if none is
+        started. With the default inline offload the snapshot is complete on return."""
+        if self._writing is not None:
+            return None
         snapshot_id = OffsetAndEpoch(image.provenance + 1, image.provenance_epoch)
         log_time_ms = self._last_contained_log_time_ms if self._last_contained_log_time_ms is not None else self._now_ms()
         try:
@@ -116,17 +138,35 @@ class SnapshotGenerator:
         if writer is None:
             self._reset(snapshot_id.offset)
             return None
-        started = time.perf_counter()
-        records = image_records(image)
-        try:
-            writer.append(records)
-            writer.freeze()
-        finally:
-            writer.close()
+        self._writing = snapshot_id
+        # Counted from the start, so the records committed while this one is written count towards the next.
         self._reset(snapshot_id.offset)
-        self.snapshots_written += 1
-        duration_ms = round((time.perf_counter() - started) * 1000, 1)
-        self._log.info("metadata.snapshot_written", offset=snapshot_id.offset, epoch=snapshot_id.epoch, records=len(records), reason=reason, duration_ms=duration_ms)
+        started = time.perf_counter()
+        count = 0
+
+        def build_and_write() -> None:
+            nonlocal count
+            records = image_records(image)
+            count = len(records)
+            writer.append(records)
+
+        def finish(error: BaseException | None) -> None:
+            self._writing = None
+            try:
+                if error is None:
+                    writer.freeze()
+            finally:
+                writer.close()
+            if error is not None:
+                self._log.error("metadata.snapshot_failed", offset=snapshot_id.offset, epoch=snapshot_id.epoch, error=repr(error))
+                return
+            self.snapshots_written += 1
+            duration_ms = round((time.perf_counter() - started) * 1000, 1)
+            self._log.info(
+                "metadata.snapshot_written", offset=snapshot_id.offset, epoch=snapshot_id.epoch, records=count, reason=reason, duration_ms=duration_ms
+            )
+
+        self._offload(build_and_write, finish)
         return snapshot_id
 
     def _reset(self, end_offset: int) -> None:
@@ -135,4 +175,4 @@ class SnapshotGenerator:
         self._last_snapshot_offset = max(self._last_snapshot_offset, end_offset)
 
 
-__all__ = ["DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS", "DEFAULT_MAX_SNAPSHOT_INTERVAL_MS", "SnapshotGenerator", "SnapshotSource", "SnapshotWriter"]
+__all__ = ["DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS", "DEFAULT_MAX_SNAPSHOT_INTERVAL_MS", "Offload", "SnapshotGenerator", "SnapshotSource", "SnapshotWriter", "run_inline"]
