@@ -3,7 +3,8 @@
 `describe --status` and `describe --replication` print DescribeQuorum's answer in the tool's
 own layout; `add-controller` and `remove-controller` send AddRaftVoter / RemoveRaftVoter
 (KIP-853). A broker forwards DescribeQuorum to the active controller; with
---bootstrap-controller the request goes to a controller directly.
+--bootstrap-controller the request goes to that controller, and on to the quorum leader (found
+through DescribeCluster) when it is not the leader itself.
 """
 
 from __future__ import annotations
@@ -153,6 +154,17 @@ def print_table(headers: list[str], rows: list[list[str]], out: TextIO) -> None:
         out.write("".join(f"{cell:<{widths[i]}}\t" for i, cell in enumerate(row)) + "\n")
 
 
+def _to_active_controller(bootstrap_controller: str, request: Any) -> Any:
+    """A voter change goes to the quorum leader, as Kafka's admin client sends it to the active
+    controller: a controller that is not the leader refuses it and the leader is looked up."""
+    response = wire_client.request(bootstrap_controller, request, client_id="kbroker-metadata-quorum")
+    if response.error_code == ErrorCode.not_leader_or_follower:
+        leader = _active_controller(bootstrap_controller)
+        if leader is not None and leader != bootstrap_controller:
+            response = wire_client.request(leader, request, client_id="kbroker-metadata-quorum")
+    return response
+
+
 def add_controller(bootstrap_controller: str, node_id: int, directory_id: uuid.UUID, listeners: list[tuple[str, str, int]]) -> None:
     request = AddRaftVoterRequest(
         cluster_id=None,
@@ -161,13 +173,13 @@ def add_controller(bootstrap_controller: str, node_id: int, directory_id: uuid.U
         voter_directory_id=directory_id,
         listeners=tuple(AddVoterListener(name=name, host=host, port=u16(port)) for name, host, port in listeners),
     )
-    response = wire_client.request(bootstrap_controller, request, client_id="kbroker-metadata-quorum")
+    response = _to_active_controller(bootstrap_controller, request)
     if response.error_code != ErrorCode.none:
         raise QuorumCommandError(f"add-controller failed: {response.error_code.name} {response.error_message or ''}".rstrip())
 
 
 def remove_controller(bootstrap_controller: str, node_id: int, directory_id: uuid.UUID) -> None:
     request = RemoveRaftVoterRequest(cluster_id=None, voter_id=i32(node_id), voter_directory_id=directory_id)
-    response = wire_client.request(bootstrap_controller, request, client_id="kbroker-metadata-quorum")
+    response = _to_active_controller(bootstrap_controller, request)
     if response.error_code != ErrorCode.none:
         raise QuorumCommandError(f"remove-controller failed: {response.error_code.name} {response.error_message or ''}".rstrip())

@@ -1,9 +1,12 @@
 """`kbroker storage`: kafka-storage.sh's `format`, `info` and `random-uuid`, and the start-up storage check.
 
 `format` writes `meta.properties` into every log directory and the metadata log directory of a
-node, as Kafka's Formatter does. The KIP-853 options (`--standalone`, `--initial-controllers`) are
-checked as Kafka checks them and give the metadata directory of an initial voter its directory id;
-the bootstrap checkpoint with the initial voter set is not written yet.
+node, as Kafka's Formatter does. With the KIP-853 options (`--standalone`, `--initial-controllers`)
+the metadata directory also gets the bootstrap checkpoint, snapshot 0-0 of `__cluster_metadata-0`
+holding kraft.version 1 and the initial VotersRecord: a node that starts without
+controller.quorum.voters learns its voters from it, and an initial voter's directory id is the one
+the voter set names. `--no-initial-controllers` writes no checkpoint: that controller starts as an
+observer and joins the quorum through add-controller.
 """
 
 from __future__ import annotations
@@ -11,11 +14,15 @@ from __future__ import annotations
 import base64
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from broker.config import BrokerConfig
+from raft.kafka_metadata_log import KafkaMetadataLog, metadata_log_dir
+from raft.voter_history import write_bootstrap_checkpoint
+from raft.voter_set import Endpoint, VoterNode, VoterSet
 from storage.meta_properties import (
     META_PROPERTIES,
     MetaProperties,
@@ -92,6 +99,23 @@ def standalone_voter(config: BrokerConfig) -> DynamicVoter:
     return DynamicVoter(config.node_id, listeners[0].host, listeners[0].port, random_directory_id())
 
 
+def initial_voter_set(voters: list[DynamicVoter], config: BrokerConfig) -> VoterSet:
+    """Kafka's DynamicVoters.toVoterSet: every voter on the first controller listener's name."""
+    names = config.controller_listener_name_list
+    if not names:
+        raise StorageToolError("You must specify the name of the initial controller listener (controller.listener.names).")
+    return VoterSet(VoterNode(v.node_id, parse_kafka_uuid(v.directory_id), (Endpoint(names[0], v.host, v.port),)) for v in voters)
+
+
+def write_dynamic_quorum_snapshot(metadata_dir: Path, voters: VoterSet, time_ms: int) -> None:
+    """The bootstrap checkpoint in ``metadata_dir``'s `__cluster_metadata-0`; one already there is kept."""
+    log = KafkaMetadataLog.open(metadata_log_dir(metadata_dir))
+    try:
+        write_bootstrap_checkpoint(log, voters, time_ms)
+    finally:
+        log.close()
+
+
 def format_storage(
     config: BrokerConfig,
     cluster_id: str,
@@ -137,6 +161,7 @@ def format_storage(
         print("All of the log directories are already formatted.", file=out)
         return
     own_voter = next((v for v in voters or [] if v.node_id == config.node_id), None)
+    voter_set = None if voters is None else initial_voter_set(voters, config)
     for directory in empty:
         directory_id = random_directory_id()
         if not _same_directory(directory, config.metadata_dir):
@@ -148,6 +173,12 @@ def format_storage(
         else:
             kind, directory_id = "dynamic metadata voter directory", own_voter.directory_id
         print(f"Formatting {kind} {directory} with cluster.id {cluster_id}.", file=out)
+        if voter_set is not None and kind != "data directory":
+            # Before meta.properties, as Kafka does: a directory that is formatted is complete.
+            try:
+                write_dynamic_quorum_snapshot(directory, voter_set, int(time.time() * 1000))
+            except OSError as e:
+                raise StorageToolError(f"Error while writing the bootstrap checkpoint in {directory}: {e.strerror or e}") from None
         try:
             write_meta_properties(directory, MetaProperties(cluster_id=cluster_id, node_id=config.node_id, directory_id=directory_id))
         except OSError as e:

@@ -47,6 +47,10 @@ class QuorumLeader(Protocol):
         """(leader id or None, epoch) of the metadata quorum."""
         ...
 
+    def voter_endpoints(self) -> list[tuple[int, str, int]]:
+        """(id, host, port) of every current voter."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class _LocalContext:
@@ -173,11 +177,11 @@ class ControllerApis:
             message = "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER"
             return build(schema, error_code=code, error_message=message, **common)
         node_cls = nested(schema, "DescribeClusterBroker")
-        voters = sorted(self._config.quorum_voters)
-        nodes = tuple(build(node_cls, broker_id=v.node_id, host=v.host, port=v.port, rack=None) for v in voters)
+        voters = self._raft.voter_endpoints()
+        nodes = tuple(build(node_cls, broker_id=node_id, host=host, port=port, rack=None) for node_id, host, port in voters)
         leader_id, _ = self._raft.leader
         # A leader missing from the node list would confuse a client: -1 instead, as Kafka answers.
-        controller_id = leader_id if leader_id is not None and any(v.node_id == leader_id for v in voters) else -1
+        controller_id = leader_id if leader_id is not None and any(v[0] == leader_id for v in voters) else -1
         return build(
             schema,
             error_code=ErrorCode.none,
