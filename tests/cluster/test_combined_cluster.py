@@ -1,4 +1,6 @@
-"""Three combined broker+controller processes: one cluster for every stock client, whichever node it bootstraps from."""
+"""Three brokers and a quorum of three controllers, as three combined broker+controller processes
+and as six processes (three controller-only, three broker-only): one cluster for every stock
+client, whichever broker it bootstraps from. Every test runs on both layouts."""
 
 from __future__ import annotations
 
@@ -19,9 +21,12 @@ from tests.integration.helpers import unique_topic
 TIMEOUT_S = 30.0
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    c = KafkaCluster(tmp_path_factory.mktemp("combined"), combined=3)
+LAYOUTS = {"combined": {"combined": 3}, "separate": {"combined": 0, "controllers": 3, "brokers": 3}}
+
+
+@pytest.fixture(scope="module", params=sorted(LAYOUTS))
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    c = KafkaCluster(tmp_path_factory.mktemp(request.param), **LAYOUTS[request.param])
     try:
         yield c.start()
     finally:
@@ -52,10 +57,14 @@ def metadata_quorum(bootstrap_controller: str, *args: str) -> str:
     return out.stdout
 
 
+def broker_ids(cluster: KafkaCluster) -> list[int]:
+    return sorted(n.node_id for n in cluster.brokers)
+
+
 def test_every_node_lists_all_three_brokers(cluster: KafkaCluster) -> None:
     for node in cluster.brokers:
         brokers = admin(node.bootstrap).list_topics(timeout=TIMEOUT_S).brokers
-        assert sorted(brokers) == [1, 2, 3]
+        assert sorted(brokers) == broker_ids(cluster)
         assert {(b.host, b.port) for b in brokers.values()} == {("127.0.0.1", n.spec.client_port) for n in cluster.brokers}
 
 
@@ -65,7 +74,7 @@ def test_topics_created_through_each_node_spread_their_leaders(cluster: KafkaClu
         create(node.bootstrap, name, partitions=6)
         found = wait_until(f"{name} in every node's metadata", lambda: all(len(leaders(n.bootstrap, name)) == 6 for n in cluster.brokers) or None, TIMEOUT_S)
         assert found
-        assert set(leaders(node.bootstrap, name).values()) == {1, 2, 3}
+        assert sorted(set(leaders(node.bootstrap, name).values())) == broker_ids(cluster)
 
 
 def test_replication_factor_three_places_a_replica_on_every_broker(cluster: KafkaCluster) -> None:
@@ -73,7 +82,7 @@ def test_replication_factor_three_places_a_replica_on_every_broker(cluster: Kafk
     create(cluster.bootstrap, name, partitions=3, replication_factor=3)
     topic = admin(cluster.bootstrap).list_topics(name, timeout=TIMEOUT_S).topics[name]
     for meta in topic.partitions.values():
-        assert sorted(meta.replicas) == [1, 2, 3]
+        assert sorted(meta.replicas) == broker_ids(cluster)
     with pytest.raises(Exception, match="INVALID_REPLICATION_FACTOR|replication factor"):
         create(cluster.bootstrap, unique_topic("rf4"), partitions=1, replication_factor=4)
 
@@ -150,7 +159,7 @@ def test_metadata_quorum_shows_one_leader_and_three_voters(cluster: KafkaCluster
     status = metadata_quorum(cluster.controller_bootstrap(1), "--status")
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     assert fields["ClusterId"].strip() == cluster.cluster_id
-    assert int(fields["LeaderId"]) in (1, 2, 3)
+    assert int(fields["LeaderId"]) in (c.node_id for c in cluster.controllers)
     assert "CurrentVoters" in fields
     replication = metadata_quorum(cluster.controller_bootstrap(2), "--replication")
     assert sum(1 for line in replication.splitlines() if "Leader" in line or "Follower" in line) == 3
