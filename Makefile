@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tests also need the test and spark extras (pytest, the other clients, pyspark).
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run cluster test chaos install kcat bench bench-deps clean spark-demo
+.PHONY: run cluster kafka test chaos install kcat bench bench-deps clean spark-demo
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ run: $(STAMP)
 # Three combined nodes on 127.0.0.1 (client ports 9092-9094), data under ./cluster/; Ctrl-C stops them all.
 cluster: $(STAMP)
 	exec $(BIN)/python -m broker.local_cluster --dir ./cluster
+
+# Apache Kafka 4.4 itself, three combined nodes on loopback, as the reference to compare with
+# (jars fetched once with mvn into ~/.cache/kbroker-bench); Ctrl-C stops them.
+kafka: $(STAMP)
+	exec $(BIN)/python -m benchmarks.apache_kafka run --nodes 3
 
 # The kcat integration tests need the real binary; root installs directly, others through sudo.
 kcat:

@@ -1,0 +1,369 @@
+"""Apache Kafka 4.4.0 itself as a reference cluster: N combined broker+controller nodes on loopback.
+
+    python -m benchmarks.apache_kafka fetch
+    python -m benchmarks.apache_kafka run [--nodes 3] [--dir DIR] [--override key=value ...]
+
+The jars come from Maven Central once, resolved by ``mvn`` (dependency:copy-dependencies over a
+small pom: kafka_2.13 for the server and ``kafka.tools.StorageTool``, kafka-tools for the CLIs,
+and the Log4j2 SLF4J-1.7 binding that Kafka 4.x logs through but does not bring in at runtime),
+into ``~/.cache/kbroker-bench/kafka-4.4.0/lib`` (``KBROKER_KAFKA_HOME`` moves it). Nothing here
+downloads unless asked: ``KafkaReferenceCluster`` takes the jars that ``fetch_jars`` returned,
+and ``cached_lib`` says whether they are there, so a test can skip without the network.
+
+The quorum is static (``controller.quorum.voters``, kraft.version 0), as in the kbroker cluster
+of tests/cluster, and every controller.quorum.* timeout is Kafka's default. Ports are chosen
+when the cluster is built and kept across restarts; one cluster id is formatted into every log
+directory; every node is launched before any is awaited, so the quorum forms as it would on
+separate machines. Heaps and thread pools are sized for a shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import IO
+
+KAFKA_VERSION = "4.4.0"
+LOG4J_VERSION = "2.25.4"
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+CACHE_DIR = Path(os.environ.get("KBROKER_KAFKA_HOME", Path.home() / ".cache" / "kbroker-bench" / f"kafka-{KAFKA_VERSION}"))
+# The jar whose presence means a finished download: lib/ is renamed into place only when complete.
+MARKER_JAR = f"kafka_2.13-{KAFKA_VERSION}.jar"
+
+POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+ <modelVersion>4.0.0</modelVersion>
+ <groupId>local</groupId><artifactId>kafka-reference</artifactId><version>1</version><packaging>pom</packaging>
+ <dependencies>
+  <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{KAFKA_VERSION}</version></dependency>
+  <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{KAFKA_VERSION}</version></dependency>
+  <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>{LOG4J_VERSION}</version></dependency>
+  <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{LOG4J_VERSION}</version></dependency>
+  <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-api</artifactId><version>{LOG4J_VERSION}</version></dependency>
+ </dependencies>
+</project>
+"""
+
+# Console only: the shipped config writes server.log, controller.log... under kafka.logs.dir,
+# and one file per node (the process's stderr) is easier to read after a failed run.
+LOG4J2_PROPERTIES = """status = warn
+appender.err.type = Console
+appender.err.name = ERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.err.ref = ERR
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+"""
+
+# kafka-server-start.sh's performance options, with a heap a third the size of its 1 GiB.
+SERVER_JVM_OPTS = (
+    "-Xms256M", "-Xmx512M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
+)
+TOOL_JVM_OPTS = ("-Xmx256M", "-Djava.awt.headless=true")
+# KafkaRaftServer logs this once the broker has caught up with the metadata log and is unfenced.
+STARTED_MESSAGE = b"Kafka Server started"
+
+FETCH_TIMEOUT_S = 600.0
+FORMAT_TIMEOUT_S = 120.0
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+POLL_INTERVAL_S = 0.1
+
+
+def cached_lib(cache: Path = CACHE_DIR) -> Path | None:
+    """The lib/ directory of a finished download, or None; never touches the network."""
+    lib = cache / "lib"
+    return lib if (lib / MARKER_JAR).is_file() else None
+
+
+def fetch_jars(cache: Path = CACHE_DIR) -> Path:
+    """Kafka's jars and their runtime dependencies from Maven Central, once; returns their directory."""
+    lib = cached_lib(cache)
+    if lib is not None:
+        return lib
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("fetching Kafka's jars needs Maven (`apt-get install maven`)")
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "pom.xml").write_text(POM)
+    partial = cache / "lib.partial"
+    repo = cache / "m2"
+    shutil.rmtree(partial, ignore_errors=True)
+    out = subprocess.run(
+        [mvn, "-B", "-q", f"-Dmaven.repo.local={repo}", f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+         f"-DoutputDirectory={partial}", "-DincludeScope=runtime"],
+        cwd=cache, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"mvn could not resolve Kafka {KAFKA_VERSION}:\n{out.stdout[-4000:]}{out.stderr[-4000:]}")
+    partial.rename(cache / "lib")
+    # lib/ holds copies of every jar; the Maven repository is only scaffolding for them.
+    shutil.rmtree(repo, ignore_errors=True)
+    return cache / "lib"
+
+
+def random_cluster_id() -> str:
+    """A Kafka Uuid in its base64url form, as `kafka-storage random-uuid` prints one."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):  # Kafka avoids these too: they read as options on a command line
+            return text
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 (all bound at once, so none repeats)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _connects(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+class KafkaNode:
+    """One combined broker+controller JVM; restarts keep its ports and log directory."""
+
+    def __init__(self, node_id: int, client_port: int, controller_port: int, node_dir: Path, lib: Path, log4j_config: Path) -> None:
+        self.node_id = node_id
+        self.client_port = client_port
+        self.controller_port = controller_port
+        self.node_dir = node_dir
+        self.data_dir = node_dir / "data"
+        self.config_file = node_dir / "server.properties"
+        self.log_path = node_dir / "server.log"
+        self.lib = lib
+        self.log4j_config = log4j_config
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._run_log_start = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def controller_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.controller_port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def java(self, main_class: str, *args: str, jvm_opts: tuple[str, ...] = SERVER_JVM_OPTS) -> list[str]:
+        # The JVM expands lib/* itself; kafka-run-class.sh puts the same on the class path.
+        return ["java", *jvm_opts, f"-Dlog4j2.configurationFile={self.log4j_config}", f"-Dkafka.logs.dir={self.node_dir}",
+                "-cp", str(self.lib / "*"), main_class, *args]
+
+    def launch(self) -> None:
+        """Start the JVM without waiting: a cluster launches every node before awaiting any."""
+        assert not self.running, f"node {self.node_id} already running"
+        self._run_log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            self.java("kafka.Kafka", str(self.config_file)), cwd=self.node_dir,
+            stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=self._log_file,
+        )
+
+    def await_started(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        assert self.proc is not None, f"node {self.node_id} never launched"
+        deadline = time.monotonic() + timeout_s
+        while not (self._started_logged() and _connects(self.client_port)):
+            if self.proc.poll() is not None:
+                self._close_log()
+                raise RuntimeError(f"node {self.node_id} exited with {self.proc.returncode} during start-up:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"node {self.node_id} not started after {timeout_s}s:\n{self.tail()}")
+            time.sleep(POLL_INTERVAL_S)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, nothing flushed by Kafka itself."""
+        self.send_kill()
+        if self.proc is not None:
+            self.proc.wait(STOP_TIMEOUT_S)
+        self._close_log()
+
+    def send_kill(self) -> None:
+        if self.running:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGKILL)
+
+    def tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def _started_logged(self) -> bool:
+        with open(self.log_path, "rb") as f:
+            f.seek(self._run_log_start)
+            return STARTED_MESSAGE in f.read()
+
+    def _close_log(self) -> None:
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+
+class KafkaReferenceCluster:
+    """``nodes`` combined KRaft nodes of Apache Kafka, ids 1..nodes, all voters of a static quorum."""
+
+    def __init__(self, root: Path, lib: Path, *, nodes: int = 3, overrides: dict[str, str] | None = None) -> None:
+        self.root = root
+        self.lib = lib
+        self.cluster_id = random_cluster_id()
+        root.mkdir(parents=True, exist_ok=True)
+        self.log4j_config = root / "log4j2.properties"
+        self.log4j_config.write_text(LOG4J2_PROPERTIES)
+        ports = iter(free_ports(2 * nodes))
+        self.nodes = {
+            i: KafkaNode(i, next(ports), next(ports), root / f"node{i}", lib, self.log4j_config)
+            for i in range(1, nodes + 1)
+        }
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values())
+        for node in self.nodes.values():
+            node.node_dir.mkdir(parents=True, exist_ok=True)
+            props = self._properties(node, voters, nodes) | (overrides or {})
+            node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    @staticmethod
+    def _properties(node: KafkaNode, voters: str, size: int) -> dict[str, str]:
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(node.data_dir),
+            # Kafka's defaults are 3 and 8 threads per node: too many for three JVMs on two cores.
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "group.initial.rebalance.delay.ms": "0",
+            # Internal topics' defaults (RF 3, min ISR 2) only fit clusters of three or more.
+            "offsets.topic.replication.factor": str(min(size, 3)),
+            "transaction.state.log.replication.factor": str(min(size, 3)),
+            "transaction.state.log.min.isr": str(min(size, 2)),
+            "share.coordinator.state.topic.replication.factor": str(min(size, 3)),
+            "share.coordinator.state.topic.min.isr": str(min(size, 2)),
+        }
+
+    def format(self) -> None:
+        """`kafka-storage format` on every node at once (each is a JVM start: seconds)."""
+        procs = [
+            (node, subprocess.Popen(
+                node.java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(node.config_file), jvm_opts=TOOL_JVM_OPTS),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            ))
+            for node in self.nodes.values()
+        ]
+        failures = []
+        for node, proc in procs:
+            try:
+                output, _ = proc.communicate(timeout=FORMAT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+            if proc.returncode != 0:
+                failures.append(f"node {node.node_id}: {output.decode(errors='replace')[-2000:]}")
+        if failures:
+            raise RuntimeError("kafka-storage format failed:\n" + "\n".join(failures))
+
+    def start(self) -> "KafkaReferenceCluster":
+        self.format()
+        for node in self.nodes.values():
+            node.launch()
+        for node in self.nodes.values():
+            node.await_started()
+        return self
+
+    def kill(self, node_id: int) -> None:
+        self.nodes[node_id].kill()
+
+    def launch(self, node_id: int) -> None:
+        self.nodes[node_id].launch()
+
+    def await_started(self, node_id: int, timeout_s: float = START_TIMEOUT_S) -> None:
+        self.nodes[node_id].await_started(timeout_s)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes.values() if n.running)
+
+    def controller_bootstrap(self, node_id: int) -> str:
+        return self.nodes[node_id].controller_bootstrap
+
+    def close(self) -> None:
+        # Every JVM is signalled before any is waited on, so a second Ctrl-C during the waits
+        # cannot leave one running.
+        for node in self.nodes.values():
+            node.send_kill()
+        for node in self.nodes.values():
+            node.kill()
+
+    def __enter__(self) -> "KafkaReferenceCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.apache_kafka", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("fetch", help="download the jars (once) and print their directory")
+    run = commands.add_parser("run", help="start a cluster and keep it up until Ctrl-C")
+    run.add_argument("--nodes", type=int, default=3)
+    run.add_argument("--dir", type=Path, help="keep the nodes' data and logs here (default: a temporary directory)")
+    run.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    lib = fetch_jars()
+    if args.command == "fetch":
+        print(f"{lib} ({time.monotonic() - started:.1f} s)")
+        return 0
+    overrides = dict(o.split("=", 1) for o in args.override)
+    with tempfile.TemporaryDirectory(prefix="apache-kafka-") as tmp:
+        with KafkaReferenceCluster(args.dir or Path(tmp), lib, nodes=args.nodes, overrides=overrides) as cluster:
+            cluster.start()
+            print(f"Apache Kafka {KAFKA_VERSION}, cluster id {cluster.cluster_id}, up in {time.monotonic() - started:.1f} s", flush=True)
+            print(f"bootstrap.servers={cluster.bootstrap}")
+            print(f"controllers={','.join(n.controller_bootstrap for n in cluster.nodes.values())}")
+            print(f"logs: {cluster.root}/node*/server.log; Ctrl-C stops every node", flush=True)
+            try:
+                while all(n.running for n in cluster.nodes.values()):
+                    time.sleep(1.0)
+            except KeyboardInterrupt:
+                return 0
+            print("a node exited; stopping the cluster", flush=True)
+            return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
