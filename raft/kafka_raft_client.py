@@ -401,6 +401,9 @@ class KafkaRaftClient(Generic[T]):
         if self._busy.get(inflight.destination_key) == correlation_id:
             del self._busy[inflight.destination_key]
         if body is None or getattr(body, "error_code", ErrorCode.none) != ErrorCode.none:
+            state = self.quorum.state
+            if body is None and inflight.api_key == ApiKey.VOTE and isinstance(state, CandidateState):
+                state.unanswered.add(inflight.destination_key)
             self._backoff(inflight.destination_key)
             return
         handler = {
@@ -645,7 +648,7 @@ class KafkaRaftClient(Generic[T]):
                 else:
                     self._transition_to_unattached(state.epoch, now)
             return
-        if now >= state.election_deadline_ms or len(state.rejected & voters.ids()) > len(voters) - voters.majority_size():
+        if now >= state.election_deadline_ms or len((state.rejected | state.unanswered) & voters.ids()) > len(voters) - voters.majority_size():
             state.backoff_until_ms = now + self.quorum.election_backoff_ms(state.retries)
             return
         self._send_votes(state, pre_vote=False, now=now)
@@ -943,6 +946,8 @@ class KafkaRaftClient(Generic[T]):
         if partition.leader_epoch != state.epoch:
             return
         (state.granted if partition.vote_granted else state.rejected).add(source)
+        if isinstance(state, CandidateState):
+            state.unanswered.discard(source)
 
     def _handle_common_response(self, error: ErrorCode, leader_id: int, epoch: int, body: Any, now: int) -> bool:
         """Kafka's maybeHandleCommonResponse: True when the response was about epochs and leaders only."""

@@ -68,6 +68,11 @@ class CandidateState:
     election_deadline_ms: int
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
+    # Voters whose last Vote request got no answer (refused, reset, timed out). With the rejections
+    # they can make a win impossible this epoch: the candidate then backs off at once instead of
+    # waiting out the election timeout for a vote from a dead node, which after a split vote is
+    # most of a failover. Only liveness rests on this; a late grant still counts.
+    unanswered: set[int] = field(default_factory=set)
     backoff_until_ms: int | None = None
 
     @property

@@ -490,6 +490,21 @@ def test_check_quorum_makes_a_cut_off_leader_resign() -> None:
     assert leader.leader_changes[-1].leader_id is None
 
 
+def test_a_split_vote_with_a_dead_voter_is_retried_without_waiting_out_the_election_timeout() -> None:
+    """The leader of three died and both others stood in the same epoch: each refuses the other,
+    the dead one answers nothing, so neither can win. They back off at once (Kafka waits for the
+    election timeout first) and one of them leads well before an election timeout has passed."""
+    quorum = Quorum([1, 2, 3])
+    quorum.crash(3)
+    for node_id in (1, 2):
+        quorum.nodes[node_id].client._transition_to_candidate(quorum.now)
+    split_epoch = quorum.nodes[1].client.leader_and_epoch[1]
+    assert quorum.nodes[2].client.leader_and_epoch[1] == split_epoch
+    quorum.run_until(lambda: quorum.leader() is not None, max_ms=CONFIG.election_timeout_ms - 1)
+    leader = quorum.leader()
+    assert leader is not None and leader.client.leader_and_epoch[1] > split_epoch
+
+
 def test_graceful_shutdown_hands_leadership_over_with_end_quorum_epoch() -> None:
     quorum = Quorum([1, 2, 3])
     leader = quorum.elect()
