@@ -118,9 +118,11 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
         ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
         ApiRange(ApiKey.DESCRIBE_QUORUM, 0, 2, 0),
-        # Forwarded to the active controller, as Kafka's brokers do for kafka-metadata-quorum.
+        # Forwarded to the active controller, as Kafka's brokers do for kafka-metadata-quorum
+        # and kafka-cluster.sh unregister.
         ApiRange(ApiKey.ADD_RAFT_VOTER, 0, 0, 0),
         ApiRange(ApiKey.REMOVE_RAFT_VOTER, 0, 0, 0),
+        ApiRange(ApiKey.UNREGISTER_BROKER, 0, 0, 0),
         ApiRange(ApiKey.DESCRIBE_PRODUCERS, 0, 0, 0),
         ApiRange(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, 0),
         ApiRange(ApiKey.LIST_TRANSACTIONS, 0, 1, 0),
@@ -151,7 +153,7 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.FETCH_SNAPSHOT, 0, 1, 0),
         ApiRange(ApiKey.BROKER_REGISTRATION, 0, 4, 0),
         ApiRange(ApiKey.BROKER_HEARTBEAT, 0, 1, 0),
-        ApiRange(ApiKey.UNREGISTER_BROKER, 0, 0, 0),
+        SUPPORTED_APIS[ApiKey.UNREGISTER_BROKER],
         ApiRange(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, 0),
         SUPPORTED_APIS[ApiKey.ADD_RAFT_VOTER],
         SUPPORTED_APIS[ApiKey.REMOVE_RAFT_VOTER],

@@ -1,8 +1,8 @@
 """Admin writes a broker forwards to the active controller, as Kafka's brokers do.
 
 CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and IncrementalAlterConfigs are the
-controller's decisions; DescribeQuorum, AddRaftVoter and RemoveRaftVoter are the quorum
-leader's (the active controller) to answer. A broker passes the client's request on unchanged (the controller
+controller's decisions, as is UnregisterBroker; DescribeQuorum, AddRaftVoter and RemoveRaftVoter
+are the quorum leader's (the active controller) to answer. A broker passes the client's request on unchanged (the controller
 listener serves the same versions) and hands the controller's answer back, so a client never
 sees NOT_CONTROLLER from a broker. When no controller answers within the request's timeout the
 client gets REQUEST_TIMED_OUT for each item, as Kafka's forwarding does.
@@ -40,11 +40,11 @@ def _request_timeout_ms(request: Any) -> int | None:
 
 
 def error_response(api_key: ApiKey, version: int, request: Any, error_code: ErrorCode, message: str) -> Any:
-    """Every item of the request answered ``error_code`` (DescribeQuorum and the voter changes: the whole answer)."""
+    """Every item of the request answered ``error_code`` (DescribeQuorum, the voter changes and UnregisterBroker: the whole answer)."""
     schema = response_schema(api_key, version)
     if api_key == ApiKey.DESCRIBE_QUORUM:
         return build(schema, error_code=error_code, error_message=message, topics=(), nodes=())
-    if api_key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER):
+    if api_key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.UNREGISTER_BROKER):
         return build(schema, throttle_time=0, error_code=error_code, error_message=message)
     field, item_name, request_field = _ITEMS[api_key]
     item_cls = nested(schema, item_name)

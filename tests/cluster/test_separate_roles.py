@@ -10,6 +10,11 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
+from kio.static.primitive import i32
+
+from broker import wire_client
 
 from tests.cluster.cluster import KafkaCluster, leader_id, quorum_status, wait_until
 from tests.integration.helpers import unique_topic
@@ -134,6 +139,12 @@ def test_a_broker_shut_down_with_sigterm_hands_its_leaderships_over_first(cluste
     # The controller moved every leadership off broker 7 before it exited, so its partitions
     # have a live leader at once rather than after the session timeout.
     assert set(leaders().values()) == {6}
+    # UnregisterBroker through the other broker (forwarded to the controller, as kafka-cluster.sh
+    # unregister does): broker 7 leaves the cluster until it starts and registers again.
+    answer = wire_client.request(cluster.nodes[6].bootstrap, UnregisterBrokerRequest(broker_id=i32(7)))
+    assert answer.error_code == ErrorCode.none, answer
+    again = wire_client.request(cluster.nodes[6].bootstrap, UnregisterBrokerRequest(broker_id=i32(7)))
+    assert again.error_code == ErrorCode.broker_id_not_registered, again
     leaving.launch()
     leaving.await_started()
     wait_until("broker 7 back", lambda: broker_ids(cluster.nodes[6].bootstrap) == list(BROKERS) or None, TIMEOUT_S)
