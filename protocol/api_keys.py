@@ -133,8 +133,8 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
 
 
 # What a controller listener serves, as Kafka's ControllerApis: the Raft protocol, the brokers'
-# registration and heartbeats, and the metadata writes brokers forward. Vote v2 is KIP-996's
-# pre-vote, newer than the specs in ../shared.
+# registration and heartbeats, the partition leaders' AlterPartition, and the metadata writes
+# brokers forward. Vote v2 is KIP-996's pre-vote, newer than the specs in ../shared.
 CONTROLLER_APIS: dict[int, ApiRange] = {
     r.key: r
     for r in (
@@ -155,6 +155,9 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.BROKER_HEARTBEAT, 0, 1, 0),
         SUPPORTED_APIS[ApiKey.UNREGISTER_BROKER],
         ApiRange(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, 0),
+        # Partition leaders' ISR changes. Kafka 4 serves v2-3 only, as kio knows them; never
+        # offered to clients, as in Kafka.
+        ApiRange(ApiKey.ALTER_PARTITION, 2, 3, 0),
         SUPPORTED_APIS[ApiKey.ADD_RAFT_VOTER],
         SUPPORTED_APIS[ApiKey.REMOVE_RAFT_VOTER],
         ApiRange(ApiKey.UPDATE_RAFT_VOTER, 0, 0, 0),

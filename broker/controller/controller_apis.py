@@ -2,15 +2,17 @@
 broker asks its own controller without a socket.
 
 Kafka's ControllerApis. Forwarded admin writes reuse the request handlers of broker/handlers,
-given the QuorumController; registrations, heartbeats, UnregisterBroker and AllocateProducerIds
-are translated to the controller's calls here. While this controller is not the active one every
-write answers NOT_CONTROLLER (per item where the API has items), which is what makes a broker's
-ControllerChannel look for the leader again. DescribeCluster answers with the controllers
-(KIP-919). The Raft APIs are the Raft manager's, routed by the controller server.
+given the QuorumController; registrations, heartbeats, UnregisterBroker, AllocateProducerIds and
+the partition leaders' AlterPartition are translated to the controller's calls here. While this
+controller is not the active one every write answers NOT_CONTROLLER (per item where the API has
+items), which is what makes a broker's ControllerChannel look for the leader again.
+DescribeCluster answers with the controllers (KIP-919). The Raft APIs are the Raft manager's,
+routed by the controller server.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
@@ -21,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from broker.config import BrokerConfig
 from broker.controller.cluster_control_manager import BrokerRegistrationRequest
 from broker.controller.quorum_controller import NotControllerError, QuorumController
+from broker.controller.replication_control_manager import AlterPartitionTopic, IsrMember, PartitionIsrChange
 from broker.handlers.admin_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from broker.handlers.admin_topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
 from broker.handlers.forwarding import error_response
@@ -75,6 +78,7 @@ class ControllerApis:
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.UNREGISTER_BROKER: self._unregister_broker,
             ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
+            ApiKey.ALTER_PARTITION: self._alter_partition,
         }
         self._handlers: dict[ApiKey, Handler] = {key: self._guarded(key, handler) for key, handler in writes.items()}
         self._handlers[ApiKey.DESCRIBE_CLUSTER] = self._describe_cluster
@@ -110,6 +114,7 @@ class ControllerApis:
                     should_shut_down=False,
                     producer_id_start=-1,
                     producer_id_len=0,
+                    topics=(),
                 )
 
         return call
@@ -164,6 +169,27 @@ class ControllerApis:
             producer_id_len=block.size,
         )
 
+    async def _alter_partition(self, ctx: RequestContext, request: Any) -> Any:
+        """AlterPartition v2-3 from a partition leader, answered once its ISR changes are committed.
+
+        What the leader puts in the request: its broker_id and the broker_epoch of its current
+        registration (else STALE_BROKER_EPOCH for the whole request); per topic its topic_id; per
+        partition the leader_epoch and partition_epoch it last saw in the metadata, the whole ISR
+        it wants (itself included; at v3 new_isr_with_epochs gives each member's broker epoch as
+        the leader knows it, -1 to skip that check) and its leader_recovery_state. Each partition
+        answers its error code and, on success, its state after the change: the leader adopts
+        that ISR and partition_epoch.
+        """
+        topics = [AlterPartitionTopic(t.topic_id, tuple(_isr_change(ctx.version, p) for p in t.partitions)) for t in request.topics]
+        reply = await self._controller.alter_partition(int(request.broker_id), int(request.broker_epoch), topics)
+        schema = response_schema(ApiKey.ALTER_PARTITION, ctx.version)
+        topic_cls = nested(schema, "TopicData")
+        partition_cls = nested(schema, "PartitionData")
+        answers = tuple(
+            build(topic_cls, topic_id=t.topic_id, partitions=tuple(build(partition_cls, **dataclasses.asdict(p)) for p in t.partitions)) for t in reply.topics
+        )
+        return build(schema, throttle_time=0, error_code=reply.error_code, topics=answers)
+
     async def _describe_cluster(self, ctx: RequestContext, request: Any) -> Any:
         """KIP-919: a controller describes the controllers (the voters at their controller endpoints)."""
         schema = response_schema(ApiKey.DESCRIBE_CLUSTER, ctx.version)
@@ -189,6 +215,21 @@ class ControllerApis:
             cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
             **{**common, "controller_id": controller_id, "brokers": nodes},
         )
+
+
+def _isr_change(version: int, partition: Any) -> PartitionIsrChange:
+    # v2 names the ISR by broker id only: as Kafka, its members' epochs go unchecked (-1).
+    if version >= 3:
+        isr = tuple(IsrMember(int(m.broker_id), int(m.broker_epoch)) for m in partition.new_isr_with_epochs)
+    else:
+        isr = tuple(IsrMember(int(b)) for b in partition.new_isr)
+    return PartitionIsrChange(
+        partition_index=int(partition.partition_index),
+        leader_epoch=int(partition.leader_epoch),
+        new_isr=isr,
+        leader_recovery_state=int(partition.leader_recovery_state),
+        partition_epoch=int(partition.partition_epoch),
+    )
 
 
 __all__ = ["CONTROLLER_ENDPOINT_TYPE", "ControllerApis"]

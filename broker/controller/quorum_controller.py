@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence, TypeVar
 
 import structlog
+from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
 from broker.controller import controller_logic
@@ -41,6 +42,7 @@ from broker.controller.cluster_control_manager import (
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
+from broker.controller.replication_control_manager import AlterPartitionReply, AlterPartitionTopic
 from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_loader import CommittedBatch
 from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
@@ -393,6 +395,31 @@ class QuorumController:
             return ([] if validate_only else records), results
 
         return await self._write(decide)
+
+    # -- partition leaders ---------------------------------------------------------------------------
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topics: Sequence[AlterPartitionTopic]) -> AlterPartitionReply:
+        """AlterPartition from a partition leader (``broker_id`` at its registered ``broker_epoch``):
+        answered once the ISR changes are committed, each partition's answer its new state."""
+        if not topics:
+            return AlterPartitionReply(ErrorCode.none)  # as Kafka: answered at once, no epoch check
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], AlterPartitionReply]:
+            result = self._logic.replication.alter_partition(image, broker_id, broker_epoch, topics)
+            return result.records, result.response
+
+        reply = await self._write(decide)
+        if reply.error_code != ErrorCode.none:
+            self._log.warning("controller.alter_partition_refused", broker=broker_id, error=reply.error_code, message=reply.error_message)
+        for topic in reply.topics:
+            for p in topic.partitions:
+                fields = {"broker": broker_id, "topic_id": str(topic.topic_id), "partition": p.partition_index}
+                if p.error_code == ErrorCode.none:
+                    self._log.debug("controller.isr_altered", isr=p.isr, partition_epoch=p.partition_epoch, **fields)
+                else:
+                    # As Kafka, refusals are worth seeing: a leader whose view of the partition is off.
+                    self._log.info("controller.isr_change_refused", error=p.error_code, **fields)
+        return reply
 
     # -- producer ids -------------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ Every operation reads the committed image and returns the records that make the 
 Topic creation keeps Kafka 4.0's checks, order and messages. Leadership follows broker
 liveness: a broker that is fenced, unregistered or in controlled shutdown leaves the ISR
 of its partitions and loses their leadership; a broker that is unfenced becomes leader of
-the leaderless partitions it may lead. Elections are PartitionChangeBuilder's.
+the leaderless partitions it may lead. Elections are PartitionChangeBuilder's. Partition
+leaders change their ISR through AlterPartition, under Kafka 4's checks and error codes.
 
 Which brokers count: placement uses the registered brokers not in controlled shutdown
 (unfenced ones first; a leader is always unfenced); manual assignments may name any
@@ -24,9 +25,18 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.configuration_control_manager import ConfigurationControlManager, ValidateTopicConfig, check_config_values, config_error
 from broker.controller.controller_result import ApiError, ControllerResult, duplicates
-from broker.controller.partition_change_builder import Election, PartitionChangeBuilder, directory_is_online
+from broker.controller.partition_change_builder import RECOVERED, RECOVERING, Election, PartitionChangeBuilder, directory_is_online
 from broker.controller.replica_placer import InvalidReplicationFactorError, StripedReplicaPlacer, UsableBroker
-from broker.metadata.metadata_image import MIGRATING_DIR, NO_LEADER, TOPIC_RESOURCE, UNASSIGNED_DIR, MetadataImage, PartitionRegistration
+from broker.metadata.metadata_image import (
+    MIGRATING_DIR,
+    NO_LEADER,
+    NO_LEADER_CHANGE,
+    TOPIC_RESOURCE,
+    UNASSIGNED_DIR,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+)
 from broker.metadata.metadata_records import (
     ZERO_UUID,
     ConfigRecord,
@@ -91,6 +101,60 @@ class ElectLeaderResult:
     partition: int
     error_code: int
     error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IsrMember:
+    """A replica of a requested ISR and the broker epoch its leader knows it by (-1: unchecked)."""
+
+    broker_id: int
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionIsrChange:
+    """One partition of an AlterPartition request: the ISR its leader wants, and the state it decided from."""
+
+    partition_index: int
+    leader_epoch: int
+    new_isr: tuple[IsrMember, ...]
+    leader_recovery_state: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionTopic:
+    topic_id: uuid.UUID | None
+    partitions: tuple[PartitionIsrChange, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    """A partition's answer, named as AlterPartitionResponse's fields. On success, the partition's state
+    once the change is applied; on an error, the zeros Kafka's response carries by default."""
+
+    partition_index: int
+    error_code: int
+    leader_id: int = 0
+    leader_epoch: int = 0
+    isr: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionTopicResult:
+    topic_id: uuid.UUID | None
+    partitions: list[AlterPartitionResult]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReply:
+    """A top-level error (STALE_BROKER_EPOCH, UNKNOWN_SERVER_ERROR) answers no topics, as Kafka's error response."""
+
+    error_code: int
+    error_message: str | None = None
+    topics: list[AlterPartitionTopicResult] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,15 +564,113 @@ class ReplicationControlManager:
         if (election is Election.PREFERRED and partition.leader == preferred) or (election is Election.UNCLEAN and partition.leader != NO_LEADER):
             return ErrorCode.election_not_needed, _DEFAULT_MESSAGES[ErrorCode.election_not_needed]
 
-        def acceptable(broker: int) -> bool:
-            return _is_active(image, broker) and _has_online_dir(image, broker, partition)
-
-        record = PartitionChangeBuilder(partition, info.topic_id, partition_id, acceptable, lambda b: default_dir(image, b)).set_election(election).build()
+        builder = PartitionChangeBuilder(partition, info.topic_id, partition_id, _leader_acceptor(image, partition), lambda b: default_dir(image, b))
+        record = builder.set_election(election).build()
         if record is None:
             code = ErrorCode.preferred_leader_not_available if election is Election.PREFERRED else ErrorCode.eligible_leaders_not_available
             return code, _DEFAULT_MESSAGES[code]
         records.append(record)
         return ErrorCode.none, None
+
+    # --- AlterPartition ---------------------------------------------------------------
+
+    def alter_partition(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, topics: Sequence[AlterPartitionTopic]
+    ) -> ControllerResult[AlterPartitionReply]:
+        """Kafka's alterPartition at v2+ (topics by id): a partition leader changes its ISR.
+
+        One PartitionChangeRecord per partition that changes. The leader stays; should the
+        builder elect another (the leader's directory went offline), the record is still
+        written and the answer is NEW_LEADER_ELECTED, so that the requester waits for metadata.
+        """
+        try:
+            _check_broker_epoch(image, broker_id, broker_epoch)
+            records: list[MetadataRecord] = []
+            answers: list[AlterPartitionTopicResult] = []
+            for topic in topics:
+                info = image.topics_by_id.get(topic.topic_id) if topic.topic_id is not None else None
+                if info is None:
+                    results = [AlterPartitionResult(p.partition_index, ErrorCode.unknown_topic_id) for p in topic.partitions]
+                else:
+                    results = [self._alter_partition(image, broker_id, info, p, records) for p in topic.partitions]
+                answers.append(AlterPartitionTopicResult(topic.topic_id, results))
+        except ApiError as refused:
+            return ControllerResult([], AlterPartitionReply(refused.error_code, refused.message))
+        return ControllerResult(records, AlterPartitionReply(ErrorCode.none, None, answers))
+
+    def _alter_partition(
+        self, image: MetadataImage, broker_id: int, topic: TopicImage, change: PartitionIsrChange, records: list[MetadataRecord]
+    ) -> AlterPartitionResult:
+        index = change.partition_index
+        partition = topic.partitions.get(index)
+        if partition is None:
+            return AlterPartitionResult(index, ErrorCode.unknown_topic_or_partition)
+        code = _isr_change_error(image, broker_id, partition, change)
+        if code != ErrorCode.none:
+            return AlterPartitionResult(index, code)
+        builder = PartitionChangeBuilder(partition, topic.topic_id, index, _leader_acceptor(image, partition), lambda b: default_dir(image, b))
+        if self._configuration.unclean_leader_election_enabled(image, topic.name):
+            builder.set_election(Election.UNCLEAN)
+        builder.set_target_isr([m.broker_id for m in change.new_isr]).set_target_leader_recovery_state(change.leader_recovery_state)
+        record = builder.build()
+        if record is not None:
+            records.append(record)
+            partition = partition.merge(record)
+            if record.leader not in (NO_LEADER_CHANGE, broker_id):
+                return AlterPartitionResult(index, ErrorCode.new_leader_elected)
+        return AlterPartitionResult(
+            index, ErrorCode.none, partition.leader, partition.leader_epoch, partition.isr, partition.leader_recovery_state, partition.partition_epoch
+        )
+
+
+def _check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
+    """Kafka's ClusterControlManager.checkBrokerEpoch."""
+    registration = image.brokers.get(broker_id)
+    if registration is None:
+        raise ApiError(ErrorCode.stale_broker_epoch, f"No broker registration found for broker id {broker_id}")
+    if registration.epoch != broker_epoch:
+        raise ApiError(ErrorCode.stale_broker_epoch, f"Expected broker epoch {registration.epoch}, but got broker epoch {broker_epoch}")
+
+
+def _isr_change_error(image: MetadataImage, broker_id: int, partition: PartitionRegistration, change: PartitionIsrChange) -> int:
+    """Kafka's validateAlterPartitionData past the partition lookup: its checks in its order,
+    ErrorCode.none if the change may be made."""
+    # Epochs ahead of this image mean the leader heard from a newer controller: NOT_CONTROLLER
+    # sends it to look for that one rather than give up.
+    if change.leader_epoch > partition.leader_epoch or change.partition_epoch > partition.partition_epoch:
+        return ErrorCode.not_controller
+    if change.leader_epoch < partition.leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    if broker_id != partition.leader:
+        return ErrorCode.invalid_request
+    if change.partition_epoch < partition.partition_epoch:
+        return ErrorCode.invalid_update_version
+    isr = [m.broker_id for m in change.new_isr]
+    # Distinct replicas of the partition, the leader among them (so never empty).
+    if len(set(isr)) != len(isr) or not set(isr) <= set(partition.replicas) or partition.leader not in isr:
+        return ErrorCode.invalid_request
+    state = change.leader_recovery_state
+    if state not in (RECOVERED, RECOVERING):
+        # Kafka fails the whole request here, as an unexpected error.
+        raise ApiError(ErrorCode.unknown_server_error, f"Value {state} is not a valid leader recovery state")
+    if state == RECOVERING and len(isr) > 1:
+        return ErrorCode.invalid_request  # a recovering leader is the only replica known to be in sync
+    if partition.leader_recovery_state == RECOVERED and state == RECOVERING:
+        return ErrorCode.invalid_request
+    if not all(_is_eligible(image, m) for m in change.new_isr):
+        return ErrorCode.ineligible_replica
+    return ErrorCode.none
+
+
+def _is_eligible(image: MetadataImage, member: IsrMember) -> bool:
+    """Kafka's ineligibleReplicasForIsr, for one member: registered, unfenced, not shutting down, and
+    (unless the epoch is -1) the registration the leader saw, not a restarted broker's newer one."""
+    return _is_active(image, member.broker_id) and member.broker_epoch in (-1, image.brokers[member.broker_id].epoch)
+
+
+def _leader_acceptor(image: MetadataImage, partition: PartitionRegistration) -> Callable[[int], bool]:
+    """Kafka's LeaderAcceptor: a leader is registered, unfenced, not shutting down, its directory online."""
+    return lambda broker: _is_active(image, broker) and _has_online_dir(image, broker, partition)
 
 
 def _partitions(image: MetadataImage) -> Iterator[tuple[str, tuple[uuid.UUID, int, PartitionRegistration]]]:
@@ -567,6 +729,10 @@ def _partition_records(
 
 
 __all__ = [
+    "AlterPartitionReply",
+    "AlterPartitionResult",
+    "AlterPartitionTopic",
+    "AlterPartitionTopicResult",
     "BrokerView",
     "CLUSTER_METADATA_TOPIC",
     "CreatableTopic",
@@ -575,6 +741,8 @@ __all__ = [
     "DeleteTopicResult",
     "ElectLeaderResult",
     "Election",
+    "IsrMember",
+    "PartitionIsrChange",
     "ReplicationControlManager",
     "default_dir",
     "topic_name_error",
