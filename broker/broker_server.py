@@ -18,6 +18,7 @@ from typing import Awaitable, Callable, TypeVar
 
 import structlog
 
+from broker.alter_partition_manager import AlterPartitionManager
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.broker_lifecycle_manager import AdvertisedListener, BrokerLifecycleManager
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL, MINIMUM_METADATA_VERSION_LEVEL
@@ -64,6 +65,7 @@ from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import SocketServer, TransferMetrics
 from broker.producer_id_manager import ControllerProducerIdAllocator, ProducerIdManager
+from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.shared_server import SharedServer
 from broker.transaction.transaction_coordinator import TransactionCoordinator
@@ -111,7 +113,13 @@ class BrokerServer:
         self.log_manager.startup()
         listener = cfg.advertised_listener
         self.metadata = MetadataCache(cfg.node_id, shared.cluster_id, BrokerEndpoint(cfg.node_id, listener.host, listener.port, cfg.broker_rack), listener_name=listener.name)
-        self.replica_manager = ReplicaManager(cfg.node_id, self.log_manager, cfg.topic_defaults)
+        self.replica_manager = ReplicaManager(
+            cfg.node_id,
+            self.log_manager,
+            cfg.topic_defaults,
+            replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
+            broker_epoch=lambda: self.lifecycle.broker_epoch,
+        )
         self.channel = ControllerChannel(
             shared.network,
             raft,
@@ -120,6 +128,26 @@ class BrokerServer:
             retry_backoff_ms=cfg.controller_quorum_retry_backoff_ms,
         )
         self.auto_topic_creation = AutoTopicCreationManager(self.channel)
+        self.alter_partition_manager = AlterPartitionManager(
+            self.channel, cfg.node_id, lambda: self.lifecycle.broker_epoch, self.replica_manager.high_watermark_moved
+        )
+        self.replica_manager.alter_partition_manager = self.alter_partition_manager
+        self.replica_fetcher_manager = ReplicaFetcherManager(
+            FetcherSettings(
+                node_id=cfg.node_id,
+                listener_name=cfg.inter_broker_listener.name,
+                num_fetchers=cfg.num_replica_fetchers,
+                fetch_max_bytes=cfg.replica_fetch_max_bytes,
+                fetch_response_max_bytes=cfg.replica_fetch_response_max_bytes,
+                fetch_wait_max_ms=cfg.replica_fetch_wait_max_ms,
+                fetch_min_bytes=cfg.replica_fetch_min_bytes,
+                fetch_backoff_ms=cfg.replica_fetch_backoff_ms,
+                request_timeout_ms=cfg.replica_socket_timeout_ms,
+            ),
+            self.metadata,
+            lambda: self.lifecycle.broker_epoch,
+        )
+        self.replica_manager.fetcher_manager = self.replica_fetcher_manager
         self.group_coordinator = GroupCoordinator(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
         self.txn_state_manager = TransactionStateManager(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
         self.txn_marker_writer = TransactionMarkerWriter(self.replica_manager, self.metadata, self.group_coordinator)
@@ -197,6 +225,7 @@ class BrokerServer:
     async def start(self, started_at: float) -> None:
         """Register, wait to be unfenced, then open the client listeners and the background jobs."""
         cfg = self.config
+        self.alter_partition_manager.start()
         self.lifecycle.start()
         log.info("broker.waiting_for_unfence", node_id=cfg.node_id)
         await self.lifecycle.unfenced.wait()
@@ -225,6 +254,9 @@ class BrokerServer:
         self._schedule("log-flush", min(cfg.log_flush_scheduler_interval_ms, ROLLED_SEGMENT_FLUSH_MS), self._flush)
         self._schedule("recovery-point-checkpoint", cfg.log_flush_offset_checkpoint_interval_ms, self._checkpoint)
         self._schedule("delete-segments", 1000, self._delete_segments)
+        self._schedule("high-watermark-checkpoint", cfg.replica_high_watermark_checkpoint_interval_ms, self.log_manager.checkpoint_high_watermarks)
+        # Kafka's isr-expiration: half the lag limit, so a stuck follower leaves within 1.5 times it.
+        self._schedule("isr-expiration", max(cfg.replica_lag_time_max_ms // 2, 1), self.replica_manager.maybe_shrink_isr)
         self._schedule("producer-id-expiration", cfg.producer_id_expiration_check_interval_ms, self._expire_producers)
         self._schedule("group-metadata-cleanup", cfg.offsets_retention_check_interval_ms, self.group_coordinator.cleanup_group_metadata)
         self._schedule("transaction-abort", cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms, self.txn_coordinator.abort_timed_out_transactions)
@@ -273,6 +305,7 @@ class BrokerServer:
     def _checkpoint(self) -> None:
         self.log_manager.checkpoint_recovery_points()
         self.log_manager.checkpoint_log_start_offsets()
+        self.log_manager.checkpoint_high_watermarks()
 
     def _delete_segments(self) -> None:
         self.log_manager.delete_pending_segments()
@@ -289,11 +322,14 @@ class BrokerServer:
         for server in self.socket_servers:
             await server.stop_accepting()
         self.replica_manager.fetch_purgatory.touch_all()
+        self.replica_manager.produce_purgatory.touch_all()
         for server in self.socket_servers:
             await server.close_connections(grace_s)
 
     async def shutdown(self) -> None:
         await self.lifecycle.close()
+        await self.replica_fetcher_manager.shutdown()
+        await self.alter_partition_manager.shutdown()
         self.group_coordinator.shutdown()
         self.txn_state_manager.shutdown()
         self.txn_markers.shutdown()

@@ -1,18 +1,28 @@
-"""One partition replica on this broker: its log, its role (leader or follower), its high watermark."""
+"""One partition replica on this broker: its log, its role, and, when it leads, its ISR.
+
+Kafka's Partition. The decisions (high watermark, ISR changes) are the sans-IO
+PartitionLeaderState's; this shell applies them to the log and tells the caller what moved.
+"""
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.metadata_image import PartitionRegistration
+from replication.follower_fetch_state import follower_high_watermark
+from replication.partition_state import AlterPartitionIntent, PartitionLeaderState
 from storage.errors import StorageError
 from storage.log import AppendOrigin, FetchDataInfo, Log, LogAppendInfo
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
+NO_EPOCH = -1
+ACKS_ALL = -1
 
 
 @dataclass(slots=True)
@@ -24,10 +34,20 @@ class LogReadResult:
     log_end_offset: int
     # (producer id, first offset) of the aborted transactions in the range read; None unless read_committed.
     aborted_transactions: list[tuple[int, int]] | None = None
+    # KIP-320: (epoch, end offset) where the follower's log left the leader's; None when it did not.
+    diverging_epoch: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
         return sum(r.length for r in self.info.regions)
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetchOutcome:
+    """What a follower's fetch changed on the leader."""
+
+    high_watermark_moved: bool
+    alter_isr: AlterPartitionIntent | None
 
 
 class NotLeaderOrFollowerError(StorageError):
@@ -36,50 +56,142 @@ class NotLeaderOrFollowerError(StorageError):
     error_code = ErrorCode.not_leader_or_follower
 
 
-class Partition:
-    """A replica hosted here, as the metadata image assigns it: leader or follower, with the
-    leader's id and epoch. Only a leader takes produce and consumer fetches. Until followers
-    replicate, the ISR of a led partition is taken as just this node, so its high watermark
-    is the log end."""
+class FencedLeaderEpochError(StorageError):
+    error_code = ErrorCode.fenced_leader_epoch
 
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, leader_epoch: int, leader_id: int = -1, is_leader: bool = True) -> None:
+
+class UnknownLeaderEpochError(StorageError):
+    error_code = ErrorCode.unknown_leader_epoch
+
+
+class NotEnoughReplicasError(StorageError):
+    error_code = ErrorCode.not_enough_replicas
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationSettings:
+    node_id: int
+    replica_lag_time_max_ms: int
+    # The broker epoch this node registered with, sent in AlterPartition for itself.
+    broker_epoch: Callable[[], int]
+    # A registered broker that is neither fenced nor shutting down: only such may join an ISR.
+    is_eligible: Callable[[int], bool]
+
+
+class Partition:
+    """A replica hosted here, as the metadata image assigns it. Only a leader takes produce and
+    consumer fetches; it also serves its followers' fetches and keeps their progress."""
+
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, settings: ReplicationSettings) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
         self.log = log
-        self.leader_epoch = leader_epoch
-        self.leader_id = leader_id
-        self.is_leader = is_leader
+        self._settings = settings
+        self.leader_epoch = NO_EPOCH
+        self.leader_id = -1
         self.partition_epoch = -1
-        self.high_watermark = log.log_end_offset
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.leader_state: PartitionLeaderState | None = None
 
-    def make_leader(self, registration: PartitionRegistration) -> bool:
-        """Take the registration this node leads; True if it was not leading in that epoch before."""
-        changed = not self.is_leader or self.leader_epoch != registration.leader_epoch
-        self._update(registration, is_leader=True)
-        if changed:
-            self.high_watermark = self.log.log_end_offset
-        return changed
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_state is not None
 
-    def make_follower(self, registration: PartitionRegistration) -> bool:
-        """Follow ``registration.leader``; True if the leader or its epoch changed."""
-        changed = self.is_leader or self.leader_id != registration.leader or self.leader_epoch != registration.leader_epoch
-        self._update(registration, is_leader=False)
-        return changed
-
-    def _update(self, registration: PartitionRegistration, is_leader: bool) -> None:
-        self.is_leader = is_leader
-        self.leader_id = registration.leader
-        self.leader_epoch = registration.leader_epoch
-        self.partition_epoch = registration.partition_epoch
-
-    def _check_leader(self) -> None:
-        if not self.is_leader:
-            raise NotLeaderOrFollowerError(f"{self.topic}-{self.index} is led by {self.leader_id}, not this node")
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.index)
+
+    # -- roles, from the metadata log ------------------------------------------------------------
+
+    def make_leader(self, registration: PartitionRegistration, now_ms: int) -> bool:
+        """Lead as ``registration`` says; True if this is a new leadership (a new leader epoch)."""
+        state = self.leader_state
+        new_epoch = state is None or self.leader_epoch != registration.leader_epoch
+        self._update(registration)
+        leo = self.log.log_end_offset
+        if new_epoch:
+            # The epoch starts here: a follower asking about the previous one learns where it ended.
+            self.log.leader_epoch_cache.assign(registration.leader_epoch, leo)
+            self.leader_state = PartitionLeaderState(
+                self._settings.node_id,
+                self._settings.broker_epoch(),
+                registration.replicas,
+                registration.isr,
+                registration.leader_epoch,
+                registration.partition_epoch,
+                leader_end_offset=leo,
+                high_watermark=self.log.high_watermark,
+                min_insync_replicas=self.log.config.min_insync_replicas,
+                replica_lag_time_max_ms=self._settings.replica_lag_time_max_ms,
+                now_ms=now_ms,
+                leader_recovery_state=registration.leader_recovery_state,
+            )
+        else:
+            assert state is not None
+            state.partition_epoch = registration.partition_epoch
+            state.update_assignment(registration.replicas, registration.isr, leo, now_ms)
+        self.maybe_increment_high_watermark(now_ms)
+        return new_epoch
+
+    def make_follower(self, registration: PartitionRegistration) -> bool:
+        """Follow ``registration.leader``; True if the leader or its epoch changed."""
+        changed = self.is_leader or self.leader_id != registration.leader or self.leader_epoch != registration.leader_epoch
+        self.leader_state = None
+        self._update(registration)
+        return changed
+
+    def _update(self, registration: PartitionRegistration) -> None:
+        self.leader_id = registration.leader
+        self.leader_epoch = registration.leader_epoch
+        self.partition_epoch = registration.partition_epoch
+        self.replicas = registration.replicas
+        self.isr = registration.isr
+
+    def update_min_insync_replicas(self) -> None:
+        if self.leader_state is not None:
+            self.leader_state.min_insync_replicas = self.log.config.min_insync_replicas
+
+    # -- checks ----------------------------------------------------------------------------------
+
+    def _leader(self) -> PartitionLeaderState:
+        if self.leader_state is None:
+            raise NotLeaderOrFollowerError(f"{self.topic}-{self.index} is led by {self.leader_id}, not this node")
+        return self.leader_state
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """Kafka's checkCurrentLeaderEpoch: a client that knows an older leader epoch is fenced; one
+        that knows a newer one is ahead of this node's metadata."""
+        if current_leader_epoch == NO_EPOCH or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is older than {self.leader_epoch}")
+        raise UnknownLeaderEpochError(f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is newer than {self.leader_epoch}")
+
+    @property
+    def in_sync_replica_count(self) -> int:
+        return len(self._leader().isr.committed)
+
+    # -- the leader's high watermark -----------------------------------------------------------
+
+    def maybe_increment_high_watermark(self, now_ms: int) -> bool:
+        state = self.leader_state
+        if state is None or not state.maybe_increment_high_watermark(self.log.log_end_offset, now_ms, self._settings.is_eligible):
+            return False
+        self.log.update_high_watermark(state.high_watermark)
+        return True
+
+    def _sync_high_watermark(self) -> bool:
+        state = self.leader_state
+        if state is None or state.high_watermark == self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(state.high_watermark)
+        return True
 
     @property
     def last_stable_offset(self) -> int:
@@ -87,14 +199,36 @@ class Partition:
         first_unstable = self.log.first_unstable_offset
         return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
 
-    def append_records_to_leader(self, records: memoryview, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
-        self._check_leader()
+    # -- produce -----------------------------------------------------------------------------------
+
+    def append_records_to_leader(self, records: memoryview, origin: AppendOrigin = AppendOrigin.CLIENT, required_acks: int = 1) -> LogAppendInfo:
+        state = self._leader()
+        if required_acks == ACKS_ALL and state.is_under_min_isr:
+            raise NotEnoughReplicasError(
+                f"the ISR of {self.topic}-{self.index} has {len(state.isr.committed)} replicas, fewer than min.insync.replicas {state.effective_min_isr}"
+            )
         info = self.log.append_as_leader(records, self.leader_epoch, origin)
-        self.high_watermark = self.log.log_end_offset
+        self.maybe_increment_high_watermark(_now_ms())
         return info
 
-    def read_records(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool) -> LogReadResult:
-        self._check_leader()
+    def replicated_through(self, required_offset: int) -> int | None:
+        """Kafka's checkEnoughReplicasReachOffset, for a DelayedProduce: None while the high
+        watermark is below ``required_offset``, else the error code to answer with."""
+        state = self.leader_state
+        if state is None:
+            return int(ErrorCode.not_leader_or_follower)
+        if self.log.high_watermark < required_offset:
+            return None
+        if state.is_under_min_isr:
+            return int(ErrorCode.not_enough_replicas_after_append)
+        return 0
+
+    # -- fetch ---------------------------------------------------------------------------------------
+
+    def read_records(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool, current_leader_epoch: int = NO_EPOCH) -> LogReadResult:
+        """A consumer's read: up to the high watermark, or the last stable offset for read_committed."""
+        self._leader()
+        self.check_leader_epoch(current_leader_epoch)
         last_stable = self.last_stable_offset
         upper = last_stable if isolation_level == READ_COMMITTED else self.high_watermark
         info = self.log.read(fetch_offset, max_bytes, upper, min_one_message)
@@ -104,3 +238,73 @@ class Partition:
             # the entries whose records it got.
             aborted = self.log.collect_aborted_transactions(fetch_offset, self.log.fetch_upper_bound(fetch_offset)) if info.regions else []
         return LogReadResult(info, self.high_watermark, last_stable, self.log.log_start_offset, self.log.log_end_offset, aborted)
+
+    def read_for_follower(
+        self,
+        replica_id: int,
+        broker_epoch: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        follower_log_start_offset: int,
+        current_leader_epoch: int,
+        max_bytes: int,
+        now_ms: int,
+    ) -> tuple[LogReadResult, FollowerFetchOutcome]:
+        """A follower's read: up to the log end, after KIP-320's divergence check. The fetch
+        offset is the follower's log end, which may move the high watermark or let it join the ISR."""
+        state = self._leader()
+        self.check_leader_epoch(current_leader_epoch)
+        if replica_id not in state.remotes:
+            raise NotLeaderOrFollowerError(f"broker {replica_id} is not a replica of {self.topic}-{self.index}")
+        leo = self.log.log_end_offset
+        if last_fetched_epoch != NO_EPOCH:
+            epoch, end_offset = self.log.end_offset_for_epoch(last_fetched_epoch)
+            if epoch < last_fetched_epoch or end_offset < fetch_offset:
+                empty = self.log.read(leo, 0, leo, False)
+                read = LogReadResult(empty, self.high_watermark, self.last_stable_offset, self.log.log_start_offset, leo, None, (epoch, end_offset))
+                return read, FollowerFetchOutcome(False, None)
+        info = self.log.read(fetch_offset, max_bytes, None, True)
+        moved, intent = state.follower_fetched(replica_id, fetch_offset, follower_log_start_offset, broker_epoch, leo, now_ms, self._settings.is_eligible)
+        if moved:
+            self.log.update_high_watermark(state.high_watermark)
+        read = LogReadResult(info, self.high_watermark, self.last_stable_offset, self.log.log_start_offset, leo)
+        return read, FollowerFetchOutcome(moved, intent)
+
+    # -- ISR changes ---------------------------------------------------------------------------------
+
+    def maybe_shrink_isr(self, now_ms: int) -> AlterPartitionIntent | None:
+        state = self.leader_state
+        if state is None:
+            return None
+        return state.maybe_shrink_isr(self.log.log_end_offset, now_ms)
+
+    def alter_partition_succeeded(self, isr: tuple[int, ...], leader_epoch: int, partition_epoch: int, now_ms: int) -> bool:
+        """Commit the controller's answer; True if the high watermark moved."""
+        state = self.leader_state
+        if state is None or not state.alter_partition_succeeded(isr, leader_epoch, partition_epoch, self.log.log_end_offset, now_ms, self._settings.is_eligible):
+            return False
+        self.isr = tuple(isr)
+        self.partition_epoch = partition_epoch
+        return self._sync_high_watermark()
+
+    def alter_partition_failed(self) -> None:
+        if self.leader_state is not None:
+            self.leader_state.alter_partition_failed()
+
+    # -- follower side ---------------------------------------------------------------------------------
+
+    def append_records_as_follower(self, records: bytes | memoryview, leader_high_watermark: int, leader_log_start_offset: int) -> LogAppendInfo:
+        if self.is_leader:
+            raise NotLeaderOrFollowerError(f"{self.topic}-{self.index} is led by this node")
+        info = self.log.append_as_follower(records)
+        self.take_leader_offsets(leader_high_watermark, leader_log_start_offset)
+        return info
+
+    def take_leader_offsets(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
+        self.log.update_high_watermark(follower_high_watermark(leader_high_watermark, self.log.log_end_offset))
+        if leader_log_start_offset > self.log.log_start_offset:
+            self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.log.high_watermark))
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,25 +1,34 @@
 """ReplicaManager: the partitions this broker hosts, and the produce and fetch paths into them.
 
 A MetadataPublisher: each metadata delta's changes for this node make it create, re-role or
-delete replicas. A replica stays while this node is among its replicas, whoever leads it.
+delete replicas. A replica stays while this node is among its replicas, whoever leads it. A
+leader serves produce, consumers and its followers' fetches; a follower is handed to the
+ReplicaFetcherManager. acks=all produce waits here (Kafka's DelayedProduce) until the high
+watermark passes it.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import structlog
+from kio.schema.errors import ErrorCode
 
 from broker.delayed_operations import Purgatory
-from broker.partition import LogReadResult, Partition
-from kio.schema.errors import ErrorCode
 from broker.metadata.metadata_delta import MetadataDelta
-from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
+from broker.metadata.metadata_image import EMPTY_IMAGE, NO_LEADER, TOPIC_RESOURCE, MetadataImage
 from broker.metadata.topics_delta import PartitionInfo
+from broker.partition import ACKS_ALL, NO_EPOCH, LogReadResult, Partition, ReplicationSettings
 from storage.errors import StorageError
+from storage.log import AppendOrigin
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from broker.alter_partition_manager import AlterPartitionManager
+    from broker.replica_fetcher_manager import ReplicaFetcherManager
 
 log = structlog.get_logger()
 
@@ -34,6 +43,8 @@ class ProduceResult:
     log_start_offset: int = -1
     error_message: str | None = None
     record_errors: tuple[tuple[int, str | None], ...] = ()  # (index in the batch, message) of rejected records
+    # The offset the high watermark must reach before an acks=all answer; -1 when nothing was appended.
+    required_offset: int = -1
 
 
 @dataclass(slots=True)
@@ -46,13 +57,36 @@ class ReadResult:
         return self.read.size if self.read else 0
 
 
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class ReplicaManager:
-    def __init__(self, node_id: int, log_manager: LogManager, topic_defaults: Callable[[], dict[str, str]]) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        log_manager: LogManager,
+        topic_defaults: Callable[[], dict[str, str]],
+        *,
+        replica_lag_time_max_ms: int = 30000,
+        broker_epoch: Callable[[], int] = lambda: -1,
+    ) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self._topic_defaults = topic_defaults
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Consumers' and followers' DelayedFetch: woken by appends and high watermark moves.
         self.fetch_purgatory = Purgatory()
+        # acks=all DelayedProduce: woken by high watermark moves and leadership changes.
+        self.produce_purgatory = Purgatory()
+        self._image = EMPTY_IMAGE
+        self.settings = ReplicationSettings(node_id, replica_lag_time_max_ms, broker_epoch, self._is_eligible)
+        self.alter_partition_manager: AlterPartitionManager | None = None
+        self.fetcher_manager: ReplicaFetcherManager | None = None
+
+    def _is_eligible(self, broker_id: int) -> bool:
+        registration = self._image.brokers.get(broker_id)
+        return registration is not None and not registration.fenced and not registration.in_controlled_shutdown
 
     def log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
         props = dict(self._topic_defaults())
@@ -66,6 +100,7 @@ class ReplicaManager:
         """Act on this node's changes only (Kafka's applyDelta): delete the replicas it lost,
         become leader or follower of the others that changed, and give changed topic configs
         to the logs."""
+        self._image = image
         changed = False
         if delta.topics_delta is not None:
             changes = delta.topics_delta.local_changes(self.node_id)
@@ -86,10 +121,12 @@ class ReplicaManager:
                 changed = self._update_topic_config(name, image) or changed
         if changed:
             self.fetch_purgatory.touch_all()
+            self.produce_purgatory.touch_all()
 
     def _make_replicas(self, infos: dict[TopicPartition, PartitionInfo], image: MetadataImage, configs: dict[str, LogConfig], leader: bool) -> int:
         """Create or update each replica in its role; returns how many took a new role or leader."""
         became = 0
+        now = now_ms()
         for key, info in infos.items():
             topic, index = key
             reg = info.registration
@@ -101,8 +138,19 @@ class ReplicaManager:
                 if config is None:
                     config = configs[topic] = self.log_config_for(image, topic)
                 plog = self.log_manager.get_or_create_log(topic, index, config, info.topic_id)
-                partition = self.partitions[key] = Partition(topic, index, info.topic_id, plog, reg.leader_epoch, reg.leader, is_leader=leader)
-            if partition.make_leader(reg) if leader else partition.make_follower(reg):
+                partition = self.partitions[key] = Partition(topic, index, info.topic_id, plog, self.settings)
+            if leader:
+                if self.fetcher_manager is not None:
+                    self.fetcher_manager.remove_fetcher_for(key)
+                new_role = partition.make_leader(reg, now)
+            else:
+                new_role = partition.make_follower(reg)
+                if self.fetcher_manager is not None:
+                    if new_role and reg.leader != NO_LEADER:
+                        self.fetcher_manager.add_fetcher_for(partition)
+                    elif reg.leader == NO_LEADER:
+                        self.fetcher_manager.remove_fetcher_for(key)
+            if new_role:
                 log.debug("partition.leader" if leader else "partition.follower", topic=topic, partition=index, leader=reg.leader, epoch=reg.leader_epoch)
                 became += 1
         return became
@@ -120,10 +168,13 @@ class ReplicaManager:
             config = config or self.log_config_for(image, name)
             if partition.log.config != config:
                 partition.log.update_config(config)
+                partition.update_min_insync_replicas()
                 updated = True
         return updated
 
     def _remove(self, key: TopicPartition) -> None:
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_fetcher_for(key)
         self.partitions.pop(key)
         self.log_manager.delete_log(*key)
         log.info("partition.deleted", topic=key[0], partition=key[1])
@@ -138,20 +189,43 @@ class ReplicaManager:
         """The replica hosted here, leader or follower."""
         return self.partitions.get((topic, index))
 
-    def append_records(self, entries: Iterable[tuple[str, int, memoryview | None]], image: MetadataImage) -> dict[TopicPartition, ProduceResult]:
+    # -- high watermark moves ----------------------------------------------------------------------
+
+    def high_watermark_moved(self, partition: Partition) -> None:
+        """Wake what waits on the partition: consumers (more to read) and acks=all producers."""
+        self.fetch_purgatory.touch(partition.key)
+        self.produce_purgatory.touch(partition.key)
+
+    def maybe_shrink_isr(self) -> None:
+        """Kafka's isr-expiration job: every leader drops the followers that fell behind."""
+        manager = self.alter_partition_manager
+        if manager is None:
+            return
+        now = now_ms()
+        for partition in self.partitions.values():
+            intent = partition.maybe_shrink_isr(now)
+            if intent is not None:
+                log.info("partition.shrinking_isr", topic=partition.topic, partition=partition.index, isr=partition.isr, new_isr=intent.isr)
+                manager.submit(partition, intent)
+
+    # -- produce -------------------------------------------------------------------------------------
+
+    def append_records(
+        self, entries: Iterable[tuple[str, int, memoryview | None]], image: MetadataImage, required_acks: int = 1
+    ) -> dict[TopicPartition, ProduceResult]:
         results: dict[TopicPartition, ProduceResult] = {}
         for topic, index, records in entries:
             key = (topic, index)
             partition = self.get_partition(topic, index)
             if partition is None:
-                code = ErrorCode.not_leader_or_follower if image.has_partition(topic, index) else ErrorCode.unknown_topic_or_partition
-                results[key] = ProduceResult(error_code=code)
+                results[key] = ProduceResult(error_code=_missing_leader_error(image, topic, index))
                 continue
             if records is None:
                 results[key] = ProduceResult(error_code=ErrorCode.corrupt_message, error_message="null records")
                 continue
             try:
-                info = partition.append_records_to_leader(records)
+                hw_before = partition.high_watermark
+                info = partition.append_records_to_leader(records, AppendOrigin.CLIENT, required_acks)
             except StorageError as e:
                 log.debug("produce.rejected", topic=topic, partition=index, error=str(e))
                 results[key] = ProduceResult(
@@ -161,16 +235,107 @@ class ReplicaManager:
                     record_errors=getattr(e, "record_errors", ()),
                 )
                 continue
-            results[key] = ProduceResult(base_offset=info.first_offset, log_append_time=info.log_append_time, log_start_offset=info.log_start_offset)
+            results[key] = ProduceResult(
+                base_offset=info.first_offset, log_append_time=info.log_append_time, log_start_offset=info.log_start_offset, required_offset=info.last_offset + 1
+            )
             self.fetch_purgatory.touch(key)
+            if partition.high_watermark != hw_before:
+                self.produce_purgatory.touch(key)
         return results
 
-    def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool, image: MetadataImage) -> ReadResult:
+    def pending_replication(self, results: dict[TopicPartition, ProduceResult]) -> dict[TopicPartition, int]:
+        """Settle what is replicated already; the partitions still waiting, with their required offsets."""
+        waiting: dict[TopicPartition, int] = {}
+        for key, result in results.items():
+            if result.error_code or result.required_offset < 0:
+                continue
+            code = self._replicated(key, result.required_offset)
+            if code is None:
+                waiting[key] = result.required_offset
+            elif code:
+                results[key] = ProduceResult(error_code=code)
+        return waiting
+
+    def _replicated(self, key: TopicPartition, required_offset: int) -> int | None:
+        partition = self.partitions.get(key)
+        if partition is None:
+            return int(ErrorCode.not_leader_or_follower)
+        return partition.replicated_through(required_offset)
+
+    async def wait_for_replication(self, results: dict[TopicPartition, ProduceResult], waiting: dict[TopicPartition, int], timeout_ms: int) -> None:
+        """Kafka's DelayedProduce: until the high watermark passes every partition's last
+        appended offset, or REQUEST_TIMED_OUT for those it has not passed by the timeout."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while waiting:
+            for key, offset in list(waiting.items()):
+                code = self._replicated(key, offset)
+                if code is not None:
+                    if code:
+                        results[key] = ProduceResult(error_code=code)
+                    del waiting[key]
+            remaining = deadline - time.monotonic()
+            if not waiting:
+                return
+            if remaining <= 0:
+                for key in waiting:
+                    results[key] = ProduceResult(error_code=ErrorCode.request_timed_out)
+                return
+            await self.produce_purgatory.wait(list(waiting), remaining)
+
+    # -- fetch -----------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        topic: str,
+        index: int,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation_level: int,
+        min_one_message: bool,
+        image: MetadataImage,
+        current_leader_epoch: int = NO_EPOCH,
+    ) -> ReadResult:
         partition = self.get_partition(topic, index)
         if partition is None:
-            code = ErrorCode.not_leader_or_follower if image.has_partition(topic, index) else ErrorCode.unknown_topic_or_partition
-            return ReadResult(error_code=code)
+            return ReadResult(error_code=_missing_leader_error(image, topic, index))
         try:
-            return ReadResult(read=partition.read_records(fetch_offset, max_bytes, isolation_level, min_one_message))
+            return ReadResult(read=partition.read_records(fetch_offset, max_bytes, isolation_level, min_one_message, current_leader_epoch))
         except StorageError as e:
             return ReadResult(error_code=e.error_code)
+
+    def read_for_follower(
+        self,
+        replica_id: int,
+        broker_epoch: int,
+        topic: str,
+        index: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        log_start_offset: int,
+        current_leader_epoch: int,
+        max_bytes: int,
+        image: MetadataImage,
+    ) -> ReadResult:
+        partition = self.get_partition(topic, index)
+        if partition is None:
+            return ReadResult(error_code=_missing_leader_error(image, topic, index))
+        try:
+            read, outcome = partition.read_for_follower(
+                replica_id, broker_epoch, fetch_offset, last_fetched_epoch, log_start_offset, current_leader_epoch, max_bytes, now_ms()
+            )
+        except StorageError as e:
+            return ReadResult(error_code=e.error_code)
+        if outcome.high_watermark_moved:
+            self.high_watermark_moved(partition)
+        if outcome.alter_isr is not None and self.alter_partition_manager is not None:
+            log.info("partition.expanding_isr", topic=topic, partition=index, isr=partition.isr, new_isr=outcome.alter_isr.isr)
+            self.alter_partition_manager.submit(partition, outcome.alter_isr)
+        return ReadResult(read=read)
+
+
+def _missing_leader_error(image: MetadataImage, topic: str, index: int) -> int:
+    """What a request for a partition this node does not lead is answered."""
+    return int(ErrorCode.not_leader_or_follower if image.has_partition(topic, index) else ErrorCode.unknown_topic_or_partition)
+
+
+__all__ = ["ACKS_ALL", "ProduceResult", "ReadResult", "ReplicaManager"]

@@ -39,6 +39,8 @@ class FetchPartitionResult:
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
     records: list[Chunk] = field(default_factory=list)
+    # KIP-320, tagged field 0 from v12: (epoch, end offset) where a follower's log diverged.
+    diverging_epoch: tuple[int, int] | None = None
 
     @property
     def records_size(self) -> int:
@@ -60,6 +62,8 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _PARTITION_HEAD = struct.Struct(">ihqq")
 _ABORTED = struct.Struct(">qq")
+# Tag 0, 13 bytes: EpochEndOffset (epoch, end offset) and its own empty tagged fields.
+_DIVERGING_EPOCH = struct.Struct(">BBiqB")
 
 
 def encode_fetch_response(
@@ -121,7 +125,11 @@ def encode_fetch_response(
                     regions_size += r.length
                     head = bytearray()
             if flexible:
-                head.append(0)
+                if p.diverging_epoch is None:
+                    head.append(0)
+                else:
+                    head.append(1)
+                    head += _DIVERGING_EPOCH.pack(0, _DIVERGING_EPOCH.size - 2, p.diverging_epoch[0], p.diverging_epoch[1], 0)
         if flexible:
             head.append(0)
     if flexible:

@@ -165,6 +165,9 @@ class Log:
         self.log_start_offset = 0
         self.recovery_point = 0
         self._log_end_offset = 0
+        # Below it every record is on enough replicas to survive an election; the partition
+        # leader moves it, a follower takes its leader's, and replication-offset-checkpoint keeps it.
+        self.high_watermark = 0
         self.last_flush_ms = now_ms()
         # Segments rolled but not yet fsynced (Kafka schedules this flush right after a roll).
         self._flush_rolled_up_to: int | None = None
@@ -932,6 +935,11 @@ class Log:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         return epoch, offset
 
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, kept between the log start and the log end; returns it."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self._log_end_offset)
+        return self.high_watermark
+
     # -- retention ----------------------------------------------------------------------------------------------
 
     def delete_old_segments(self, high_watermark: int | None = None) -> int:
@@ -1041,6 +1049,7 @@ class Log:
         self._schedule_delete(doomed)
         self.active_segment.truncate_to(target_offset, self._now_ms())
         self._log_end_offset = target_offset
+        self.high_watermark = min(self.high_watermark, target_offset)
         self.recovery_point = min(self.recovery_point, target_offset)
         self.leader_epoch_cache.truncate_from_end(target_offset)
         self.log_start_offset = min(self.log_start_offset, target_offset)
@@ -1055,6 +1064,7 @@ class Log:
         self._schedule_delete(doomed)
         self._add_segment(LogSegment.open(self.dir, new_offset, self.config, self._now_ms()))
         self._log_end_offset = new_offset
+        self.high_watermark = new_offset
         self.recovery_point = new_offset
         self.log_start_offset = new_offset
         self._flush_rolled_up_to = None

@@ -27,6 +27,7 @@ CLUSTER_METADATA_PARTITION = ("__cluster_metadata", 0)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 
 
@@ -48,6 +49,7 @@ class LogManager:
         # The content of the checkpoint files as last written: an unchanged one is not rewritten.
         self._written_recovery_points: dict[tuple[str, int], int] | None = None
         self._written_log_start_offsets: dict[tuple[str, int], int] | None = None
+        self._written_high_watermarks: dict[tuple[str, int], int] | None = None
         self.cleaner: LogCleaner | None = None
 
     @property
@@ -65,6 +67,7 @@ class LogManager:
         started = time.monotonic()
         recovery_points = self._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(HIGH_WATERMARK_CHECKPOINT)
         for directory in sorted(self.log_dir.iterdir()):
             if not directory.is_dir():
                 continue
@@ -89,6 +92,7 @@ class LogManager:
                 now_ms=self._now_ms,
                 listener=self,
             )
+            plog.update_high_watermark(high_watermarks.get(key, 0))
             self.logs[key] = plog
             self.on_config_changed(plog)
         # Removed only once every log is loaded: a crash while loading must recover again.
@@ -289,6 +293,14 @@ class LogManager:
             write_offset_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, offsets)
             self._written_log_start_offsets = offsets
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Kafka's replication-offset-checkpoint: a restarted replica starts from the high
+        watermark it last knew, never from its log end (records past it may not be committed)."""
+        offsets = {k: v.high_watermark for k, v in self.logs.items()}
+        if offsets != self._written_high_watermarks:
+            write_offset_checkpoint(self.log_dir / HIGH_WATERMARK_CHECKPOINT, offsets)
+            self._written_high_watermarks = offsets
+
     # -- shutdown -----------------------------------------------------------------------------------------
 
     def shutdown(self, broker_epoch: int = -1) -> None:
@@ -298,6 +310,7 @@ class LogManager:
             plog.flush()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
         for plog in self.logs.values():
             plog.close()
         for _, plog in self._logs_to_close:

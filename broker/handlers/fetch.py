@@ -12,9 +12,11 @@ from kio.schema.errors import ErrorCode
 from broker.fetch_session import CachedPartition, FetchSessionCache, SessionContext
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
+from broker.metadata.metadata_image import MetadataImage
+from broker.partition import NO_EPOCH
 from broker.network import TransferMetrics
 from broker.replica_manager import ReadResult, ReplicaManager
-from protocol.fetch_request import FetchRequest
+from protocol.fetch_request import FetchPartition, FetchRequest
 from protocol.fetch_response import (
     Chunk,
     FetchPartitionResult,
@@ -53,6 +55,9 @@ class FetchHandler:
         version = ctx.version
         image = self._metadata.image
         requested: OrderedDict[TopicPartition, CachedPartition] = OrderedDict()
+        # Epochs and the follower's log start are not kept in a fetch session: they count for
+        # the partitions this request names, and an incremental fetch's others are unchecked.
+        fields: dict[TopicPartition, FetchPartition] = {}
         unknown_ids: dict[uuid.UUID, list[int]] = {}
         for t in request.topics:
             if version >= 13:
@@ -67,6 +72,7 @@ class FetchHandler:
                 requested[(name, p.partition)] = CachedPartition(
                     p.fetch_offset, p.partition_max_bytes
                 )
+                fields[(name, p.partition)] = p
         forgotten: list[TopicPartition] = []
         for f in request.forgotten_topics_data:
             if version >= 13:
@@ -89,17 +95,24 @@ class FetchHandler:
                 version, ctx.header.correlation_id, [], error_code=session.error
             )
 
-        isolation = request.isolation_level
-        max_bytes = min(request.max_bytes, self._max_response_bytes)
+        reader = _Reader(
+            self._rm,
+            fields,
+            request.isolation_level,
+            request.replica_id,
+            request.replica_epoch,
+        )
+        # A follower may fetch past what one response to a consumer holds: replica.fetch.response.max.bytes is its own limit.
+        max_bytes = request.max_bytes if reader.is_follower else min(request.max_bytes, self._max_response_bytes)
         max_wait = request.max_wait_ms / 1000
         deadline = time.monotonic() + max_wait
         results, done = self._read_all(
-            session.partitions, max_bytes, isolation, request.min_bytes
+            session.partitions, max_bytes, reader, request.min_bytes
         )
         if done or max_wait <= 0:
             return self._respond(ctx, session, results, unknown_ids)
         return self._long_poll(
-            ctx, session, unknown_ids, max_bytes, isolation, request.min_bytes, deadline
+            ctx, session, unknown_ids, max_bytes, reader, request.min_bytes, deadline
         )
 
     async def _long_poll(
@@ -108,7 +121,7 @@ class FetchHandler:
         session: SessionContext,
         unknown_ids: dict[uuid.UUID, list[int]],
         max_bytes: int,
-        isolation: int,
+        reader: _Reader,
         min_bytes: int,
         deadline: float,
     ) -> list[Chunk]:
@@ -123,7 +136,7 @@ class FetchHandler:
             if remaining > 0:
                 await self._rm.fetch_purgatory.wait(keys, remaining)
             results, done = self._read_all(
-                session.partitions, max_bytes, isolation, min_bytes
+                session.partitions, max_bytes, reader, min_bytes
             )
             if done or deadline <= time.monotonic():
                 return self._respond(ctx, session, results, unknown_ids)
@@ -146,7 +159,7 @@ class FetchHandler:
         self,
         partitions: OrderedDict[TopicPartition, CachedPartition],
         max_bytes: int,
-        isolation: int,
+        reader: _Reader,
         min_bytes: int,
     ) -> tuple[dict[TopicPartition, ReadResult], bool]:
         """Read every partition; True when the fetch can be answered now (min_bytes met, an error, or nothing to read)."""
@@ -159,15 +172,7 @@ class FetchHandler:
             # Until something is in the response, the first batch goes out whole even if it
             # is over the limits, so a consumer can never get stuck behind a large batch.
             min_one = budget == max_bytes
-            result = self._rm.read(
-                key[0],
-                key[1],
-                cached.fetch_offset,
-                max(limit, 0),
-                isolation,
-                min_one,
-                image,
-            )
+            result = reader.read(key, cached.fetch_offset, max(limit, 0), min_one, image)
             # Bytes as the log handed them, a cut last batch included, as Kafka counts them
             # against max_bytes and min_bytes; _topics drops the cut part from the response.
             budget -= result.size
@@ -205,6 +210,7 @@ class FetchHandler:
                     log_start_offset=read.log_start_offset,
                     aborted_transactions=read.aborted_transactions,
                     records=regions,
+                    diverging_epoch=read.diverging_epoch,
                 )
                 include = cached.needs_response(
                     read.high_watermark,
@@ -234,6 +240,49 @@ class FetchHandler:
                 )
             )
         return topics
+
+
+class _Reader:
+    """One partition's read for this request: a consumer's up to the high watermark (or the last
+    stable offset), a follower's (replica id >= 0) up to the log end with the divergence check."""
+
+    __slots__ = ("_rm", "_fields", "_isolation", "_replica_id", "_replica_epoch")
+
+    def __init__(
+        self,
+        rm: ReplicaManager,
+        fields: dict[TopicPartition, FetchPartition],
+        isolation: int,
+        replica_id: int,
+        replica_epoch: int,
+    ) -> None:
+        self._rm = rm
+        self._fields = fields
+        self._isolation = isolation
+        self._replica_id = replica_id
+        self._replica_epoch = replica_epoch
+
+    @property
+    def is_follower(self) -> bool:
+        return self._replica_id >= 0
+
+    def read(self, key: TopicPartition, fetch_offset: int, max_bytes: int, min_one: bool, image: MetadataImage) -> ReadResult:
+        p = self._fields.get(key)
+        leader_epoch = p.current_leader_epoch if p is not None else NO_EPOCH
+        if self._replica_id < 0:
+            return self._rm.read(key[0], key[1], fetch_offset, max_bytes, self._isolation, min_one, image, leader_epoch)
+        return self._rm.read_for_follower(
+            self._replica_id,
+            self._replica_epoch,
+            key[0],
+            key[1],
+            fetch_offset,
+            p.last_fetched_epoch if p is not None else NO_EPOCH,
+            p.log_start_offset if p is not None else -1,
+            leader_epoch,
+            max_bytes,
+            image,
+        )
 
 
 # A region holding more batches than this is left as read: its cut tail is a small share of it,

@@ -7,7 +7,7 @@ from kio.schema.errors import ErrorCode
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.network import CloseConnection
-from broker.replica_manager import ProduceResult, ReplicaManager
+from broker.replica_manager import ACKS_ALL, ProduceResult, ReplicaManager
 from protocol.produce_request import ProduceRequest
 from protocol.produce_response import encode_produce_response
 from protocol.record_batch import InvalidProduceRecords, validate_produce_records
@@ -41,7 +41,11 @@ class ProduceHandler:
                         continue
                     # A view into this request's own frame: offsets and epochs are rewritten in place.
                     entries.append((t.name, p.index, p.records))
-            results.update(self._rm.append_records(entries, self._metadata.image))
+            results.update(self._rm.append_records(entries, self._metadata.image, acks))
+        if acks == ACKS_ALL:
+            waiting = self._rm.pending_replication(results)
+            if waiting:
+                return self._await_replication(ctx, request, results, waiting)
         if acks == 0:
             failed = [key for key, r in results.items() if r.error_code != ErrorCode.none]
             if failed:
@@ -49,6 +53,12 @@ class ProduceHandler:
                 # client notices, refreshes metadata and stops writing into the void.
                 return _close_after_earlier_responses(f"acks=0 produce failed for {len(failed)} partition(s), first {failed[0]}")
             return None
+        return self._response(ctx, request, results)
+
+    async def _await_replication(
+        self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult], waiting: dict[tuple[str, int], int]
+    ) -> list[bytes]:
+        await self._rm.wait_for_replication(results, waiting, request.timeout_ms)
         return self._response(ctx, request, results)
 
     @staticmethod

@@ -6,7 +6,6 @@ import asyncio
 import datetime
 import os
 import time
-import uuid
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,6 +21,7 @@ from broker.handlers.fetch import FetchHandler
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import ClientInfo, TransferMetrics
+from tests.unit.partitions import sole_leader
 from broker.partition import Partition
 from broker.replica_manager import ReplicaManager
 from protocol.api_keys import response_schema
@@ -67,9 +67,7 @@ def setup(tmp_path: Path) -> tuple[FetchHandler, ReplicaManager, dict[int, Parti
     rm = ReplicaManager(1, cast(LogManager, None), dict)
     partitions = {}
     for index in (0, 1):
-        partition = Partition(
-            TOPIC, index, uuid.uuid4(), open_log(tmp_path / f"{TOPIC}-{index}"), 0
-        )
+        partition = sole_leader(TOPIC, index, open_log(tmp_path / f"{TOPIC}-{index}"))
         rm.partitions[(TOPIC, index)] = partition
         partitions[index] = partition
     metadata = MetadataCache(

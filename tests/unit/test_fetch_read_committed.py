@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any, cast
 
@@ -10,7 +9,7 @@ from broker.fetch_session import FetchSessionCache
 from broker.handlers.fetch import FetchHandler
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import TransferMetrics
-from broker.partition import Partition
+from tests.unit.partitions import sole_leader
 from broker.replica_manager import ReplicaManager
 from protocol.control_records import build_control_batch
 from protocol.record_batch import TRANSACTIONAL_MASK, iter_headers
@@ -31,7 +30,7 @@ def fetch(handler: FetchHandler, isolation: int) -> Any:
 
 def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(tmp_path: Path) -> None:
     rm = ReplicaManager(1, cast(LogManager, None), dict)
-    partition = Partition(TOPIC, 0, uuid.uuid4(), open_log(tmp_path / f"{TOPIC}-0"), 0)
+    partition = sole_leader(TOPIC, 0, open_log(tmp_path / f"{TOPIC}-0"))
     rm.partitions[(TOPIC, 0)] = partition
     metadata = MetadataCache(1, "cluster", BrokerEndpoint(1, "127.0.0.1", 9092), MetadataImage())
     handler = FetchHandler(rm, metadata, FetchSessionCache(10), TransferMetrics(), 50 * 1024 * 1024)

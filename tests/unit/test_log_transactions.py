@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition
+from tests.unit.partitions import sole_leader
+from broker.partition import READ_COMMITTED, READ_UNCOMMITTED
 from protocol.control_records import build_control_batch
 from protocol.record_batch import TRANSACTIONAL_MASK
 from storage.log import AppendOrigin, Log
@@ -85,22 +85,22 @@ def test_non_idempotent_batches_skip_the_checks(log_dir: Path, clock: FakeClock)
 
 def test_aborted_transaction_lso_txn_index_and_read_committed(log_dir: Path, clock: FakeClock) -> None:
     plog = open_log(log_dir, clock)
-    partition = Partition("events", 0, uuid.uuid4(), plog, 0)
+    partition = sole_leader("events", 0, plog)
     plog.append_as_leader(memoryview(make_batch([b"plain"])), 0)  # offset 0
-    partition.high_watermark = plog.log_end_offset
+    plog.update_high_watermark(plog.log_end_offset)
     assert send(plog, 0, txn=True) == (1, 2)
     send(plog, 0, txn=True, pid=PID + 1)  # 3, 4: another open transaction
-    partition.high_watermark = plog.log_end_offset
+    plog.update_high_watermark(plog.log_end_offset)
     assert plog.first_unstable_offset == 1 and partition.last_stable_offset == 1
     committed = partition.read_records(0, 1 << 20, READ_COMMITTED, True)
     assert committed.last_stable_offset == 1 and committed.aborted_transactions == []
     assert sum(r.length for r in committed.info.regions) < sum(r.length for r in partition.read_records(0, 1 << 20, READ_UNCOMMITTED, True).info.regions)
     assert marker(plog, commit=False) == 5
-    partition.high_watermark = plog.log_end_offset
+    plog.update_high_watermark(plog.log_end_offset)
     assert plog.first_unstable_offset == 3 and partition.last_stable_offset == 3
     assert plog.active_segment.txn_index.entries == [AbortedTxn(PID, 1, 5, 3)]
     assert marker(plog, commit=True, pid=PID + 1) == 6
-    partition.high_watermark = plog.log_end_offset
+    plog.update_high_watermark(plog.log_end_offset)
     assert plog.first_unstable_offset is None and partition.last_stable_offset == 7
     read = partition.read_records(0, 1 << 20, READ_COMMITTED, True)
     assert read.aborted_transactions == [(PID, 1)]

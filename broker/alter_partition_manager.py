@@ -1,0 +1,128 @@
+"""AlterPartitionManager: a leader's ISR changes, sent to the active controller.
+
+Kafka's DefaultAlterPartitionManager. Each partition has at most one change in flight (its
+PartitionLeaderState asks for no second one until the first is answered); the changes waiting
+at a moment go out together in one AlterPartition (v3, with broker epochs). An answer per
+partition is handed back to the partition. A request that gets no answer (no active controller,
+a lost connection) is sent again after a backoff, unchanged: the controller decides on epochs,
+so a duplicate is answered as the first was or refused as stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from typing import Any, Callable, Protocol
+
+import structlog
+from kio.schema.alter_partition.v3.request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i32, i64
+
+from broker.controller_channel import ControllerUnavailableError
+from broker.partition import Partition
+from replication.partition_state import AlterPartitionIntent
+
+log = structlog.get_logger()
+
+RETRY_BACKOFF_S = 0.05
+
+
+class Channel(Protocol):
+    async def send(self, body: Any, timeout_ms: int | None = None) -> Any: ...
+
+
+class AlterPartitionManager:
+    def __init__(self, channel: Channel, broker_id: int, broker_epoch: Callable[[], int], on_high_watermark_moved: Callable[[Partition], None]) -> None:
+        self._channel = channel
+        self._broker_id = broker_id
+        self._broker_epoch = broker_epoch
+        self._on_hw_moved = on_high_watermark_moved
+        self._waiting: dict[tuple[str, int], tuple[Partition, AlterPartitionIntent]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="alter-partition")
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def submit(self, partition: Partition, intent: AlterPartitionIntent) -> None:
+        self._waiting[partition.key] = (partition, intent)
+        self._wake.set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._waiting)
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch = dict(self._waiting)
+            if not batch:
+                continue
+            try:
+                response = await self._channel.send(self._request(batch))
+            except ControllerUnavailableError as e:
+                log.info("alter_partition.retry", partitions=len(batch), reason=str(e))
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                self._wake.set()
+                continue
+            except Exception:
+                log.exception("alter_partition.send_failed", partitions=len(batch))
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                self._wake.set()
+                continue
+            self._handle(batch, response)
+
+    def _request(self, batch: dict[tuple[str, int], tuple[Partition, AlterPartitionIntent]]) -> AlterPartitionRequest:
+        by_topic: defaultdict[Any, list[PartitionData]] = defaultdict(list)
+        for partition, intent in batch.values():
+            by_topic[partition.topic_id].append(
+                PartitionData(
+                    partition_index=i32(partition.index),
+                    leader_epoch=i32(intent.leader_epoch),
+                    new_isr_with_epochs=tuple(BrokerState(broker_id=i32(b), broker_epoch=i64(e)) for b, e in intent.new_isr),
+                    leader_recovery_state=i8(intent.leader_recovery_state),
+                    partition_epoch=i32(intent.partition_epoch),
+                )
+            )
+        return AlterPartitionRequest(
+            broker_id=i32(self._broker_id),
+            broker_epoch=i64(self._broker_epoch()),
+            topics=tuple(TopicData(topic_id=topic_id, partitions=tuple(parts)) for topic_id, parts in by_topic.items()),
+        )
+
+    def _handle(self, batch: dict[tuple[str, int], tuple[Partition, AlterPartitionIntent]], response: Any) -> None:
+        answered: dict[tuple[Any, int], Any] = {}
+        if response.error_code != ErrorCode.none:
+            log.warning("alter_partition.refused", error=ErrorCode(response.error_code).name, partitions=len(batch))
+        else:
+            for topic in response.topics:
+                for part in topic.partitions:
+                    answered[(topic.topic_id, int(part.partition_index))] = part
+        for key, (partition, intent) in batch.items():
+            if self._waiting.get(key) == (partition, intent):
+                del self._waiting[key]
+            part = answered.get((partition.topic_id, partition.index))
+            if part is None or part.error_code != ErrorCode.none:
+                error = ErrorCode(response.error_code if part is None else part.error_code).name
+                log.info("alter_partition.failed", topic=partition.topic, partition=partition.index, error=error, isr=intent.isr)
+                partition.alter_partition_failed()
+                continue
+            isr = tuple(int(b) for b in part.isr)
+            log.info("alter_partition.done", topic=partition.topic, partition=partition.index, isr=isr, partition_epoch=int(part.partition_epoch))
+            if partition.alter_partition_succeeded(isr, int(part.leader_epoch), int(part.partition_epoch), _now_ms()):
+                self._on_hw_moved(partition)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,257 @@
+"""ReplicaFetcherManager: the follower side of replication, one fetch loop per source broker.
+
+Kafka's ReplicaFetcherManager and ReplicaFetcherThread on asyncio. Each loop sends Fetch (v17,
+with this broker's id and epoch in ReplicaState) for every partition it follows from one leader
+(`num.replica.fetchers` loops per leader, partitions spread by hash), appends what comes back as
+it is (offsets kept, CRCs checked by the log), and takes the leader's high watermark and log
+start. Truncation follows the leader's DivergingEpoch answers (replication/follower_fetch_state.py).
+A partition whose answer is an error waits `replica.fetch.backoff.ms`, the others go on; the
+metadata log says where a moved partition went.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+import uuid
+import zlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import structlog
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v17.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v17.request import ReplicaState as FetchReplicaState
+from kio.static.primitive import i8, i32, i64
+
+from broker.metadata.metadata_cache import MetadataCache
+from broker.network_client import NetworkClient, NetworkError
+from broker.partition import Partition
+from replication.follower_fetch_state import (
+    EpochEndOffset,
+    offset_out_of_range_restart,
+    truncation_for_diverging_epoch,
+)
+from storage.errors import StorageError
+
+log = structlog.get_logger()
+
+TopicPartition = tuple[str, int]
+NO_EPOCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    node_id: int
+    listener_name: str
+    num_fetchers: int
+    fetch_max_bytes: int
+    fetch_response_max_bytes: int
+    fetch_wait_max_ms: int
+    fetch_min_bytes: int
+    fetch_backoff_ms: int
+    request_timeout_ms: int
+
+
+@dataclass(slots=True)
+class _FetchState:
+    partition: Partition
+    leader_epoch: int
+    delayed_until: float = 0.0
+
+
+class ReplicaFetcher:
+    """One loop fetching every partition this node follows from one leader."""
+
+    def __init__(self, leader_id: int, fetcher_id: int, settings: FetcherSettings, metadata: MetadataCache, broker_epoch: Callable[[], int]) -> None:
+        self.leader_id = leader_id
+        self._settings = settings
+        # A connection of its own, as Kafka's fetcher threads have: a fetch held for
+        # replica.fetch.wait.max.ms would otherwise hold up every other request to that broker.
+        self._network = NetworkClient(f"kbroker-{settings.node_id}-replica-fetcher-{leader_id}-{fetcher_id}", request_timeout_ms=settings.request_timeout_ms)
+        self._metadata = metadata
+        self._broker_epoch = broker_epoch
+        self.partitions: dict[TopicPartition, _FetchState] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._log = log.bind(leader=leader_id)
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[partition.key] = _FetchState(partition, partition.leader_epoch)
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    def remove(self, key: TopicPartition) -> None:
+        self.partitions.pop(key, None)
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        self._network.close()
+        await self._network.wait_closed()
+
+    async def _run(self) -> None:
+        backoff_s = self._settings.fetch_backoff_ms / 1000
+        while self.partitions:
+            now = time.monotonic()
+            ready = {k: s for k, s in self.partitions.items() if s.delayed_until <= now}
+            endpoint = self._metadata.broker_endpoint(self.leader_id, self._settings.listener_name)
+            if not ready or endpoint is None:
+                self._wake.clear()
+                wait = min((s.delayed_until for s in self.partitions.values()), default=now + backoff_s) - now
+                try:
+                    await asyncio.wait_for(self._wake.wait(), max(min(wait, backoff_s), 0.001))
+                except TimeoutError:
+                    pass
+                continue
+            request = self._request(ready)
+            try:
+                response = await self._network.send(
+                    (endpoint.host, endpoint.port), request, timeout_ms=self._settings.request_timeout_ms + self._settings.fetch_wait_max_ms
+                )
+            except NetworkError as e:
+                self._log.info("replica_fetcher.fetch_failed", error=str(e))
+                await asyncio.sleep(backoff_s)
+                continue
+            self._process(ready, response)
+            # Appends are synchronous: give the loop's other work a turn between rounds.
+            await asyncio.sleep(0)
+
+    def _request(self, ready: dict[TopicPartition, _FetchState]) -> FetchRequest:
+        by_topic: dict[uuid.UUID, list[FetchPartition]] = {}
+        for (_, index), state in ready.items():
+            plog = state.partition.log
+            by_topic.setdefault(state.partition.topic_id, []).append(
+                FetchPartition(
+                    partition=i32(index),
+                    current_leader_epoch=i32(state.leader_epoch),
+                    fetch_offset=i64(plog.log_end_offset),
+                    last_fetched_epoch=i32(plog.leader_epoch_cache.latest_epoch),
+                    log_start_offset=i64(plog.log_start_offset),
+                    partition_max_bytes=i32(self._settings.fetch_max_bytes),
+                )
+            )
+        return FetchRequest(
+            cluster_id=None,
+            replica_state=FetchReplicaState(replica_id=i32(self._settings.node_id), replica_epoch=i64(self._broker_epoch())),
+            max_wait=datetime.timedelta(milliseconds=self._settings.fetch_wait_max_ms),
+            min_bytes=i32(self._settings.fetch_min_bytes),
+            max_bytes=i32(self._settings.fetch_response_max_bytes),
+            isolation_level=i8(0),
+            session_id=i32(0),
+            session_epoch=i32(-1),
+            topics=tuple(FetchTopic(topic_id=topic_id, partitions=tuple(parts)) for topic_id, parts in by_topic.items()),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+
+    def _process(self, ready: dict[TopicPartition, _FetchState], response: Any) -> None:
+        if response.error_code != ErrorCode.none:
+            self._log.info("replica_fetcher.fetch_error", error=ErrorCode(response.error_code).name)
+            self._delay(ready.values())
+            return
+        by_id = {s.partition.topic_id: s.partition.topic for s in ready.values()}
+        for topic in response.responses:
+            name = by_id.get(topic.topic_id)
+            for part in topic.partitions:
+                state = ready.get((name, int(part.partition_index))) if name is not None else None
+                # Removed or re-added for a new leader while the fetch was out: the answer is stale.
+                if state is None or self.partitions.get(state.partition.key) is not state:
+                    continue
+                try:
+                    self._process_partition(state, part)
+                except StorageError as e:
+                    self._log.warning("replica_fetcher.partition_failed", topic=name, partition=int(part.partition_index), error=str(e))
+                    self._delay((state,))
+
+    def _process_partition(self, state: _FetchState, part: Any) -> None:
+        partition = state.partition
+        plog = partition.log
+        code = part.error_code
+        if code == ErrorCode.none:
+            diverging = part.diverging_epoch
+            if diverging.epoch != NO_EPOCH or diverging.end_offset != -1:
+                self._truncate_on_divergence(partition, EpochEndOffset(int(diverging.epoch), int(diverging.end_offset)))
+                return
+            records = part.records
+            if records:
+                partition.append_records_as_follower(records, int(part.high_watermark), int(part.log_start_offset))
+            else:
+                partition.take_leader_offsets(int(part.high_watermark), int(part.log_start_offset))
+            return
+        if code == ErrorCode.offset_out_of_range:
+            offset, empty_first = offset_out_of_range_restart(int(part.log_start_offset), int(part.high_watermark), plog.log_end_offset)
+            self._log.info("replica_fetcher.out_of_range", topic=partition.topic, partition=partition.index, restart_at=offset, log_end_offset=plog.log_end_offset)
+            if empty_first:
+                plog.truncate_fully_and_start_at(offset)
+            else:
+                plog.truncate_to(offset)
+            return
+        # Not the leader any more, or an epoch one side has not caught up with: wait for the metadata.
+        self._log.debug("replica_fetcher.partition_error", topic=partition.topic, partition=partition.index, error=ErrorCode(code).name)
+        self._delay((state,))
+
+    def _truncate_on_divergence(self, partition: Partition, diverging: EpochEndOffset) -> None:
+        plog = partition.log
+        epoch, end = plog.end_offset_for_epoch(diverging.epoch) if diverging.epoch != NO_EPOCH else (NO_EPOCH, -1)
+        local = EpochEndOffset(epoch, end) if epoch != NO_EPOCH else None
+        truncation = truncation_for_diverging_epoch(diverging, local, plog.log_end_offset, plog.high_watermark)
+        self._log.info(
+            "replica_fetcher.truncating",
+            topic=partition.topic,
+            partition=partition.index,
+            diverging_epoch=diverging.epoch,
+            diverging_end_offset=diverging.end_offset,
+            truncate_to=truncation.offset,
+            log_end_offset=plog.log_end_offset,
+        )
+        plog.truncate_to(truncation.offset)
+
+    def _delay(self, states: Any) -> None:
+        until = time.monotonic() + self._settings.fetch_backoff_ms / 1000
+        for state in states:
+            state.delayed_until = until
+
+
+class ReplicaFetcherManager:
+    def __init__(self, settings: FetcherSettings, metadata: MetadataCache, broker_epoch: Callable[[], int]) -> None:
+        self._settings = settings
+        self._metadata = metadata
+        self._broker_epoch = broker_epoch
+        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._assigned: dict[TopicPartition, tuple[int, int]] = {}
+
+    def _fetcher_id(self, key: TopicPartition) -> int:
+        # Kafka spreads partitions over num.replica.fetchers by hash; a stable hash keeps a
+        # partition on one loop across restarts, which makes logs easier to follow.
+        return zlib.crc32(f"{key[0]}-{key[1]}".encode()) % self._settings.num_fetchers
+
+    def add_fetcher_for(self, partition: Partition) -> None:
+        """Fetch ``partition`` from its current leader (moving it from any other fetcher)."""
+        self.remove_fetcher_for(partition.key)
+        slot = (partition.leader_id, self._fetcher_id(partition.key))
+        fetcher = self._fetchers.get(slot)
+        if fetcher is None:
+            fetcher = self._fetchers[slot] = ReplicaFetcher(slot[0], slot[1], self._settings, self._metadata, self._broker_epoch)
+        fetcher.add(partition)
+        self._assigned[partition.key] = slot
+
+    def remove_fetcher_for(self, key: TopicPartition) -> None:
+        slot = self._assigned.pop(key, None)
+        if slot is not None:
+            self._fetchers[slot].remove(key)
+
+    def following(self) -> dict[TopicPartition, int]:
+        return {key: slot[0] for key, slot in self._assigned.items()}
+
+    async def shutdown(self) -> None:
+        await asyncio.gather(*(f.shutdown() for f in self._fetchers.values()))
+        self._fetchers.clear()
+        self._assigned.clear()
