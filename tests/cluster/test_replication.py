@@ -1,0 +1,155 @@
+"""Partition data replicated across three brokers: followers copy their leader, the ISR follows
+them, acks=all waits for min.insync.replicas, and killing the leader (SIGKILL) loses no
+acknowledged record."""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster.cluster import KafkaCluster, wait_until
+from tests.integration.helpers import unique_topic
+
+TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    c = KafkaCluster(
+        tmp_path_factory.mktemp("replication"),
+        combined=3,
+        # Short enough for a test to see a dead follower leave the ISR and a dead broker fenced.
+        overrides={"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500", "replica.lag.time.max.ms": "4000"},
+    )
+    try:
+        yield c.start()
+    finally:
+        c.close()
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+
+
+def create(bootstrap: str, name: str, partitions: int = 1, min_isr: int = 2) -> None:
+    client = admin(bootstrap)
+    topic = NewTopic(name, partitions, 3, config={"min.insync.replicas": str(min_isr)})
+    client.create_topics([topic], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S)[name].result(timeout=TIMEOUT_S)
+
+
+def partition_state(bootstrap: str, name: str, partition: int = 0) -> tuple[int, tuple[int, ...]]:
+    """(leader, ISR) as Metadata shows them."""
+    meta = admin(bootstrap).list_topics(name, timeout=TIMEOUT_S).topics[name].partitions[partition]
+    return meta.leader, tuple(sorted(meta.isrs))
+
+
+def produce(bootstrap: str, name: str, values: list[bytes], acks: str = "all") -> list[tuple[int, int, bytes]]:
+    """Send every value and return (partition, offset, value) of those the cluster acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "enable.idempotence": acks == "all", "message.timeout.ms": 30000})
+    acked: list[tuple[int, int, bytes]] = []
+
+    def done(err: KafkaError | None, msg) -> None:  # type: ignore[no-untyped-def]
+        if err is None:
+            acked.append((msg.partition(), msg.offset(), msg.value()))
+
+    for value in values:
+        producer.produce(name, value=value, on_delivery=done)
+        producer.poll(0)
+    producer.flush(TIMEOUT_S)
+    return acked
+
+
+def read_all(bootstrap: str, name: str, partitions: int, expected: int) -> list[tuple[int, int, bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(name, p, 0) for p in range(partitions)])
+    values: list[tuple[int, int, bytes]] = []
+
+    def probe() -> bool | None:
+        values.extend((m.partition(), m.offset(), m.value()) for m in consumer.consume(500, 0.5) if m.error() is None)
+        return len(values) >= expected or None
+
+    try:
+        wait_until(f"{expected} records of {name}", probe, TIMEOUT_S)
+    finally:
+        consumer.close()
+    return values
+
+
+def test_followers_replicate_and_the_isr_holds_all_three(cluster: KafkaCluster) -> None:
+    name = unique_topic("rep")
+    create(cluster.bootstrap, name)
+    acked = produce(cluster.bootstrap, name, [b"r%d" % i for i in range(500)])
+    assert len(acked) == 500
+    leader, isr = wait_until("a full ISR", lambda: (s := partition_state(cluster.bootstrap, name)) and len(s[1]) == 3 and s, TIMEOUT_S)
+    assert isr == (1, 2, 3)
+    # Every replica's log holds the records, each at the leader's offsets.
+    for node in cluster.brokers:
+        directory = node.data_dir / f"{name}-0"
+        assert wait_until(f"node {node.node_id}'s copy", lambda d=directory: sum(f.stat().st_size for f in d.glob("*.log")) > 500 * 10 or None, TIMEOUT_S)
+    assert sorted(read_all(cluster.bootstrap, name, 1, 500)) == sorted(acked)
+
+
+def test_killing_the_leader_under_acks_all_loses_no_acknowledged_record(cluster: KafkaCluster) -> None:
+    name = unique_topic("kill")
+    create(cluster.bootstrap, name, partitions=3)
+    wait_until("full ISRs", lambda: all(len(partition_state(cluster.bootstrap, name, p)[1]) == 3 for p in range(3)) or None, TIMEOUT_S)
+    leader, _ = partition_state(cluster.bootstrap, name, 0)
+    survivor = next(n for n in cluster.brokers if n.node_id != leader)
+    acked: list[tuple[int, int, bytes]] = []
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        batch = 0
+        while not stop.is_set() and batch < 40:
+            acked.extend(produce(survivor.bootstrap, name, [b"k%d-%d" % (batch, i) for i in range(100)]))
+            batch += 1
+
+    writer = threading.Thread(target=keep_producing)
+    writer.start()
+    try:
+        wait_until("some records acknowledged", lambda: len(acked) >= 300 or None, TIMEOUT_S)
+        cluster.nodes[leader].kill()
+        wait_until("a new leader for partition 0", lambda: partition_state(survivor.bootstrap, name, 0)[0] not in (leader, -1) or None, TIMEOUT_S)
+        wait_until("more records acknowledged after the failover", lambda: len(acked) >= 1500 or None, TIMEOUT_S)
+    finally:
+        stop.set()
+        writer.join(TIMEOUT_S)
+    # Every acknowledged record is there, at the offset it was acknowledged with, once.
+    records = read_all(survivor.bootstrap, name, 3, len(acked))
+    missing = set(acked) - set(records)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+    values = [v for _, _, v in records]
+    assert len(set(values)) == len(values), "a record was duplicated"
+    cluster.nodes[leader].launch()
+    cluster.nodes[leader].await_started()
+    wait_until("the restarted broker back in every ISR", lambda: all(leader in partition_state(survivor.bootstrap, name, p)[1] for p in range(3)) or None, TIMEOUT_S)
+
+
+def test_acks_all_is_refused_below_min_insync_replicas(cluster: KafkaCluster) -> None:
+    name = unique_topic("minisr")
+    create(cluster.bootstrap, name, min_isr=3)
+    wait_until("a full ISR", lambda: len(partition_state(cluster.bootstrap, name)[1]) == 3 or None, TIMEOUT_S)
+    assert len(produce(cluster.bootstrap, name, [b"before"])) == 1
+    leader, _ = partition_state(cluster.bootstrap, name)
+    follower = next(n for n in cluster.brokers if n.node_id != leader)
+    follower.kill()
+    try:
+        wait_until("the dead follower out of the ISR", lambda: follower.node_id not in partition_state(cluster.bootstrap, name)[1] or None, TIMEOUT_S)
+        bootstrap = cluster.nodes[leader].bootstrap
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 3000, "retries": 0})
+        errors: list[KafkaError] = []
+        producer.produce(name, value=b"refused", on_delivery=lambda err, msg: errors.append(err))
+        producer.flush(TIMEOUT_S)
+        assert errors and errors[0] is not None
+        assert errors[0].code() in (KafkaError.NOT_ENOUGH_REPLICAS, KafkaError._MSG_TIMED_OUT), errors[0]
+        # acks=1 still goes through: only acks=all needs min.insync.replicas.
+        assert len(produce(bootstrap, name, [b"acks1"], acks="1")) == 1
+    finally:
+        follower.launch()
+        follower.await_started()
+    wait_until("the ISR whole again", lambda: len(partition_state(cluster.bootstrap, name)[1]) == 3 or None, TIMEOUT_S)
+    assert len(produce(cluster.bootstrap, name, [b"after"])) == 1
