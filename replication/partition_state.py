@@ -78,7 +78,11 @@ class PartitionLeaderState:
         self.local_broker_epoch = local_broker_epoch
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
-        self.leader_recovery_state = leader_recovery_state
+        # Kafka's makeLeader marks the partition RECOVERED whatever ``leader_recovery_state`` the
+        # registration had: after an unclean election (KIP-704) this leader's log is the
+        # partition's from now on, and its first AlterPartition says so. Asking as RECOVERING,
+        # the controller would refuse every ISR of more than the leader.
+        self.leader_recovery_state = RECOVERED
         self.min_insync_replicas = min_insync_replicas
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         # The log end when this leadership began: a follower is in sync only once it holds the
