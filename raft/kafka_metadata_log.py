@@ -91,7 +91,11 @@ class KafkaMetadataLog:
         self.dir = storage_log.dir
         # Frozen snapshots; a reader is opened on first use and kept for the FetchSnapshot chunks that follow.
         self._snapshots = snapshots
-        self._high_watermark = storage_log.log_start_offset
+        # A snapshot holds only committed records: after a restart the high watermark starts at
+        # least there, so no truncation can reach below what a snapshot already covers.
+        latest = max(snapshots, default=None)
+        covered = min(latest.offset, storage_log.log_end_offset) if latest is not None else 0
+        self._high_watermark = max(storage_log.log_start_offset, covered)
         self._logger = log.bind(topic=METADATA_TOPIC, partition=METADATA_PARTITION)
 
     @classmethod
