@@ -228,6 +228,8 @@ class BrokerConfig(BaseModel):
     # Kafka's default is 3; a default kbroker is one node, as Kafka's own quickstart
     # server.properties (which sets 1) assumes.
     offsets_topic_replication_factor: int = Field(1, alias="offsets.topic.replication.factor", ge=1)
+    # How long a coordinator write waits for the partition's followers before it is answered as failed.
+    offsets_commit_timeout_ms: int = Field(5000, alias="offsets.commit.timeout.ms", ge=1)
     offsets_topic_segment_bytes: int = Field(104857600, alias="offsets.topic.segment.bytes", ge=14)
     offsets_retention_minutes: int = Field(10080, alias="offsets.retention.minutes", ge=1)
     offsets_retention_check_interval_ms: int = Field(600000, alias="offsets.retention.check.interval.ms", ge=1)

@@ -25,7 +25,7 @@ from broker.group.coordinator_records import CoordinatorRecordError, OffsetCommi
 from broker.group.group_coordinator_shard import GroupCoordinatorShard
 from broker.group.group_metadata_manager import CancelTimer, CoordinatorResult, ErrorResponse, GroupConfig, JoinGroupResponse, Respond, SyncGroupResponse
 from broker.metadata.metadata_cache import MetadataCache
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import ACKS_ALL, ReplicaManager
 from protocol.control_records import read_marker
 from protocol.records import InvalidRecordError, build_batch
 from broker.metadata.metadata_delta import MetadataDelta
@@ -66,6 +66,20 @@ def now_ms() -> int:
 PRODUCER_ERRORS = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced, ErrorCode.invalid_txn_state, ErrorCode.unknown_producer_id})
 
 
+# Kafka's normalizeException for coordinator writes: what a client retries, and against whom.
+WRITE_ERRORS: dict[int, int] = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+}
+
+# An error code now, or later once the write is replicated.
+Written = int | asyncio.Future[int]
+
+
 class CoordinatorNotAvailable(Exception):
     def __init__(self, error_code: int) -> None:
         super().__init__(ErrorCode(error_code).name)
@@ -89,6 +103,7 @@ class GroupCoordinator:
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._epochs: dict[int, int] = {}  # leader epoch of each partition loaded or loading
         self._timers: dict[tuple[str, ...], asyncio.TimerHandle] = {}
+        self._replicating: set[asyncio.Task[None]] = set()  # writes waiting for the followers
         self._create_lock = asyncio.Lock()
 
     # -- partitions and loading --------------------------------------------------------------------
@@ -240,12 +255,44 @@ class GroupCoordinator:
 
     # -- running shard operations ------------------------------------------------------------------
 
-    def execute(self, group_id: str, result: CoordinatorResult) -> int:
+    def execute(self, group_id: str, result: CoordinatorResult) -> Written:
         return self._execute(self.partition_for(group_id), result)
 
-    def _execute(self, index: int, result: CoordinatorResult) -> int:
-        """Append the records, then answer and arm timers; returns the append's error code (0: written)."""
-        error = self._append(index, result.records) if result.records else 0
+    def _execute(self, index: int, result: CoordinatorResult) -> Written:
+        """Append the records and arm the timers; answer once the records are replicated.
+
+        Returns the write's error code (0: written), or a future of it while the partition's
+        followers have yet to copy the records: a commit is acknowledged only when it would
+        survive the leader's death, as Kafka's coordinator runtime waits for the high watermark.
+        """
+        error, required = self._append(index, result.records) if result.records else (0, -1)
+        loop = asyncio.get_running_loop()
+        for timer in result.timers:
+            old = self._timers.pop(timer.key, None)
+            if old is not None:
+                old.cancel()
+            if not isinstance(timer, CancelTimer):
+                delay = max(timer.deadline_ms - now_ms(), 0) / 1000
+                self._timers[timer.key] = loop.call_later(delay, self._fire, timer.key)
+        settled = error if error or required < 0 else self._rm.replicated((GROUP_METADATA_TOPIC, index), required)
+        if settled is not None:
+            settled = WRITE_ERRORS.get(settled, settled)
+            self._settle(index, result, settled)
+            return settled
+        written: asyncio.Future[int] = loop.create_future()
+        task = loop.create_task(self._settle_when_replicated(index, result, required, written), name=f"replicate-{GROUP_METADATA_TOPIC}-{index}")
+        self._replicating.add(task)
+        task.add_done_callback(self._replicating.discard)
+        return written
+
+    async def _settle_when_replicated(self, index: int, result: CoordinatorResult, required: int, written: asyncio.Future[int]) -> None:
+        error = await self._rm.wait_replicated((GROUP_METADATA_TOPIC, index), required, self._config.offsets_commit_timeout_ms)
+        error = WRITE_ERRORS.get(error, error)
+        self._settle(index, result, error)
+        if not written.done():
+            written.set_result(error)
+
+    def _settle(self, index: int, result: CoordinatorResult, error: int) -> None:
         shard = self.shards.get(index)
         if not error and shard is not None:
             # Offsets change in memory only once their records are written; group state
@@ -255,20 +302,12 @@ class GroupCoordinator:
                     shard.replay(key, value)
         for respond in result.responses:
             self._complete(respond, error)
-        loop = asyncio.get_running_loop()
-        for timer in result.timers:
-            old = self._timers.pop(timer.key, None)
-            if old is not None:
-                old.cancel()
-            if not isinstance(timer, CancelTimer):
-                delay = max(timer.deadline_ms - now_ms(), 0) / 1000
-                self._timers[timer.key] = loop.call_later(delay, self._fire, timer.key)
-        return error
 
-    def _append(self, index: int, records: list[tuple[Any, Any]], producer: tuple[int, int] | None = None) -> int:
+    def _append(self, index: int, records: list[tuple[Any, Any]], producer: tuple[int, int] | None = None) -> tuple[int, int]:
+        """(error code, the offset the high watermark must pass for the records to be replicated)."""
         partition = self._rm.get_partition(GROUP_METADATA_TOPIC, index)
         if partition is None:
-            return ErrorCode.not_coordinator
+            return ErrorCode.not_coordinator, -1
         timestamp = now_ms()
         entries = [(encode_key(k), None if v is None else encode_value(v), (), timestamp) for k, v in records]
         if producer is None:
@@ -277,22 +316,22 @@ class GroupCoordinator:
             # TxnOffsetCommit: the producer's transactional batch, settled by its transaction's marker.
             batch = build_batch(entries, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True)
         try:
-            partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR)
+            info = partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR, ACKS_ALL)
         except StorageError as e:
             if producer is not None and e.error_code in PRODUCER_ERRORS:
-                return e.error_code
+                return e.error_code, -1
             # Kafka maps a failed coordinator write to errors the client retries against a coordinator.
             log.error("group_coordinator.append_failed", partition=index, error=str(e))
-            return ErrorCode.coordinator_not_available
+            return WRITE_ERRORS.get(e.error_code, ErrorCode.coordinator_not_available), -1
         self._rm.fetch_purgatory.touch((GROUP_METADATA_TOPIC, index))
-        return 0
+        return 0, info.last_offset + 1
 
     # -- transactions ------------------------------------------------------------------------------
 
     def execute_transactional(self, group_id: str, producer_id: int, producer_epoch: int, records: list[tuple[Any, Any]]) -> int:
         """Write TxnOffsetCommit records in the producer's transaction; they stay pending until its marker."""
         index = self.partition_for(group_id)
-        error = self._append(index, records, (producer_id, producer_epoch))
+        error, _ = self._append(index, records, (producer_id, producer_epoch))
         shard = self.shards.get(index)
         if not error and shard is not None:
             for key, value in records:
@@ -350,5 +389,7 @@ class GroupCoordinator:
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
+        for task in self._replicating:
+            task.cancel()
         for task in self._loading.values():
             task.cancel()

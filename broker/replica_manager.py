@@ -249,14 +249,15 @@ class ReplicaManager:
         for key, result in results.items():
             if result.error_code or result.required_offset < 0:
                 continue
-            code = self._replicated(key, result.required_offset)
+            code = self.replicated(key, result.required_offset)
             if code is None:
                 waiting[key] = result.required_offset
             elif code:
                 results[key] = ProduceResult(error_code=code)
         return waiting
 
-    def _replicated(self, key: TopicPartition, required_offset: int) -> int | None:
+    def replicated(self, key: TopicPartition, required_offset: int) -> int | None:
+        """None while the high watermark is below ``required_offset``, else the error code to answer (0: replicated)."""
         partition = self.partitions.get(key)
         if partition is None:
             return int(ErrorCode.not_leader_or_follower)
@@ -268,7 +269,7 @@ class ReplicaManager:
         deadline = time.monotonic() + timeout_ms / 1000
         while waiting:
             for key, offset in list(waiting.items()):
-                code = self._replicated(key, offset)
+                code = self.replicated(key, offset)
                 if code is not None:
                     if code:
                         results[key] = ProduceResult(error_code=code)
@@ -281,6 +282,14 @@ class ReplicaManager:
                     results[key] = ProduceResult(error_code=ErrorCode.request_timed_out)
                 return
             await self.produce_purgatory.wait(list(waiting), remaining)
+
+    async def wait_replicated(self, key: TopicPartition, required_offset: int, timeout_ms: int) -> int:
+        """A coordinator's write: 0 once the high watermark passes ``required_offset``, else the error."""
+        results = {key: ProduceResult(required_offset=required_offset)}
+        waiting = self.pending_replication(results)
+        if waiting:
+            await self.wait_for_replication(results, waiting, timeout_ms)
+        return results[key].error_code
 
     # -- fetch -----------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -19,6 +19,7 @@ from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group_coordinator import (
     GROUP_METADATA_TOPIC,
     CoordinatorNotAvailable,
+    Written,
     GroupCoordinator,
     now_ms,
     topic_partition_counts,
@@ -43,6 +44,23 @@ def _ms(value: datetime.timedelta | int) -> int:
     if isinstance(value, datetime.timedelta):
         return value // datetime.timedelta(milliseconds=1)
     return int(value)
+
+
+def when_written(written: Written, answer: Callable[[int], Any]) -> Any:
+    """The answer at once when the coordinator's write is settled, else a coroutine that waits for
+    the write to be replicated (a client is told its commit happened only once it would survive
+    a failover)."""
+    if isinstance(written, asyncio.Future):
+        return _after(written, answer)
+    return answer(written)
+
+
+async def _after(written: asyncio.Future[int], answer: Callable[[int], Any]) -> Any:
+    return answer(await written)
+
+
+async def _when_all_written(codes: dict[str, Written], answer: Callable[[dict[str, int]], Any]) -> Any:
+    return answer({key: await code if isinstance(code, asyncio.Future) else code for key, code in codes.items()})
 
 
 def coordinator_endpoint(metadata: MetadataCache, topic: str, partition: int) -> tuple[int, BrokerEndpoint | None]:
@@ -245,8 +263,6 @@ class OffsetCommitHandler:
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.OFFSET_COMMIT, ctx.version)
-        topic_cls = nested(schema, "OffsetCommitResponseTopic")
-        part_cls = nested(schema, "OffsetCommitResponsePartition")
         commits = [
             PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
             for t in request.topics
@@ -268,9 +284,18 @@ class OffsetCommitHandler:
                 ctx.version,
                 now_ms(),
             )
-            write_error = self._coordinator.execute(request.group_id, CoordinatorResult(records=records)) if records else 0
-            if write_error:
-                answers = [(c, write_error if code == 0 else code) for c, code in answers]
+            written = self._coordinator.execute(request.group_id, CoordinatorResult(records=records)) if records else 0
+
+            def answer(write_error: int) -> Any:
+                return self._response(schema, [(c, write_error if code == 0 else code) for c, code in answers])
+
+            return when_written(written, answer)
+        return self._response(schema, answers)
+
+    @staticmethod
+    def _response(schema: Any, answers: list[tuple[PartitionCommit, int]]) -> Any:
+        topic_cls = nested(schema, "OffsetCommitResponseTopic")
+        part_cls = nested(schema, "OffsetCommitResponsePartition")
         by_topic: dict[str, list[Any]] = {}
         for commit, code in answers:
             by_topic.setdefault(commit.topic, []).append(build(part_cls, partition_index=commit.partition, error_code=code))
@@ -361,11 +386,15 @@ class OffsetDeleteHandler:
         error, answers, records = shard.offsets.delete_offsets(request.group_id, wanted)
         if error:
             return build(schema, throttle_time=0, error_code=error, topics=())
-        write_error = self._coordinator.execute(request.group_id, CoordinatorResult(records=records)) if records else 0
-        if write_error:
-            return build(schema, throttle_time=0, error_code=write_error, topics=())
-        parts = [(topic, partition, build(part_cls, partition_index=partition, error_code=code)) for topic, partition, code in answers]
-        return build(schema, throttle_time=0, error_code=0, topics=_group_by_topic(topic_cls, parts))
+        written = self._coordinator.execute(request.group_id, CoordinatorResult(records=records)) if records else 0
+
+        def answer(write_error: int) -> Any:
+            if write_error:
+                return build(schema, throttle_time=0, error_code=write_error, topics=())
+            parts = [(topic, partition, build(part_cls, partition_index=partition, error_code=code)) for topic, partition, code in answers]
+            return build(schema, throttle_time=0, error_code=0, topics=_group_by_topic(topic_cls, parts))
+
+        return when_written(written, answer)
 
 
 class DescribeGroupsHandler:
@@ -438,19 +467,22 @@ class DeleteGroupsHandler:
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.DELETE_GROUPS, ctx.version)
         result_cls = nested(schema, "DeletableGroupResult")
-        results = []
+        codes: dict[str, Written] = {}
         for group_id in dict.fromkeys(request.groups_names):
             try:
                 shard = self._coordinator.shard_for(group_id)
             except CoordinatorNotAvailable as e:
-                results.append(build(result_cls, group_id=group_id, error_code=e.error_code))
+                codes[group_id] = e.error_code
                 continue
             errors, result = shard.delete_groups([group_id], now_ms())
-            code = errors[group_id]
-            if code == 0:
-                code = self._coordinator.execute(group_id, result)
-            results.append(build(result_cls, group_id=group_id, error_code=code))
-        return build(schema, throttle_time=0, results=tuple(results))
+            codes[group_id] = errors[group_id] or self._coordinator.execute(group_id, result)
+
+        def answer(settled: dict[str, int]) -> Any:
+            return build(schema, throttle_time=0, results=tuple(build(result_cls, group_id=g, error_code=code) for g, code in settled.items()))
+
+        if any(isinstance(code, asyncio.Future) for code in codes.values()):
+            return _when_all_written(codes, answer)
+        return answer(codes)  # type: ignore[arg-type]
 
 
 class ConsumerGroupHeartbeatHandler:
@@ -474,8 +506,11 @@ class ConsumerGroupHeartbeatHandler:
             client_id=ctx.header.client_id or "",
             client_host="/" + ctx.client.address.split(":")[0],
         )
-        error = self._coordinator.execute(request.group_id, CoordinatorResult(records=result.records, timers=result.timers))
-        r = result.response
+        written = self._coordinator.execute(request.group_id, CoordinatorResult(records=result.records, timers=result.timers))
+        return when_written(written, lambda error: self._response(schema, result.response, error))
+
+    @staticmethod
+    def _response(schema: Any, r: Any, error: int) -> Any:
         assert r is not None
         if error:
             return build(schema, throttle_time=0, error_code=error, error_message=None, member_id=None, member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)

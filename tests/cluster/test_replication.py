@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.group_coordinator import GROUP_METADATA_TOPIC, partition_for
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.integration.helpers import unique_topic
 
@@ -23,7 +24,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
         tmp_path_factory.mktemp("replication"),
         combined=3,
         # Short enough for a test to see a dead follower leave the ISR and a dead broker fenced.
-        overrides={"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500", "replica.lag.time.max.ms": "4000"},
+        overrides={
+            "broker.session.timeout.ms": "3000",
+            "broker.heartbeat.interval.ms": "500",
+            "replica.lag.time.max.ms": "4000",
+            # Committed offsets replicated like any partition: a coordinator's death loses none.
+            "offsets.topic.replication.factor": "3",
+        },
     )
     try:
         yield c.start()
@@ -153,3 +160,36 @@ def test_acks_all_is_refused_below_min_insync_replicas(cluster: KafkaCluster) ->
         follower.await_started()
     wait_until("the ISR whole again", lambda: len(partition_state(cluster.bootstrap, name)[1]) == 3 or None, TIMEOUT_S)
     assert len(produce(cluster.bootstrap, name, [b"after"])) == 1
+
+
+def test_committed_offsets_survive_the_coordinators_death(cluster: KafkaCluster) -> None:
+    name = unique_topic("offsets")
+    group = unique_topic("group")
+    create(cluster.bootstrap, name)
+    assert len(produce(cluster.bootstrap, name, [b"o%d" % i for i in range(100)])) == 100
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.subscribe([name])
+    seen: list[int] = []
+    wait_until("50 records", lambda: seen.extend(m.offset() for m in consumer.consume(50 - len(seen), 0.5) if m.error() is None) or len(seen) >= 50 or None, TIMEOUT_S)
+    # The commit is answered once the offsets partition's followers hold it.
+    consumer.commit(offsets=[TopicPartition(name, 0, 50)], asynchronous=False)
+    consumer.close()
+    # The coordinator is the leader of the group's __consumer_offsets partition.
+    coordinator, _ = partition_state(cluster.bootstrap, GROUP_METADATA_TOPIC, partition_for(group, 50))
+    cluster.nodes[coordinator].kill()
+    survivor = next(n for n in cluster.brokers if n.node_id != coordinator)
+    try:
+        resumed = Consumer({"bootstrap.servers": survivor.bootstrap, "group.id": group, "enable.auto.commit": False})
+
+        def committed() -> int | None:
+            try:
+                [tp] = resumed.committed([TopicPartition(name, 0)], timeout=5)
+            except Exception:
+                return None  # the new coordinator is still being elected or loading
+            return tp.offset if tp.offset >= 0 else None
+
+        assert wait_until("the committed offset from the new coordinator", committed, TIMEOUT_S) == 50
+        resumed.close()
+    finally:
+        cluster.nodes[coordinator].launch()
+        cluster.nodes[coordinator].await_started()
