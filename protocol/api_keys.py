@@ -45,6 +45,7 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
@@ -114,6 +115,8 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
         ApiRange(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
         ApiRange(ApiKey.DELETE_GROUPS, 0, 2, 2),
+        # Forwarded to the active controller, as Kafka's brokers do for kafka-leader-election.sh.
+        ApiRange(ApiKey.ELECT_LEADERS, 0, 2, 2),
         ApiRange(ApiKey.OFFSET_DELETE, 0, 0, NEVER_FLEXIBLE),
         ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
         ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
@@ -145,6 +148,7 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         SUPPORTED_APIS[ApiKey.ALTER_CONFIGS],
         SUPPORTED_APIS[ApiKey.CREATE_PARTITIONS],
         SUPPORTED_APIS[ApiKey.INCREMENTAL_ALTER_CONFIGS],
+        SUPPORTED_APIS[ApiKey.ELECT_LEADERS],
         SUPPORTED_APIS[ApiKey.DESCRIBE_CLUSTER],
         ApiRange(ApiKey.VOTE, 0, 2, 0),
         ApiRange(ApiKey.BEGIN_QUORUM_EPOCH, 0, 1, 1),

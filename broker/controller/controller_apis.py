@@ -2,10 +2,11 @@
 broker asks its own controller without a socket.
 
 Kafka's ControllerApis. Forwarded admin writes reuse the request handlers of broker/handlers,
-given the QuorumController; registrations, heartbeats, UnregisterBroker, AllocateProducerIds and
-the partition leaders' AlterPartition are translated to the controller's calls here. While this
-controller is not the active one every write answers NOT_CONTROLLER (per item where the API has
-items), which is what makes a broker's ControllerChannel look for the leader again.
+given the QuorumController; ElectLeaders, registrations, heartbeats, UnregisterBroker,
+AllocateProducerIds and the partition leaders' AlterPartition are translated to the controller's
+calls here. While this controller is not the active one every write answers NOT_CONTROLLER (per
+item where the API has items), which is what makes a broker's ControllerChannel look for the
+leader again.
 DescribeCluster answers with the controllers (KIP-919). The Raft APIs are the Raft manager's,
 routed by the controller server.
 """
@@ -22,11 +23,12 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
 from broker.controller.cluster_control_manager import BrokerRegistrationRequest
+from broker.controller.controller_result import ApiError
 from broker.controller.quorum_controller import NotControllerError, QuorumController
 from broker.controller.replication_control_manager import AlterPartitionTopic, IsrMember, PartitionIsrChange
 from broker.handlers.admin_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from broker.handlers.admin_topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
-from broker.handlers.forwarding import error_response
+from broker.handlers.forwarding import elect_leaders_response, error_response
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_records import BrokerEndpoint
 from protocol.api_keys import ApiKey, response_schema
@@ -41,7 +43,11 @@ NO_AUTHORIZED_OPERATIONS = -(2**31)  # the schema's default: not asked for
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 # Forwarded admin writes: NOT_CONTROLLER goes on every item of their answer.
-_ITEMIZED = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS})
+_ITEMIZED = frozenset(
+    {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ELECT_LEADERS}
+)
+# ElectLeaders v0 predates election types: it always asks for preferred leaders.
+PREFERRED_ELECTION_TYPE = 0
 
 
 class QuorumLeader(Protocol):
@@ -74,6 +80,7 @@ class ControllerApis:
             ApiKey.CREATE_PARTITIONS: CreatePartitionsHandler(controller),
             ApiKey.ALTER_CONFIGS: AlterConfigsHandler(controller),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsHandler(controller),
+            ApiKey.ELECT_LEADERS: self._elect_leaders,
             ApiKey.BROKER_REGISTRATION: self._broker_registration,
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.UNREGISTER_BROKER: self._unregister_broker,
@@ -167,6 +174,21 @@ class ControllerApis:
             error_code=block.error_code,
             producer_id_start=block.first_producer_id,
             producer_id_len=block.size,
+        )
+
+    async def _elect_leaders(self, ctx: RequestContext, request: Any) -> Any:
+        """ElectLeaders v0-2, forwarded by a broker: preferred (0) or unclean (1) elections for the
+        listed partitions, or every partition when the list is null. Each partition answers NONE,
+        ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE or
+        UNKNOWN_TOPIC_OR_PARTITION; an unknown election type fails the whole request INVALID_REQUEST."""
+        requested = None if request.topic_partitions is None else [(t.topic, [int(p) for p in t.partitions]) for t in request.topic_partitions]
+        election_type = int(getattr(request, "election_type", PREFERRED_ELECTION_TYPE))
+        try:
+            answer = await self._controller.elect_leaders(election_type, requested)
+        except ApiError as refused:
+            return error_response(ApiKey.ELECT_LEADERS, ctx.version, request, ErrorCode(refused.error_code), refused.message or "")
+        return elect_leaders_response(
+            ctx.version, ErrorCode.none, ((topic, ((r.partition, r.error_code, r.error_message) for r in results)) for topic, results in answer)
         )
 
     async def _alter_partition(self, ctx: RequestContext, request: Any) -> Any:

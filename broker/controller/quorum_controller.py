@@ -42,7 +42,7 @@ from broker.controller.cluster_control_manager import (
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
-from broker.controller.replication_control_manager import AlterPartitionReply, AlterPartitionTopic
+from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
 from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_loader import CommittedBatch
 from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
@@ -52,6 +52,7 @@ from storage.log_config import InvalidConfigError, LogConfig
 log = structlog.get_logger()
 
 R = TypeVar("R")
+TopicElectionResults = tuple[str, list[ElectLeaderResult]]
 
 # The session timer looks for expired broker sessions at least this often while active.
 SESSION_CHECK_MAX_MS = 1000
@@ -398,6 +399,26 @@ class QuorumController:
 
     # -- partition leaders ---------------------------------------------------------------------------
 
+    async def elect_leaders(self, election_type: int, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[TopicElectionResults]:
+        """ElectLeaders (``election_type`` as on the wire): each topic with its partitions' results,
+        answered once the elections are committed. None elects every partition and answers every
+        topic, leaving out the partitions that needed no election. An unknown election type raises
+        ApiError(INVALID_REQUEST), as Kafka fails the whole request."""
+        if topics is not None and not topics:
+            return []  # as Kafka: nothing asked is answered at once, active or not
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[TopicElectionResults]]:
+            election = election_for_type(election_type)
+            wanted = None if topics is None else [(name, p) for name, partitions in topics for p in partitions]
+            result = self._logic.replication.elect_leaders(image, election, wanted)
+            return result.records, _by_topic(result.response, topics, image)
+
+        answer = await self._write(decide)
+        elected = [f"{r.topic}-{r.partition}" for _, results in answer for r in results if r.error_code == ErrorCode.none]
+        if elected:
+            self._log.info("controller.leaders_elected", election=ELECTION_TYPES[election_type].value, partitions=elected)
+        return answer
+
     async def alter_partition(self, broker_id: int, broker_epoch: int, topics: Sequence[AlterPartitionTopic]) -> AlterPartitionReply:
         """AlterPartition from a partition leader (``broker_id`` at its registered ``broker_epoch``):
         answered once the ISR changes are committed, each partition's answer its new state."""
@@ -445,6 +466,20 @@ class QuorumController:
         record = await self._write(decide)
         self._log.info("producer_ids.allocated", broker_id=broker_id, next_producer_id=record.next_producer_id)
         return record
+
+
+def _by_topic(
+    results: list[ElectLeaderResult], requested: Sequence[tuple[str, Sequence[int]]] | None, image: MetadataImage
+) -> list[TopicElectionResults]:
+    """Results grouped as Kafka answers them: per requested topic in request order, or, for every
+    partition, one entry per topic of the image, even one left with no partition to report."""
+    if requested is None:
+        grouped: dict[str, list[ElectLeaderResult]] = {name: [] for name in sorted(image.topics)}
+        for r in results:
+            grouped[r.topic].append(r)
+        return list(grouped.items())
+    remaining = iter(results)  # one result per requested partition, in request order
+    return [(name, [next(remaining) for _ in partitions]) for name, partitions in requested]
 
 
 __all__ = ["ConfigResource", "InvalidConfigError", "NotControllerError", "QuorumController", "RaftClient", "wall_clock_ms"]

@@ -50,6 +50,8 @@ from broker.metadata.metadata_records import (
 MAX_TOPIC_NAME_LENGTH = 249
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 MAX_PARTITIONS_PER_BATCH = 10_000
+# ElectLeaders' election_type on the wire (Kafka's ElectionType).
+ELECTION_TYPES = {0: Election.PREFERRED, 1: Election.UNCLEAN}
 
 UNKNOWN_TOPIC_OR_PARTITION_MESSAGE = "This server does not host this topic-partition."
 UNKNOWN_TOPIC_ID_MESSAGE = "This server does not host this topic ID."
@@ -560,12 +562,10 @@ class ReplicationControlManager:
         partition = info.partitions.get(partition_id)
         if partition is None:
             return ErrorCode.unknown_topic_or_partition, f"No such partition as {topic}-{partition_id}"
-        preferred = partition.replicas[0] if partition.replicas else NO_LEADER
-        if (election is Election.PREFERRED and partition.leader == preferred) or (election is Election.UNCLEAN and partition.leader != NO_LEADER):
+        if (election is Election.PREFERRED and _has_preferred_leader(partition)) or (election is Election.UNCLEAN and partition.leader != NO_LEADER):
             return ErrorCode.election_not_needed, _DEFAULT_MESSAGES[ErrorCode.election_not_needed]
 
-        builder = PartitionChangeBuilder(partition, info.topic_id, partition_id, _leader_acceptor(image, partition), lambda b: default_dir(image, b))
-        record = builder.set_election(election).build()
+        record = _election_record(image, info.topic_id, partition_id, partition, election)
         if record is None:
             code = ErrorCode.preferred_leader_not_available if election is Election.PREFERRED else ErrorCode.eligible_leaders_not_available
             return code, _DEFAULT_MESSAGES[code]
@@ -668,6 +668,26 @@ def _is_eligible(image: MetadataImage, member: IsrMember) -> bool:
     return _is_active(image, member.broker_id) and member.broker_epoch in (-1, image.brokers[member.broker_id].epoch)
 
 
+def election_for_type(election_type: int) -> Election:
+    """ElectLeaders' wire election type; an unknown one refuses the whole request, as Kafka does."""
+    election = ELECTION_TYPES.get(election_type)
+    if election is None:
+        raise ApiError(ErrorCode.invalid_request, f"Unknown election type {election_type}")
+    return election
+
+
+def _has_preferred_leader(partition: PartitionRegistration) -> bool:
+    return partition.leader == (partition.replicas[0] if partition.replicas else NO_LEADER)
+
+
+def _election_record(
+    image: MetadataImage, topic_id: uuid.UUID, partition_id: int, partition: PartitionRegistration, election: Election
+) -> PartitionChangeRecord | None:
+    """The record of a PREFERRED or UNCLEAN election, None when it would change nothing."""
+    builder = PartitionChangeBuilder(partition, topic_id, partition_id, _leader_acceptor(image, partition), lambda b: default_dir(image, b))
+    return builder.set_election(election).build()
+
+
 def _leader_acceptor(image: MetadataImage, partition: PartitionRegistration) -> Callable[[int], bool]:
     """Kafka's LeaderAcceptor: a leader is registered, unfenced, not shutting down, its directory online."""
     return lambda broker: _is_active(image, broker) and _has_online_dir(image, broker, partition)
@@ -739,11 +759,13 @@ __all__ = [
     "CreatePartitionsResult",
     "CreateTopicResult",
     "DeleteTopicResult",
+    "ELECTION_TYPES",
     "ElectLeaderResult",
     "Election",
     "IsrMember",
     "PartitionIsrChange",
     "ReplicationControlManager",
     "default_dir",
+    "election_for_type",
     "topic_name_error",
 ]

@@ -1,16 +1,17 @@
 """Admin writes a broker forwards to the active controller, as Kafka's brokers do.
 
-CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs and IncrementalAlterConfigs are the
-controller's decisions, as is UnregisterBroker; DescribeQuorum, AddRaftVoter and RemoveRaftVoter
-are the quorum leader's (the active controller) to answer. A broker passes the client's request on unchanged (the controller
-listener serves the same versions) and hands the controller's answer back, so a client never
-sees NOT_CONTROLLER from a broker. When no controller answers within the request's timeout the
-client gets REQUEST_TIMED_OUT for each item, as Kafka's forwarding does.
+CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs and
+ElectLeaders are the controller's decisions, as is UnregisterBroker; DescribeQuorum, AddRaftVoter
+and RemoveRaftVoter are the quorum leader's (the active controller) to answer. A broker passes
+the client's request on unchanged (the controller listener serves the same versions) and hands
+the controller's answer back, so a client never sees NOT_CONTROLLER from a broker. When no
+controller answers within the request's timeout the client gets REQUEST_TIMED_OUT for each item,
+as Kafka's forwarding does.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -46,6 +47,10 @@ def error_response(api_key: ApiKey, version: int, request: Any, error_code: Erro
         return build(schema, error_code=error_code, error_message=message, topics=(), nodes=())
     if api_key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.UNREGISTER_BROKER):
         return build(schema, throttle_time=0, error_code=error_code, error_message=message)
+    if api_key == ApiKey.ELECT_LEADERS:
+        # Kafka's ElectLeadersRequest.getErrorResponse: a request for every partition names none.
+        requested = ((t.topic, ((p, error_code, message) for p in t.partitions)) for t in request.topic_partitions or ())
+        return elect_leaders_response(version, error_code, requested)
     field, item_name, request_field = _ITEMS[api_key]
     item_cls = nested(schema, item_name)
     if api_key == ApiKey.DELETE_TOPICS and version < 6:
@@ -69,6 +74,18 @@ def error_response(api_key: ApiKey, version: int, request: Any, error_code: Erro
             )
         )
     return build(schema, throttle_time=0, **{field: tuple(items)})
+
+
+def elect_leaders_response(version: int, error_code: int, topics: Iterable[tuple[str, Iterable[tuple[int, int, str | None]]]]) -> Any:
+    """An ElectLeaders answer: the top-level code (v1+) and each topic's (partition, error code, message)."""
+    schema = response_schema(ApiKey.ELECT_LEADERS, version)
+    topic_cls = nested(schema, "ReplicaElectionResult")
+    partition_cls = nested(schema, "PartitionResult")
+    results = tuple(
+        build(topic_cls, topic=topic, partition_result=tuple(build(partition_cls, partition_id=p, error_code=c, error_message=m) for p, c, m in partitions))
+        for topic, partitions in topics
+    )
+    return build(schema, throttle_time=0, error_code=error_code, replica_election_results=results)
 
 
 class ForwardToControllerHandler:
