@@ -211,6 +211,11 @@ class BrokerConfig(BaseModel):
     compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field("producer", alias="compression.type")
     min_insync_replicas: int = Field(1, alias="min.insync.replicas", ge=1)
     unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
+    # Preferred leaders: the active controller moves leadership back to each partition's first
+    # replica every leader.imbalance.check.interval.seconds. As in Kafka 4, whose KRaft controller
+    # never read it, leader.imbalance.per.broker.percentage is no setting: load_config warns and drops it.
+    auto_leader_rebalance_enable: bool = Field(True, alias="auto.leader.rebalance.enable")
+    leader_imbalance_check_interval_seconds: int = Field(300, alias="leader.imbalance.check.interval.seconds", ge=1)
     # Replication (Kafka's names and defaults).
     replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", ge=1)
     num_replica_fetchers: int = Field(1, alias="num.replica.fetchers", ge=1)

@@ -14,6 +14,8 @@ and retries there. On the other controllers this object only follows the log.
 
 Broker liveness is soft state of the ClusterControlManager: a newly active controller gives
 every registered broker a fresh session, and a timer fences the brokers whose session runs out.
+The same timer, with auto.leader.rebalance.enable, gives leadership back to preferred replicas
+every leader.imbalance.check.interval.seconds, as Kafka 4's controller does.
 A fresh cluster's first active controller writes the finalized feature levels (metadata.version
 first); brokers register themselves through BrokerRegistration.
 """
@@ -54,9 +56,11 @@ log = structlog.get_logger()
 R = TypeVar("R")
 TopicElectionResults = tuple[str, list[ElectLeaderResult]]
 
-# The session timer looks for expired broker sessions at least this often while active.
+# The timer looks for expired broker sessions (and a due leader balance) at least this often while active.
 SESSION_CHECK_MAX_MS = 1000
 SESSION_CHECK_MIN_MS = 10
+# A balancing pass that reached its cap runs again this soon, as Kafka reschedules it.
+BALANCE_RERUN_MS = 10
 
 
 class NotControllerError(Exception):
@@ -124,6 +128,8 @@ class QuorumController:
         self._seq = itertools.count()
         self._timer: asyncio.Task[None] | None = None
         self._wake_timer = asyncio.Event()
+        self._balance_interval_ms = config.leader_imbalance_check_interval_seconds * 1000 if config.auto_leader_rebalance_enable else None
+        self._next_balance_ms: int | None = None  # set only while active and balancing is on
         self._log = log.bind(node=config.node_id)
 
     @property
@@ -135,8 +141,8 @@ class QuorumController:
         return self._committed
 
     def start(self) -> None:
-        """Start the session timer (it does work only while this controller is active)."""
-        self._timer = asyncio.get_running_loop().create_task(self._session_timer(), name="controller-session-timer")
+        """Start the timer of broker sessions and leader balance (it does work only while this controller is active)."""
+        self._timer = asyncio.get_running_loop().create_task(self._periodic_timer(), name="controller-timer")
 
     async def shutdown(self) -> None:
         self._deactivate("the controller is shutting down")
@@ -173,6 +179,9 @@ class QuorumController:
         self._active_epoch = epoch
         self._last_written = self._committed
         self._cluster.activate(image, self._now_ms())
+        if self._balance_interval_ms is not None:
+            # As Kafka: the first check an interval after taking over, not at once.
+            self._next_balance_ms = self._now_ms() + self._balance_interval_ms
         self._log.info("controller.activated", epoch=epoch, committed_offset=self._committed, brokers=len(image.brokers))
         if METADATA_VERSION_FEATURE not in image.features:
             # Appended now, before any write can run: every decision of this epoch sees it committed first.
@@ -186,6 +195,7 @@ class QuorumController:
 
     def _deactivate(self, reason: str) -> None:
         self._active_epoch = None
+        self._next_balance_ms = None
         waiters, self._waiters = self._waiters, []
         for _, _, future in waiters:
             if not future.done():
@@ -286,33 +296,58 @@ class QuorumController:
             self._log.warning("controller.broker_fenced", broker=broker_id, reason="no heartbeat within broker.session.timeout.ms")
         return fenced
 
-    async def _session_timer(self) -> None:
+    async def balance_partition_leaders(self) -> bool:
+        """One pass of the preferred-leader balance (the timer's job under auto.leader.rebalance.enable);
+        True if it reached the per-pass cap, so more partitions may be waiting."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], tuple[int, bool]]:
+            result = self._logic.replication.maybe_balance_partition_leaders(image)
+            return result.records, (len(result.records), result.response)
+
+        elected, more = await self._write(decide)
+        if elected:
+            self._log.info("controller.preferred_leaders_elected", partitions=elected, more=more)
+        return more
+
+    async def _balance_if_due(self) -> None:
+        interval = self._balance_interval_ms
+        if interval is None or self._next_balance_ms is None or self._now_ms() < self._next_balance_ms:
+            return
+        # Set before the pass, so that a failed one waits an interval too.
+        self._next_balance_ms = self._now_ms() + interval
+        more = await self.balance_partition_leaders()
+        if more and self._next_balance_ms is not None:  # None: this controller resigned meanwhile
+            self._next_balance_ms = self._now_ms() + BALANCE_RERUN_MS
+
+    async def _periodic_timer(self) -> None:
         while True:
             self._wake_timer.clear()
             try:
-                await asyncio.wait_for(self._wake_timer.wait(), self._next_session_check_ms() / 1000)
+                await asyncio.wait_for(self._wake_timer.wait(), self._next_check_ms() / 1000)
             except asyncio.TimeoutError:
                 pass
             if self._active_epoch is not None and not self._raft.is_leader():
                 self._deactivate("this node no longer leads the metadata quorum")
             if not self.is_active:
                 continue
-            try:
-                await self.fence_stale_brokers()
-            except NotControllerError:
-                continue
-            except Exception:
-                # A bug here must not stop fencing for good; it is logged and tried again.
-                self._log.exception("controller.session_check_failed")
+            for task in (self.fence_stale_brokers, self._balance_if_due):
+                try:
+                    await task()
+                except NotControllerError:
+                    break
+                except Exception:
+                    # A bug here must not stop fencing or balancing for good; it is logged and tried again.
+                    self._log.exception("controller.periodic_task_failed", task=task.__name__)
 
-    def _next_session_check_ms(self) -> int:
+    def _next_check_ms(self) -> int:
         if not self.is_active:
             return SESSION_CHECK_MAX_MS
         expiry = self._cluster.next_session_expiry_ms(self._image())
-        if expiry is None:
-            return SESSION_CHECK_MAX_MS
         # A session runs out once the clock is past its expiry, hence the extra millisecond.
-        return min(max(expiry + 1 - self._now_ms(), SESSION_CHECK_MIN_MS), SESSION_CHECK_MAX_MS)
+        due = [t for t in (None if expiry is None else expiry + 1, self._next_balance_ms) if t is not None]
+        if not due:
+            return SESSION_CHECK_MAX_MS
+        return min(max(min(due) - self._now_ms(), SESSION_CHECK_MIN_MS), SESSION_CHECK_MAX_MS)
 
     # -- topics and configs -------------------------------------------------------------------------
 

@@ -4,8 +4,10 @@ Every operation reads the committed image and returns the records that make the 
 Topic creation keeps Kafka 4.0's checks, order and messages. Leadership follows broker
 liveness: a broker that is fenced, unregistered or in controlled shutdown leaves the ISR
 of its partitions and loses their leadership; a broker that is unfenced becomes leader of
-the leaderless partitions it may lead. Elections are PartitionChangeBuilder's. Partition
-leaders change their ISR through AlterPartition, under Kafka 4's checks and error codes.
+the leaderless partitions it may lead. Elections are PartitionChangeBuilder's; ElectLeaders
+and the active controller's periodic balance give leadership back to preferred replicas.
+Partition leaders change their ISR through AlterPartition, under Kafka 4's checks and error
+codes.
 
 Which brokers count: placement uses the registered brokers not in controlled shutdown
 (unfenced ones first; a leader is always unfenced); manual assignments may name any
@@ -50,6 +52,8 @@ from broker.metadata.metadata_records import (
 MAX_TOPIC_NAME_LENGTH = 249
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 MAX_PARTITIONS_PER_BATCH = 10_000
+# Kafka's cap on the preferred elections one balancing pass writes; a pass that reaches it runs again at once.
+MAX_ELECTIONS_PER_IMBALANCE = 1_000
 # ElectLeaders' election_type on the wire (Kafka's ElectionType).
 ELECTION_TYPES = {0: Election.PREFERRED, 1: Election.UNCLEAN}
 
@@ -572,6 +576,29 @@ class ReplicationControlManager:
         records.append(record)
         return ErrorCode.none, None
 
+    # --- auto.leader.rebalance.enable -------------------------------------------------
+
+    def maybe_balance_partition_leaders(
+        self, image: MetadataImage, max_elections: int = MAX_ELECTIONS_PER_IMBALANCE
+    ) -> ControllerResult[bool]:
+        """Kafka 4's maybeBalancePartitionLeaders: a preferred election for every partition not led by
+        its first replica, up to ``max_elections`` records; True when the cap was reached.
+
+        As Kafka's KRaft controller, no per-broker ratio gates it: any such partition whose
+        preferred replica is in the ISR and may lead (unfenced, not shutting down, its directory
+        online) is moved back, the others keep their leader and cost nothing.
+        """
+        records: list[MetadataRecord] = []
+        for _, (topic_id, partition_id, partition) in _partitions(image):
+            if len(records) >= max_elections:
+                break
+            if _has_preferred_leader(partition):
+                continue
+            record = _election_record(image, topic_id, partition_id, partition, Election.PREFERRED)
+            if record is not None:
+                records.append(record)
+        return ControllerResult(records, len(records) >= max_elections)
+
     # --- AlterPartition ---------------------------------------------------------------
 
     def alter_partition(
@@ -763,6 +790,7 @@ __all__ = [
     "ElectLeaderResult",
     "Election",
     "IsrMember",
+    "MAX_ELECTIONS_PER_IMBALANCE",
     "PartitionIsrChange",
     "ReplicationControlManager",
     "default_dir",
