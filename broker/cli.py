@@ -161,6 +161,31 @@ def _groups(args: argparse.Namespace) -> int:
     return 0
 
 
+def _leader_election(args: argparse.Namespace) -> int:
+    from broker import client_commands as cc
+
+    # kafka-leader-election.sh's checks and messages (usage errors exit 2 here, as in the other commands).
+    given = [args.topic is not None, args.all_topic_partitions, args.path_to_json_file is not None]
+    if sum(given) != 1:
+        print("error: One and only one of the following options is required: --topic, --all-topic-partitions, --path-to-json-file", file=sys.stderr)
+        return 2
+    if args.topic is not None and args.partition is None:
+        print("error: Missing required option(s): --partition", file=sys.stderr)
+        return 2
+    if args.partition is not None and args.topic is None:
+        print("error: Option --partition is only allowed if --topic is used", file=sys.stderr)
+        return 2
+    partitions: list[tuple[str, int]] | None = None
+    if args.path_to_json_file is not None:
+        try:
+            partitions = cc.parse_election_partitions(Path(args.path_to_json_file).read_text())
+        except OSError as e:
+            cc.fail(f"cannot read {args.path_to_json_file}: {e.strerror}")
+    elif args.topic is not None:
+        partitions = [(args.topic, args.partition)]
+    return cc.leader_election(args.bootstrap_server, args.election_type, partitions)
+
+
 def _required(value: str | None, name: str) -> str:
     if not value:
         print(f"error: --{name} is required", file=sys.stderr)
@@ -272,6 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--dry-run", action="store_true", help="reset-offsets: only print the plan (the default)")
     mode.add_argument("--execute", action="store_true", help="reset-offsets: commit the new offsets")
     groups.set_defaults(func=_groups)
+
+    election = client(sub.add_parser("leader-election", help="elect preferred or unclean partition leaders (like kafka-leader-election.sh)"))
+    election.add_argument("--election-type", required=True, type=str.lower, choices=["preferred", "unclean"])
+    election.add_argument("--all-topic-partitions", action="store_true", help="every partition that needs the election")
+    election.add_argument("--topic", help="the topic of the one partition to elect (with --partition)")
+    election.add_argument("--partition", type=int)
+    election.add_argument("--path-to-json-file", metavar="FILE", help='the partitions: {"partitions": [{"topic": "t", "partition": 0}, ...]}')
+    election.set_defaults(func=_leader_election)
     return parser
 
 

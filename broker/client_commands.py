@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import sys
 import time
 from datetime import datetime, timezone
 from typing import Any, NoReturn, TextIO
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, ResourceType
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from broker import wire_client
@@ -669,3 +671,86 @@ def groups_reset_offsets(
                 if tp.error is not None:
                     fail(f"cannot reset the offset of group {group} for {tp.topic}-{tp.partition}: {tp.error.str()}")
     print("\n" + format_reset_plan(plans), file=out)
+
+
+# kafka-leader-election.sh's --election-type, as ElectLeaders' election types.
+ELECTION_TYPES = {"preferred": ElectionType.PREFERRED, "unclean": ElectionType.UNCLEAN}
+ELECTION_TIMEOUT_S = 30.0  # the Kafka tool's default API timeout
+
+
+def parse_election_partitions(text: str) -> list[tuple[str, int]]:
+    """kafka-leader-election.sh's --path-to-json-file: {"partitions": [{"topic": "t", "partition": 0}, ...]}."""
+    try:
+        data = json.loads(text) if text.strip() else None
+    except json.JSONDecodeError as e:
+        fail(f"the replica election data is not JSON: {e}")
+    if not data:
+        fail("Replica election data is empty")
+    if not isinstance(data, dict) or "partitions" not in data:
+        fail('Replica election data is missing "partitions" field')
+    try:
+        partitions = [(str(entry["topic"]), int(entry["partition"])) for entry in data["partitions"]]
+    except (KeyError, TypeError, ValueError) as e:
+        fail(f"Replica election data has an invalid partition entry: {e!r}")
+    repeated = sorted({tp for tp in partitions if partitions.count(tp) > 1})
+    if repeated:
+        fail(f"Replica election data contains duplicate partitions: [{', '.join(f'{t}-{p}' for t, p in repeated)}]")
+    return partitions
+
+
+def _java_exception(err: KafkaError) -> str:
+    """How Kafka's tool names an error: its exception class, Kafka's name of the error in CamelCase
+    (librdkafka's names differ: UNKNOWN_TOPIC_OR_PART). REQUEST_TIMED_OUT, met when no controller
+    answers a forwarded election, is Kafka's TimeoutException."""
+    try:
+        kafka_name = "timeout" if err.code() == KafkaError.REQUEST_TIMED_OUT else ErrorCode(err.code()).name
+    except ValueError:
+        kafka_name = err.name().lower()
+    return "org.apache.kafka.common.errors." + "".join(w.capitalize() for w in kafka_name.split("_")) + "Exception"
+
+
+def leader_election(bootstrap: str, election_type: str, partitions: list[tuple[str, int]] | None) -> int:
+    """kafka-leader-election.sh: elect the preferred (or, with none in sync, any live) replica of the
+    partitions, None meaning every partition; prints what Kafka's tool prints, 1 if any failed."""
+    kind = ELECTION_TYPES[election_type]
+    client = admin(bootstrap)
+    wanted = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+    # No request_timeout: confluent-kafka 2.16's binding refuses every keyword argument of elect_leaders.
+    future = client.elect_leaders(kind, wanted)
+    try:
+        results = future.result(timeout=ELECTION_TIMEOUT_S)
+    except concurrent.futures.TimeoutError:
+        print("Timeout waiting for election results")
+        fail("Timeout waiting for election results")
+    except KafkaException as e:
+        err = e.args[0]
+        if err.code() in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT):
+            print("Timeout waiting for election results")
+        elif err.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            print("Not authorized to perform leader election")
+        fail(err.str())
+    succeeded: list[str] = []
+    not_needed: list[str] = []
+    failed: list[tuple[str, KafkaError]] = []
+    for tp in sorted(results, key=lambda tp: (tp.topic, tp.partition)):
+        name = f"{tp.topic}-{tp.partition}"
+        # Each value is None or the partition's KafkaError (documented as a KafkaException: both are taken).
+        error = results[tp]
+        if isinstance(error, KafkaException):
+            error = error.args[0]
+        if error is None:
+            succeeded.append(name)
+        elif error.code() == KafkaError.ELECTION_NOT_NEEDED:
+            not_needed.append(name)
+        else:
+            failed.append((name, error))
+    if succeeded:
+        print(f"Successfully completed leader election ({kind.name}) for partitions {', '.join(succeeded)}")
+    if not_needed:
+        print(f"Valid replica already elected for partitions {', '.join(not_needed)}")
+    for name, err in failed:
+        print(f"Error completing leader election ({kind.name}) for partition: {name}: {_java_exception(err)}: {err.str()}")
+    if failed:
+        print(f"error: {len(failed)} replica(s) could not be elected", file=sys.stderr)
+        return 1
+    return 0
