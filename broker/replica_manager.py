@@ -45,12 +45,15 @@ class ProduceResult:
     record_errors: tuple[tuple[int, str | None], ...] = ()  # (index in the batch, message) of rejected records
     # The offset the high watermark must reach before an acks=all answer; -1 when nothing was appended.
     required_offset: int = -1
+    # KIP-951: (leader id, leader epoch) as this node knows them, with NOT_LEADER_OR_FOLLOWER.
+    current_leader: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
 class ReadResult:
     error_code: int = 0
     read: LogReadResult | None = None
+    current_leader: tuple[int, int] | None = None  # KIP-951, as in ProduceResult
 
     @property
     def size(self) -> int:
@@ -218,7 +221,7 @@ class ReplicaManager:
             key = (topic, index)
             partition = self.get_partition(topic, index)
             if partition is None:
-                results[key] = ProduceResult(error_code=_missing_leader_error(image, topic, index))
+                results[key] = ProduceResult(error_code=_missing_leader_error(image, topic, index), current_leader=_leader_hint(image, topic, index))
                 continue
             if records is None:
                 results[key] = ProduceResult(error_code=ErrorCode.corrupt_message, error_message="null records")
@@ -306,11 +309,12 @@ class ReplicaManager:
     ) -> ReadResult:
         partition = self.get_partition(topic, index)
         if partition is None:
-            return ReadResult(error_code=_missing_leader_error(image, topic, index))
+            return ReadResult(error_code=_missing_leader_error(image, topic, index), current_leader=_leader_hint(image, topic, index))
         try:
             return ReadResult(read=partition.read_records(fetch_offset, max_bytes, isolation_level, min_one_message, current_leader_epoch))
         except StorageError as e:
-            return ReadResult(error_code=e.error_code)
+            hint = (partition.leader_id, partition.leader_epoch) if e.error_code == ErrorCode.fenced_leader_epoch else None
+            return ReadResult(error_code=e.error_code, current_leader=hint)
 
     def read_for_follower(
         self,
@@ -340,6 +344,15 @@ class ReplicaManager:
             log.info("partition.expanding_isr", topic=topic, partition=index, isr=partition.isr, new_isr=outcome.alter_isr.isr)
             self.alter_partition_manager.submit(partition, outcome.alter_isr)
         return ReadResult(read=read)
+
+
+def _leader_hint(image: MetadataImage, topic: str, index: int) -> tuple[int, int] | None:
+    """KIP-951: the partition's leader and epoch as the image has them, when it has a leader."""
+    info = image.topics.get(topic)
+    registration = info.partitions.get(index) if info is not None else None
+    if registration is None or registration.leader == NO_LEADER:
+        return None
+    return registration.leader, registration.leader_epoch
 
 
 def _missing_leader_error(image: MetadataImage, topic: str, index: int) -> int:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from protocol.headers import response_header
-from protocol.primitives import array_length, string, uvarint
+from protocol.primitives import array_length, current_leader_field, node_endpoints_field, string, uvarint
 
 FIRST_FLEXIBLE = 12
+FIRST_LEADER_HINT_VERSION = 16
 
 
 class Region(Protocol):
@@ -41,6 +42,9 @@ class FetchPartitionResult:
     records: list[Chunk] = field(default_factory=list)
     # KIP-320, tagged field 0 from v12: (epoch, end offset) where a follower's log diverged.
     diverging_epoch: tuple[int, int] | None = None
+    # KIP-951, tagged field 1 from v12 (clients read it from v16): (leader id, leader epoch) with
+    # NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH.
+    current_leader: tuple[int, int] | None = None
 
     @property
     def records_size(self) -> int:
@@ -74,6 +78,7 @@ def encode_fetch_response(
     throttle_time_ms: int = 0,
     error_code: int = 0,
     session_id: int = 0,
+    node_endpoints: Sequence[tuple[int, str, int, str | None]] = (),
 ) -> list[Chunk]:
     """The whole response frame as chunks: bytes to write and regions to sendfile.
 
@@ -125,14 +130,20 @@ def encode_fetch_response(
                     regions_size += r.length
                     head = bytearray()
             if flexible:
-                if p.diverging_epoch is None:
-                    head.append(0)
-                else:
-                    head.append(1)
-                    head += _DIVERGING_EPOCH.pack(0, _DIVERGING_EPOCH.size - 2, p.diverging_epoch[0], p.diverging_epoch[1], 0)
+                tagged: list[bytes] = []
+                if p.diverging_epoch is not None:
+                    tagged.append(_DIVERGING_EPOCH.pack(0, _DIVERGING_EPOCH.size - 2, p.diverging_epoch[0], p.diverging_epoch[1], 0))
+                if p.current_leader is not None and version >= FIRST_LEADER_HINT_VERSION:
+                    tagged.append(current_leader_field(1, *p.current_leader))
+                head += uvarint(len(tagged))
+                for f in tagged:
+                    head += f
         if flexible:
             head.append(0)
-    if flexible:
+    if version >= FIRST_LEADER_HINT_VERSION and node_endpoints:
+        head.append(1)
+        head += node_endpoints_field(node_endpoints)
+    elif flexible:
         head.append(0)
     chunks.append(head)
     written = sum(len(c) for c in chunks if isinstance(c, bytearray))

@@ -2,9 +2,10 @@
 
 One response per produce request, and librdkafka sends one request per partition batch: with
 many partitions this is the broker's most frequent response, and building kio entities for it
-cost more than the append itself. The layout is the spec's; the tagged fields (CurrentLeader,
-NodeEndpoints) are left out, as Kafka leaves them out when no partition reports
-NOT_LEADER_OR_FOLLOWER. ``tests/unit/test_produce_response.py`` decodes the output with kio.
+cost more than the append itself. The layout is the spec's; KIP-951's tagged fields (a
+partition's CurrentLeader, the response's NodeEndpoints) are written from v10 when a partition
+answers NOT_LEADER_OR_FOLLOWER with a known leader, as Kafka does.
+``tests/unit/test_produce_response.py`` decodes the output with kio.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Protocol
 
 from protocol.frame import encode_size
 from protocol.headers import response_header
-from protocol.primitives import array_length, string
+from protocol.primitives import array_length, current_leader_field, node_endpoints_field, string
 
 FIRST_FLEXIBLE_VERSION = 9
+FIRST_LEADER_HINT_VERSION = 10
 
 _I32 = struct.Struct(">i")
 _PARTITION = struct.Struct(">ihq")  # index, error code, base offset
@@ -39,13 +41,21 @@ class PartitionResult(Protocol):
     def error_message(self) -> str | None: ...
     @property
     def record_errors(self) -> Sequence[tuple[int, str | None]]: ...
+    @property
+    def current_leader(self) -> tuple[int, int] | None: ...
 
 
 def encode_produce_response(
-    version: int, correlation_id: int, topics: Sequence[tuple[str, Sequence[tuple[int, PartitionResult]]]], throttle_time_ms: int = 0
+    version: int,
+    correlation_id: int,
+    topics: Sequence[tuple[str, Sequence[tuple[int, PartitionResult]]]],
+    throttle_time_ms: int = 0,
+    node_endpoints: Sequence[tuple[int, str, int, str | None]] = (),
 ) -> bytes:
-    """The whole frame (size, response header, body) for (topic, [(partition, result)]) pairs."""
+    """The whole frame (size, response header, body) for (topic, [(partition, result)]) pairs;
+    ``node_endpoints`` (id, host, port, rack) of the leaders the results name."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
+    hints = version >= FIRST_LEADER_HINT_VERSION
     parts: list[bytes] = [array_length(len(topics), flexible)]
     append = parts.append
     for name, partitions in topics:
@@ -64,12 +74,16 @@ def encode_produce_response(
                     if flexible:
                         append(b"\x00")
                 append(string(p.error_message, flexible))
-            if flexible:
+            if hints and p.current_leader is not None:
+                append(b"\x01" + current_leader_field(0, *p.current_leader))
+            elif flexible:
                 append(b"\x00")
         if flexible:
             append(b"\x00")
     append(_I32.pack(throttle_time_ms))
-    if flexible:
+    if hints and node_endpoints:
+        append(b"\x01" + node_endpoints_field(node_endpoints))
+    elif flexible:
         append(b"\x00")
     header = response_header(correlation_id, 1 if flexible else 0)
     body_size = len(header) + sum(map(len, parts))

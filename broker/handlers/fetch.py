@@ -153,6 +153,7 @@ class FetchHandler:
             ctx.header.correlation_id,
             self._topics(session, results, unknown_ids),
             session_id=session.session_id,
+            node_endpoints=self._metadata.leader_endpoints(r.current_leader for r in results.values()),
         )
 
     def _read_all(
@@ -192,7 +193,7 @@ class FetchHandler:
             result = results[(topic, index)]
             read = result.read
             if read is None:
-                part = FetchPartitionResult(index, error_code=result.error_code)
+                part = FetchPartitionResult(index, error_code=result.error_code, current_leader=result.current_leader)
                 include = cached.needs_response(-1, -1, -1, False, result.error_code)
             else:
                 # The byte limit may have cut the last batch; clients drop such a tail (and

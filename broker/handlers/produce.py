@@ -61,10 +61,10 @@ class ProduceHandler:
         await self._rm.wait_for_replication(results, waiting, request.timeout_ms)
         return self._response(ctx, request, results)
 
-    @staticmethod
-    def _response(ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]) -> list[bytes]:
+    def _response(self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]) -> list[bytes]:
         topics = [(t.name, [(p.index, results[(t.name, p.index)]) for p in t.partition_data]) for t in request.topic_data]
-        return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics)]
+        endpoints = self._metadata.leader_endpoints(r.current_leader for r in results.values())
+        return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics, node_endpoints=endpoints)]
 
 
 async def _close_after_earlier_responses(reason: str) -> None:

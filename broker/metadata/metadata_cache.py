@@ -8,6 +8,7 @@ out once per image, not per request.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import EMPTY_IMAGE, MetadataImage
@@ -62,6 +63,11 @@ class MetadataCache:
 
     def alive_broker(self, broker_id: int) -> BrokerEndpoint | None:
         return self._by_id.get(broker_id)
+
+    def leader_endpoints(self, hints: Iterable[tuple[int, int] | None]) -> list[tuple[int, str, int, str | None]]:
+        """KIP-951's NodeEndpoints: (id, host, port, rack) of each live leader named in ``hints``."""
+        ids = sorted({hint[0] for hint in hints if hint is not None})
+        return [(b.node_id, b.host, b.port, b.rack) for b in map(self._by_id.get, ids) if b is not None]
 
     def broker_endpoint(self, broker_id: int, listener_name: str) -> BrokerEndpoint | None:
         """A registered broker's endpoint on any listener (the inter-broker one, for node-to-node

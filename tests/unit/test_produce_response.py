@@ -24,6 +24,7 @@ class Result:
     log_start_offset: int
     error_message: str | None
     record_errors: tuple[tuple[int, str | None], ...]
+    current_leader: tuple[int, int] | None = None
 
 
 results = st.builds(
@@ -34,6 +35,10 @@ results = st.builds(
     log_start_offset=i64,
     error_message=st.none() | st.text(max_size=30),
     record_errors=st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), st.none() | st.text(max_size=30)), max_size=3).map(tuple),
+    current_leader=st.none() | st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)),
+)
+endpoints = st.lists(
+    st.tuples(st.integers(0, 2**31 - 1), st.text(min_size=1, max_size=20), st.integers(0, 65535), st.none() | st.text(max_size=10)), max_size=3
 )
 topics = st.lists(
     st.tuples(st.text(max_size=20), st.lists(st.tuples(st.integers(-(2**31), 2**31 - 1), results), max_size=4)),
@@ -42,9 +47,9 @@ topics = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(3, 11), st.integers(-(2**31), 2**31 - 1), topics, st.integers(0, 2**31 - 1))
-def test_kio_reads_what_we_write(version: int, correlation_id: int, data: list, throttle: int) -> None:
-    frame = encode_produce_response(version, correlation_id, data, throttle)
+@given(st.integers(3, 11), st.integers(-(2**31), 2**31 - 1), topics, st.integers(0, 2**31 - 1), endpoints)
+def test_kio_reads_what_we_write(version: int, correlation_id: int, data: list, throttle: int, nodes: list) -> None:
+    frame = encode_produce_response(version, correlation_id, data, throttle, nodes)
     (size,) = struct.unpack_from(">i", frame)
     assert size == len(frame) - 4
     assert struct.unpack_from(">i", frame, 4)[0] == correlation_id
@@ -66,3 +71,8 @@ def test_kio_reads_what_we_write(version: int, correlation_id: int, data: list, 
             if version >= 8:
                 assert got.error_message == want.error_message
                 assert [(e.batch_index, e.batch_index_error_message) for e in got.record_errors] == list(want.record_errors)
+            if version >= 10:
+                # KIP-951: the new leader's id and epoch, (-1, -1) when none is named.
+                assert (got.current_leader.leader_id, got.current_leader.leader_epoch) == (want.current_leader or (-1, -1))
+    if version >= 10:
+        assert [(n.node_id, n.host, n.port, n.rack) for n in decoded.node_endpoints] == nodes

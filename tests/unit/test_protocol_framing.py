@@ -147,3 +147,25 @@ def test_fetch_response_decodes_with_kio(version: int) -> None:
         assert p0.log_start_offset == 2
     if version >= 7:
         assert resp.session_id == 77
+
+
+@pytest.mark.parametrize("version", range(12, 18))
+def test_fetch_response_tagged_fields_decode_with_kio(version: int) -> None:
+    """KIP-320's DivergingEpoch for a follower, KIP-951's CurrentLeader and NodeEndpoints for a
+    client sent to the wrong broker (both read by clients from v16)."""
+    diverged = FetchPartitionResult(0, high_watermark=5, diverging_epoch=(3, 42))
+    moved = FetchPartitionResult(1, error_code=6, current_leader=(2, 7))
+    both = FetchPartitionResult(2, error_code=74, diverging_epoch=(1, 9), current_leader=(3, 8))
+    nodes = [(2, "127.0.0.1", 9093, None), (3, "localhost", 9094, "r1")]
+    chunks = encode_fetch_response(version, 1, [FetchTopicResult("t", uuid.uuid4(), [diverged, moved, both])], node_endpoints=nodes)
+    wire = b"".join(bytes(c) for c in chunks)
+    assert struct.unpack_from(">i", wire)[0] == len(wire) - 4
+    resp, read = entity_reader(response_schema(1, version))(wire, 9)
+    assert 9 + read == len(wire)
+    p0, p1, p2 = resp.responses[0].partitions
+    assert (p0.diverging_epoch.epoch, p0.diverging_epoch.end_offset) == (3, 42)
+    assert (p2.diverging_epoch.epoch, p2.diverging_epoch.end_offset) == (1, 9)
+    if version >= 16:
+        assert (p1.current_leader.leader_id, p1.current_leader.leader_epoch) == (2, 7)
+        assert (p2.current_leader.leader_id, p2.current_leader.leader_epoch) == (3, 8)
+        assert [(n.node_id, n.host, n.port, n.rack) for n in resp.node_endpoints] == nodes

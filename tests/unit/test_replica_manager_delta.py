@@ -122,3 +122,15 @@ def test_a_metadata_change_elsewhere_touches_no_replica(node: Node) -> None:
     epoch = replica.partition_epoch
     node.commit(change(1, leader=3))
     assert node.rm.partitions == {("a", 0): replica} and replica.partition_epoch == epoch
+
+
+def test_a_request_to_a_follower_names_the_leader_and_its_epoch(node: Node) -> None:
+    """KIP-951: NOT_LEADER_OR_FOLLOWER comes with the leader the image knows, so a client can go
+    there at once; a partition with no leader names none."""
+    node.commit(TopicRecord(name="a", topic_id=A), partition(0, (2, 1)), change(0, leader=2), partition(1, (3, 1)), change(1, leader=-1))
+    batch = memoryview(bytearray(make_batch([b"v"])))
+    produced = node.rm.append_records([("a", 0, batch), ("a", 1, batch)], node.loader.image)
+    assert (produced[("a", 0)].error_code, produced[("a", 0)].current_leader) == (ErrorCode.not_leader_or_follower, (2, 1))
+    assert (produced[("a", 1)].error_code, produced[("a", 1)].current_leader) == (ErrorCode.not_leader_or_follower, None)
+    read = node.rm.read("a", 0, 0, 1 << 20, 0, True, node.loader.image)
+    assert (read.error_code, read.current_leader) == (ErrorCode.not_leader_or_follower, (2, 1))
