@@ -14,7 +14,7 @@ from typing import Callable
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.metadata_image import PartitionRegistration
-from replication.follower_fetch_state import follower_high_watermark
+from replication.follower_fetch_state import EpochEndOffset, follower_high_watermark, offset_out_of_range_restart, truncation_for_diverging_epoch
 from replication.partition_state import AlterPartitionIntent, PartitionLeaderState
 from storage.errors import StorageError
 from storage.log import AppendOrigin, FetchDataInfo, Log, LogAppendInfo
@@ -299,6 +299,26 @@ class Partition:
         info = self.log.append_as_follower(records)
         self.take_leader_offsets(leader_high_watermark, leader_log_start_offset)
         return info
+
+    def truncate_on_divergence(self, diverging: EpochEndOffset) -> int:
+        """The leader answered DivergingEpoch: cut the log back to where the two agree (KIP-320).
+        Returns the offset truncated to; the next fetch asks again from there."""
+        plog = self.log
+        epoch, end = plog.end_offset_for_epoch(diverging.epoch) if diverging.epoch != NO_EPOCH else (NO_EPOCH, -1)
+        local = EpochEndOffset(epoch, end) if epoch != NO_EPOCH else None
+        truncation = truncation_for_diverging_epoch(diverging, local, plog.log_end_offset, plog.high_watermark)
+        plog.truncate_to(truncation.offset)
+        return truncation.offset
+
+    def restart_out_of_range(self, leader_log_start_offset: int, leader_high_watermark: int) -> int:
+        """The leader answered OFFSET_OUT_OF_RANGE: empty the log and start at the leader's log
+        start, or cut back past the leader's end. Returns where the next fetch starts."""
+        offset, empty_first = offset_out_of_range_restart(leader_log_start_offset, leader_high_watermark, self.log.log_end_offset)
+        if empty_first:
+            self.log.truncate_fully_and_start_at(offset)
+        else:
+            self.log.truncate_to(offset)
+        return offset
 
     def take_leader_offsets(self, leader_high_watermark: int, leader_log_start_offset: int) -> None:
         self.log.update_high_watermark(follower_high_watermark(leader_high_watermark, self.log.log_end_offset))

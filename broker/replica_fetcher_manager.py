@@ -28,11 +28,7 @@ from kio.static.primitive import i8, i32, i64
 from broker.metadata.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkError
 from broker.partition import Partition
-from replication.follower_fetch_state import (
-    EpochEndOffset,
-    offset_out_of_range_restart,
-    truncation_for_diverging_epoch,
-)
+from replication.follower_fetch_state import EpochEndOffset
 from storage.errors import StorageError
 
 log = structlog.get_logger()
@@ -173,7 +169,6 @@ class ReplicaFetcher:
 
     def _process_partition(self, state: _FetchState, part: Any) -> None:
         partition = state.partition
-        plog = partition.log
         code = part.error_code
         if code == ErrorCode.none:
             diverging = part.diverging_epoch
@@ -187,32 +182,25 @@ class ReplicaFetcher:
                 partition.take_leader_offsets(int(part.high_watermark), int(part.log_start_offset))
             return
         if code == ErrorCode.offset_out_of_range:
-            offset, empty_first = offset_out_of_range_restart(int(part.log_start_offset), int(part.high_watermark), plog.log_end_offset)
-            self._log.info("replica_fetcher.out_of_range", topic=partition.topic, partition=partition.index, restart_at=offset, log_end_offset=plog.log_end_offset)
-            if empty_first:
-                plog.truncate_fully_and_start_at(offset)
-            else:
-                plog.truncate_to(offset)
+            offset = partition.restart_out_of_range(int(part.log_start_offset), int(part.high_watermark))
+            self._log.info("replica_fetcher.out_of_range", topic=partition.topic, partition=partition.index, restart_at=offset)
             return
         # Not the leader any more, or an epoch one side has not caught up with: wait for the metadata.
         self._log.debug("replica_fetcher.partition_error", topic=partition.topic, partition=partition.index, error=ErrorCode(code).name)
         self._delay((state,))
 
     def _truncate_on_divergence(self, partition: Partition, diverging: EpochEndOffset) -> None:
-        plog = partition.log
-        epoch, end = plog.end_offset_for_epoch(diverging.epoch) if diverging.epoch != NO_EPOCH else (NO_EPOCH, -1)
-        local = EpochEndOffset(epoch, end) if epoch != NO_EPOCH else None
-        truncation = truncation_for_diverging_epoch(diverging, local, plog.log_end_offset, plog.high_watermark)
+        log_end_offset = partition.log.log_end_offset
+        truncated_to = partition.truncate_on_divergence(diverging)
         self._log.info(
             "replica_fetcher.truncating",
             topic=partition.topic,
             partition=partition.index,
             diverging_epoch=diverging.epoch,
             diverging_end_offset=diverging.end_offset,
-            truncate_to=truncation.offset,
-            log_end_offset=plog.log_end_offset,
+            truncate_to=truncated_to,
+            log_end_offset=log_end_offset,
         )
-        plog.truncate_to(truncation.offset)
 
     def _delay(self, states: Any) -> None:
         until = time.monotonic() + self._settings.fetch_backoff_ms / 1000
