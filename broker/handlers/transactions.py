@@ -1,10 +1,14 @@
 """The transaction APIs: AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
-WriteTxnMarkers, DescribeTransactions and ListTransactions."""
+WriteTxnMarkers, DescribeTransactions and ListTransactions.
+
+AddPartitionsToTxn, AddOffsetsToTxn and EndTxn are answered once the coordinator's write to
+``__transaction_state`` is replicated: at once on a one-replica log, else from a coroutine."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -15,6 +19,7 @@ from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
+from broker.transaction.transaction_state_manager import Settled, settled, then
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
@@ -22,6 +27,7 @@ log = structlog.get_logger()
 
 NO_LEADER_EPOCH = -1
 TopicPartition = tuple[str, int]
+T = TypeVar("T")
 
 # KIP-588: a client older than these versions does not know PRODUCER_FENCED and is told
 # INVALID_PRODUCER_EPOCH instead, as Kafka does.
@@ -38,6 +44,18 @@ def client_error(api_key: int, version: int, error: int) -> int:
     if error == ErrorCode.producer_fenced and version < PRODUCER_FENCED_SINCE[api_key]:
         return ErrorCode.invalid_producer_epoch
     return error
+
+
+def when_settled(value: Settled[T], answer: Callable[[T], Any]) -> Any:
+    """The response now when the coordinator's write is settled, else a coroutine that awaits it
+    (groups' ``when_written`` for any settled value)."""
+    if isinstance(value, asyncio.Future):
+        return _answer_later(value, answer)
+    return answer(value)
+
+
+async def _answer_later(value: asyncio.Future[T], answer: Callable[[T], Any]) -> Any:
+    return answer(await value)
 
 
 def _by_topic(results: Iterable[tuple[TopicPartition, int]]) -> dict[str, list[tuple[int, int]]]:
@@ -68,22 +86,30 @@ class AddPartitionsToTxnHandler:
             )
 
         if ctx.version < 4:
-            results = self._add(
+            added = self._add(
                 request.v3_and_below_transactional_id,
                 request.v3_and_below_producer_id,
                 request.v3_and_below_producer_epoch,
                 False,
                 request.v3_and_below_topics,
             )
-            return build(schema, throttle_time=0, results_by_topic_v3_and_below=topic_results(results))
+            return when_settled(added, lambda results: build(schema, throttle_time=0, results_by_topic_v3_and_below=topic_results(results)))
         result_cls = nested(schema, "AddPartitionsToTxnResult")
-        out: tuple[Any, ...] = tuple(
-            build(result_cls, transactional_id=t.transactional_id, topic_results=topic_results(self._add(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only, t.topics)))
-            for t in request.transactions
-        )
-        return build(schema, throttle_time=0, error_code=0, results_by_transaction=out)
+        each = [(t.transactional_id, self._add(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only, t.topics)) for t in request.transactions]
 
-    def _add(self, transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool, topics) -> dict[TopicPartition, int]:  # type: ignore[no-untyped-def]
+        def answer(done: list[tuple[str, dict[TopicPartition, int]]]) -> Any:
+            out = tuple(build(result_cls, transactional_id=t, topic_results=topic_results(results)) for t, results in done)
+            return build(schema, throttle_time=0, error_code=0, results_by_transaction=out)
+
+        if any(isinstance(added, asyncio.Future) for _, added in each):
+            return self._all_added(each, answer)
+        return answer(each)  # type: ignore[arg-type]  # every one settled
+
+    @staticmethod
+    async def _all_added(each: list[tuple[str, Settled[dict[TopicPartition, int]]]], answer: Callable[[list[tuple[str, dict[TopicPartition, int]]]], Any]) -> Any:
+        return answer([(t, await settled(added)) for t, added in each])
+
+    def _add(self, transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool, topics) -> Settled[dict[TopicPartition, int]]:  # type: ignore[no-untyped-def]
         wanted = [(t.name, p) for t in topics for p in t.partitions]
         image = self._metadata.image
         unknown = {tp for tp in wanted if not image.has_partition(*tp)}
@@ -92,10 +118,13 @@ class AddPartitionsToTxnHandler:
             return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted for tp in wanted}
         if verify_only:
             return self._coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
-        error = self._coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted)
-        if error:
-            log.info("txn.add_partitions_failed", transactional_id=transactional_id, error=ErrorCode(error).name)
-        return {tp: error for tp in wanted}
+
+        def results(error: int) -> dict[TopicPartition, int]:
+            if error:
+                log.info("txn.add_partitions_failed", transactional_id=transactional_id, error=ErrorCode(error).name)
+            return {tp: error for tp in wanted}
+
+        return then(self._coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted), results)
 
 
 class AddOffsetsToTxnHandler:
@@ -110,7 +139,7 @@ class AddOffsetsToTxnHandler:
         schema = response_schema(ApiKey.ADD_OFFSETS_TO_TXN, ctx.version)
         await self._groups.ensure_offsets_topic()
         partition = (GROUP_METADATA_TOPIC, self._groups.partition_for(request.group_id))
-        error = self._coordinator.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch, [partition])
+        error = await settled(self._coordinator.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch, [partition]))
         return build(schema, throttle_time=0, error_code=client_error(ApiKey.ADD_OFFSETS_TO_TXN, ctx.version, error))
 
 
@@ -157,10 +186,13 @@ class EndTxnHandler:
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.END_TXN, ctx.version)
-        error = self._coordinator.end_transaction(request.transactional_id, request.producer_id, request.producer_epoch, request.committed)
-        if error:
-            log.info("txn.end_failed", transactional_id=request.transactional_id, commit=request.committed, error=ErrorCode(error).name)
-        return build(schema, throttle_time=0, error_code=client_error(ApiKey.END_TXN, ctx.version, error))
+
+        def answer(error: int) -> Any:
+            if error:
+                log.info("txn.end_failed", transactional_id=request.transactional_id, commit=request.committed, error=ErrorCode(error).name)
+            return build(schema, throttle_time=0, error_code=client_error(ApiKey.END_TXN, ctx.version, error))
+
+        return when_settled(self._coordinator.end_transaction(request.transactional_id, request.producer_id, request.producer_epoch, request.committed), answer)
 
 
 class WriteTxnMarkersHandler:

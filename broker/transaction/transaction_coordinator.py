@@ -1,12 +1,14 @@
 """TransactionCoordinator: Kafka's transaction coordinator for the ids this node coordinates.
 
 Each operation validates the request against the id's TransactionMetadata, prepares a
-transition, writes it to ``__transaction_state`` and applies it once written. Ending a
-transaction writes PrepareCommit/PrepareAbort, then has the TransactionMarkerChannelManager
-write a marker to every partition in it, then CompleteCommit/CompleteAbort. EndTxn answers once
-the Prepare state is written, as Kafka's does; the markers of partitions this node leads are
-written before that answer, so a transaction on one node is complete by then, and the others
-follow in the background. A transaction whose markers could not all be written stays in its
+transition, writes it to ``__transaction_state`` and applies it once replicated: an operation
+returns its error code (``Written``), or a future of it while the log's followers have yet to
+copy the record; a one-replica log settles at once. Ending a transaction writes
+PrepareCommit/PrepareAbort, then has the TransactionMarkerChannelManager write a marker to every
+partition in it, then CompleteCommit/CompleteAbort. EndTxn answers once the Prepare state is
+replicated, as Kafka's does; the markers of partitions this node leads are written before that
+answer, so a transaction on one node is complete by then, and the others follow in the
+background. A transaction whose markers could not all be written stays in its
 Prepare state; the periodic job (and a new coordinator, which reloads Prepare states) asks for
 them again. The rules and error codes follow Kafka 3.x (transaction version 1).
 """
@@ -14,12 +16,13 @@ them again. The rules and error codes follow Kafka 3.x (transaction version 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Iterable, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
 
-from broker.group_coordinator import CoordinatorNotAvailable, now_ms
+from broker.group_coordinator import CoordinatorNotAvailable, Written, now_ms
 from broker.producer_id_manager import ProducerIdsUnavailableError
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager, TxnMarkerEntry
 from broker.transaction.transaction_metadata import (
@@ -32,7 +35,7 @@ from broker.transaction.transaction_metadata import (
     TransactionState,
     TxnTransitMetadata,
 )
-from broker.transaction.transaction_state_manager import TransactionStateManager, TxnStatePartition
+from broker.transaction.transaction_state_manager import Settled, TransactionStateManager, TxnStatePartition, settled, then
 
 log = structlog.get_logger()
 
@@ -91,7 +94,7 @@ class TransactionCoordinator:
         new_producer_id: int | None = None
         for _ in range(3):
             try:
-                return self._init_producer_id(transactional_id, txn_timeout_ms, expected, new_producer_id)
+                return await settled(self._init_producer_id(transactional_id, txn_timeout_ms, expected, new_producer_id))
             except _NeedProducerId:
                 try:
                     new_producer_id = await self._producer_ids.generate_producer_id()
@@ -99,7 +102,9 @@ class TransactionCoordinator:
                     return InitProducerIdResult(e.error_code)
         return InitProducerIdResult(ErrorCode.concurrent_transactions)
 
-    def _init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None, new_producer_id: int | None) -> InitProducerIdResult:
+    def _init_producer_id(
+        self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None, new_producer_id: int | None
+    ) -> Settled[InitProducerIdResult]:
         try:
             loaded = self.state.partition_of(transactional_id)
         except CoordinatorNotAvailable as e:
@@ -132,8 +137,7 @@ class TransactionCoordinator:
         if metadata.state is S.ONGOING:
             # Abort the open transaction under a bumped epoch that fences its producer; the client
             # retries, and its retry bumps the epoch again.
-            error = self._fence_and_abort(loaded, metadata)
-            return InitProducerIdResult(error or ErrorCode.concurrent_transactions)
+            return then(self._fence_and_abort(loaded, metadata), lambda error: InitProducerIdResult(error or ErrorCode.concurrent_transactions))
         if metadata.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             return InitProducerIdResult(ErrorCode.concurrent_transactions)
         try:
@@ -146,11 +150,15 @@ class TransactionCoordinator:
         except (ProducerFenced, IllegalTransitionError):
             # IllegalTransitionError: an exhausted epoch named by a producer that does not hold it.
             return InitProducerIdResult(ErrorCode.producer_fenced)
-        error = self.state.append_transaction(metadata, transit)
-        if error:
-            return InitProducerIdResult(error)
-        log.info("txn.init_producer_id", transactional_id=transactional_id, producer_id=metadata.producer_id, epoch=metadata.producer_epoch)
-        return InitProducerIdResult(0, metadata.producer_id, metadata.producer_epoch)
+
+        def answer(error: int) -> InitProducerIdResult:
+            if error:
+                return InitProducerIdResult(error)
+            # The written transition, not the metadata: another request may have moved it on since.
+            log.info("txn.init_producer_id", transactional_id=transactional_id, producer_id=transit.producer_id, epoch=transit.producer_epoch)
+            return InitProducerIdResult(0, transit.producer_id, transit.producer_epoch)
+
+        return then(self.state.append_transaction(metadata, transit), answer)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------------
 
@@ -168,7 +176,7 @@ class TransactionCoordinator:
             return ErrorCode.producer_fenced, loaded, metadata
         return 0, loaded, metadata
 
-    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]) -> int:
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]) -> Written:
         wanted = set(partitions)
         error, _, metadata = self._validate_producer(transactional_id, producer_id, producer_epoch)
         if error:
@@ -197,7 +205,7 @@ class TransactionCoordinator:
 
     # -- EndTxn --------------------------------------------------------------------------------------
 
-    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> Written:
         if not transactional_id:
             return ErrorCode.invalid_request
         try:
@@ -214,15 +222,19 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions
         return self._end_transaction(loaded, metadata, commit)
 
-    def _end_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata, commit: bool) -> int:
+    def _end_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata, commit: bool) -> Written:
         state = metadata.state
         if state is S.ONGOING:
             transit = metadata.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms())
-            error = self.state.append_transaction(metadata, transit)
-            if error:
+
+            def send_markers(error: int) -> int:
+                # Only once the Prepare state is replicated: a new coordinator would otherwise
+                # find the transaction still open while its markers are already written.
+                if not error:
+                    self._complete_transaction(loaded, metadata)
                 return error
-            self._complete_transaction(loaded, metadata)
-            return 0
+
+            return then(self.state.append_transaction(metadata, transit), send_markers)
         # A retry of an EndTxn that went through succeeds again; one still completing is retried.
         if state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
             return 0
@@ -232,7 +244,7 @@ class TransactionCoordinator:
         log.info("txn.end_invalid_state", transactional_id=metadata.transactional_id, state=state.display_name, commit=commit)
         return ErrorCode.invalid_txn_state
 
-    def _fence_and_abort(self, loaded: TxnStatePartition, metadata: TransactionMetadata) -> int:
+    def _fence_and_abort(self, loaded: TxnStatePartition, metadata: TransactionMetadata) -> Written:
         """Kafka's epoch fence: bump the epoch of an ongoing transaction and abort it under the new epoch."""
         try:
             fence: TxnTransitMetadata = metadata.prepare_fence_producer_epoch()
@@ -241,13 +253,23 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions
         metadata.apply_epoch_fence(fence)
         log.info("txn.fence", transactional_id=metadata.transactional_id, producer_id=metadata.producer_id, epoch=metadata.producer_epoch)
-        return self._end_transaction(loaded, metadata, commit=False)
+
+        def fenced(error: int) -> int:
+            if error and self.state.partitions.get(loaded.index) is loaded:
+                # The bumped epoch is in memory only: the next fence reuses it rather than bump again.
+                metadata.has_failed_epoch_fence = True
+                log.warning("txn.fence_not_written", transactional_id=metadata.transactional_id, epoch=metadata.producer_epoch, error=ErrorCode(error).name)
+            return error
+
+        return then(self._end_transaction(loaded, metadata, commit=False), fenced)
 
     def _complete_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata) -> None:
         """Have the markers of a transaction in PrepareCommit/PrepareAbort written; it completes
         when they are (``markers_written``), at once if every partition is led here."""
-        if metadata.pending_transition_in_progress:
+        if metadata.pending_transition_in_progress or metadata.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return
+        if self.state.partitions.get(loaded.index) is not loaded:
+            return  # no longer coordinated here: the new coordinator completes it from its log
         entry = TxnMarkerEntry(
             transactional_id=metadata.transactional_id,
             txn_partition=loaded.index,
@@ -279,19 +301,23 @@ class TransactionCoordinator:
             return
         if metadata.pending_transition_in_progress:
             return
-        error = self.state.append_transaction(metadata, metadata.prepare_complete(now_ms()))
-        if error:
-            # The periodic job asks for the markers again and completes then.
-            log.warning("txn.complete_not_written", transactional_id=entry.transactional_id, error=ErrorCode(error).name)
-            return
-        log.debug(
-            "txn.completed",
-            transactional_id=entry.transactional_id,
-            producer_id=entry.producer_id,
-            epoch=entry.producer_epoch,
-            result="commit" if entry.commit else "abort",
-            partitions=len(entry.partitions),
-        )
+
+        def completed(error: int) -> None:
+            if error:
+                # The Prepare state stays: the periodic job (or the next coordinator, from the
+                # log) asks for the markers again and completes then.
+                log.warning("txn.complete_not_written", transactional_id=entry.transactional_id, error=ErrorCode(error).name)
+                return
+            log.debug(
+                "txn.completed",
+                transactional_id=entry.transactional_id,
+                producer_id=entry.producer_id,
+                epoch=entry.producer_epoch,
+                result="commit" if entry.commit else "abort",
+                partitions=len(entry.partitions),
+            )
+
+        then(self.state.append_transaction(metadata, metadata.prepare_complete(now_ms())), completed)
 
     def _resume_completions(self, loaded: TxnStatePartition) -> None:
         """A partition just loaded: finish the transactions it left between Prepare and Complete."""
@@ -316,6 +342,8 @@ class TransactionCoordinator:
             if metadata.txn_start_timestamp + metadata.txn_timeout_ms >= now:
                 continue
             log.info("txn.timed_out", transactional_id=metadata.transactional_id, producer_id=metadata.producer_id, timeout_ms=metadata.txn_timeout_ms)
+            # Settled in the background; a failed abort leaves the transaction open, and timed out,
+            # for the next run.
             self._fence_and_abort(loaded, metadata)
         self.retry_completions()
 
@@ -328,8 +356,7 @@ class TransactionCoordinator:
             if metadata.txn_last_update_timestamp + self._expiration_ms > now:
                 continue
             metadata.prepare_dead()
-            if not self.state.append_tombstone(metadata):
-                log.info("txn.transactional_id_expired", transactional_id=metadata.transactional_id, producer_id=metadata.producer_id)
+            then(self.state.append_tombstone(metadata), partial(_log_expired, metadata.transactional_id, metadata.producer_id))
 
     # -- DescribeTransactions / ListTransactions -----------------------------------------------------
 
@@ -371,3 +398,11 @@ class TransactionCoordinator:
             listed.append(TransactionListing(metadata.transactional_id, metadata.producer_id, metadata.state.display_name))
         error = ErrorCode.coordinator_load_in_progress if self.state.loading else 0
         return error, unknown, listed
+
+
+def _log_expired(transactional_id: str, producer_id: int, error: int) -> None:
+    if error:
+        log.info("txn.expiration_not_written", transactional_id=transactional_id, error=ErrorCode(error).name)
+    else:
+        log.info("txn.transactional_id_expired", transactional_id=transactional_id, producer_id=producer_id)
+

@@ -109,6 +109,9 @@ class TransactionMetadata:
     txn_start_timestamp: int = -1
     txn_last_update_timestamp: int = -1
     pending_state: TransactionState | None = None
+    # A fence whose PrepareAbort was not written: its bumped epoch was never told to anyone, so
+    # the next fence reuses it rather than bumping again (Kafka's hasFailedEpochFence).
+    has_failed_epoch_fence: bool = False
 
     # -- preparing ---------------------------------------------------------------------------------
 
@@ -182,7 +185,8 @@ class TransactionMetadata:
         Never written: the abort that follows writes PrepareAbort with the bumped epoch."""
         if self.producer_epoch == SHORT_MAX:
             raise IllegalTransitionError(f"{self.transactional_id}: cannot fence epoch {self.producer_epoch}")
-        return self._prepare(S.PREPARE_EPOCH_FENCE, producer_epoch=self.producer_epoch + 1, last_producer_epoch=NO_PRODUCER_EPOCH)
+        bumped = self.producer_epoch if self.has_failed_epoch_fence else self.producer_epoch + 1
+        return self._prepare(S.PREPARE_EPOCH_FENCE, producer_epoch=bumped, last_producer_epoch=NO_PRODUCER_EPOCH)
 
     def apply_epoch_fence(self, fenced: TxnTransitMetadata) -> None:
         """Take the fencing epoch in memory and clear the pending fence, so PrepareAbort can follow."""
@@ -202,6 +206,8 @@ class TransactionMetadata:
         return self._prepare(state, txn_last_update_timestamp=now_ms)
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
+        # The Prepare state is written, so a fence that failed before is behind us.
+        self.has_failed_epoch_fence = False
         state = S.COMPLETE_COMMIT if self.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
         return self._prepare(state, topic_partitions=frozenset(), txn_last_update_timestamp=now_ms)
 

@@ -4,7 +4,10 @@ The coordinator of transactional id t is the leader of partition
 ``abs(java_hash(t)) % transaction.state.log.num.partitions`` (the groups' hashing). For each
 such partition the latest record of every id is replayed into memory when the node becomes
 its leader; until then its ids answer COORDINATOR_LOAD_IN_PROGRESS. A transition is written
-as one record and applied to memory only once written.
+as one record with acks=all and applied to memory only once the partition's high watermark
+passes it (Kafka's appendTransactionToLog), so nothing a client was told can be lost when the
+leader dies; while it waits the id's pending state makes other requests answer
+CONCURRENT_TRANSACTIONS.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -21,11 +24,12 @@ from broker.config import BrokerConfig
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.coordinator_partition import create_internal_topic, replay_batches
 from broker.group.coordinator_records import CoordinatorRecordError, UnknownRecordType
-from broker.group_coordinator import CoordinatorNotAvailable, now_ms, partition_for
+from broker.group_coordinator import WRITE_ERRORS, CoordinatorNotAvailable, Written, now_ms, partition_for
 from broker.metadata.metadata_cache import MetadataCache
+from broker.partition import ACKS_ALL
 from broker.replica_manager import ReplicaManager
 from broker.transaction.transaction_log import decode_key, decode_value, encode_key, encode_value, metadata_from_value, value_from_transit
-from broker.transaction.transaction_metadata import TransactionMetadata, TxnTransitMetadata
+from broker.transaction.transaction_metadata import TransactionMetadata, TransactionState, TxnTransitMetadata
 from protocol.records import InvalidRecordError, build_batch
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
@@ -35,6 +39,48 @@ from storage.log import AppendOrigin
 log = structlog.get_logger()
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+# Kafka's request.timeout.ms default, which bounds the wait of a tombstone (a transition waits
+# for its transaction's timeout instead, as Kafka's appendTransactionToLog does).
+REQUEST_TIMEOUT_MS = 30000
+
+# What a failed write answers (Kafka's appendTransactionToLog): the groups' mapping, and a
+# record too large for the log is the coordinator's fault, not one the client can fix.
+TXN_WRITE_ERRORS: dict[int, int] = {
+    **WRITE_ERRORS,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+}
+
+T = TypeVar("T")
+# A value now, or later once the write it depends on is settled.
+Settled = T | asyncio.Future[T]
+
+
+def then(written: Written, answer: Callable[[int], T]) -> Settled[T]:
+    """``answer`` of the write's error code: at once when the write is settled (the fast path of a
+    partition with no follower to wait for), else a future of it, resolved once the write is."""
+    if not isinstance(written, asyncio.Future):
+        return answer(written)
+    out: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def done(f: asyncio.Future[int]) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        try:
+            out.set_result(answer(f.result()))
+        except Exception as e:  # noqa: BLE001 - handed to whoever awaits the answer
+            out.set_exception(e)
+
+    written.add_done_callback(done)
+    return out
+
+
+async def settled(value: Settled[T]) -> T:
+    return await value if isinstance(value, asyncio.Future) else value
 
 
 @dataclass(slots=True)
@@ -67,6 +113,7 @@ class TransactionStateManager:
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._epochs: dict[int, int] = {}  # leader epoch of each partition loaded or loading
         self._create_lock = asyncio.Lock()
+        self._replicating: set[asyncio.Task[None]] = set()  # writes waiting for the followers
         # Called with each partition once loaded: the coordinator resumes its unfinished commits and aborts.
         self.on_loaded: Callable[[TxnStatePartition], None] = lambda partition: None
         # Called with the index of each loaded partition dropped (leadership moved, or a new leader epoch
@@ -116,7 +163,9 @@ class TransactionStateManager:
         records = 0
         try:
             if partition is not None:
-                async for _, _, keyed in replay_batches(partition.log, partition.high_watermark):
+                # Up to the log end, as Kafka loads: a new leader's high watermark may still lag
+                # records the old leader had acknowledged, and a leader never truncates its own log.
+                async for _, _, keyed in replay_batches(partition.log, partition.log.log_end_offset):
                     for record in keyed:
                         try:
                             replay(loaded.metadata, record.key, record.value)  # type: ignore[arg-type]
@@ -198,41 +247,98 @@ class TransactionStateManager:
 
     # -- writing -----------------------------------------------------------------------------------
 
-    def append_transaction(self, metadata: TransactionMetadata, transit: TxnTransitMetadata) -> int:
-        """Write a prepared transition; memory follows only if the write succeeded. Returns the error code."""
-        error = self._write(metadata.transactional_id, encode_value(value_from_transit(transit)))
-        if error:
-            metadata.abort_pending()
-            return error
-        metadata.complete_transition_to(transit)
-        return 0
+    def append_transaction(self, metadata: TransactionMetadata, transit: TxnTransitMetadata) -> Written:
+        """Write a prepared transition and apply it once replicated; the error code (0: written).
 
-    def append_tombstone(self, metadata: TransactionMetadata) -> int:
-        """Expire a transactional id whose Dead transition is pending: write its tombstone and forget it."""
-        error = self._write(metadata.transactional_id, None)
-        if error:
-            metadata.abort_pending()
-            return error
-        loaded = self.partitions.get(self.partition_for(metadata.transactional_id))
-        if loaded is not None and loaded.metadata.get(metadata.transactional_id) is metadata:
-            del loaded.metadata[metadata.transactional_id]
-        return 0
+        Memory follows only if the partition is still coordinated here at the same coordinator
+        epoch when the write settles (else NOT_COORDINATOR: the new coordinator has reloaded the
+        log); a failed write drops the pending state, as Kafka's appendTransactionToLog does."""
+        transactional_id = metadata.transactional_id
+        index, coordinator_epoch, error, required = self._write(transactional_id, encode_value(value_from_transit(transit)))
 
-    def _write(self, transactional_id: str, value: bytes | None) -> int:
+        def settle(error: int) -> int:
+            current = self._coordinating(index, coordinator_epoch, metadata)
+            if not error:
+                if not current:
+                    log.info("txn_coordinator.moved_while_writing", transactional_id=transactional_id, partition=index)
+                    return ErrorCode.not_coordinator
+                metadata.complete_transition_to(transit)
+                return 0
+            if current:
+                metadata.abort_pending()
+            return error
+
+        return self._when_replicated(index, error, required, transit.txn_timeout_ms, settle)
+
+    def append_tombstone(self, metadata: TransactionMetadata) -> Written:
+        """Expire a transactional id whose Dead transition is pending: write its tombstone and,
+        once replicated, forget it; the error code (0: forgotten)."""
+        index, coordinator_epoch, error, required = self._write(metadata.transactional_id, None)
+
+        def settle(error: int) -> int:
+            loaded = self.partitions.get(index)
+            if not error and self._coordinating(index, coordinator_epoch, metadata) and metadata.pending_state is TransactionState.DEAD:
+                assert loaded is not None
+                del loaded.metadata[metadata.transactional_id]
+                return 0
+            # Kafka drops the pending Dead whatever moved: the id stays, to expire another time.
+            metadata.abort_pending()
+            return error or ErrorCode.not_coordinator
+
+        return self._when_replicated(index, error, required, REQUEST_TIMEOUT_MS, settle)
+
+    def _coordinating(self, index: int, coordinator_epoch: int, metadata: TransactionMetadata) -> bool:
+        """Is ``metadata`` still what this node coordinates, at the epoch a write was made under?"""
+        loaded = self.partitions.get(index)
+        return loaded is not None and loaded.coordinator_epoch == coordinator_epoch and loaded.metadata.get(metadata.transactional_id) is metadata
+
+    def _write(self, transactional_id: str, value: bytes | None) -> tuple[int, int, int, int]:
+        """Append one record with acks=all: (partition, coordinator epoch, error code, the offset
+        the high watermark must pass for the record to be replicated)."""
         index = self.partition_for(transactional_id)
         partition = self._rm.get_partition(TRANSACTION_STATE_TOPIC, index)
-        if partition is None or index not in self.partitions:
-            return ErrorCode.not_coordinator
+        loaded = self.partitions.get(index)
+        if partition is None or loaded is None:
+            return index, -1, ErrorCode.not_coordinator, -1
         batch = build_batch([(encode_key(transactional_id), value, (), now_ms())])
         try:
-            partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR)
+            info = partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR, ACKS_ALL)
         except StorageError as e:
-            # Kafka answers a failed transaction log write with an error the client retries.
-            log.error("txn_coordinator.append_failed", partition=index, transactional_id=transactional_id, error=str(e))
-            return ErrorCode.coordinator_not_available
+            # NOT_ENOUGH_REPLICAS among others: the ISR is below transaction.state.log.min.isr.
+            log.warning("txn_coordinator.append_failed", partition=index, transactional_id=transactional_id, error=str(e))
+            return index, loaded.coordinator_epoch, e.error_code, -1
         self._rm.fetch_purgatory.touch((TRANSACTION_STATE_TOPIC, index))
-        return 0
+        return index, loaded.coordinator_epoch, 0, info.last_offset + 1
+
+    def _when_replicated(self, index: int, error: int, required: int, timeout_ms: int, settle: Callable[[int], int]) -> Written:
+        """``settle`` the write with its client-facing error code: now if it failed or is already
+        replicated (every write of a one-replica partition), else once the high watermark passes
+        ``required`` or ``timeout_ms`` ends (REQUEST_TIMED_OUT, answered COORDINATOR_NOT_AVAILABLE)."""
+        key = (TRANSACTION_STATE_TOPIC, index)
+        code = error if error or required < 0 else self._rm.replicated(key, required)
+        if code is not None:
+            return settle(TXN_WRITE_ERRORS.get(code, code))
+        loop = asyncio.get_running_loop()
+        written: asyncio.Future[int] = loop.create_future()
+
+        async def wait() -> None:
+            try:
+                code = await self._rm.wait_replicated(key, required, timeout_ms)
+                written.set_result(settle(TXN_WRITE_ERRORS.get(code, code)))
+            except asyncio.CancelledError:
+                written.cancel()  # shutdown: nobody is answered any more
+                raise
+            except Exception as e:  # noqa: BLE001 - the request waiting on it fails with it
+                log.exception("txn_coordinator.settle_failed", partition=index)
+                written.set_exception(e)
+
+        task = loop.create_task(wait(), name=f"replicate-{TRANSACTION_STATE_TOPIC}-{index}")
+        self._replicating.add(task)
+        task.add_done_callback(self._replicating.discard)
+        return written
 
     def shutdown(self) -> None:
         for task in self._loading.values():
+            task.cancel()
+        for task in list(self._replicating):
             task.cancel()

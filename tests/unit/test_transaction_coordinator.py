@@ -1,12 +1,14 @@
 """The transaction coordinator's rules on real logs of one node, no network: InitProducerId,
 AddPartitionsToTxn, EndTxn with its markers, fencing, timeouts, expiration, reload after restart,
-and transactional offsets settled by markers."""
+transactional offsets settled by markers, and writes to a replicated ``__transaction_state``
+answered only once its follower (faked by hand) has copied them."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Coroutine
 
 import pytest
@@ -22,6 +24,8 @@ from kio.schema.write_txn_markers.v1.response import (
 from broker.config import load_config
 from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, now_ms
+from broker.handlers.transactions import AddPartitionsToTxnHandler, EndTxnHandler
+from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.transaction.transaction_coordinator import TransactionCoordinator
@@ -31,9 +35,12 @@ from broker.transaction.transaction_metadata import TransactionState
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
 from protocol.control_records import read_marker
 from broker.metadata.metadata_delta import MetadataDelta, apply_records
-from broker.metadata.metadata_image import MetadataImage
+from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_records import BrokerEndpoint as RegisteredEndpoint
-from broker.metadata.metadata_records import MetadataRecord, PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord
+from broker.metadata.metadata_records import ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord
+from protocol.api_keys import ApiKey
+from protocol.headers import RequestHeader
+from broker.network import ClientInfo
 from broker.producer_id_manager import ProducerIdsUnavailableError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -78,14 +85,19 @@ class OtherBroker:
 class Node:
     """One node's replica manager, group coordinator and transaction coordinator over ``data_dir``."""
 
-    def __init__(self, data_dir: Path, expiration_ms: int = 604800000, network: Any = None) -> None:
+    def __init__(self, data_dir: Path, expiration_ms: int = 604800000, network: Any = None, txn_replicas: tuple[int, ...] = (1,)) -> None:
+        """``txn_replicas``: ``__transaction_state``'s replicas, all in sync, led by this node (1),
+        with transaction.state.log.min.isr 2 as a replicated log has it."""
         self.config = load_config(None, {"transaction.state.log.num.partitions": "2", "offsets.topic.num.partitions": "2", "transaction.max.timeout.ms": "60000"})
         records: list[MetadataRecord] = []
         for name in (TRANSACTION_STATE_TOPIC, GROUP_METADATA_TOPIC, DATA):
             topic_id = uuid.uuid5(uuid.NAMESPACE_DNS, name)
             records.append(TopicRecord(name=name, topic_id=topic_id))
+            replicas = txn_replicas if name == TRANSACTION_STATE_TOPIC else (1,)
             for index in range(2):
-                records.append(PartitionRecord(partition_id=index, topic_id=topic_id, replicas=(1,), isr=(1,), leader=1, leader_epoch=3, partition_epoch=0))
+                records.append(PartitionRecord(partition_id=index, topic_id=topic_id, replicas=replicas, isr=replicas, leader=1, leader_epoch=3, partition_epoch=0))
+        if len(txn_replicas) > 1:
+            records.append(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=TRANSACTION_STATE_TOPIC, name="min.insync.replicas", value="2"))
         self.delta = MetadataDelta(MetadataImage())
         for record in records:
             self.delta.replay(record)
@@ -523,3 +535,213 @@ def test_exhausted_epoch_rotates_to_a_new_producer_id(tmp_path: Path) -> None:
         assert (await node.coordinator.init_producer_id(TXN, 30000, (pid + 1, 3))).error_code == ErrorCode.producer_fenced
 
     run(tmp_path, test)
+
+
+# -- a replicated __transaction_state ------------------------------------------------------------------
+# The log has a second replica, node 2, which no one runs: a write is replicated only when the test
+# plays node 2's fetch (``replicate``), so the coordinator's answers can be watched before and after.
+
+REPLICATED = {"txn_replicas": (1, 2)}
+
+
+def txn_partition(node: Node, transactional_id: str = TXN) -> Any:
+    return node.rm.partitions[(TRANSACTION_STATE_TOPIC, node.state.partition_for(transactional_id))]
+
+
+def replicate(node: Node, transactional_id: str = TXN) -> None:
+    """Node 2 fetches the whole log: the high watermark reaches the log end."""
+    partition = txn_partition(node, transactional_id)
+    leo = partition.log.log_end_offset
+    result = node.rm.read_for_follower(2, 1, partition.topic, partition.index, leo, -1, 0, -1, 1 << 20, node.metadata.image)
+    assert result.error_code == 0 and partition.high_watermark == leo
+
+
+def change_txn_partition(node: Node, transactional_id: str = TXN, **change: Any) -> None:
+    """A PartitionChangeRecord for the id's ``__transaction_state`` partition, published to the
+    replica manager and the state manager as the broker's metadata publishers are."""
+    record = PartitionChangeRecord(partition_id=node.state.partition_for(transactional_id), topic_id=uuid.uuid5(uuid.NAMESPACE_DNS, TRANSACTION_STATE_TOPIC), **change)
+    delta = MetadataDelta(node.metadata.image)
+    delta.replay(record)
+    image = delta.apply(node.metadata.image.provenance + 1)
+    node.metadata.image = image
+    node.rm.apply_delta(delta, image)
+    node.state.on_metadata_update(delta, image)
+
+
+async def waiting(written: Any) -> asyncio.Future[Any]:
+    """A write still waiting for the follower, after giving it every chance to finish."""
+    assert isinstance(written, asyncio.Future), written
+    await asyncio.sleep(0.02)
+    assert not written.done()
+    return written
+
+
+async def replicated_init(node: Node, transactional_id: str = TXN, timeout_ms: int = 30000) -> tuple[int, int]:
+    task = asyncio.ensure_future(node.coordinator.init_producer_id(transactional_id, timeout_ms, None))
+    await asyncio.sleep(0.02)
+    assert not task.done()
+    replicate(node, transactional_id)
+    result = await asyncio.wait_for(task, 5)
+    assert result.error_code == 0, ErrorCode(result.error_code).name
+    return result.producer_id, result.producer_epoch
+
+
+def test_replicated_log_answers_each_write_once_the_follower_has_it(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        init_task = asyncio.ensure_future(c.init_producer_id(TXN, 30000, None))
+        await asyncio.sleep(0.02)
+        # Appended but not replicated: not answered, not applied, and the id is busy.
+        assert not init_task.done() and node.meta().producer_epoch == -1 and node.meta().pending_state is S.EMPTY
+        assert (await c.init_producer_id(TXN, 30000, None)).error_code == ErrorCode.concurrent_transactions
+        replicate(node)
+        assert (await asyncio.wait_for(init_task, 5)).producer_epoch == 0
+        pid, epoch = node.meta().producer_id, 0
+
+        added = await waiting(c.add_partitions(TXN, pid, epoch, [(DATA, 0)]))
+        assert node.meta().state is S.EMPTY
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == ErrorCode.concurrent_transactions
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.concurrent_transactions
+        replicate(node)
+        assert await asyncio.wait_for(added, 5) == 0 and node.meta().state is S.ONGOING
+
+        ended = await waiting(c.end_transaction(TXN, pid, epoch, commit=True))
+        # No marker before PrepareCommit is replicated: a new coordinator could still find the transaction open.
+        assert node.markers_in(DATA, 0) == [] and node.meta().state is S.ONGOING
+        replicate(node)
+        assert await asyncio.wait_for(ended, 5) == 0
+        assert node.markers_in(DATA, 0) == [(pid, epoch, True)]
+        # CompleteCommit is written and waits in turn; the retried EndTxn is told to back off until then.
+        await wait_for(lambda: node.meta().pending_state is S.COMPLETE_COMMIT)
+        assert node.meta().state is S.PREPARE_COMMIT
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.concurrent_transactions
+        replicate(node)
+        await wait_for(lambda: node.meta().state is S.COMPLETE_COMMIT and node.meta().pending_state is None)
+        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+
+    run(tmp_path, test, **REPLICATED)
+
+
+def test_a_write_not_replicated_in_time_is_coordinator_not_available(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        # InitProducerId waits as long as the transaction timeout it asks for, as Kafka's does.
+        result = await asyncio.wait_for(node.coordinator.init_producer_id(TXN, 100, None), 5)
+        assert result.error_code == ErrorCode.coordinator_not_available
+        assert node.meta().pending_state is None and node.meta().producer_epoch == -1
+        # The retry writes again; once the follower has both records the second is answered.
+        assert await replicated_init(node, timeout_ms=100) == (1000, 0)
+
+    run(tmp_path, test, **REPLICATED)
+
+
+def test_below_min_isr_a_write_is_refused_with_coordinator_not_available(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await replicated_init(node)
+        change_txn_partition(node, isr=(1,))  # node 2 left the ISR: fewer than min.insync.replicas
+        before = txn_partition(node).log.log_end_offset
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == ErrorCode.coordinator_not_available
+        assert txn_partition(node).log.log_end_offset == before  # NOT_ENOUGH_REPLICAS: nothing appended
+        assert node.meta().state is S.EMPTY and node.meta().pending_state is None
+
+    run(tmp_path, test, **REPLICATED)
+
+
+def test_isr_shrinking_under_a_waiting_write_is_coordinator_not_available(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await replicated_init(node, timeout_ms=100)
+        added = await waiting(c.add_partitions(TXN, pid, epoch, [(DATA, 0)]))
+        change_txn_partition(node, isr=(1,))
+        # Below min.insync.replicas the high watermark stands still (KIP-966): the write times out.
+        assert await asyncio.wait_for(added, 5) == ErrorCode.coordinator_not_available
+        assert node.meta().state is S.EMPTY and node.meta().pending_state is None
+
+    run(tmp_path, test, **REPLICATED)
+
+
+def test_leadership_lost_under_a_waiting_write_is_not_coordinator(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await replicated_init(node)
+        meta = node.meta()
+        added = await waiting(c.add_partitions(TXN, pid, epoch, [(DATA, 0)]))
+        change_txn_partition(node, leader=2)
+        assert await asyncio.wait_for(added, 5) == ErrorCode.not_coordinator
+        assert meta.state is S.EMPTY  # never applied here
+        assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == ErrorCode.not_coordinator
+        # Back as leader under a new epoch: the log is loaded to its end, past the high watermark, so
+        # a leader knows every record it will go on to replicate (as Kafka loads).
+        change_txn_partition(node, leader=1)
+        await wait_for(lambda: node.state.partition_for(TXN) in node.state.partitions)
+        assert node.meta().state is S.ONGOING and node.meta().topic_partitions == {(DATA, 0)}
+
+    run(tmp_path, test, **REPLICATED)
+
+
+def test_a_failed_fence_is_not_bumped_twice(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        c = node.coordinator
+        pid, epoch = await replicated_init(node, timeout_ms=100)
+        added = await waiting(c.add_partitions(TXN, pid, epoch, [(DATA, 0)]))
+        replicate(node)
+        assert await added == 0
+        node.meta().txn_start_timestamp -= 1000
+        c.abort_timed_out_transactions()  # PrepareAbort under epoch + 1, never replicated
+        await wait_for(lambda: node.meta().has_failed_epoch_fence)
+        assert node.meta().state is S.ONGOING and node.meta().producer_epoch == epoch + 1
+        c.abort_timed_out_transactions()  # the next run fences with the same epoch
+        await wait_for(lambda: node.meta().pending_state is S.PREPARE_ABORT)
+        replicate(node)
+        await wait_for(lambda: node.meta().pending_state is S.COMPLETE_ABORT)
+        replicate(node)
+        await wait_for(lambda: node.meta().state is S.COMPLETE_ABORT)
+        assert node.meta().producer_epoch == epoch + 1 and not node.meta().has_failed_epoch_fence
+        assert node.markers_in(DATA, 0) == [(pid, epoch + 1, False)]
+
+    run(tmp_path, test, **REPLICATED)
+
+
+def test_expiry_forgets_an_id_once_its_tombstone_is_replicated(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        await replicated_init(node)
+        await asyncio.sleep(0.01)
+        node.coordinator.remove_expired_transactional_ids()
+        assert node.meta().pending_state is S.DEAD
+        await asyncio.sleep(0.02)
+        replicate(node)
+        await wait_for(lambda: TXN not in node.state.partitions[node.state.partition_for(TXN)].metadata)
+
+    run(tmp_path, test, expiration_ms=5, **REPLICATED)
+
+
+def context(api_key: ApiKey, version: int) -> RequestContext:
+    return RequestContext(RequestHeader(api_key, version, 7, "test", 0), ClientInfo("c", "test", "127.0.0.1"))
+
+
+async def answered(node: Node, result: Any, replicated: bool) -> Any:
+    """A handler's response: at once on a one-replica log, else from a coroutine that waits for the follower."""
+    if not replicated:
+        assert not asyncio.iscoroutine(result)  # the synchronous fast path
+        return result
+    assert asyncio.iscoroutine(result)
+    task = asyncio.ensure_future(result)
+    await asyncio.sleep(0.02)
+    assert not task.done()
+    replicate(node)
+    return await asyncio.wait_for(task, 5)
+
+
+@pytest.mark.parametrize("replicated", [False, True])
+def test_handlers_answer_at_once_on_one_replica_and_later_on_a_replicated_log(tmp_path: Path, replicated: bool) -> None:
+    async def test(node: Node) -> None:
+        pid, epoch = await (replicated_init(node) if replicated else init(node))
+        topics = (SimpleNamespace(name=DATA, partitions=(0,)),)
+        add = SimpleNamespace(v3_and_below_transactional_id=TXN, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics)
+        added = await answered(node, AddPartitionsToTxnHandler(node.coordinator, node.metadata)(context(ApiKey.ADD_PARTITIONS_TO_TXN, 3), add), replicated)
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+        end = SimpleNamespace(transactional_id=TXN, producer_id=pid, producer_epoch=epoch, committed=True)
+        ended = await answered(node, EndTxnHandler(node.coordinator)(context(ApiKey.END_TXN, 3), end), replicated)
+        assert ended.error_code == 0 and node.markers_in(DATA, 0) == [(pid, epoch, True)]
+
+    run(tmp_path, test, **(REPLICATED if replicated else {}))
