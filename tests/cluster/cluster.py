@@ -5,6 +5,10 @@ directory, and every process is launched before any is awaited, so the quorum fo
 would on real machines. A node reaches controller j through the proxy of the ordered pair
 (node, j): its own `controller.quorum.voters` names those proxy ports, which is how a test cuts
 one direction of one link. Nodes are killed with SIGKILL and restarted on the same ports.
+
+With ``proxy_inter_broker``, brokers also reach each other's inter-broker listener (INTERNAL:
+replica fetches, transaction markers) through links of their own, ``broker_links[(a, b)]``,
+while clients keep the PLAINTEXT listener.
 """
 
 from __future__ import annotations
@@ -61,13 +65,14 @@ class KafkaCluster:
         brokers: int = 0,
         overrides: dict[str, str] | None = None,
         cluster_id: str = "kbroker-test-cluster-0",
+        proxy_inter_broker: bool = False,
     ) -> None:
         """``combined`` broker+controller nodes, or ``controllers`` + ``brokers`` separate ones (ids from 1)."""
         self.root = root
         self.cluster_id = cluster_id
         self.proxies = ProxyLoop()
         roles: list[tuple[str, ...]] = [("broker", "controller")] * combined + [("controller",)] * controllers + [("broker",)] * brokers
-        ports = iter(free_ports(2 * len(roles) + len(roles) ** 2))
+        ports = iter(free_ports(2 * len(roles) + len(roles) ** 2 + (2 * len(roles) if proxy_inter_broker else 0)))
         self.specs = [
             NodeSpec(
                 node_id=i + 1,
@@ -83,6 +88,16 @@ class KafkaCluster:
             for b in self.specs:
                 if a.node_id != b.node_id and b.controller_port is not None:
                     self.links[(a.node_id, b.node_id)] = self.proxies.add(next(ports), b.controller_port, f"{a.node_id}->{b.node_id}")
+        # broker_links[(a, b)]: how broker a reaches broker b's INTERNAL listener, at internal_ports[b][1].
+        self.broker_links: dict[tuple[int, int], LinkProxy] = {}
+        self.internal_ports: dict[int, tuple[int, int]] = {}
+        if proxy_inter_broker:
+            broker_ids = [s.node_id for s in self.specs if s.is_broker]
+            for b in broker_ids:
+                listen, advertised = self.internal_ports[b] = (next(ports), next(ports))
+                peers = [a for a in broker_ids if a != b]
+                for a, link in self.proxies.add_demux(advertised, listen, str(b), peers).items():
+                    self.broker_links[(a, b)] = link
         self.nodes = {spec.node_id: self._make_node(spec, overrides or {}) for spec in self.specs}
 
     def _voters_for(self, node_id: int) -> str:
@@ -114,6 +129,12 @@ class KafkaCluster:
         if spec.client_port is not None:
             props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{spec.client_port}"
             props["inter.broker.listener.name"] = "PLAINTEXT"
+        if spec.node_id in self.internal_ports:
+            listen, advertised = self.internal_ports[spec.node_id]
+            props["listeners"] += f",INTERNAL://127.0.0.1:{listen}"
+            props["advertised.listeners"] += f",INTERNAL://127.0.0.1:{advertised}"
+            props["inter.broker.listener.name"] = "INTERNAL"
+            props["listener.security.protocol.map"] += ",INTERNAL:PLAINTEXT"
         props.update(overrides)
         node_dir.mkdir(parents=True, exist_ok=True)
         config_file = node_dir / "server.properties"
@@ -156,16 +177,19 @@ class KafkaCluster:
         spec = self.nodes[node_id].spec
         return f"127.0.0.1:{spec.controller_port}"
 
+    def _all_links(self) -> Iterable[tuple[tuple[int, int], LinkProxy]]:
+        return [*self.links.items(), *self.broker_links.items()]
+
     def isolate(self, node_id: int) -> None:
         """Cut every link to and from ``node_id``."""
-        for (a, b), link in self.links.items():
+        for (a, b), link in self._all_links():
             if node_id in (a, b):
                 link.cut()
 
     def partition(self, side: Iterable[int]) -> None:
         """Cut every link between ``side`` and the rest."""
         group = set(side)
-        for (a, b), link in self.links.items():
+        for (a, b), link in self._all_links():
             if (a in group) != (b in group):
                 link.cut()
 

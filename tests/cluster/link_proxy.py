@@ -1,21 +1,31 @@
 """TCP proxies for the links between cluster nodes, each of which a test can cut and heal.
 
-Every node reaches every other node's controller (and later replication) port through a proxy
-of its own, one per ordered pair, so a test can cut exactly the link it means: A→B while B→A
-still flows, one node isolated, a majority against a minority. A cut link loses what is sent
-into it without closing anything, as a network partition does: the sender sees requests time
-out, not a refused connection. All proxies run on one event loop in a daemon thread.
+Every node reaches every other node's controller port through a proxy of its own, one per
+ordered pair, so a test can cut exactly the link it means: A→B while B→A still flows, one node
+isolated, a majority against a minority. A cut link loses what is sent into it without closing
+anything, as a network partition does: the sender sees requests time out, not a refused
+connection. All proxies run on one event loop in a daemon thread.
+
+A broker's inter-broker listener is advertised once to every peer, so it cannot have a port per
+peer: a SourceDemux listens in front of it and hands each connection to the link of the node
+that opened it, known from the client id of its first request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
+import struct
 import threading
 from dataclasses import dataclass, field
 
 CHUNK = 256 * 1024
 CONTROL_TIMEOUT_S = 10.0
+# A request's size, api key, api version and correlation id, then its client id's length.
+_HEAD = struct.Struct(">ihhih")
+# What a node's NetworkClient calls itself: kbroker-<node id>, kbroker-<node id>-replica-fetcher-…
+_NODE_CLIENT_ID = re.compile(r"kbroker-(\d+)(?:-|$)")
 
 
 @dataclass(eq=False)
@@ -76,11 +86,17 @@ class LinkProxy:
         self._links.clear()
 
     async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        await self.attach(client_reader, client_writer, b"")
+
+    async def attach(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter, prefix: bytes) -> None:
+        """Forward an accepted connection, of which ``prefix`` was read already."""
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
             client_writer.close()
             return
+        if prefix and self.forward_open:
+            up_writer.write(prefix)
         link = _Link(client_writer, up_writer)
         self._links.add(link)
         link.tasks = [
@@ -106,6 +122,36 @@ class LinkProxy:
             self._links.discard(link)
 
 
+class SourceDemux:
+    """Listens on ``port`` for ``target_port`` and forwards each connection through the link of
+    the node that opened it (``links`` by node id), or through ``other`` for any other client."""
+
+    def __init__(self, port: int, links: dict[int, LinkProxy], other: LinkProxy) -> None:
+        self.port = port
+        self.links = links
+        self.other = other
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_address=True)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readexactly(_HEAD.size)
+            length = _HEAD.unpack(head)[4]
+            client_id = await reader.readexactly(max(length, 0))
+        except (asyncio.IncompleteReadError, OSError):
+            writer.close()
+            return
+        match = _NODE_CLIENT_ID.match(client_id.decode(errors="replace"))
+        link = self.links.get(int(match.group(1)), self.other) if match else self.other
+        await link.attach(reader, writer, head + client_id)
+
+
 class ProxyLoop:
     """The event loop thread every LinkProxy of a test module runs on."""
 
@@ -114,6 +160,7 @@ class ProxyLoop:
         self._thread = threading.Thread(target=self._loop.run_forever, name="link-proxies", daemon=True)
         self._thread.start()
         self.proxies: list[LinkProxy] = []
+        self.demuxes: list[SourceDemux] = []
 
     def call(self, fn: object) -> None:
         async def run() -> None:
@@ -127,12 +174,24 @@ class ProxyLoop:
         self.proxies.append(proxy)
         return proxy
 
+    def add_demux(self, port: int, target_port: int, name: str, sources: list[int]) -> dict[int, LinkProxy]:
+        """A SourceDemux on ``port``: the link from each of ``sources`` to ``target_port``, by source."""
+        links = {source: LinkProxy(self, port, target_port, f"{source}->{name}") for source in sources}
+        other = LinkProxy(self, port, target_port, f"?->{name}")
+        demux = SourceDemux(port, links, other)
+        asyncio.run_coroutine_threadsafe(demux.start(), self._loop).result(CONTROL_TIMEOUT_S)
+        self.proxies.extend([*links.values(), other])
+        self.demuxes.append(demux)
+        return links
+
     def heal_all(self) -> None:
         for proxy in self.proxies:
             proxy.heal()
 
     def close(self) -> None:
         async def stop_all() -> None:
+            for demux in self.demuxes:
+                await demux.stop()
             for proxy in self.proxies:
                 await proxy.stop()
 

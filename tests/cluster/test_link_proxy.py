@@ -1,8 +1,10 @@
-"""The link proxy itself: bytes flow, a cut direction loses bytes without closing, heal restores."""
+"""The link proxy itself: bytes flow, a cut direction loses bytes without closing, heal restores;
+the demux hands each connection to the link of the node that opened it."""
 
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from typing import Iterator
 
@@ -86,3 +88,30 @@ def test_reset_closes_connections(echo_port: int, proxies: ProxyLoop) -> None:
         assert _roundtrip(sock, b"x") == b"x"
         link.reset()
         assert sock.recv(16) == b""
+
+
+def _request(client_id: bytes) -> bytes:
+    """A request frame as a node's NetworkClient opens a connection with (size, key, version, correlation, client id)."""
+    body = struct.pack(">hhih", 1, 17, 7, len(client_id)) + client_id + b"body"
+    return struct.pack(">i", len(body)) + body
+
+
+def test_demux_cuts_only_the_source_whose_link_is_cut(echo_port: int, proxies: ProxyLoop) -> None:
+    (port,) = free_ports(1)
+    links = proxies.add_demux(port, echo_port, "1", [2, 3])
+    links[2].cut()
+    for client_id, flows in [(b"kbroker-2-replica-fetcher-1-0", False), (b"kbroker-3", True), (b"rdkafka", True), (b"kbroker-23", True)]:
+        first = _request(client_id)
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as sock:
+            sock.settimeout(TIMEOUT_S if flows else 0.3)
+            sock.sendall(first)
+            got = b""
+            try:
+                while len(got) < len(first):
+                    got += sock.recv(4096)
+            except socket.timeout:
+                pass
+            assert got == (first if flows else b""), client_id
+    links[2].heal()
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as sock:
+        assert _roundtrip(sock, _request(b"kbroker-2")) == _request(b"kbroker-2")
