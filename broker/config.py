@@ -230,9 +230,9 @@ class BrokerConfig(BaseModel):
     max_incremental_fetch_session_cache_slots: int = Field(1000, alias="max.incremental.fetch.session.cache.slots", ge=0)
     group_initial_rebalance_delay_ms: int = Field(3000, alias="group.initial.rebalance.delay.ms", ge=0)
     offsets_topic_num_partitions: int = Field(50, alias="offsets.topic.num.partitions", ge=1)
-    # Kafka's default is 3; a default kbroker is one node, as Kafka's own quickstart
-    # server.properties (which sets 1) assumes.
-    offsets_topic_replication_factor: int = Field(1, alias="offsets.topic.replication.factor", ge=1)
+    # Kafka's default; the zero-config single node (`make run`) takes 1 unless told otherwise,
+    # as Kafka's own quickstart server.properties sets (see _internal_topics_of_a_single_node).
+    offsets_topic_replication_factor: int = Field(3, alias="offsets.topic.replication.factor", ge=1)
     # How long a coordinator write waits for the partition's followers before it is answered as failed.
     offsets_commit_timeout_ms: int = Field(5000, alias="offsets.commit.timeout.ms", ge=1)
     offsets_topic_segment_bytes: int = Field(104857600, alias="offsets.topic.segment.bytes", ge=14)
@@ -252,9 +252,9 @@ class BrokerConfig(BaseModel):
     producer_id_expiration_ms: int = Field(86400000, alias="producer.id.expiration.ms", ge=1)
     producer_id_expiration_check_interval_ms: int = Field(600000, alias="producer.id.expiration.check.interval.ms", ge=1)
     transaction_state_log_num_partitions: int = Field(50, alias="transaction.state.log.num.partitions", ge=1)
-    # Kafka's default is 3 (min ISR 2); a default kbroker is one node, as for offsets.topic.replication.factor.
-    transaction_state_log_replication_factor: int = Field(1, alias="transaction.state.log.replication.factor", ge=1)
-    transaction_state_log_min_isr: int = Field(1, alias="transaction.state.log.min.isr", ge=1)
+    # Kafka's defaults; 1 and 1 on the zero-config single node, as for offsets.topic.replication.factor.
+    transaction_state_log_replication_factor: int = Field(3, alias="transaction.state.log.replication.factor", ge=1)
+    transaction_state_log_min_isr: int = Field(2, alias="transaction.state.log.min.isr", ge=1)
     transaction_state_log_segment_bytes: int = Field(104857600, alias="transaction.state.log.segment.bytes", ge=14)
     transaction_max_timeout_ms: int = Field(900000, alias="transaction.max.timeout.ms", ge=1)
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = Field(
@@ -321,19 +321,35 @@ class BrokerConfig(BaseModel):
             raise ValueError("must be a list of delete and compact")
         return v
 
+    @staticmethod
+    def _is_zero_config(data: Mapping[str, Any]) -> bool:
+        """Combined roles and no quorum settings: the `make run` node, a cluster of one."""
+        try:
+            roles = parse_roles(str(_raw(data, "process_roles") or BrokerConfig.model_fields["process_roles"].default))
+        except ValueError:
+            return False  # process.roles' own check names the problem
+        quorum_given = any(str(_raw(data, k) or "").strip() for k in ("controller_quorum_voters", "controller_quorum_bootstrap_servers"))
+        return roles == {BROKER_ROLE, CONTROLLER_ROLE} and not quorum_given
+
     @model_validator(mode="before")
     @classmethod
     def _node_id_of_the_zero_config_node(cls, data: Any) -> Any:
         if not isinstance(data, Mapping) or _raw(data, "node_id") is not None:
             return data
-        try:
-            roles = parse_roles(str(_raw(data, "process_roles") or cls.model_fields["process_roles"].default))
-        except ValueError:
-            return data  # process.roles' own check names the problem
-        quorum_given = any(str(_raw(data, k) or "").strip() for k in ("controller_quorum_voters", "controller_quorum_bootstrap_servers"))
-        if roles == {BROKER_ROLE, CONTROLLER_ROLE} and not quorum_given:
+        if cls._is_zero_config(data):
             return {**data, "node.id": ZERO_CONFIG_NODE_ID}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _internal_topics_of_the_zero_config_node(cls, data: Any) -> Any:
+        """Internal topics Kafka replicates three times could never be created on a cluster of one:
+        the zero-config node takes Kafka's quickstart values (1) unless given others."""
+        if not isinstance(data, Mapping) or not cls._is_zero_config(data):
+            return data
+        names = ("offsets_topic_replication_factor", "transaction_state_log_replication_factor", "transaction_state_log_min_isr")
+        missing = {cls.model_fields[n].alias: 1 for n in names if _raw(data, n) is None}
+        return {**data, **missing} if missing else data
 
     @model_validator(mode="after")
     def _consumer_group_timeouts(self) -> "BrokerConfig":

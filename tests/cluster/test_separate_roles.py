@@ -26,7 +26,10 @@ BROKERS = (6, 7)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    c = KafkaCluster(tmp_path_factory.mktemp("separate"), combined=0, controllers=5, brokers=2)
+    # Two brokers: internal topics at RF 2, as an operator of a two-broker Kafka sets them (Kafka's 3
+    # could not be placed, and the first consumer group would wait for a third broker forever).
+    internal_rf = {"offsets.topic.replication.factor": "2", "transaction.state.log.replication.factor": "2"}
+    c = KafkaCluster(tmp_path_factory.mktemp("separate"), combined=0, controllers=5, brokers=2, overrides=internal_rf)
     try:
         yield c.start()
     finally:

@@ -81,6 +81,15 @@ def test_the_zero_config_node_takes_a_listener_override_and_a_controller_listene
     assert with_controller.listener.port == 5555
 
 
+def test_internal_topics_take_kafkas_replication_in_a_cluster_and_one_on_the_zero_config_node() -> None:
+    cluster = load_config(None, combined(2))
+    assert (cluster.offsets_topic_replication_factor, cluster.transaction_state_log_replication_factor, cluster.transaction_state_log_min_isr) == (3, 3, 2)
+    single = load_config(None, {"log.dirs": "./data"})
+    assert (single.offsets_topic_replication_factor, single.transaction_state_log_replication_factor, single.transaction_state_log_min_isr) == (1, 1, 1)
+    told = load_config(None, {"offsets.topic.replication.factor": "2", "transaction.state.log.min.isr": "2"})
+    assert (told.offsets_topic_replication_factor, told.transaction_state_log_replication_factor, told.transaction_state_log_min_isr) == (2, 1, 2)
+
+
 def test_a_combined_cluster_node() -> None:
     config = load_config(None, combined(2, **{"advertised.listeners": "PLAINTEXT://node2:9094"}))
     assert config.is_broker and config.is_controller and not config.implicit_quorum
