@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -162,7 +162,9 @@ class GroupCoordinator:
         records = skipped = 0
         try:
             if partition is not None:
-                async for header, batch, keyed in replay_batches(partition.log, partition.high_watermark):
+                # To the log end, as Kafka's coordinator loader reads: a new leader's own high
+                # watermark may still lag the one its predecessor acknowledged commits under.
+                async for header, batch, keyed in replay_batches(partition.log, partition.log.log_end_offset):
                     if header.is_control:
                         # A transaction marker settles the offsets its producer committed in the transaction.
                         marker = read_marker(batch, header)
@@ -274,21 +276,27 @@ class GroupCoordinator:
             if not isinstance(timer, CancelTimer):
                 delay = max(timer.deadline_ms - now_ms(), 0) / 1000
                 self._timers[timer.key] = loop.call_later(delay, self._fire, timer.key)
+        return self._once_replicated(index, error, required, lambda settled: self._settle(index, result, settled))
+
+    def _once_replicated(self, index: int, error: int, required: int, settle: Callable[[int], None]) -> Written:
+        """Call ``settle`` with the write's outcome once the offsets partition's high watermark
+        passes ``required`` (at once if it has, or if the append failed); the outcome, or its future."""
         settled = error if error or required < 0 else self._rm.replicated((GROUP_METADATA_TOPIC, index), required)
         if settled is not None:
             settled = WRITE_ERRORS.get(settled, settled)
-            self._settle(index, result, settled)
+            settle(settled)
             return settled
+        loop = asyncio.get_running_loop()
         written: asyncio.Future[int] = loop.create_future()
-        task = loop.create_task(self._settle_when_replicated(index, result, required, written), name=f"replicate-{GROUP_METADATA_TOPIC}-{index}")
+        task = loop.create_task(self._settle_when_replicated(index, required, settle, written), name=f"replicate-{GROUP_METADATA_TOPIC}-{index}")
         self._replicating.add(task)
         task.add_done_callback(self._replicating.discard)
         return written
 
-    async def _settle_when_replicated(self, index: int, result: CoordinatorResult, required: int, written: asyncio.Future[int]) -> None:
+    async def _settle_when_replicated(self, index: int, required: int, settle: Callable[[int], None], written: asyncio.Future[int]) -> None:
         error = await self._rm.wait_replicated((GROUP_METADATA_TOPIC, index), required, self._config.offsets_commit_timeout_ms)
         error = WRITE_ERRORS.get(error, error)
-        self._settle(index, result, error)
+        settle(error)
         if not written.done():
             written.set_result(error)
 
@@ -328,15 +336,19 @@ class GroupCoordinator:
 
     # -- transactions ------------------------------------------------------------------------------
 
-    def execute_transactional(self, group_id: str, producer_id: int, producer_epoch: int, records: list[tuple[Any, Any]]) -> int:
-        """Write TxnOffsetCommit records in the producer's transaction; they stay pending until its marker."""
+    def execute_transactional(self, group_id: str, producer_id: int, producer_epoch: int, records: list[tuple[Any, Any]]) -> Written:
+        """Write TxnOffsetCommit records in the producer's transaction; they stay pending until its
+        marker, and are answered once replicated."""
         index = self.partition_for(group_id)
-        error, _ = self._append(index, records, (producer_id, producer_epoch))
-        shard = self.shards.get(index)
-        if not error and shard is not None:
-            for key, value in records:
-                shard.offsets.replay_transactional(producer_id, key, value)
-        return error
+        error, required = self._append(index, records, (producer_id, producer_epoch))
+
+        def settle(outcome: int) -> None:
+            shard = self.shards.get(index)
+            if not outcome and shard is not None:
+                for key, value in records:
+                    shard.offsets.replay_transactional(producer_id, key, value)
+
+        return self._once_replicated(index, error, required, settle)
 
     def on_transaction_completed(self, index: int, producer_id: int, commit: bool) -> None:
         """The transaction coordinator wrote a marker to ``__consumer_offsets`` partition ``index``."""

@@ -24,6 +24,7 @@ from broker.group_coordinator import (
     now_ms,
     topic_partition_counts,
 )
+from broker.handlers.settled import when_settled
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_image import NO_LEADER
@@ -44,19 +45,6 @@ def _ms(value: datetime.timedelta | int) -> int:
     if isinstance(value, datetime.timedelta):
         return value // datetime.timedelta(milliseconds=1)
     return int(value)
-
-
-def when_written(written: Written, answer: Callable[[int], Any]) -> Any:
-    """The answer at once when the coordinator's write is settled, else a coroutine that waits for
-    the write to be replicated (a client is told its commit happened only once it would survive
-    a failover)."""
-    if isinstance(written, asyncio.Future):
-        return _after(written, answer)
-    return answer(written)
-
-
-async def _after(written: asyncio.Future[int], answer: Callable[[int], Any]) -> Any:
-    return answer(await written)
 
 
 async def _when_all_written(codes: dict[str, Written], answer: Callable[[dict[str, int]], Any]) -> Any:
@@ -289,7 +277,7 @@ class OffsetCommitHandler:
             def answer(write_error: int) -> Any:
                 return self._response(schema, [(c, write_error if code == 0 else code) for c, code in answers])
 
-            return when_written(written, answer)
+            return when_settled(written, answer)
         return self._response(schema, answers)
 
     @staticmethod
@@ -394,7 +382,7 @@ class OffsetDeleteHandler:
             parts = [(topic, partition, build(part_cls, partition_index=partition, error_code=code)) for topic, partition, code in answers]
             return build(schema, throttle_time=0, error_code=0, topics=_group_by_topic(topic_cls, parts))
 
-        return when_written(written, answer)
+        return when_settled(written, answer)
 
 
 class DescribeGroupsHandler:
@@ -507,7 +495,7 @@ class ConsumerGroupHeartbeatHandler:
             client_host="/" + ctx.client.address.split(":")[0],
         )
         written = self._coordinator.execute(request.group_id, CoordinatorResult(records=result.records, timers=result.timers))
-        return when_written(written, lambda error: self._response(schema, result.response, error))
+        return when_settled(written, lambda error: self._response(schema, result.response, error))
 
     @staticmethod
     def _response(schema: Any, r: Any, error: int) -> Any:

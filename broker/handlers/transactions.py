@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group_coordinator import GROUP_METADATA_TOPIC, CoordinatorNotAvailable, GroupCoordinator, now_ms
+from broker.handlers.settled import when_settled
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.transaction.transaction_coordinator import TransactionCoordinator
@@ -27,7 +28,6 @@ log = structlog.get_logger()
 
 NO_LEADER_EPOCH = -1
 TopicPartition = tuple[str, int]
-T = TypeVar("T")
 
 # KIP-588: a client older than these versions does not know PRODUCER_FENCED and is told
 # INVALID_PRODUCER_EPOCH instead, as Kafka does.
@@ -44,18 +44,6 @@ def client_error(api_key: int, version: int, error: int) -> int:
     if error == ErrorCode.producer_fenced and version < PRODUCER_FENCED_SINCE[api_key]:
         return ErrorCode.invalid_producer_epoch
     return error
-
-
-def when_settled(value: Settled[T], answer: Callable[[T], Any]) -> Any:
-    """The response now when the coordinator's write is settled, else a coroutine that awaits it
-    (groups' ``when_written`` for any settled value)."""
-    if isinstance(value, asyncio.Future):
-        return _answer_later(value, answer)
-    return answer(value)
-
-
-async def _answer_later(value: asyncio.Future[T], answer: Callable[[T], Any]) -> Any:
-    return answer(await value)
 
 
 def _by_topic(results: Iterable[tuple[TopicPartition, int]]) -> dict[str, list[tuple[int, int]]]:
@@ -149,8 +137,6 @@ class TxnOffsetCommitHandler:
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
-        topic_cls = nested(schema, "TxnOffsetCommitResponseTopic")
-        part_cls = nested(schema, "TxnOffsetCommitResponsePartition")
         commits = [
             PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
             for t in request.topics
@@ -169,10 +155,19 @@ class TxnOffsetCommitHandler:
                 commits,
                 now_ms(),
             )
-            error = self._groups.execute_transactional(request.group_id, request.producer_id, request.producer_epoch, records) if records else 0
-            if error:
-                answers = [(c, error if code == 0 else code) for c, code in answers]
-        results = [((c.topic, c.partition), client_error(ApiKey.TXN_OFFSET_COMMIT, ctx.version, code)) for c, code in answers]
+            written = self._groups.execute_transactional(request.group_id, request.producer_id, request.producer_epoch, records) if records else 0
+
+            def answer(error: int) -> Any:
+                return self._response(ctx.version, schema, [(c, error if code == 0 else code) for c, code in answers])
+
+            return when_settled(written, answer)
+        return self._response(ctx.version, schema, answers)
+
+    @staticmethod
+    def _response(version: int, schema: Any, answers: list[tuple[PartitionCommit, int]]) -> Any:
+        topic_cls = nested(schema, "TxnOffsetCommitResponseTopic")
+        part_cls = nested(schema, "TxnOffsetCommitResponsePartition")
+        results = [((c.topic, c.partition), client_error(ApiKey.TXN_OFFSET_COMMIT, version, code)) for c, code in answers]
         topics: tuple[Any, ...] = tuple(
             build(topic_cls, name=topic, partitions=tuple(build(part_cls, partition_index=p, error_code=code) for p, code in parts))
             for topic, parts in _by_topic(results).items()
