@@ -418,6 +418,18 @@ class QuorumController:
 
         return await self._write(decide)
 
+    async def elect_leaderless_partitions(self) -> int:
+        """Give every leaderless partition a leader where its election rules now allow one; how many got one."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], int]:
+            records = self._logic.replication.elect_leaderless(image)
+            return list(records), len(records)
+
+        elected = await self._write(decide)
+        if elected:
+            self._log.info("controller.leaderless_partitions_elected", partitions=elected)
+        return elected
+
     async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool) -> list[controller_logic.AlterConfigsResult]:
         def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[controller_logic.AlterConfigsResult]]:
             records, results = self._logic.alter_configs(
@@ -430,7 +442,12 @@ class QuorumController:
             )
             return ([] if validate_only else records), results
 
-        return await self._write(decide)
+        results = await self._write(decide)
+        if not validate_only:
+            # A topic or broker that now allows unclean elections gets its leaderless partitions
+            # a leader at once, as Kafka's dynamic config does, not at the next broker change.
+            await self.elect_leaderless_partitions()
+        return results
 
     # -- partition leaders ---------------------------------------------------------------------------
 

@@ -367,12 +367,6 @@ def test_a_partition_whose_last_isr_member_died_stays_leaderless(cluster: KafkaC
     assert [v for _, _, v in records] == [b"clean-%d" % i for i in range(100)] + [b"leader-only-%d" % i for i in range(10)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the controller elects a leaderless partition's leader only when a broker is unfenced: neither "
-    "enabling unclean.leader.election.enable on the topic nor a periodic check (Kafka's "
-    "unclean.leader.election.interval.ms) triggers the unclean election (broker/controller/)",
-)
 def test_enabling_unclean_leader_election_gives_a_leaderless_partition_a_leader(cluster: KafkaCluster) -> None:
     name, leader, first, second, survivors = lose_the_last_isr_member(cluster)
     resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[

@@ -192,6 +192,23 @@ def test_unclean_leader_election_from_the_topic_config_or_the_default() -> None:
     assert (part(log, "t").leader, part(log, "t").leader_recovery_state) == (3, RECOVERING)
 
 
+def test_a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_one() -> None:
+    log = cluster_log(1, 2, 3)
+    rcm = manager()
+    assign(rcm, log, "t", [1, 2, 3])
+    fence(rcm, log, 2)
+    fence(rcm, log, 3)
+    fence(rcm, log, 1)
+    unfence(rcm, log, 2)
+    unfence(rcm, log, 3)
+    assert (part(log, "t").leader, part(log, "t").isr) == (NO_LEADER, (1,))
+    assert rcm.elect_leaderless(log.image) == []  # unclean election off: 1 alone holds every acknowledged record
+    log.commit([ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="t", name=UNCLEAN_LEADER_ELECTION_ENABLE, value="true")])
+    changes = rcm.elect_leaderless(log.image)
+    topic_id = log.image.topics["t"].topic_id
+    assert changes == [PartitionChangeRecord(partition_id=0, topic_id=topic_id, leader=2, isr=(2,), leader_recovery_state=RECOVERING)]
+
+
 def test_controlled_shutdown_moves_leadership_away() -> None:
     log = cluster_log(1, 2, 3)
     rcm = manager()
