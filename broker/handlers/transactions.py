@@ -204,16 +204,38 @@ class WriteTxnMarkersHandler:
         result_cls = nested(schema, "WritableTxnMarkerResult")
         topic_cls = nested(schema, "WritableTxnMarkerTopicResult")
         part_cls = nested(schema, "WritableTxnMarkerPartitionResult")
-        out: list[Any] = []
-        for marker in request.markers:
-            wanted = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-            results = self._markers.write_markers(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, marker.transaction_result, wanted)
-            topics: tuple[Any, ...] = tuple(
-                build(topic_cls, name=topic, partitions=tuple(build(part_cls, partition_index=p, error_code=code) for p, code in parts))
-                for topic, parts in _by_topic(results.items()).items()
+        written = [
+            (
+                marker.producer_id,
+                self._markers.write_markers(
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.coordinator_epoch,
+                    marker.transaction_result,
+                    [(t.name, p) for t in marker.topics for p in t.partition_indexes],
+                ),
             )
-            out.append(build(result_cls, producer_id=marker.producer_id, topics=topics))
-        return build(schema, markers=tuple(out))
+            for marker in request.markers
+        ]
+
+        def answer(settled: list[tuple[int, dict[TopicPartition, int]]]) -> Any:
+            out: list[Any] = []
+            for producer_id, results in settled:
+                topics: tuple[Any, ...] = tuple(
+                    build(topic_cls, name=topic, partitions=tuple(build(part_cls, partition_index=p, error_code=code) for p, code in parts))
+                    for topic, parts in _by_topic(results.items()).items()
+                )
+                out.append(build(result_cls, producer_id=producer_id, topics=topics))
+            return build(schema, markers=tuple(out))
+
+        if any(isinstance(code, asyncio.Future) for _, results in written for code in results.values()):
+            # Answered once every marker is replicated, as Kafka's acks=-1 append of them is.
+            return self._answer_replicated(written, answer)
+        return answer(written)  # type: ignore[arg-type]
+
+    @staticmethod
+    async def _answer_replicated(written: list[tuple[int, dict[TopicPartition, Any]]], answer: Callable[[Any], Any]) -> Any:
+        return answer([(pid, {tp: await c if isinstance(c, asyncio.Future) else c for tp, c in results.items()}) for pid, results in written])
 
 
 class DescribeTransactionsHandler:

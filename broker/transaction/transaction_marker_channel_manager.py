@@ -74,13 +74,20 @@ class MarkerWriter(Protocol):
 
     def write_markers(
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, int]: ...
+    ) -> dict[TopicPartition, int | asyncio.Future[int]]:
+        """Each partition's error code, or its future while the marker is being replicated."""
+        ...
 
 
 class MarkerSender(Protocol):
     """NetworkClient.send."""
 
     async def send(self, destination: tuple[str, int], body: Any, timeout_ms: int | None = None) -> Any: ...
+
+
+Remote = dict[int, tuple[BrokerEndpoint, list[TopicPartition]]]
+# Local markers appended and waiting for their followers.
+Replicating = dict[TopicPartition, "asyncio.Future[int]"]
 
 
 @dataclass(slots=True)
@@ -181,14 +188,14 @@ class TransactionMarkerChannelManager:
             log.info("txn_markers.replaced", transactional_id=entry.transactional_id, producer_epoch=entry.producer_epoch, coordinator_epoch=entry.coordinator_epoch)
             self._drop(current)
         pending = _PendingMarkers(entry, completion, set(entry.partitions))
-        remote = self._write_local(pending)
+        remote, replicating = self._write_local(pending)
         if pending.fenced:
             return
         if not pending.remaining:
             completion.markers_written(entry)
             return
         self._pending[entry.transactional_id] = pending
-        pending.task = asyncio.get_running_loop().create_task(self._send(pending, remote), name=f"txn-markers-{entry.transactional_id}")
+        pending.task = asyncio.get_running_loop().create_task(self._send(pending, remote, replicating), name=f"txn-markers-{entry.transactional_id}")
         pending.task.add_done_callback(partial(self._send_done, pending))
 
     def remove_markers_for_txn_topic_partition(self, txn_partition: int) -> None:
@@ -204,12 +211,14 @@ class TransactionMarkerChannelManager:
 
     # -- one transaction ---------------------------------------------------------------------------------
 
-    async def _send(self, pending: _PendingMarkers, remote: dict[int, tuple[BrokerEndpoint, list[TopicPartition]]]) -> None:
+    async def _send(self, pending: _PendingMarkers, remote: Remote, replicating: Replicating) -> None:
         entry = pending.entry
         while True:
-            if remote:
-                answers = await asyncio.gather(*(self._send_to(entry, broker_id, endpoint, tps) for broker_id, (endpoint, tps) in remote.items()))
-                for results in answers:
+            waits = [self._send_to(entry, broker_id, endpoint, tps) for broker_id, (endpoint, tps) in remote.items()]
+            if replicating:
+                waits.append(_replicated(replicating))
+            if waits:
+                for results in await asyncio.gather(*waits):
                     self._settle(pending, results)
             if pending.fenced:
                 self._forget(pending)
@@ -222,12 +231,13 @@ class TransactionMarkerChannelManager:
                 log.info("txn_markers.no_longer_wanted", transactional_id=entry.transactional_id, coordinator_epoch=entry.coordinator_epoch)
                 self._forget(pending)
                 return
-            remote = self._write_local(pending)
+            remote, replicating = self._write_local(pending)
         self._forget(pending)
         pending.completion.markers_written(entry)
 
-    def _write_local(self, pending: _PendingMarkers) -> dict[int, tuple[BrokerEndpoint, list[TopicPartition]]]:
-        """Resolve every partition still waiting, append the local markers; the remote ones by leader."""
+    def _write_local(self, pending: _PendingMarkers) -> tuple[Remote, Replicating]:
+        """Resolve every partition still waiting and append the local markers: the remote ones by
+        leader, and the local ones still being replicated."""
         entry = pending.entry
         pending.rounds += 1
         destinations = group_by_leader(self._metadata.image, self._metadata.node_id, pending.remaining, self._endpoint)
@@ -236,10 +246,12 @@ class TransactionMarkerChannelManager:
             log.info("txn_markers.partition_gone", transactional_id=entry.transactional_id, topic=tp[0], partition=tp[1])
         if destinations.unknown:
             self._log(pending)("txn_markers.no_leader", transactional_id=entry.transactional_id, partitions=_names(destinations.unknown))
+        replicating: Replicating = {}
         if destinations.local:
             results = self._local.write_markers(entry.producer_id, entry.producer_epoch, entry.coordinator_epoch, entry.commit, destinations.local)
-            self._settle(pending, results)
-        return destinations.remote
+            replicating = {tp: r for tp, r in results.items() if isinstance(r, asyncio.Future)}
+            self._settle(pending, {tp: r for tp, r in results.items() if not isinstance(r, asyncio.Future)})
+        return destinations.remote, replicating
 
     def _endpoint(self, broker_id: int) -> BrokerEndpoint | None:
         return self._metadata.broker_endpoint(broker_id, self._listener)
@@ -295,6 +307,10 @@ class TransactionMarkerChannelManager:
         self._forget(pending)
         if not task.cancelled() and task.exception() is not None:
             log.error("txn_markers.failed", transactional_id=pending.entry.transactional_id, exc_info=task.exception())
+
+
+async def _replicated(replicating: Replicating) -> dict[TopicPartition, int]:
+    return {tp: await written for tp, written in replicating.items()}
 
 
 def _error_name(code: int) -> str:

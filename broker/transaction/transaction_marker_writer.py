@@ -6,10 +6,15 @@ producer's transaction (txn index, last stable offset). A marker written to a
 ``__consumer_offsets`` partition also settles the offsets the producer committed in the
 transaction, through this node's group coordinator. Both the transaction coordinator (for the
 partitions it leads itself) and the WriteTxnMarkers handler (for other coordinators) write here.
+
+A marker counts as written once it is replicated (Kafka appends markers with acks=-1): a
+transaction completed while its marker sat only on a leader that then died would leave that
+partition's last stable offset waiting for a marker nobody sends again.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Iterable
 
 import structlog
@@ -17,7 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, now_ms
 from broker.metadata.metadata_cache import MetadataCache
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import ACKS_ALL, ReplicaManager
 from protocol.control_records import build_control_batch
 from storage.errors import StorageError
 from storage.log import AppendOrigin
@@ -25,6 +30,8 @@ from storage.log import AppendOrigin
 log = structlog.get_logger()
 
 TopicPartition = tuple[str, int]
+# Kafka's request.timeout.ms default, which bounds a marker append's wait for its followers.
+MARKER_REPLICATION_TIMEOUT_MS = 30000
 
 
 class TransactionMarkerWriter:
@@ -35,12 +42,13 @@ class TransactionMarkerWriter:
 
     def write_markers(
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, int]:
-        """Append one marker per partition; the error code of each (0: written).
+    ) -> dict[TopicPartition, int | asyncio.Future[int]]:
+        """Append one marker per partition; the error code of each (0: written and replicated), or
+        a future of it while the partition's followers have yet to copy the marker.
 
         NOT_LEADER_OR_FOLLOWER for a partition this node does not lead, UNKNOWN_TOPIC_OR_PARTITION
         for one its image does not have; a fenced producer or coordinator epoch is the log's answer."""
-        results: dict[TopicPartition, int] = {}
+        results: dict[TopicPartition, int | asyncio.Future[int]] = {}
         image = self._metadata.image
         timestamp = now_ms()
         for topic, index in sorted(partitions):
@@ -50,12 +58,14 @@ class TransactionMarkerWriter:
                 continue
             batch = build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, timestamp)
             try:
-                partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR)
+                info = partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR, ACKS_ALL)
             except StorageError as e:
                 log.warning("txn_marker.append_failed", topic=topic, partition=index, producer_id=producer_id, error=str(e))
                 results[(topic, index)] = e.error_code
                 continue
-            results[(topic, index)] = 0
+            required = info.last_offset + 1
+            code = self._rm.replicated((topic, index), required)
+            results[(topic, index)] = code if code is not None else asyncio.ensure_future(self._rm.wait_replicated((topic, index), required, MARKER_REPLICATION_TIMEOUT_MS))
             self._rm.fetch_purgatory.touch((topic, index))
             if topic == GROUP_METADATA_TOPIC:
                 self._groups.on_transaction_completed(index, producer_id, commit)

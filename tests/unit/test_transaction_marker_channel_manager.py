@@ -309,6 +309,38 @@ def test_a_partition_with_no_leader_waits_for_one() -> None:
     run(test)
 
 
+class ReplicatingWriter(FakeWriter):
+    """Markers appended here wait for the test to say whether the followers copied them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.replication: list[asyncio.Future[int]] = []
+
+    def write_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:  # type: ignore[override]
+        answers = super().write_markers(producer_id, producer_epoch, coordinator_epoch, commit, partitions)
+        out: dict[TopicPartition, Any] = {}
+        for tp in answers:
+            self.replication.append(asyncio.get_running_loop().create_future())
+            out[tp] = self.replication[-1]
+        return out
+
+
+def test_a_local_marker_counts_once_replicated_and_is_written_again_when_replication_fails() -> None:
+    async def test() -> None:
+        h = Harness(image({0: 1}), writer=ReplicatingWriter())
+        h.add(entry([0]))
+        assert h.completion.written == []  # appended, not yet on the followers
+        await eventually(lambda: len(h.writer.replication) == 1)
+        h.writer.replication[0].set_result(ErrorCode.not_enough_replicas_after_append)
+        await eventually(lambda: len(h.writer.replication) == 2)  # the ISR shrank meanwhile: written again
+        assert h.completion.written == []
+        h.writer.replication[1].set_result(0)
+        await h.until_done()
+        assert h.completion.written == [entry([0])]
+
+    run(test)
+
+
 def test_local_failures_are_retried_locally() -> None:
     async def test() -> None:
         h = Harness(image({0: 1}), writer=FakeWriter({0: [ErrorCode.not_leader_or_follower, ErrorCode.not_enough_replicas]}))
