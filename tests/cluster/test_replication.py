@@ -193,3 +193,38 @@ def test_committed_offsets_survive_the_coordinators_death(cluster: KafkaCluster)
     finally:
         cluster.nodes[coordinator].launch()
         cluster.nodes[coordinator].await_started()
+
+
+def test_a_controlled_shutdown_of_the_leader_loses_nothing_and_hands_leadership_over(cluster: KafkaCluster) -> None:
+    name = unique_topic("shutdown")
+    create(cluster.bootstrap, name)
+    wait_until("a full ISR", lambda: len(partition_state(cluster.bootstrap, name)[1]) == 3 or None, TIMEOUT_S)
+    leader, _ = partition_state(cluster.bootstrap, name)
+    survivor = next(n for n in cluster.brokers if n.node_id != leader)
+    acked: list[tuple[int, int, bytes]] = []
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        batch = 0
+        while not stop.is_set() and batch < 40:
+            acked.extend(produce(survivor.bootstrap, name, [b"s%d-%d" % (batch, i) for i in range(50)]))
+            batch += 1
+
+    writer = threading.Thread(target=keep_producing)
+    writer.start()
+    try:
+        wait_until("some records acknowledged", lambda: len(acked) >= 100 or None, TIMEOUT_S)
+        cluster.nodes[leader].stop()  # SIGTERM: a controlled shutdown, which must exit cleanly
+        new_leader = wait_until("another leader", lambda: (b := partition_state(survivor.bootstrap, name)[0]) not in (leader, -1) and b, TIMEOUT_S)
+        assert new_leader != leader
+        count = len(acked)
+        wait_until("records acknowledged by the new leader", lambda: len(acked) >= count + 100 or None, TIMEOUT_S)
+    finally:
+        stop.set()
+        writer.join(TIMEOUT_S)
+        cluster.nodes[leader].launch()
+        cluster.nodes[leader].await_started()
+    records = read_all(survivor.bootstrap, name, 1, len(acked))
+    assert not set(acked) - set(records)
+    assert len({v for _, _, v in records}) == len(records)
+    wait_until("the restarted broker back in the ISR", lambda: leader in partition_state(survivor.bootstrap, name)[1] or None, TIMEOUT_S)
