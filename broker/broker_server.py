@@ -95,6 +95,9 @@ FORWARDED_APIS = (
 )
 
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -149,6 +152,7 @@ class BrokerServer:
             lambda: self.lifecycle.broker_epoch,
         )
         self.replica_manager.fetcher_manager = self.replica_fetcher_manager
+        self.replica_manager.rack_aware_selection = cfg.replica_selector_class == RACK_AWARE_REPLICA_SELECTOR
         self.group_coordinator = GroupCoordinator(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
         self.txn_state_manager = TransactionStateManager(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
         self.txn_marker_writer = TransactionMarkerWriter(self.replica_manager, self.metadata, self.group_coordinator)

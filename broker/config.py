@@ -225,6 +225,11 @@ class BrokerConfig(BaseModel):
     replica_fetch_min_bytes: int = Field(1, alias="replica.fetch.min.bytes", ge=1)
     replica_fetch_backoff_ms: int = Field(1000, alias="replica.fetch.backoff.ms", ge=0)
     replica_socket_timeout_ms: int = Field(30000, alias="replica.socket.timeout.ms")
+    # KIP-392: None (Kafka's default) keeps consumers on the leader; RackAwareReplicaSelector sends
+    # a consumer that names its client.rack to an in-sync replica in that rack.
+    replica_selector_class: Literal[None, "org.apache.kafka.common.replica.LeaderSelector", "org.apache.kafka.common.replica.RackAwareReplicaSelector"] = Field(
+        None, alias="replica.selector.class"
+    )
     replica_high_watermark_checkpoint_interval_ms: int = Field(5000, alias="replica.high.watermark.checkpoint.interval.ms", ge=1)
     fetch_purgatory_purge_interval_requests: int = Field(1000, alias="fetch.purgatory.purge.interval.requests")
     max_incremental_fetch_session_cache_slots: int = Field(1000, alias="max.incremental.fetch.session.cache.slots", ge=0)

@@ -36,6 +36,8 @@ class LogReadResult:
     aborted_transactions: list[tuple[int, int]] | None = None
     # KIP-320: (epoch, end offset) where the follower's log left the leader's; None when it did not.
     diverging_epoch: tuple[int, int] | None = None
+    # KIP-392: the replica the consumer should fetch from instead (-1: this one).
+    preferred_read_replica: int = -1
 
     @property
     def size(self) -> int:
@@ -225,9 +227,14 @@ class Partition:
 
     # -- fetch ---------------------------------------------------------------------------------------
 
-    def read_records(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool, current_leader_epoch: int = NO_EPOCH) -> LogReadResult:
-        """A consumer's read: up to the high watermark, or the last stable offset for read_committed."""
-        self._leader()
+    def read_records(
+        self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool, current_leader_epoch: int = NO_EPOCH, from_follower: bool = False
+    ) -> LogReadResult:
+        """A consumer's read: up to the high watermark, or the last stable offset for read_committed.
+        Only the leader serves it, unless ``from_follower`` (KIP-392: a follower serves up to the
+        high watermark its leader last told it)."""
+        if not from_follower:
+            self._leader()
         self.check_leader_epoch(current_leader_epoch)
         last_stable = self.last_stable_offset
         upper = last_stable if isolation_level == READ_COMMITTED else self.high_watermark
@@ -238,6 +245,28 @@ class Partition:
             # the entries whose records it got.
             aborted = self.log.collect_aborted_transactions(fetch_offset, self.log.fetch_upper_bound(fetch_offset)) if info.regions else []
         return LogReadResult(info, self.high_watermark, last_stable, self.log.log_start_offset, self.log.log_end_offset, aborted)
+
+    def preferred_read_replica(self, client_rack: str, fetch_offset: int, rack_of: Callable[[int], str | None]) -> int | None:
+        """Kafka's RackAwareReplicaSelector on the leader: a replica in the client's rack that holds
+        ``fetch_offset``, the most caught up first; None when the leader itself is the one (in that
+        rack, or none is)."""
+        state = self._leader()
+        if rack_of(self._settings.node_id) == client_rack:
+            return None
+        candidates = [
+            r
+            for r in state.remotes.values()
+            if r.broker_id in state.isr.committed and r.log_start_offset <= fetch_offset <= r.log_end_offset and rack_of(r.broker_id) == client_rack
+        ]
+        if not candidates:
+            return None
+        return max(candidates, key=lambda r: (r.log_end_offset, r.last_caught_up_time_ms)).broker_id
+
+    def redirect(self, preferred_read_replica: int) -> LogReadResult:
+        """An answer with no records that sends the consumer to another replica."""
+        leo = self.log.log_end_offset
+        empty = self.log.read(leo, 0, leo, False)
+        return LogReadResult(empty, self.high_watermark, self.last_stable_offset, self.log.log_start_offset, leo, preferred_read_replica=preferred_read_replica)
 
     def read_for_follower(
         self,

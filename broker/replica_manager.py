@@ -85,6 +85,8 @@ class ReplicaManager:
         self._image = EMPTY_IMAGE
         self.settings = ReplicationSettings(node_id, replica_lag_time_max_ms, broker_epoch, self._is_eligible)
         self.alter_partition_manager: AlterPartitionManager | None = None
+        # replica.selector.class is Kafka's RackAwareReplicaSelector (KIP-392).
+        self.rack_aware_selection = False
         self.fetcher_manager: ReplicaFetcherManager | None = None
 
     def _is_eligible(self, broker_id: int) -> bool:
@@ -306,12 +308,20 @@ class ReplicaManager:
         min_one_message: bool,
         image: MetadataImage,
         current_leader_epoch: int = NO_EPOCH,
+        client_rack: str | None = None,
     ) -> ReadResult:
-        partition = self.get_partition(topic, index)
-        if partition is None:
+        """A consumer's read. ``client_rack`` is given by consumers that may fetch from a follower
+        (Fetch v11+, KIP-392): a follower then serves them, and with rack-aware selection the
+        leader may send them to a replica in their rack."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not (partition.is_leader or client_rack is not None):
             return ReadResult(error_code=_missing_leader_error(image, topic, index), current_leader=_leader_hint(image, topic, index))
         try:
-            return ReadResult(read=partition.read_records(fetch_offset, max_bytes, isolation_level, min_one_message, current_leader_epoch))
+            if partition.is_leader and client_rack and self.rack_aware_selection:
+                preferred = partition.preferred_read_replica(client_rack, fetch_offset, lambda b: _rack(image, b))
+                if preferred is not None:
+                    return ReadResult(read=partition.redirect(preferred))
+            return ReadResult(read=partition.read_records(fetch_offset, max_bytes, isolation_level, min_one_message, current_leader_epoch, not partition.is_leader))
         except StorageError as e:
             hint = (partition.leader_id, partition.leader_epoch) if e.error_code == ErrorCode.fenced_leader_epoch else None
             return ReadResult(error_code=e.error_code, current_leader=hint)
@@ -344,6 +354,11 @@ class ReplicaManager:
             log.info("partition.expanding_isr", topic=topic, partition=index, isr=partition.isr, new_isr=outcome.alter_isr.isr)
             self.alter_partition_manager.submit(partition, outcome.alter_isr)
         return ReadResult(read=read)
+
+
+def _rack(image: MetadataImage, broker_id: int) -> str | None:
+    registration = image.brokers.get(broker_id)
+    return registration.rack if registration is not None else None
 
 
 def _leader_hint(image: MetadataImage, topic: str, index: int) -> tuple[int, int] | None:

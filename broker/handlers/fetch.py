@@ -27,6 +27,7 @@ from storage.fetch_data_info import FileRegion
 from storage.log_segment import whole_batches
 
 TopicPartition = tuple[str, int]
+FIRST_RACK_AWARE_VERSION = 11
 
 
 class FetchHandler:
@@ -101,6 +102,8 @@ class FetchHandler:
             request.isolation_level,
             request.replica_id,
             request.replica_epoch,
+            # KIP-392: from v11 a consumer may be served by, or sent to, a follower.
+            request.rack_id if version >= FIRST_RACK_AWARE_VERSION else None,
         )
         # A follower may fetch past what one response to a consumer holds: replica.fetch.response.max.bytes is its own limit.
         max_bytes = request.max_bytes if reader.is_follower else min(request.max_bytes, self._max_response_bytes)
@@ -212,8 +215,10 @@ class FetchHandler:
                     aborted_transactions=read.aborted_transactions,
                     records=regions,
                     diverging_epoch=read.diverging_epoch,
+                    preferred_read_replica=read.preferred_read_replica,
                 )
-                include = cached.needs_response(
+                # A redirect to another replica is news even with nothing else changed, as in Kafka.
+                include = read.preferred_read_replica >= 0 or cached.needs_response(
                     read.high_watermark,
                     read.last_stable_offset,
                     read.log_start_offset,
@@ -247,7 +252,7 @@ class _Reader:
     """One partition's read for this request: a consumer's up to the high watermark (or the last
     stable offset), a follower's (replica id >= 0) up to the log end with the divergence check."""
 
-    __slots__ = ("_rm", "_fields", "_isolation", "_replica_id", "_replica_epoch")
+    __slots__ = ("_rm", "_fields", "_isolation", "_replica_id", "_replica_epoch", "_client_rack")
 
     def __init__(
         self,
@@ -256,8 +261,10 @@ class _Reader:
         isolation: int,
         replica_id: int,
         replica_epoch: int,
+        client_rack: str | None,
     ) -> None:
         self._rm = rm
+        self._client_rack = client_rack
         self._fields = fields
         self._isolation = isolation
         self._replica_id = replica_id
@@ -271,7 +278,7 @@ class _Reader:
         p = self._fields.get(key)
         leader_epoch = p.current_leader_epoch if p is not None else NO_EPOCH
         if self._replica_id < 0:
-            return self._rm.read(key[0], key[1], fetch_offset, max_bytes, self._isolation, min_one, image, leader_epoch)
+            return self._rm.read(key[0], key[1], fetch_offset, max_bytes, self._isolation, min_one, image, leader_epoch, self._client_rack)
         return self._rm.read_for_follower(
             self._replica_id,
             self._replica_epoch,

@@ -66,8 +66,10 @@ class KafkaCluster:
         overrides: dict[str, str] | None = None,
         cluster_id: str = "kbroker-test-cluster-0",
         proxy_inter_broker: bool = False,
+        node_overrides: dict[int, dict[str, str]] | None = None,
     ) -> None:
-        """``combined`` broker+controller nodes, or ``controllers`` + ``brokers`` separate ones (ids from 1)."""
+        """``combined`` broker+controller nodes, or ``controllers`` + ``brokers`` separate ones (ids
+        from 1); ``overrides`` for every node, then ``node_overrides`` for some (a broker.rack)."""
         self.root = root
         self.cluster_id = cluster_id
         self.proxies = ProxyLoop()
@@ -98,7 +100,7 @@ class KafkaCluster:
                 peers = [a for a in broker_ids if a != b]
                 for a, link in self.proxies.add_demux(advertised, listen, str(b), peers).items():
                     self.broker_links[(a, b)] = link
-        self.nodes = {spec.node_id: self._make_node(spec, overrides or {}) for spec in self.specs}
+        self.nodes = {spec.node_id: self._make_node(spec, {**(overrides or {}), **(node_overrides or {}).get(spec.node_id, {})}) for spec in self.specs}
 
     def _voters_for(self, node_id: int) -> str:
         entries = []

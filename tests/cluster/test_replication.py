@@ -70,8 +70,8 @@ def produce(bootstrap: str, name: str, values: list[bytes], acks: str = "all") -
     return acked
 
 
-def read_all(bootstrap: str, name: str, partitions: int, expected: int) -> list[tuple[int, int, bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+def read_all(bootstrap: str, name: str, partitions: int, expected: int, conf: dict[str, str] | None = None) -> list[tuple[int, int, bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False, "auto.offset.reset": "earliest", **(conf or {})})
     consumer.assign([TopicPartition(name, p, 0) for p in range(partitions)])
     values: list[tuple[int, int, bytes]] = []
 
