@@ -134,3 +134,20 @@ def test_a_request_to_a_follower_names_the_leader_and_its_epoch(node: Node) -> N
     assert (produced[("a", 1)].error_code, produced[("a", 1)].current_leader) == (ErrorCode.not_leader_or_follower, None)
     read = node.rm.read("a", 0, 0, 1 << 20, 0, True, node.loader.image)
     assert (read.error_code, read.current_leader) == (ErrorCode.not_leader_or_follower, (2, 1))
+
+
+def test_a_replica_fetch_from_a_stranger_or_with_a_stale_epoch_is_refused(node: Node) -> None:
+    """Bad input on the follower path: only the partition's own replicas fetch as followers, at
+    the current leader epoch, and a refused fetch moves nothing."""
+    node.commit(TopicRecord(name="a", topic_id=A), partition(0, (1, 2)), change(0, leader=1))
+    assert node.produce("a", 0) == 0
+    image = node.loader.image
+
+    def follower_fetch(replica: int, leader_epoch: int) -> int:
+        return node.rm.read_for_follower(replica, 0, "a", 0, 0, -1, 0, leader_epoch, 1 << 20, image).error_code
+
+    assert follower_fetch(3, 1) == ErrorCode.not_leader_or_follower  # not a replica
+    assert follower_fetch(2, 0) == ErrorCode.fenced_leader_epoch  # the epoch before the leader change
+    assert follower_fetch(2, 5) == ErrorCode.unknown_leader_epoch  # an epoch this node has not seen
+    assert node.rm.partitions[("a", 0)].high_watermark == 0
+    assert follower_fetch(2, 1) == 0
