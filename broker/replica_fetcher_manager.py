@@ -35,6 +35,9 @@ log = structlog.get_logger()
 
 TopicPartition = tuple[str, int]
 NO_EPOCH = -1
+# Answers of a leader whose metadata is behind this follower's (or the other way round).
+LEADERSHIP_RACE = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch, ErrorCode.fenced_leader_epoch})
+LEADERSHIP_RACE_BACKOFF_MS = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +190,13 @@ class ReplicaFetcher:
             return
         # Not the leader any more, or an epoch one side has not caught up with: wait for the metadata.
         self._log.debug("replica_fetcher.partition_error", topic=partition.topic, partition=partition.index, error=ErrorCode(code).name)
-        self._delay((state,))
+        if code in LEADERSHIP_RACE:
+            # Usually the new leader has not applied the record that made it leader yet: it will
+            # within milliseconds, and waiting a whole replica.fetch.backoff.ms here would hold an
+            # acks=all producer for that long after every leadership move.
+            self._delay((state,), LEADERSHIP_RACE_BACKOFF_MS)
+        else:
+            self._delay((state,))
 
     def _truncate_on_divergence(self, partition: Partition, diverging: EpochEndOffset) -> None:
         log_end_offset = partition.log.log_end_offset
@@ -202,8 +211,8 @@ class ReplicaFetcher:
             log_end_offset=log_end_offset,
         )
 
-    def _delay(self, states: Any) -> None:
-        until = time.monotonic() + self._settings.fetch_backoff_ms / 1000
+    def _delay(self, states: Any, backoff_ms: int | None = None) -> None:
+        until = time.monotonic() + min(self._settings.fetch_backoff_ms if backoff_ms is None else backoff_ms, self._settings.fetch_backoff_ms) / 1000
         for state in states:
             state.delayed_until = until
 
