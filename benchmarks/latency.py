@@ -4,6 +4,7 @@ for 20 s) and a consumer on the same partition; p50/p99/p99.9 of (consume time -
     python -m benchmarks.latency [--broker kbroker|tansu] [--bootstrap HOST:PORT]
                                  [--rate 50000] [--seconds 20] [--size 100] [--runs 1]
                                  [--linger-ms 1] [--fetch-wait-ms 10] [--compare-linger0]
+                                 [--replication-factor 1 --min-insync-replicas 1]
 
 Without --bootstrap the broker named by --broker is started with benchmarks.harness.
 
@@ -138,11 +139,12 @@ def ensure_fd_limit(broker, need: int) -> str:  # type: ignore[no-untyped-def]
     return "; ".join(done) or "enough"
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int = 1, replication_factor: int = 1, min_insync_replicas: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    config = {"min.insync.replicas": str(min_insync_replicas)}
+    admin.create_topics([NewTopic(topic, partitions, replication_factor, config=config)])[topic].result(30)
     # Wait until the topic's leader is known, so the first produce does not pay for it.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -301,9 +303,11 @@ def _consumer(bootstrap: str, topic: str, warmup_ns: int, fetch_wait_ms: int, re
     )
 
 
-def measure_once(bootstrap: str, pid: int, rate: int, seconds: float, size: int, linger_ms: float, fetch_wait_ms: int, warmup_s: float) -> dict[str, Any]:
+def measure_once(
+    bootstrap: str, pid: int, rate: int, seconds: float, size: int, linger_ms: float, fetch_wait_ms: int, warmup_s: float, replication_factor: int = 1, min_insync_replicas: int = 1
+) -> dict[str, Any]:
     topic = f"latency-{uuid.uuid4().hex[:12]}"
-    create_topic(bootstrap, topic)
+    create_topic(bootstrap, topic, replication_factor=replication_factor, min_insync_replicas=min_insync_replicas)
     ctx = mp.get_context("spawn")
     ready, go, done, out_c, out_p = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
     sent_count = ctx.Value("q", 0)
@@ -346,6 +350,8 @@ def run(
     fetch_wait_ms: int = 10,
     warmup_s: float = 2.0,
     compare_linger0: bool = True,
+    replication_factor: int = 1,
+    min_insync_replicas: int = 1,
 ) -> list[dict]:
     rows: list[dict] = []
     factor = getattr(broker, "scale", 1.0)  # the harness's --scale: shorter runs, same rate
@@ -356,9 +362,11 @@ def run(
     if compare_linger0 and linger_ms != 0:
         settings.append((0.0, fetch_wait_ms, 1))  # the comparison: once
     for linger, wait, n_runs in settings:
-        results = [measure_once(broker.bootstrap, broker.pid, rate, seconds, size, linger, wait, warmup_s) for _ in range(n_runs)]
+        results = [
+            measure_once(broker.bootstrap, broker.pid, rate, seconds, size, linger, wait, warmup_s, replication_factor, min_insync_replicas) for _ in range(n_runs)
+        ]
         label = f"latency linger.ms={linger:g} fetch.wait.max.ms={wait}"
-        extra = {"runs": n_runs, "rate": rate, "seconds": seconds, "size": size, "linger_ms": linger, "fetch_wait_ms": wait}
+        extra = {"runs": n_runs, "rate": rate, "seconds": seconds, "size": size, "linger_ms": linger, "fetch_wait_ms": wait, "replication_factor": replication_factor}
         median = lambda key: sorted(r[key] for r in results)[len(results) // 2]  # noqa: B023
         for key, metric, unit in (
             ("p50_ms", "e2e p50", "ms"),
@@ -389,6 +397,8 @@ def _args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fetch-wait-ms", dest="fetch_wait_ms", type=int, default=10)
     parser.add_argument("--warmup-s", dest="warmup_s", type=float, default=2.0)
     parser.add_argument("--no-linger0", dest="compare_linger0", action="store_false", help="skip the linger.ms=0 comparison run")
+    parser.add_argument("--replication-factor", dest="replication_factor", type=int, default=1, help="the topic's (against a cluster's --bootstrap)")
+    parser.add_argument("--min-insync-replicas", dest="min_insync_replicas", type=int, default=1)
 
 
 if __name__ == "__main__":
