@@ -58,10 +58,6 @@ class AlterPartitionManager:
         self._waiting[partition.key] = (partition, intent)
         self._wake.set()
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._waiting)
-
     async def _run(self) -> None:
         while True:
             await self._wake.wait()

@@ -175,10 +175,6 @@ class Partition:
             raise FencedLeaderEpochError(f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is older than {self.leader_epoch}")
         raise UnknownLeaderEpochError(f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is newer than {self.leader_epoch}")
 
-    @property
-    def in_sync_replica_count(self) -> int:
-        return len(self._leader().isr.committed)
-
     # -- the leader's high watermark -----------------------------------------------------------
 
     def maybe_increment_high_watermark(self, now_ms: int) -> bool:

@@ -245,9 +245,6 @@ class ReplicaFetcherManager:
         if slot is not None:
             self._fetchers[slot].remove(key)
 
-    def following(self) -> dict[TopicPartition, int]:
-        return {key: slot[0] for key, slot in self._assigned.items()}
-
     async def shutdown(self) -> None:
         await asyncio.gather(*(f.shutdown() for f in self._fetchers.values()))
         self._fetchers.clear()
