@@ -46,6 +46,12 @@ def replica_ids(described: str) -> list[int]:
     return sorted(int(i) for i in re.findall(r'"id": (\d+)', described))
 
 
+def leads_known(bootstrap: str, topic: str) -> bool:
+    """The broker's own metadata has the topic with a leader for every partition."""
+    found = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics.get(topic)
+    return found is not None and found.error is None and bool(found.partitions) and all(p.leader >= 0 for p in found.partitions.values())
+
+
 def broker_ids(bootstrap: str) -> list[int]:
     return sorted(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers)
 
@@ -98,6 +104,10 @@ def test_two_controllers_down_the_quorum_goes_on_three_down_it_says_so_then_reco
 
     existing = unique_topic("before-loss")
     create_topic(bootstrap, existing)
+    # A created topic is committed, not yet known to every broker: each learns it from the
+    # metadata log, which it cannot read once the quorum is lost.
+    for broker in cluster.brokers:
+        wait_until(f"broker {broker.node_id} knowing {existing}", lambda b=broker: leads_known(b.bootstrap, existing) or None, TIMEOUT_S)
     third = next(c for c in CONTROLLERS if c not in down)
     cluster.nodes[third].kill()
     down.append(third)
