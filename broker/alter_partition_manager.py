@@ -49,10 +49,7 @@ class AlterPartitionManager:
     async def shutdown(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await asyncio.gather(self._task, return_exceptions=True)
 
     def submit(self, partition: Partition, intent: AlterPartitionIntent) -> None:
         self._waiting[partition.key] = (partition, intent)

@@ -88,10 +88,7 @@ class ReplicaFetcher:
     async def shutdown(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         self._network.close()
         await self._network.wait_closed()

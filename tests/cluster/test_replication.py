@@ -5,6 +5,7 @@ acknowledged record."""
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from typing import Iterator
 
 import pytest
@@ -70,6 +71,28 @@ def produce(bootstrap: str, name: str, values: list[bytes], acks: str = "all") -
     return acked
 
 
+@contextmanager
+def producing(bootstrap: str, name: str, prefix: bytes, per_batch: int) -> Iterator[list[tuple[int, int, bytes]]]:
+    """An acks=all producer sending batches of ``per_batch`` records (40 at most) in a thread; the
+    list of what was acknowledged so far, until the block ends and the thread is joined."""
+    acked: list[tuple[int, int, bytes]] = []
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        batch = 0
+        while not stop.is_set() and batch < 40:
+            acked.extend(produce(bootstrap, name, [prefix + b"%d-%d" % (batch, i) for i in range(per_batch)]))
+            batch += 1
+
+    writer = threading.Thread(target=keep_producing)
+    writer.start()
+    try:
+        yield acked
+    finally:
+        stop.set()
+        writer.join(TIMEOUT_S)
+
+
 def read_all(bootstrap: str, name: str, partitions: int, expected: int, conf: dict[str, str] | None = None) -> list[tuple[int, int, bytes]]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False, "auto.offset.reset": "earliest", **(conf or {})})
     consumer.assign([TopicPartition(name, p, 0) for p in range(partitions)])
@@ -106,25 +129,11 @@ def test_killing_the_leader_under_acks_all_loses_no_acknowledged_record(cluster:
     wait_until("full ISRs", lambda: all(len(partition_state(cluster.bootstrap, name, p)[1]) == 3 for p in range(3)) or None, TIMEOUT_S)
     leader, _ = partition_state(cluster.bootstrap, name, 0)
     survivor = next(n for n in cluster.brokers if n.node_id != leader)
-    acked: list[tuple[int, int, bytes]] = []
-    stop = threading.Event()
-
-    def keep_producing() -> None:
-        batch = 0
-        while not stop.is_set() and batch < 40:
-            acked.extend(produce(survivor.bootstrap, name, [b"k%d-%d" % (batch, i) for i in range(100)]))
-            batch += 1
-
-    writer = threading.Thread(target=keep_producing)
-    writer.start()
-    try:
+    with producing(survivor.bootstrap, name, b"k", 100) as acked:
         wait_until("some records acknowledged", lambda: len(acked) >= 300 or None, TIMEOUT_S)
         cluster.nodes[leader].kill()
         wait_until("a new leader for partition 0", lambda: partition_state(survivor.bootstrap, name, 0)[0] not in (leader, -1) or None, TIMEOUT_S)
         wait_until("more records acknowledged after the failover", lambda: len(acked) >= 1500 or None, TIMEOUT_S)
-    finally:
-        stop.set()
-        writer.join(TIMEOUT_S)
     # Every acknowledged record is there, at the offset it was acknowledged with, once.
     records = read_all(survivor.bootstrap, name, 3, len(acked))
     missing = set(acked) - set(records)
@@ -201,27 +210,15 @@ def test_a_controlled_shutdown_of_the_leader_loses_nothing_and_hands_leadership_
     wait_until("a full ISR", lambda: len(partition_state(cluster.bootstrap, name)[1]) == 3 or None, TIMEOUT_S)
     leader, _ = partition_state(cluster.bootstrap, name)
     survivor = next(n for n in cluster.brokers if n.node_id != leader)
-    acked: list[tuple[int, int, bytes]] = []
-    stop = threading.Event()
-
-    def keep_producing() -> None:
-        batch = 0
-        while not stop.is_set() and batch < 40:
-            acked.extend(produce(survivor.bootstrap, name, [b"s%d-%d" % (batch, i) for i in range(50)]))
-            batch += 1
-
-    writer = threading.Thread(target=keep_producing)
-    writer.start()
     try:
-        wait_until("some records acknowledged", lambda: len(acked) >= 100 or None, TIMEOUT_S)
-        cluster.nodes[leader].stop()  # SIGTERM: a controlled shutdown, which must exit cleanly
-        new_leader = wait_until("another leader", lambda: (b := partition_state(survivor.bootstrap, name)[0]) not in (leader, -1) and b, TIMEOUT_S)
-        assert new_leader != leader
-        count = len(acked)
-        wait_until("records acknowledged by the new leader", lambda: len(acked) >= count + 100 or None, TIMEOUT_S)
+        with producing(survivor.bootstrap, name, b"s", 50) as acked:
+            wait_until("some records acknowledged", lambda: len(acked) >= 100 or None, TIMEOUT_S)
+            cluster.nodes[leader].stop()  # SIGTERM: a controlled shutdown, which must exit cleanly
+            new_leader = wait_until("another leader", lambda: (b := partition_state(survivor.bootstrap, name)[0]) not in (leader, -1) and b, TIMEOUT_S)
+            assert new_leader != leader
+            count = len(acked)
+            wait_until("records acknowledged by the new leader", lambda: len(acked) >= count + 100 or None, TIMEOUT_S)
     finally:
-        stop.set()
-        writer.join(TIMEOUT_S)
         cluster.nodes[leader].launch()
         cluster.nodes[leader].await_started()
     records = read_all(survivor.bootstrap, name, 1, len(acked))
