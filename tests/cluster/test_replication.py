@@ -12,7 +12,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.group_coordinator import GROUP_METADATA_TOPIC, partition_for
+from broker.coordinator.coordinator_runtime import partition_for
+from broker.group_coordinator import GROUP_METADATA_TOPIC
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.integration.helpers import unique_topic
 

@@ -15,7 +15,8 @@ from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as Fin
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest as FindV4
 
 from broker.config import load_config
-from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, partition_for
+from broker.coordinator.coordinator_runtime import partition_for
+from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator
 from broker.handlers.groups import FindCoordinatorHandler, coordinator_endpoint
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
@@ -137,7 +138,7 @@ def test_a_partition_led_elsewhere_is_not_coordinator() -> None:
 
 def test_a_partition_being_loaded_is_load_in_progress() -> None:
     c = coordinator({0: 1, 1: 2, 2: 1, 3: 2})
-    c._loading[0] = None  # type: ignore[assignment]  # stands for the replay task
+    c.runtime._loading[0] = None  # type: ignore[assignment]  # stands for the replay task
     assert c.coordinator_error(key_on(0)) == ErrorCode.coordinator_load_in_progress
 
 
@@ -145,7 +146,7 @@ def test_transactional_ids_route_the_same_way() -> None:
     assert TransactionStateManager(CONFIG, None, cache(None, TRANSACTION_STATE_TOPIC), None).coordinator_error("t") == ErrorCode.coordinator_not_available  # type: ignore[arg-type]
     txns = TransactionStateManager(CONFIG, None, cache({0: 1, 1: 2, 2: 1, 3: 2}, TRANSACTION_STATE_TOPIC), None)  # type: ignore[arg-type]
     assert txns.coordinator_error(key_on(1)) == ErrorCode.not_coordinator
-    txns._loading[0] = None  # type: ignore[assignment]
+    txns.runtime._loading[0] = None  # type: ignore[assignment]
     assert txns.coordinator_error(key_on(0)) == ErrorCode.coordinator_load_in_progress
 
 

@@ -208,9 +208,9 @@ def test_loading_partition_answers_load_in_progress(tmp_path: Path) -> None:
     async def test(node: Node) -> None:
         index = node.state.partition_for(TXN)
         node.state.partitions.pop(index)
-        node.state._loading[index] = None  # type: ignore[assignment]  # stands for the replay task
+        node.state.runtime._loading[index] = None  # type: ignore[assignment]  # stands for the replay task
         assert (await node.coordinator.init_producer_id(TXN, 1000, None)).error_code == ErrorCode.coordinator_load_in_progress
-        node.state._loading.clear()
+        node.state.runtime._loading.clear()
         assert (await node.coordinator.init_producer_id(TXN, 1000, None)).error_code == ErrorCode.not_coordinator
 
     run(tmp_path, test)
@@ -334,7 +334,7 @@ def test_unloading_the_txn_partition_withdraws_its_markers(tmp_path: Path) -> No
         partition = node.rm.partitions.pop((DATA, 0))
         assert c.end_transaction(TXN, pid, epoch, commit=False) == 0
         assert node.markers.pending_transactions == {TXN}
-        node.state._resign(node.state.partition_for(TXN))  # leadership of the txn partition moved away
+        node.state.runtime.resign(node.state.partition_for(TXN))  # leadership of the txn partition moved away
         assert node.markers.pending_transactions == set()
         node.rm.partitions[(DATA, 0)] = partition
         await asyncio.sleep(0.02)
@@ -388,10 +388,10 @@ def test_a_new_coordinator_epoch_cancels_the_old_markers_and_resends(tmp_path: P
         await wait_for(lambda: len(other.received) >= 1)
         # The txn partition is reloaded under a new leader epoch, as after a leadership change.
         index = node.state.partition_for(TXN)
-        node.state._resign(index)
+        node.state.runtime.resign(index)
         assert node.markers.pending_transactions == set()
         other.error = ErrorCode.none
-        await node.state._load(index, 4)
+        await node.state.runtime._load(index, 4)
         await wait_for(lambda: node.meta().state is S.COMPLETE_ABORT)
         assert other.received[-1].markers[0].coordinator_epoch == 4
 
@@ -514,8 +514,8 @@ def test_txn_offsets_become_visible_only_on_commit(tmp_path: Path) -> None:
         assert c.add_partitions(TXN, pid, epoch, [offsets_partition]) == 0
         txn_commit(30)
         index = offsets_partition[1]
-        node.groups._unload(index)
-        await node.groups._load(index)
+        node.groups.runtime.resign(index)
+        await node.groups.runtime._load(index, 3)
         reloaded = node.groups.shard_for(group)
         assert reloaded.offsets.fetch(group, [(DATA, 0)])[0][2].offset == 10  # type: ignore[union-attr]
         assert reloaded.offsets.has_pending_offset(group, DATA, 0)

@@ -1,0 +1,1 @@
+"""The coordinator runtime shared by the group and transaction coordinators (Kafka's coordinator-common)."""

@@ -1,0 +1,278 @@
+"""CoordinatorRuntime: what the group and transaction coordinators share about their partitions.
+
+Kafka's coordinator-common CoordinatorRuntime, for the asyncio event loop: one shard per
+partition of the coordinator's internal topic that this node leads, loaded by replaying the
+partition when the metadata makes this node its leader (again on a new leader epoch) and
+unloaded when it stops; meanwhile its keys answer COORDINATOR_LOAD_IN_PROGRESS or
+NOT_COORDINATOR. A write appends one batch with acks=all and is settled once the partition's
+high watermark passes it, or failed (REQUEST_TIMED_OUT after the coordinator's timeout, the
+append's error, NOT_COORDINATOR when the shard is unloaded meanwhile); a failed write reverts
+the shard's memory, with every later write, through the DeferredWriteQueue. Error codes reach
+the coordinator as the log gave them: each maps them to what its clients are told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Callable, Generic, Protocol, TypeVar
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.auto_topic_creation_manager import AutoTopicCreationManager
+from broker.coordinator.deferred_write_queue import DeferredWrite, DeferredWriteQueue
+from broker.coordinator_partition import create_internal_topic, replay_batches
+from broker.group.coordinator_records import CoordinatorRecordError
+from broker.metadata.metadata_cache import MetadataCache
+from broker.metadata.metadata_delta import MetadataDelta
+from broker.metadata.metadata_image import MetadataImage
+from broker.replica_manager import ACKS_ALL, ReplicaManager
+from protocol.record_batch import BatchHeader
+from protocol.records import InvalidRecordError, Record
+from storage.errors import StorageError
+from storage.log import AppendOrigin
+
+log = structlog.get_logger()
+
+S = TypeVar("S")
+T = TypeVar("T")
+# An error code now, or later once the write is replicated.
+Written = int | asyncio.Future[int]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(key: str, partitions: int) -> int:
+    """The coordinator partition of a group or transactional id, as Kafka hashes it."""
+    h = java_string_hash(key)
+    # Kafka's Utils.abs: Integer.MIN_VALUE maps to 0 rather than overflowing.
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+class CoordinatorNotAvailable(Exception):
+    def __init__(self, error_code: int) -> None:
+        super().__init__(ErrorCode(error_code).name)
+        self.error_code = error_code
+
+
+class CoordinatorShardLoader(Protocol[S]):
+    """What a coordinator gives the runtime: how to make, replay, start and drop a shard."""
+
+    def new_shard(self, index: int, leader_epoch: int) -> S: ...
+
+    def replay(self, shard: S, header: BatchHeader, batch: memoryview, records: list[Record]) -> int:
+        """Apply one batch of the partition (its keyed records, none for a control batch); the records applied."""
+        ...
+
+    def on_loaded(self, index: int, shard: S) -> None: ...
+
+    def on_unloaded(self, index: int, shard: S) -> None: ...
+
+
+class CoordinatorRuntime(Generic[S]):
+    def __init__(self, topic: str, num_partitions: int, metadata: MetadataCache, replica_manager: ReplicaManager, loader: CoordinatorShardLoader[S]) -> None:
+        self.topic = topic
+        self.num_partitions = num_partitions
+        self._metadata = metadata
+        self._rm = replica_manager
+        self._loader = loader
+        self.shards: dict[int, S] = {}
+        self._loading: dict[int, asyncio.Task[None]] = {}
+        self._epochs: dict[int, int] = {}  # leader epoch of each partition loaded or loading
+        self._deferred: dict[int, DeferredWriteQueue] = {}
+        self._replicating: dict[int, set[asyncio.Task[None]]] = {}  # writes waiting for the followers
+        self._create_lock = asyncio.Lock()
+
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.num_partitions)
+
+    # -- leadership and loading --------------------------------------------------------------------
+
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Load each partition of the topic this node now leads (again if its leader epoch
+        changed), unload those it stopped leading. Only the delta's changes of the topic count."""
+        topics_delta = delta.topics_delta
+        if topics_delta is None:
+            return
+        topic = image.topics.get(self.topic)
+        if topic is not None:
+            self.num_partitions = len(topic.partitions)
+        if topics_delta.changed_topic(self.topic) is None and all(t.name != self.topic for t in topics_delta.deleted_topics):
+            return
+        changes = topics_delta.local_changes(self._metadata.node_id).of_topic(self.topic)
+        for _, index in list(changes.deletes) + list(changes.followers):
+            self.resign(index)
+        for (_, index), info in changes.leaders.items():
+            epoch = info.registration.leader_epoch
+            if self._epochs.get(index) != epoch:
+                self.resign(index)
+                self._epochs[index] = epoch
+                self._loading[index] = asyncio.get_running_loop().create_task(self._load(index, epoch), name=f"load-{self.topic}-{index}")
+
+    def resign(self, index: int) -> None:
+        """Stop coordinating a partition: fail its writes in flight (NOT_COORDINATOR, as Kafka's
+        unload does), stop loading it, drop its shard."""
+        self._epochs.pop(index, None)
+        for task in self._replicating.pop(index, set()):
+            task.cancel()
+        queue = self._deferred.pop(index, None)
+        if queue is not None:
+            queue.fail_all(ErrorCode.not_coordinator)
+        loading = self._loading.pop(index, None)
+        if loading is not None:
+            loading.cancel()
+        shard = self.shards.pop(index, None)
+        if shard is not None:
+            log.info("coordinator.unloaded", topic=self.topic, partition=index)
+            self._loader.on_unloaded(index, shard)
+
+    async def _load(self, index: int, leader_epoch: int) -> None:
+        started = time.monotonic()
+        shard = self._loader.new_shard(index, leader_epoch)
+        partition = self._rm.get_partition(self.topic, index)
+        records = 0
+        try:
+            if partition is not None:
+                # To the log end, as Kafka's coordinator loader reads: a new leader's own high
+                # watermark may still lag what its predecessor acknowledged.
+                async for header, batch, keyed in replay_batches(partition.log, partition.log.log_end_offset):
+                    records += self._loader.replay(shard, header, batch, keyed)
+        except (CoordinatorRecordError, StorageError, ValueError, InvalidRecordError):
+            log.exception("coordinator.load_failed", topic=self.topic, partition=index)
+            self._loading.pop(index, None)
+            return
+        self._loading.pop(index, None)
+        self.shards[index] = shard
+        self._deferred[index] = DeferredWriteQueue()
+        log.info("coordinator.loaded", topic=self.topic, partition=index, leader_epoch=leader_epoch, records=records, seconds=round(time.monotonic() - started, 3))
+        self._loader.on_loaded(index, shard)
+
+    async def ensure_topic(self, creator: AutoTopicCreationManager, partitions: int, replication_factor: int, configs: dict[str, str | None]) -> None:
+        """Create the topic on first use, as Kafka does on the first FindCoordinator that needs it."""
+        if self.topic in self._metadata.image.topics:
+            return
+        async with self._create_lock:
+            if self.topic not in self._metadata.image.topics:
+                await create_internal_topic(creator, self.topic, partitions, replication_factor, configs)
+
+    async def wait_loaded(self, key: str, timeout_s: float) -> None:
+        """Give a partition being loaded a moment: a fresh or small one is ready at once, so the
+        client is not sent away to retry; a big one still answers COORDINATOR_LOAD_IN_PROGRESS."""
+        task = self._loading.get(self.partition_for(key))
+        if task is not None:
+            await asyncio.wait([task], timeout=timeout_s)
+
+    @property
+    def loading(self) -> bool:
+        return bool(self._loading)
+
+    def is_loading(self, index: int) -> bool:
+        return index in self._loading
+
+    # -- lookups -----------------------------------------------------------------------------------
+
+    def shard_of(self, key: str) -> S:
+        """The loaded shard coordinating ``key``, or CoordinatorNotAvailable with Kafka's error."""
+        index = self.partition_for(key)
+        shard = self.shards.get(index)
+        if shard is not None:
+            return shard
+        if index in self._loading:
+            raise CoordinatorNotAvailable(ErrorCode.coordinator_load_in_progress)
+        if self.topic not in self._metadata.image.topics:
+            raise CoordinatorNotAvailable(ErrorCode.coordinator_not_available)
+        raise CoordinatorNotAvailable(ErrorCode.not_coordinator)
+
+    def coordinator_error(self, key: str) -> int:
+        try:
+            self.shard_of(key)
+        except CoordinatorNotAvailable as e:
+            return e.error_code
+        return 0
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def write(self, index: int, batch: bytes | None, timeout_ms: int, settle: Callable[[int], T], revert: Callable[[int], None] = lambda error: None) -> T | asyncio.Future[T]:
+        """Append ``batch`` to the partition with acks=all and ``settle`` it with the log's error
+        code (0: replicated): at once when it fails to append or is replicated already (every
+        write of a one-replica partition), else the future of what ``settle`` returns, once the
+        high watermark passes it or ``timeout_ms`` ends (REQUEST_TIMED_OUT). A failed write
+        calls ``revert`` with its error first, and so do the later writes of the partition,
+        latest first.
+        No batch (an operation that wrote nothing) settles as written."""
+        if batch is None:
+            return settle(0)
+        queue = self._deferred.get(index)
+        partition = self._rm.get_partition(self.topic, index)
+        if queue is None or index not in self.shards or partition is None:
+            revert(ErrorCode.not_coordinator)
+            return settle(ErrorCode.not_coordinator)
+        try:
+            info = partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR, ACKS_ALL)
+        except StorageError as e:
+            # NOT_ENOUGH_REPLICAS among others: the ISR is below the topic's min.insync.replicas.
+            log.warning("coordinator.append_failed", topic=self.topic, partition=index, error=str(e))
+            revert(e.error_code)
+            return settle(e.error_code)
+        self._rm.fetch_purgatory.touch((self.topic, index))
+        required = info.last_offset + 1
+        settled: list[T] = []
+        future: asyncio.Future[T] | None = None
+
+        def complete(error: int) -> None:
+            if future is None:
+                settled.append(settle(error))
+                return
+            if future.done():
+                return
+            try:
+                future.set_result(settle(error))
+            except Exception as e:  # noqa: BLE001 - the request waiting on it fails with it
+                log.exception("coordinator.settle_failed", topic=self.topic, partition=index)
+                future.set_exception(e)
+
+        queue.add(DeferredWrite(required, complete, revert))
+        code = self._rm.replicated((self.topic, index), required)
+        if code is not None:
+            self._settle(queue, required, code)
+        if settled:
+            return settled[0]
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        task = loop.create_task(self._settle_when_replicated(queue, index, required, timeout_ms), name=f"replicate-{self.topic}-{index}")
+        waiting = self._replicating.setdefault(index, set())
+        waiting.add(task)
+        task.add_done_callback(waiting.discard)
+        return future
+
+    async def _settle_when_replicated(self, queue: DeferredWriteQueue, index: int, required: int, timeout_ms: int) -> None:
+        code = await self._rm.wait_replicated((self.topic, index), required, timeout_ms)
+        self._settle(queue, required, code)
+
+    @staticmethod
+    def _settle(queue: DeferredWriteQueue, required: int, code: int) -> None:
+        if code:
+            queue.failed(required, code)
+        else:
+            queue.replicated(required)
+
+    def shutdown(self) -> None:
+        for task in self._loading.values():
+            task.cancel()
+        for tasks in self._replicating.values():
+            for task in tasks:
+                task.cancel()
+        for queue in self._deferred.values():
+            queue.fail_all(ErrorCode.not_coordinator)
