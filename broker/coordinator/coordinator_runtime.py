@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.coordinator.deferred_write_queue import DeferredWrite, DeferredWriteQueue
-from broker.coordinator_partition import create_internal_topic, replay_batches
+from broker.coordinator.coordinator_partition import create_internal_topic, replay_batches
 from broker.group.coordinator_records import CoordinatorRecordError
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_delta import MetadataDelta
