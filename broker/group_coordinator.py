@@ -20,8 +20,17 @@ from broker.config import BrokerConfig
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.coordinator.coordinator_runtime import CoordinatorNotAvailable, CoordinatorRuntime, Written, now_ms
 from broker.group.coordinator_records import OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
-from broker.group.group_coordinator_shard import GroupCoordinatorShard
-from broker.group.group_metadata_manager import CancelTimer, CoordinatorResult, ErrorResponse, GroupConfig, JoinGroupResponse, Respond, SyncGroupResponse
+from broker.group.group_coordinator_shard import GroupCoordinatorShard, GroupSnapshot
+from broker.group.group_metadata_manager import (
+    CancelTimer,
+    CoordinatorResult,
+    ErrorResponse,
+    GroupConfig,
+    JoinGroupResponse,
+    Respond,
+    SyncGroupResponse,
+    TimerAction,
+)
 from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from protocol.control_records import read_marker
@@ -87,9 +96,10 @@ class GroupCoordinator:
         if delta.topics_delta is not None and delta.topics_delta.topology_changed and self.shards:
             topics = topic_partition_counts(image)
             for index, shard in list(self.shards.items()):
+                before = shard.snapshot(shard.consumer_groups.groups)
                 changed = shard.consumer_groups.on_metadata_change(topics)
                 if changed.records or changed.timers:
-                    self._execute(index, CoordinatorResult(records=changed.records, timers=changed.timers))
+                    self._execute(index, CoordinatorResult(records=changed.records, timers=changed.timers), before)
 
     # The runtime's CoordinatorShardLoader.
 
@@ -162,18 +172,37 @@ class GroupCoordinator:
 
     # -- running shard operations ------------------------------------------------------------------
 
-    def execute(self, group_id: str, result: CoordinatorResult) -> Written:
-        return self._execute(self.partition_for(group_id), result)
+    def execute(self, group_id: str, result: CoordinatorResult, before: GroupSnapshot | None) -> Written:
+        """Write what a shard operation on ``group_id`` produced; ``before``: the groups it may
+        have changed as they were before it (None: it changed no group state)."""
+        return self._execute(self.partition_for(group_id), result, before)
 
-    def _execute(self, index: int, result: CoordinatorResult) -> Written:
+    def _execute(self, index: int, result: CoordinatorResult, before: GroupSnapshot | None = None) -> Written:
         """Write the records and arm the timers; answer once the records are replicated.
 
         Returns the write's error code (0: written), or a future of it while the partition's
         followers have yet to copy the records: a commit is acknowledged only when it would
         survive the leader's death, as Kafka's coordinator runtime waits for the high watermark.
+        A write that fails takes the groups back to ``before``, as Kafka's timeline does.
         """
+        self._arm(result.timers)
+
+        def settle(error: int) -> int:
+            error = WRITE_ERRORS.get(error, error)
+            self._settle(index, result, error)
+            if error and before is not None:
+                self._forget_answered(index, before)
+            return error
+
+        def revert(error: int) -> None:
+            if before is not None:
+                self._revert(index, before, result, WRITE_ERRORS.get(error, error))
+
+        return self.runtime.write(index, self._batch(result.records), self._config.offsets_commit_timeout_ms, settle, revert)
+
+    def _arm(self, timers: list[TimerAction]) -> None:
         loop = asyncio.get_running_loop()
-        for timer in result.timers:
+        for timer in timers:
             old = self._timers.pop(timer.key, None)
             if old is not None:
                 old.cancel()
@@ -181,12 +210,32 @@ class GroupCoordinator:
                 delay = max(timer.deadline_ms - now_ms(), 0) / 1000
                 self._timers[timer.key] = loop.call_later(delay, self._fire, timer.key)
 
-        def settle(error: int) -> int:
-            error = WRITE_ERRORS.get(error, error)
-            self._settle(index, result, error)
-            return error
+    def _revert(self, index: int, before: GroupSnapshot, result: CoordinatorResult, error: int) -> None:
+        """Put the groups a failed write changed back as they were. The requests it answers are
+        told its error when it settles; those that came to wait in the groups since (a JoinGroup
+        that wrote nothing) are told now, and the groups' timers are armed for their old state."""
+        shard = self.shards.get(index)
+        if shard is None:
+            return
+        answered = {respond.responder for respond in result.responses}
+        waiting = {r for group_id in before.group_ids for r in shard.groups.responders(group_id)}
+        shard.revert(before)
+        for group_id in before.group_ids:
+            waiting -= shard.groups.responders(group_id)
+        for responder in waiting - answered:
+            if isinstance(responder, asyncio.Future) and not responder.done():
+                responder.set_exception(CoordinatorNotAvailable(error))
+        self._arm(shard.on_reverted(before.group_ids, now_ms()).timers)
+        log.info("group_coordinator.write_reverted", partition=index, groups=sorted(before.group_ids)[:10], error=ErrorCode(error).name)
 
-        return self.runtime.write(index, self._batch(result.records), self._config.offsets_commit_timeout_ms, settle)
+    def _forget_answered(self, index: int, before: GroupSnapshot) -> None:
+        """Requests a reverted group still holds that failed writes have answered wait no more."""
+        shard = self.shards.get(index)
+        if shard is None:
+            return
+        for group_id in before.group_ids:
+            answered = {r for r in shard.groups.responders(group_id) if isinstance(r, asyncio.Future) and r.done()}
+            shard.groups.forget_responders(group_id, answered)
 
     def _settle(self, index: int, result: CoordinatorResult, error: int) -> None:
         shard = self.shards.get(index)
@@ -259,7 +308,8 @@ class GroupCoordinator:
         if shard is None:
             return
         before = shard.members_of(key[1])
-        self._execute(index, shard.on_timer(key, now_ms()))
+        snapshot = shard.snapshot([key[1]])
+        self._execute(index, shard.on_timer(key, now_ms()), snapshot)
         gone = before - shard.members_of(key[1])
         if gone:
             log.info("group.members_expired", group=key[1], timer=key[0], members=sorted(gone))
@@ -270,13 +320,15 @@ class GroupCoordinator:
         """offsets.retention.check.interval.ms: expire offsets and drop empty groups with none left."""
         now = now_ms()
         for index, shard in list(self.shards.items()):
+            before = shard.snapshot()
             records = shard.cleanup(now)
             if records:
-                self._execute(index, CoordinatorResult(records=records))
+                self._execute(index, CoordinatorResult(records=records), before)
                 log.info("group_coordinator.offsets_expired", partition=index, records=len(records))
 
     def shutdown(self) -> None:
+        # The runtime first: the writes it fails revert their groups, which arms timers again.
+        self.runtime.shutdown()
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
-        self.runtime.shutdown()

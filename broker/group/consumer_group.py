@@ -696,13 +696,20 @@ class ConsumerGroupManager:
     def on_loaded(self, now_ms: int) -> GroupResult[None]:
         """After replay: every member gets a fresh session, and members that were revoking
         partitions a fresh rebalance timeout, as Kafka's onLoaded does."""
+        return self._apply(GroupResult(timers=[t for group in self.groups.values() for t in self._member_timers(group, now_ms)]))
+
+    def on_reverted(self, group_id: str, now_ms: int) -> GroupResult[None]:
+        """The group was taken back to before a write that failed: its members' timers again, as on load."""
+        group = self.groups.get(group_id)
+        return self._apply(GroupResult(timers=self._member_timers(group, now_ms) if group is not None else []))
+
+    def _member_timers(self, group: ConsumerGroup, now_ms: int) -> list[TimerAction]:
         timers: list[TimerAction] = []
-        for group_id, group in self.groups.items():
-            for member in group.members.values():
-                timers.append(ScheduleTimer(session_timeout_key(group_id, member.member_id), now_ms + self.session_timeout_ms))
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    timers.append(_rebalance_timer(group_id, member, now_ms))
-        return self._apply(GroupResult(timers=timers))
+        for member in group.members.values():
+            timers.append(ScheduleTimer(session_timeout_key(group.group_id, member.member_id), now_ms + self.session_timeout_ms))
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                timers.append(_rebalance_timer(group.group_id, member, now_ms))
+        return timers
 
     # -- metadata, admin ---------------------------------------------------------------------------
 

@@ -3,15 +3,19 @@ its consumer-protocol (KIP-848) groups and their committed offsets, rebuilt from
 partition's records when it is loaded.
 
 Kafka's coordinator keeps one shard per partition, so a partition's groups move together
-when its leadership moves.
+when its leadership moves. Kafka keeps the shard's state in snapshot-timeline structures, so a
+write that fails takes it back to where it was before; here an operation that may write takes
+a ``GroupSnapshot`` of the groups it touches first, and ``revert`` puts them back.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from typing import Iterable
 
-from broker.group.classic_group import ClassicGroupState
-from broker.group.consumer_group import ConsumerGroupManager
+from broker.group.classic_group import ClassicGroup, ClassicGroupState
+from broker.group.consumer_group import ConsumerGroup, ConsumerGroupManager
 from broker.group.coordinator_records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from broker.group.group_metadata_manager import (
     GROUP_ID_NOT_FOUND,
@@ -34,6 +38,19 @@ class ListedGroup:
     protocol_type: str
     state: str
     group_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSnapshot:
+    """Groups as they were before an operation (None: the group did not exist). Committed
+    offsets need none: they change in memory only once their records are replicated."""
+
+    classic: dict[str, ClassicGroup | None]
+    consumer: dict[str, ConsumerGroup | None]
+
+    @property
+    def group_ids(self) -> set[str]:
+        return set(self.classic)
 
 
 class GroupCoordinatorShard:
@@ -75,6 +92,39 @@ class GroupCoordinatorShard:
             self.groups.replay(key, value)
         else:
             self.consumer_groups.replay(key, value)
+
+    def snapshot(self, group_ids: Iterable[str] | None = None) -> GroupSnapshot:
+        """A copy of the given groups (all of them for None), to revert to if the write fails."""
+        ids = set(self.groups.groups) | set(self.consumer_groups.groups) if group_ids is None else set(group_ids)
+        # The requests members wait in are the same requests in the copy: not copied.
+        memo: dict[int, object] = {id(r): r for group_id in ids for r in self.groups.responders(group_id)}
+        return GroupSnapshot(
+            classic={g: copy.deepcopy(self.groups.groups.get(g), memo) for g in ids},
+            consumer={g: copy.deepcopy(self.consumer_groups.groups.get(g), memo) for g in ids},
+        )
+
+    def snapshot_before_commit(self, group_id: str) -> GroupSnapshot | None:
+        """An offset commit changes no group it finds; a simple consumer's creates an empty one."""
+        if self.groups.group(group_id) is not None or group_id in self.consumer_groups.groups:
+            return None
+        return self.snapshot([group_id])
+
+    def revert(self, snapshot: GroupSnapshot) -> None:
+        for registry, groups in ((self.groups.groups, snapshot.classic), (self.consumer_groups.groups, snapshot.consumer)):
+            for group_id, group in groups.items():
+                if group is None:
+                    registry.pop(group_id, None)
+                else:
+                    registry[group_id] = group  # type: ignore[assignment]
+
+    def on_reverted(self, group_ids: Iterable[str], now_ms: int) -> CoordinatorResult:
+        """The timers of groups just reverted: what they were armed for may be gone or back."""
+        result = CoordinatorResult()
+        for group_id in group_ids:
+            result.extend(self.groups.on_reverted(group_id, now_ms))
+            reverted = self.consumer_groups.on_reverted(group_id, now_ms)
+            result.timers.extend(reverted.timers)
+        return result
 
     def members_of(self, group_id: str) -> set[str]:
         classic = self.groups.group(group_id)

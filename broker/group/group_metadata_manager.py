@@ -639,11 +639,41 @@ class GroupMetadataManager:
 
     def on_loaded(self, now_ms: int) -> CoordinatorResult:
         """Loaded members get a full session to heartbeat the new coordinator."""
-        result = CoordinatorResult()
-        for group in self.groups.values():
-            for member in group.members.values():
-                result.timers.append(ScheduleTimer(heartbeat_key(group.group_id, member.member_id), now_ms + member.session_timeout_ms))
-        return result
+        return CoordinatorResult(timers=[t for group in self.groups.values() for t in _session_timers(group, now_ms)])
+
+    def on_reverted(self, group_id: str, now_ms: int) -> CoordinatorResult:
+        """The group was taken back to before a write that failed: its members get a full
+        session again, and the rebalance it is in its join or sync deadline."""
+        group = self.group(group_id)
+        if group is None:
+            return CoordinatorResult()
+        timers = _session_timers(group, now_ms)
+        if group.is_in(ClassicGroupState.PREPARING_REBALANCE):
+            deadline = group.initial_join_deadline_ms if group.initial_join_deadline_ms is not None else now_ms + group.rebalance_timeout_ms
+            timers.append(ScheduleTimer(join_key(group_id), deadline))
+        elif group.is_in(ClassicGroupState.COMPLETING_REBALANCE):
+            timers.append(ScheduleTimer(sync_key(group_id), now_ms + group.rebalance_timeout_ms))
+        return CoordinatorResult(timers=timers)
+
+    def responders(self, group_id: str) -> set[Responder]:
+        """The requests the group's members are waiting in (JoinGroup, SyncGroup)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        return {r for m in group.members.values() for r in (m.awaiting_join, m.awaiting_sync) if r is not None}
+
+    def forget_responders(self, group_id: str, answered: set[Responder]) -> None:
+        """Requests answered elsewhere (a failed write answers its own) are no longer waiting."""
+        group = self.groups.get(group_id)
+        for member in group.members.values() if group is not None else ():
+            if member.awaiting_join in answered:
+                member.awaiting_join = None
+            if member.awaiting_sync in answered:
+                member.awaiting_sync = None
+
+
+def _session_timers(group: ClassicGroup, now_ms: int) -> list[TimerAction]:
+    return [ScheduleTimer(heartbeat_key(group.group_id, m.member_id), now_ms + m.session_timeout_ms) for m in group.members.values()]
 
 
 def validate_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> int:

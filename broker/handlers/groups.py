@@ -129,7 +129,8 @@ class JoinGroupHandler:
             supports_skip_assignment=ctx.version >= 9,
         )
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._coordinator.execute(request.group_id, shard.groups.join_group(join, future, now_ms()))
+        before = shard.snapshot([request.group_id])
+        self._coordinator.execute(request.group_id, shard.groups.join_group(join, future, now_ms()), before)
         try:
             response = await future
         except CoordinatorNotAvailable as e:
@@ -176,6 +177,7 @@ class SyncGroupHandler:
         except CoordinatorNotAvailable as e:
             return self._response(ctx.version, SyncGroupResponse(e.error_code))
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        before = shard.snapshot([request.group_id])
         result = shard.groups.sync_group(
             request.group_id,
             request.generation_id,
@@ -187,7 +189,7 @@ class SyncGroupHandler:
             future,
             now_ms(),
         )
-        self._coordinator.execute(request.group_id, result)
+        self._coordinator.execute(request.group_id, result, before)
         try:
             response = await future
         except CoordinatorNotAvailable as e:
@@ -217,7 +219,8 @@ class HeartbeatHandler:
         error, result = shard.groups.heartbeat(
             request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None), now_ms()
         )
-        self._coordinator.execute(request.group_id, result)
+        # A heartbeat only moves its member's session timer: nothing to revert.
+        self._coordinator.execute(request.group_id, result, None)
         return build(schema, throttle_time=0, error_code=error)
 
 
@@ -235,8 +238,9 @@ class LeaveGroupHandler:
             shard = self._coordinator.shard_for(request.group_id)
         except CoordinatorNotAvailable as e:
             return build(schema, throttle_time=0, error_code=e.error_code, members=())
+        before = shard.snapshot([request.group_id])
         error, answers, result = shard.groups.leave_group(request.group_id, leaving, now_ms())
-        self._coordinator.execute(request.group_id, result)
+        self._coordinator.execute(request.group_id, result, before)
         if ctx.version < 3:
             # One member, and its error is the whole answer.
             return build(schema, throttle_time=0, error_code=error or (answers[0][2] if answers else 0))
@@ -262,6 +266,7 @@ class OffsetCommitHandler:
             answers = [(c, e.error_code) for c in commits]
         else:
             retention = _ms(getattr(request, "retention_time", -1))
+            before = shard.snapshot_before_commit(request.group_id)
             answers, records = shard.offsets.commit(
                 request.group_id,
                 request.generation_id_or_member_epoch,
@@ -272,7 +277,8 @@ class OffsetCommitHandler:
                 ctx.version,
                 now_ms(),
             )
-            written = self._coordinator.execute(request.group_id, CoordinatorResult(records=records)) if records else 0
+            # Offsets enter memory only once written; the group a simple consumer's commit made goes.
+            written = self._coordinator.execute(request.group_id, CoordinatorResult(records=records), before) if records else 0
 
             def answer(write_error: int) -> Any:
                 return self._response(schema, [(c, write_error if code == 0 else code) for c, code in answers])
@@ -374,7 +380,7 @@ class OffsetDeleteHandler:
         error, answers, records = shard.offsets.delete_offsets(request.group_id, wanted)
         if error:
             return build(schema, throttle_time=0, error_code=error, topics=())
-        written = self._coordinator.execute(request.group_id, CoordinatorResult(records=records)) if records else 0
+        written = self._coordinator.execute(request.group_id, CoordinatorResult(records=records), None) if records else 0
 
         def answer(write_error: int) -> Any:
             if write_error:
@@ -462,8 +468,9 @@ class DeleteGroupsHandler:
             except CoordinatorNotAvailable as e:
                 codes[group_id] = e.error_code
                 continue
+            before = shard.snapshot([group_id])
             errors, result = shard.delete_groups([group_id], now_ms())
-            codes[group_id] = errors[group_id] or self._coordinator.execute(group_id, result)
+            codes[group_id] = errors[group_id] or self._coordinator.execute(group_id, result, before)
 
         def answer(settled: dict[str, int]) -> Any:
             return build(schema, throttle_time=0, results=tuple(build(result_cls, group_id=g, error_code=code) for g, code in settled.items()))
@@ -487,6 +494,7 @@ class ConsumerGroupHeartbeatHandler:
             shard = self._coordinator.shard_for(request.group_id)
         except CoordinatorNotAvailable as e:
             return build(schema, throttle_time=0, error_code=e.error_code, error_message=None, member_id=None, member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
+        before = shard.snapshot([request.group_id])
         result = shard.consumer_groups.heartbeat(
             request,
             topic_partition_counts(self._metadata.image),
@@ -494,7 +502,7 @@ class ConsumerGroupHeartbeatHandler:
             client_id=ctx.header.client_id or "",
             client_host="/" + ctx.client.address.split(":")[0],
         )
-        written = self._coordinator.execute(request.group_id, CoordinatorResult(records=result.records, timers=result.timers))
+        written = self._coordinator.execute(request.group_id, CoordinatorResult(records=result.records, timers=result.timers), before)
         return when_settled(written, lambda error: self._response(schema, result.response, error))
 
     @staticmethod

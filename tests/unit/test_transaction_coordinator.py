@@ -26,8 +26,6 @@ from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, now_ms
 from broker.handlers.transactions import AddPartitionsToTxnHandler, EndTxnHandler
 from broker.kafka_apis import RequestContext
-from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
-from broker.replica_manager import ReplicaManager
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
@@ -35,15 +33,14 @@ from broker.transaction.transaction_metadata import TransactionState
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
 from protocol.control_records import read_marker
 from broker.metadata.metadata_delta import MetadataDelta, apply_records
-from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
+from broker.metadata.metadata_image import TOPIC_RESOURCE
 from broker.metadata.metadata_records import BrokerEndpoint as RegisteredEndpoint
 from broker.metadata.metadata_records import ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord
 from protocol.api_keys import ApiKey
 from protocol.headers import RequestHeader
 from broker.network import ClientInfo
 from broker.producer_id_manager import ProducerIdsUnavailableError
-from storage.log_config import LogConfig
-from storage.log_manager import LogManager
+from tests.unit.leader_node import start_leader_node
 
 S = TransactionState
 DATA = "data"
@@ -98,15 +95,7 @@ class Node:
                 records.append(PartitionRecord(partition_id=index, topic_id=topic_id, replicas=replicas, isr=replicas, leader=1, leader_epoch=3, partition_epoch=0))
         if len(txn_replicas) > 1:
             records.append(ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=TRANSACTION_STATE_TOPIC, name="min.insync.replicas", value="2"))
-        self.delta = MetadataDelta(MetadataImage())
-        for record in records:
-            self.delta.replay(record)
-        image = self.delta.apply(len(records) - 1)
-        self.metadata = MetadataCache(1, "cluster", BrokerEndpoint(1, "127.0.0.1", 9092), image=image)
-        self.log_manager = LogManager(data_dir, LogConfig(), now_ms)
-        self.log_manager.startup()
-        self.rm = ReplicaManager(1, self.log_manager, dict)
-        self.rm.apply_delta(self.delta, image)
+        self.delta, self.metadata, self.log_manager, self.rm = start_leader_node(data_dir, records)
         self.groups = GroupCoordinator(self.config, None, self.metadata, self.rm)  # type: ignore[arg-type]
         self.state = TransactionStateManager(self.config, None, self.metadata, self.rm)  # type: ignore[arg-type]
         self.writer = TransactionMarkerWriter(self.rm, self.metadata, self.groups)
