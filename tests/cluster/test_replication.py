@@ -18,22 +18,19 @@ from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.integration.helpers import unique_topic
 
 TIMEOUT_S = 60.0
+# Short enough for a test to see a dead follower leave the ISR and a dead broker fenced.
+FAST_FAILOVER = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "4000",
+    # Committed offsets replicated like any partition: a coordinator's death loses none.
+    "offsets.topic.replication.factor": "3",
+}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    c = KafkaCluster(
-        tmp_path_factory.mktemp("replication"),
-        combined=3,
-        # Short enough for a test to see a dead follower leave the ISR and a dead broker fenced.
-        overrides={
-            "broker.session.timeout.ms": "3000",
-            "broker.heartbeat.interval.ms": "500",
-            "replica.lag.time.max.ms": "4000",
-            # Committed offsets replicated like any partition: a coordinator's death loses none.
-            "offsets.topic.replication.factor": "3",
-        },
-    )
+    c = KafkaCluster(tmp_path_factory.mktemp("replication"), combined=3, overrides=FAST_FAILOVER)
     try:
         yield c.start()
     finally:
