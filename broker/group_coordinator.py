@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
-from broker.coordinator.coordinator_runtime import CoordinatorNotAvailable, CoordinatorRuntime, Written, now_ms
+from broker.coordinator.coordinator_runtime import WRITE_ERRORS, CoordinatorNotAvailable, CoordinatorRuntime, Written, now_ms
 from broker.group.coordinator_records import OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
 from broker.group.group_coordinator_shard import GroupCoordinatorShard, GroupSnapshot
 from broker.group.group_metadata_manager import (
@@ -51,20 +51,6 @@ def topic_partition_counts(image: MetadataImage) -> dict[str, tuple[uuid.UUID, i
 
 # Errors of the producer-state checks a transactional offset commit answers as they are.
 PRODUCER_ERRORS = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced, ErrorCode.invalid_txn_state, ErrorCode.unknown_producer_id})
-
-
-# Kafka's normalizeException for coordinator writes: what a client retries, and against whom.
-WRITE_ERRORS: dict[int, int] = {
-    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
-    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
-    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
-    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    # A record too large for the log is the coordinator's fault, not one the client can fix.
-    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
-    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
-}
 
 
 class GroupCoordinator:

@@ -8,7 +8,7 @@ NOT_COORDINATOR. A write appends one batch with acks=all and is settled once the
 high watermark passes it, or failed (REQUEST_TIMED_OUT after the coordinator's timeout, the
 append's error, NOT_COORDINATOR when the shard is unloaded meanwhile); a failed write reverts
 the shard's memory, with every later write, through the DeferredWriteQueue. Error codes reach
-the coordinator as the log gave them: each maps them to what its clients are told.
+the coordinator as the log gave them; WRITE_ERRORS is what its clients are told instead.
 """
 
 from __future__ import annotations
@@ -59,6 +59,23 @@ def partition_for(key: str, partitions: int) -> int:
     h = java_string_hash(key)
     # Kafka's Utils.abs: Integer.MIN_VALUE maps to 0 rather than overflowing.
     return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+# Kafka's CoordinatorOperationExceptionHelper (and the transaction coordinator's append errors)
+# for a failed coordinator write: what a client retries, and against whom. The high watermark
+# may also fail a waiting write with NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks.
+WRITE_ERRORS: dict[int, int] = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    # A record too large for the log is the coordinator's fault, not one the client can fix.
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
 
 
 class CoordinatorNotAvailable(Exception):

@@ -21,9 +21,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
-from broker.coordinator.coordinator_runtime import CoordinatorRuntime, Written, now_ms
+from broker.coordinator.coordinator_runtime import WRITE_ERRORS, CoordinatorRuntime, Written, now_ms
 from broker.group.coordinator_records import UnknownRecordType
-from broker.group_coordinator import WRITE_ERRORS
 from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.transaction.transaction_log import decode_key, decode_value, encode_key, encode_value, metadata_from_value, value_from_transit
