@@ -74,9 +74,9 @@ class Node:
 
     # What the handlers do: snapshot the group, run the shard operation, write its result.
 
-    def join(self, member_id: str = "") -> asyncio.Future[Any]:
+    def join(self, member_id: str = "", session_timeout_ms: int = 10000) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        join = JoinGroupRequest(GROUP, 10000, 10000, member_id, None, "consumer", (("range", b"m"),), "c", "/h", False, False)
+        join = JoinGroupRequest(GROUP, session_timeout_ms, 10000, member_id, None, "consumer", (("range", b"m"),), "c", "/h", False, False)
         before = self.shard.snapshot([GROUP])
         self.groups.execute(GROUP, self.shard.groups.join_group(join, future, now_ms()), before)
         return future
@@ -136,9 +136,9 @@ async def answer(future: Any) -> Any:
         return e.error_code
 
 
-async def stable_group(node: Node) -> tuple[str, int]:
+async def stable_group(node: Node, session_timeout_ms: int = 10000) -> tuple[str, int]:
     """One member joined and synced, replicated: (member id, generation)."""
-    joined = await answer(node.join())
+    joined = await answer(node.join(session_timeout_ms=session_timeout_ms))
     assert isinstance(joined, JoinGroupResponse) and joined.error_code == 0
     synced = node.sync(joined.member_id, joined.generation_id, b"first")
     node.replicate()
@@ -232,6 +232,23 @@ def test_a_join_waiting_in_a_group_reverted_under_it_is_told_the_error(tmp_path:
         assert await answer(newcomer) == ErrorCode.coordinator_not_available
         group = node.shard.groups.group(GROUP)
         assert set(group.members) == {member} and group.state is ClassicGroupState.COMPLETING_REBALANCE
+
+    run(tmp_path, test)
+
+
+def test_an_expiry_that_fails_to_write_keeps_the_member_and_tries_again(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        member, _ = await stable_group(node, session_timeout_ms=100)
+        node.change_offsets_partition(isr=(1,))
+        # The member stops heartbeating: its expiry empties the group, whose record is refused.
+        await asyncio.sleep(0.5)
+        group = node.shard.groups.group(GROUP)
+        assert set(group.members) == {member} and group.state is ClassicGroupState.STABLE
+        assert ("heartbeat", GROUP, member) in node.groups._timers  # armed again for the restored member
+        node.change_offsets_partition(isr=(1, 2))
+        await wait_for(lambda: node.shard.groups.group(GROUP).state is ClassicGroupState.EMPTY and node.partition.log.log_end_offset > node.partition.high_watermark)
+        node.replicate()
+        assert node.shard.groups.group(GROUP).members == {}
 
     run(tmp_path, test)
 
