@@ -82,7 +82,7 @@ class GroupCoordinator:
         if delta.topics_delta is not None and delta.topics_delta.topology_changed and self.shards:
             topics = topic_partition_counts(image)
             for index, shard in list(self.shards.items()):
-                before = shard.snapshot(shard.consumer_groups.groups)
+                before = shard.snapshot([])
                 changed = shard.consumer_groups.on_metadata_change(topics)
                 if changed.records or changed.timers:
                     self._execute(index, CoordinatorResult(records=changed.records, timers=changed.timers), before)

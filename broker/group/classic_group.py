@@ -8,6 +8,7 @@ every member has rejoined, a SyncGroup until the leader's assignment) are held a
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
@@ -95,6 +96,16 @@ class ClassicGroup:
     initial_join_remaining_ms: int = 0
     new_member_added: bool = False
     _protocol_votes: Counter[str] = field(default_factory=Counter)
+
+    def copy(self) -> ClassicGroup:
+        """A copy to revert to: containers and members copied; a member's fields are replaced,
+        never changed in place, and the requests members wait in are the same requests."""
+        group = copy.copy(self)
+        group.members = {member_id: copy.copy(member) for member_id, member in self.members.items()}
+        group.static_members = dict(self.static_members)
+        group.pending_members = set(self.pending_members)
+        group._protocol_votes = Counter(self._protocol_votes)
+        return group
 
     # -- state ------------------------------------------------------------------------------------
 

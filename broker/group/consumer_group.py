@@ -197,6 +197,19 @@ class ConsumerGroup:
             return ConsumerGroupState.STABLE
         return ConsumerGroupState.RECONCILING
 
+    def copy(self) -> ConsumerGroup:
+        """A copy to revert to: every container copied; members and assignments are immutable, shared."""
+        return replace(
+            self,
+            members=dict(self.members),
+            static_members=dict(self.static_members),
+            subscribed_topic_names=Counter(self.subscribed_topic_names),
+            subscribed_topic_regexes=Counter(self.subscribed_topic_regexes),
+            subscription_metadata=dict(self.subscription_metadata),
+            target_assignment=dict(self.target_assignment),
+            partition_epochs={topic_id: dict(epochs) for topic_id, epochs in self.partition_epochs.items()},
+        )
+
     def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get(topic_id, {}).get(partition, NO_EPOCH)
 
@@ -380,6 +393,8 @@ class ConsumerGroupManager:
         # Soft state, never persisted: the deadline of every armed timer, kept in step with
         # the timer actions handed out, so that a stale or early firing changes nothing.
         self._deadlines: dict[tuple[str, ...], int] = {}
+        # Set by ``journal``: each group as it was before records first changed it since.
+        self._journal: dict[str, ConsumerGroup | None] | None = None
         self._resolver = _RegexResolver({})
 
     def _regex_resolver(self, topics: Mapping[str, tuple[uuid.UUID, int]]) -> Callable[[str], frozenset[str]]:
@@ -813,8 +828,20 @@ class ConsumerGroupManager:
 
     # -- records -----------------------------------------------------------------------------------
 
+    def journal(self) -> dict[str, ConsumerGroup | None]:
+        """Keep, from now on, each group as it is before records next change it (None: it did
+        not exist), which is what reverts them if their write fails. A heartbeat that changes
+        nothing costs no copy."""
+        self._journal = {}
+        return self._journal
+
     def _apply(self, result: GroupResult[Response]) -> GroupResult[Response]:
         """The state moves only here, once nothing can fail any more."""
+        if self._journal is not None:
+            for key, _ in result.records:
+                group_id = getattr(key, "group_id", None)
+                if group_id is not None and group_id not in self._journal:
+                    self._journal[group_id] = None if (group := self.groups.get(group_id)) is None else group.copy()
         for key, value in result.records:
             self.replay(key, value)
         for timer in result.timers:

@@ -10,7 +10,6 @@ a ``GroupSnapshot`` of the groups it touches first, and ``revert`` puts them bac
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -42,15 +41,16 @@ class ListedGroup:
 
 @dataclass(frozen=True, slots=True)
 class GroupSnapshot:
-    """Groups as they were before an operation (None: the group did not exist). Committed
-    offsets need none: they change in memory only once their records are replicated."""
+    """Groups as they were before an operation (None: the group did not exist); the consumer
+    groups are filled in as the operation's records change them. Committed offsets need none:
+    they change in memory only once their records are replicated."""
 
     classic: dict[str, ClassicGroup | None]
     consumer: dict[str, ConsumerGroup | None]
 
     @property
     def group_ids(self) -> set[str]:
-        return set(self.classic)
+        return set(self.classic) | set(self.consumer)
 
 
 class GroupCoordinatorShard:
@@ -94,14 +94,11 @@ class GroupCoordinatorShard:
             self.consumer_groups.replay(key, value)
 
     def snapshot(self, group_ids: Iterable[str] | None = None) -> GroupSnapshot:
-        """A copy of the given groups (all of them for None), to revert to if the write fails."""
-        ids = set(self.groups.groups) | set(self.consumer_groups.groups) if group_ids is None else set(group_ids)
-        # The requests members wait in are the same requests in the copy: not copied.
-        memo: dict[int, object] = {id(r): r for group_id in ids for r in self.groups.responders(group_id)}
-        return GroupSnapshot(
-            classic={g: copy.deepcopy(self.groups.groups.get(g), memo) for g in ids},
-            consumer={g: copy.deepcopy(self.consumer_groups.groups.get(g), memo) for g in ids},
-        )
+        """The classic groups given (all of them for None) as they are, and from now on each
+        consumer group as it is before records change it: what a failed write reverts to."""
+        ids = set(self.groups.groups) if group_ids is None else set(group_ids)
+        classic = {group_id: None if (group := self.groups.groups.get(group_id)) is None else group.copy() for group_id in ids}
+        return GroupSnapshot(classic=classic, consumer=self.consumer_groups.journal())
 
     def snapshot_before_commit(self, group_id: str) -> GroupSnapshot | None:
         """An offset commit changes no group it finds; a simple consumer's creates an empty one."""
