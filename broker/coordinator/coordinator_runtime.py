@@ -195,9 +195,6 @@ class CoordinatorRuntime(Generic[S]):
     def loading(self) -> bool:
         return bool(self._loading)
 
-    def is_loading(self, index: int) -> bool:
-        return index in self._loading
-
     # -- lookups -----------------------------------------------------------------------------------
 
     def shard_of(self, key: str) -> S:

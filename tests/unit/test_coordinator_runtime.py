@@ -10,7 +10,7 @@ from typing import Any, Callable, Coroutine
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.coordinator_runtime import CoordinatorRuntime
+from broker.coordinator.coordinator_runtime import CoordinatorRuntime, partition_for
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_delta import apply_records
 from broker.metadata.metadata_image import MetadataImage
@@ -196,12 +196,15 @@ def test_a_partition_loads_its_log_when_led_here_and_unloads_when_it_moves() -> 
         node.lead(0, 1)
         for _ in range(3):
             node.rm.partitions[(TOPIC, 0)].log.append(one_record())
+        key = next(k for k in (f"key-{i}" for i in range(100)) if partition_for(k, 2) == 0)
+        assert node.runtime.coordinator_error(key) == ErrorCode.coordinator_not_available  # no topic yet
         node.publish(topic_records(TOPIC, {0: NODE, 1: 2}))
-        assert node.runtime.coordinator_error("any") in (ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator)
+        assert node.runtime.coordinator_error(key) == ErrorCode.coordinator_load_in_progress
         await settle()
-        assert node.loader.loaded == [(0, 0, 3)]
+        assert node.loader.loaded == [(0, 0, 3)] and node.runtime.coordinator_error(key) == 0
         node.publish([leader_change(TOPIC, 0, 2)])
         assert node.runtime.shards == {} and node.loader.unloaded == [0]
+        assert node.runtime.coordinator_error(key) == ErrorCode.not_coordinator
 
     run(test)
 
@@ -210,7 +213,7 @@ def test_losing_leadership_while_loading_never_installs_the_shard() -> None:
     async def test(node: Node) -> None:
         node.lead(0)
         node.publish(topic_records(TOPIC, {0: NODE}))
-        assert node.runtime.is_loading(0)
+        assert node.runtime.loading
         node.publish([leader_change(TOPIC, 0, 2)])  # before the load task ran at all
         await settle()
         assert node.runtime.shards == {} and node.loader.loaded == [] and not node.runtime.loading
