@@ -665,7 +665,9 @@ class GroupMetadataManager:
     def forget_responders(self, group_id: str, answered: set[Responder]) -> None:
         """Requests answered elsewhere (a failed write answers its own) are no longer waiting."""
         group = self.groups.get(group_id)
-        for member in group.members.values() if group is not None else ():
+        if group is None:
+            return
+        for member in group.members.values():
             if member.awaiting_join in answered:
                 member.awaiting_join = None
             if member.awaiting_sync in answered:

@@ -380,6 +380,7 @@ class OffsetDeleteHandler:
         error, answers, records = shard.offsets.delete_offsets(request.group_id, wanted)
         if error:
             return build(schema, throttle_time=0, error_code=error, topics=())
+        # Offsets leave memory only once their tombstones are written: nothing to revert.
         written = self._coordinator.execute(request.group_id, CoordinatorResult(records=records), None) if records else 0
 
         def answer(write_error: int) -> Any:
