@@ -121,12 +121,12 @@ class ConsumingLoop:
             # position going backwards.
             for partition, offset in batch:
                 self._positions[partition] = offset + 1
-            if not batch or not self._positions:
-                continue
             positions = dict(self._positions)
+            if not positions or positions == self.last_acknowledged():
+                continue
             try:
                 self.member.commit(positions)
-            except Exception:  # noqa: BLE001 - NOT_COORDINATOR and its kin: the next batch commits again
+            except Exception:  # noqa: BLE001 - NOT_COORDINATOR and its kin: committed again on the next round
                 self.failed_commits += 1
                 continue
             with self.lock:
