@@ -62,6 +62,7 @@ class BrokerLifecycleManager:
         heartbeat_interval_ms: int,
         channel: ControllerChannel,
         metadata_offset: Callable[[], int],
+        previous_broker_epoch: int = -1,
     ) -> None:
         self._broker_id = broker_id
         self._cluster_id = cluster_id
@@ -72,6 +73,9 @@ class BrokerLifecycleManager:
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
         self._channel = channel
         self._metadata_offset = metadata_offset
+        # The epoch this broker had when it last shut down cleanly (-1: it did not): the controller
+        # takes it out of every eligible leader replica set unless it matches (KIP-966).
+        self._previous_broker_epoch = previous_broker_epoch
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.state = BrokerState.STARTING
@@ -129,7 +133,7 @@ class BrokerLifecycleManager:
             features=tuple(Feature(name=name, min_supported_version=i16(low), max_supported_version=i16(high)) for name, (low, high) in sorted(self._features.items())),
             rack=self._rack,
             log_dirs=tuple(self._log_dir_ids),
-            previous_broker_epoch=i64(-1),
+            previous_broker_epoch=i64(self._previous_broker_epoch),
         )
         try:
             response = await self._channel.send(request)

@@ -21,7 +21,13 @@ import structlog
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.broker_lifecycle_manager import AdvertisedListener, BrokerLifecycleManager
-from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL, MINIMUM_METADATA_VERSION_LEVEL
+from broker.controller.feature_control_manager import (
+    ELIGIBLE_LEADER_REPLICAS_FEATURE,
+    ELIGIBLE_LEADER_REPLICAS_LEVEL,
+    METADATA_VERSION_FEATURE,
+    METADATA_VERSION_LEVEL,
+    MINIMUM_METADATA_VERSION_LEVEL,
+)
 from broker.controller_channel import ControllerChannel, LocalController
 from broker.fetch_session import FetchSessionCache
 from broker.group_coordinator import GroupCoordinator
@@ -165,7 +171,11 @@ class BrokerServer:
             cluster_id=shared.cluster_id,
             rack=cfg.broker_rack,
             listeners=[AdvertisedListener(lst.name, lst.host, lst.port) for lst in cfg.advertised_broker_listeners],
-            features={METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL)},
+            features={
+                METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
+                ELIGIBLE_LEADER_REPLICAS_FEATURE: (0, ELIGIBLE_LEADER_REPLICAS_LEVEL),
+            },
+            previous_broker_epoch=self.log_manager.clean_shutdown_broker_epoch,
             log_dir_ids=[shared.directory_id],
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             channel=self.channel,
@@ -343,7 +353,8 @@ class BrokerServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         # In a thread: the cleaner threads finish their step on this loop before they stop.
         await asyncio.to_thread(self.log_manager.stop_cleaner)
-        self.log_manager.shutdown()
+        # The marker keeps this registration's epoch: registering with it next time shows a clean shutdown (KIP-966).
+        self.log_manager.shutdown(self.lifecycle.broker_epoch)
         log.info("fetch.bytes", sendfile_bytes=self.metrics.sendfile_bytes, copied_bytes=self.metrics.copied_bytes)
 
 

@@ -38,6 +38,8 @@ class LogManager:
         self._now_ms = now_ms
         self.logs: dict[tuple[str, int], Log] = {}
         self.had_clean_shutdown = False
+        # The broker epoch the clean-shutdown marker holds (-1: none): BrokerRegistration's PreviousBrokerEpoch (KIP-966).
+        self.clean_shutdown_broker_epoch = -1
         # Deleted logs whose fds stay open for file.delete.delay.ms: a sendfile may still use them.
         self._logs_to_close: list[tuple[int, Log]] = []
         # What the periodic jobs have to visit, kept up to date by the logs (LogListener), so
@@ -62,6 +64,7 @@ class LogManager:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
+        self.clean_shutdown_broker_epoch = _marker_broker_epoch(marker) if self.had_clean_shutdown else -1
         if not self.had_clean_shutdown:
             log.info("log_manager.recovering", log_dir=str(self.log_dir), reason="no clean shutdown file")
         started = time.monotonic()
@@ -323,3 +326,12 @@ class LogManager:
             os.fsync(f.fileno())
         fsync_dir(self.log_dir)
         log.info("log_manager.stopped", logs=len(self.logs))
+
+
+def _marker_broker_epoch(marker: Path) -> int:
+    """Kafka's CleanShutdownFileHandler.read: the marker's brokerEpoch, -1 when it has none or cannot be read."""
+    try:
+        epoch = json.loads(marker.read_text()).get("brokerEpoch")
+    except (OSError, ValueError, AttributeError):
+        return -1
+    return epoch if isinstance(epoch, int) else -1

@@ -63,7 +63,8 @@ class BrokerRegistrationRequest:
     features: Mapping[str, tuple[int, int]]  # name -> (min supported, max supported)
     rack: str | None = None
     log_dirs: tuple[uuid.UUID, ...] = ()
-    # KIP-966 uses it to spot unclean shutdowns for eligible leader replicas, which are off here.
+    # The epoch of the broker's last clean shutdown (-1: none); anything but its registered epoch
+    # means it restarted uncleanly and leaves the eligible leader replicas (KIP-966).
     previous_broker_epoch: int = -1
     is_migrating_zk_broker: bool = False
 
@@ -190,11 +191,15 @@ class ClusterControlManager:
         except ApiError as refused:
             return ControllerResult([], BrokerRegistrationReply(refused.error_code, error_message=refused.message))
         existing = image.brokers.get(request.broker_id)
+        records: list[MetadataRecord] = [record]
         if existing is None or existing.incarnation_id != request.incarnation_id:
             self.heartbeats.remove(request.broker_id)
+            if existing is None or request.previous_broker_epoch != existing.epoch:
+                # Kafka's unclean shutdown detection (KAFKA-18635): after the registration record, whose offset is the epoch.
+                records.extend(self._replication.handle_broker_unclean_shutdown(image, request.broker_id))
         self.heartbeats.touch(request.broker_id, now_ms, -1, fenced=record.fenced)
         self._registration_offsets[request.broker_id] = controller_offset
-        return ControllerResult([record], BrokerRegistrationReply(ErrorCode.none, record.broker_epoch))
+        return ControllerResult(records, BrokerRegistrationReply(ErrorCode.none, record.broker_epoch))
 
     def _registration_record(self, request: BrokerRegistrationRequest, image: MetadataImage, offset: int, now_ms: int) -> RegisterBrokerRecord:
         if request.cluster_id != self._cluster_id:

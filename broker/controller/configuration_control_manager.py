@@ -20,6 +20,7 @@ from broker.metadata.metadata_records import ConfigRecord
 
 MAX_CONFIG_VALUE_LENGTH = 32_767  # Short.MAX_VALUE
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
@@ -83,15 +84,29 @@ class ConfigurationControlManager:
         self._unclean_default = unclean_leader_election_enable
 
     def unclean_leader_election_enabled(self, image: MetadataImage, topic: str) -> bool:
+        value = self._topic_value(image, topic, UNCLEAN_LEADER_ELECTION_ENABLE)
+        if value is None:
+            return self._unclean_default
+        return value.strip().lower() == "true"  # Java's Boolean.parseBoolean
+
+    def min_insync_replicas(self, image: MetadataImage, topic: str) -> int:
+        """The topic's min.insync.replicas: its override, then the broker's, then the default (1)."""
+        value = self._topic_value(image, topic, MIN_INSYNC_REPLICAS)
+        if value is None and self._config_default is not None:
+            value = self._config_default(TOPIC_RESOURCE, MIN_INSYNC_REPLICAS)
+        return int(value) if value is not None else 1
+
+    def _topic_value(self, image: MetadataImage, topic: str, key: str) -> str | None:
+        """A topic config as the controller sees it: the topic's, this node's, then the cluster's dynamic value."""
         layers = [image.topic_config(topic)]
         if self._node_id is not None:
             layers.append(image.configs.get((BROKER_RESOURCE, str(self._node_id)), {}))
         layers.append(image.configs.get((BROKER_RESOURCE, ""), {}))
         for layer in layers:
-            value = layer.get(UNCLEAN_LEADER_ELECTION_ENABLE)
+            value = layer.get(key)
             if value is not None:
-                return value.strip().lower() == "true"  # Java's Boolean.parseBoolean
-        return self._unclean_default
+                return value
+        return None
 
     def alter_configs(
         self,

@@ -20,6 +20,12 @@ KRAFT_VERSION_FEATURE = "kraft.version"
 # PartitionChangeRecord v2 and RegisterBrokerRecord v3, the versions encode() writes.
 MINIMUM_METADATA_VERSION_LEVEL = 7
 METADATA_VERSION_LEVEL = 25
+# KIP-966's eligible leader replicas. Kafka 4.1 finalizes level 1 when it formats a new cluster;
+# kbroker's first active controller does too (NEW_CLUSTER_FEATURES). A metadata log that began
+# without it keeps the rules from before KIP-966.
+ELIGIBLE_LEADER_REPLICAS_FEATURE = "eligible.leader.replicas.version"
+ELIGIBLE_LEADER_REPLICAS_LEVEL = 1
+NEW_CLUSTER_FEATURES: Mapping[str, int] = {ELIGIBLE_LEADER_REPLICAS_FEATURE: ELIGIBLE_LEADER_REPLICAS_LEVEL}
 # What Kafka assumes of a broker that registers without a metadata.version range:
 # only MetadataVersion.MINIMUM_KRAFT_VERSION (3.0-IV1).
 MINIMUM_KRAFT_METADATA_VERSION_LEVEL = 1
@@ -47,6 +53,9 @@ class FeatureControlManager:
 
 
 __all__ = [
+    "ELIGIBLE_LEADER_REPLICAS_FEATURE",
+    "ELIGIBLE_LEADER_REPLICAS_LEVEL",
+    "NEW_CLUSTER_FEATURES",
     "FeatureControlManager",
     "KRAFT_VERSION_FEATURE",
     "METADATA_VERSION_FEATURE",

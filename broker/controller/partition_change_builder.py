@@ -2,19 +2,29 @@
 
 The caller sets a target ISR (and replicas, leader recovery state) and an election kind;
 build() elects the leader under Kafka's rules and returns the record, or None when nothing
-changes. Rules, with eligible leader replicas (KIP-966) off:
+changes. Rules:
 
 - A leader must be acceptable (the caller's predicate: registered, unfenced, not in
-  controlled shutdown, its directory online) and, for a clean election, in the target ISR.
+  controlled shutdown, its directory online) and, for a clean election, in the target ISR,
+  or, once the ISR is empty, among the eligible leader replicas (KIP-966's ELR).
 - The current leader stays while it is still valid; otherwise the first valid replica in
   replica order (the preferred replica first) takes over.
 - A PREFERRED election tries the preferred replica first, then keeps a valid current
   leader, then the other replicas in order.
+- With eligible leader replicas on and both the ISR and the ELR empty, the last known
+  leader (``last_known_elr``, remembered when the partition lost its leader) may lead
+  again: it is the replica most likely to hold every committed record, but it restarted
+  uncleanly, so the election counts as unclean.
 - With no clean candidate, an UNCLEAN election takes the first acceptable replica,
   shrinks the ISR to it and marks the leader RECOVERING; otherwise the partition has no
   leader (-1).
-- The ISR never becomes empty: a target ISR that would be empty leaves the ISR as it is,
-  so its last member is remembered as the one replica known to hold every committed record.
+- Eligible leader replicas off, the ISR never becomes empty: a target ISR that would be
+  empty leaves the ISR as it is, so its last member is remembered as the one replica known
+  to hold every committed record. On, the ISR may empty and the ELR remembers instead: while
+  the target ISR is below the topic's min.insync.replicas (capped at the replication
+  factor), the replicas leaving the ISR join the ELR (they hold every record the high
+  watermark passed, since it stopped moving), minus those that restarted uncleanly. An ISR
+  back at min.insync.replicas clears the ELR; an unclean election clears it too.
 
 Setting ``leader`` in the record (even to the same broker) is what bumps the leader epoch
 when the record is applied; every record bumps the partition epoch.
@@ -24,7 +34,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 from broker.metadata.metadata_image import MIGRATING_DIR, NO_LEADER, NO_LEADER_CHANGE, UNASSIGNED_DIR, PartitionRegistration
 from broker.metadata.metadata_records import PartitionChangeRecord
@@ -57,6 +67,9 @@ class PartitionChangeBuilder:
         partition_id: int,
         is_acceptable_leader: Callable[[int], bool],
         default_dir: Callable[[int], uuid.UUID],
+        *,
+        min_isr: int = 1,
+        eligible_leader_replicas_enabled: bool = False,
     ) -> None:
         self._partition = partition
         self._topic_id = topic_id
@@ -68,6 +81,10 @@ class PartitionChangeBuilder:
         self._target_replicas: tuple[int, ...] = partition.replicas
         self._target_recovery_state = partition.leader_recovery_state
         self._target_dirs = dict(zip(partition.replicas, partition.directories))
+        self._min_isr = min_isr
+        self._elr_enabled = eligible_leader_replicas_enabled
+        self._target_elr: tuple[int, ...] = partition.elr
+        self._unclean_shutdown_replicas: frozenset[int] = frozenset()
 
     def set_election(self, election: Election) -> PartitionChangeBuilder:
         self._election = election
@@ -85,12 +102,18 @@ class PartitionChangeBuilder:
         self._target_recovery_state = state
         return self
 
+    def set_unclean_shutdown_replicas(self, replicas: Collection[int]) -> PartitionChangeBuilder:
+        """Replicas that restarted without a clean shutdown: they may hold less than the high watermark, so they leave the ELR."""
+        self._unclean_shutdown_replicas = frozenset(replicas)
+        return self
+
     def set_directory(self, broker_id: int, directory: uuid.UUID) -> PartitionChangeBuilder:
         self._target_dirs[broker_id] = directory
         return self
 
     def _is_valid_leader(self, replica: int) -> bool:
-        return replica in self._target_isr and self._is_acceptable_leader(replica)
+        candidates = self._target_isr if self._target_isr else self._target_elr
+        return replica in candidates and self._is_acceptable_leader(replica)
 
     def elect_leader(self) -> tuple[int, bool]:
         """(the leader, whether the election is unclean)."""
@@ -101,26 +124,68 @@ class PartitionChangeBuilder:
                 return replicas[0], False
             if self._is_valid_leader(current):
                 return current, False
-            return next((r for r in replicas[1:] if self._is_valid_leader(r)), NO_LEADER), False
-        if self._is_valid_leader(current):
-            return current, False
-        clean = next((r for r in replicas if self._is_valid_leader(r)), None)
+            clean = next((r for r in replicas[1:] if self._is_valid_leader(r)), None)
+        else:
+            if self._is_valid_leader(current):
+                return current, False
+            clean = next((r for r in replicas if self._is_valid_leader(r)), None)
         if clean is not None:
             return clean, False
+        if self._can_elect_last_known_leader():
+            return self._partition.last_known_elr[0], True
         if self._election is Election.UNCLEAN:
             unclean = next((r for r in replicas if self._is_acceptable_leader(r)), None)
             if unclean is not None:
                 return unclean, True
         return NO_LEADER, False
 
+    def _can_elect_last_known_leader(self) -> bool:
+        last_known = self._partition.last_known_elr
+        if not self._elr_enabled or self._target_isr or self._target_elr or len(last_known) != 1:
+            return False
+        return self._is_acceptable_leader(last_known[0])
+
+    def _populate_target_elr(self) -> None:
+        """Kafka's maybePopulateTargetElr: what the ELR becomes once the ISR is the target ISR."""
+        if not self._elr_enabled:
+            return
+        if len(self._target_isr) >= self._min_isr:
+            self._target_elr = ()
+            return
+        candidates = (set(self._target_elr) | set(self._partition.isr)) - set(self._target_isr) - self._unclean_shutdown_replicas
+        self._target_elr = tuple(sorted(candidates))
+
+    def _elr_fields(self, unclean: bool) -> tuple[int, ...] | None:
+        """The record's eligible_leader_replicas: None if unchanged. An unclean election, or the feature off, clears it."""
+        target = () if unclean or not self._elr_enabled else self._target_elr
+        return None if target == self._partition.elr else target
+
+    def _last_known_leader(self, new_leader: int) -> tuple[int, ...] | None:
+        """The record's last_known_elr (Kafka's maybeUpdateLastKnownLeader, as of KAFKA-19522): the leader
+        a partition loses when it goes leaderless, cleared once it has a leader again."""
+        partition = self._partition
+        if not self._elr_enabled:
+            return None
+        if new_leader == NO_LEADER and partition.leader != NO_LEADER and not partition.last_known_elr:
+            return (partition.leader,)
+        has_leader = new_leader >= 0 or (partition.leader != NO_LEADER and new_leader != NO_LEADER)
+        if has_leader and partition.last_known_elr:
+            return ()
+        return None
+
     def build(self) -> PartitionChangeRecord | None:
         partition = self._partition
+        self._populate_target_elr()
         leader, unclean = self.elect_leader()
         new_leader = NO_LEADER_CHANGE
         isr: tuple[int, ...] | None = None
         recovery_state = -1
         if leader != partition.leader:
             new_leader = leader
+            if leader in self._target_elr and not unclean:
+                # Elected from the ELR: it is the ISR now, the one replica known to hold every committed record.
+                self._target_isr = (leader,)
+                self._target_elr = tuple(r for r in self._target_elr if r != leader)
             if unclean:
                 # Possible data loss: the new leader is the only replica known in sync.
                 isr = (leader,)
@@ -128,7 +193,8 @@ class PartitionChangeBuilder:
                     recovery_state = RECOVERING
         elif not set(partition.replicas) <= set(self._target_replicas):
             new_leader = partition.leader  # a replica leaves: bump the leader epoch so it stops following
-        if isr is None and self._target_isr and self._target_isr != partition.isr:
+        elr = self._elr_fields(unclean)
+        if isr is None and (self._target_isr or self._elr_enabled) and self._target_isr != partition.isr:
             isr = self._target_isr
         if recovery_state == -1 and self._target_recovery_state != partition.leader_recovery_state:
             recovery_state = self._target_recovery_state
@@ -148,12 +214,11 @@ class PartitionChangeBuilder:
             replicas=replicas,
             leader_recovery_state=recovery_state,
             directories=directories,
-            # Eligible leader replicas are off: a stale list is cleared, as Kafka does.
-            eligible_leader_replicas=() if partition.elr else None,
+            eligible_leader_replicas=elr,
+            last_known_elr=self._last_known_leader(new_leader),
         )
         if record == PartitionChangeRecord(partition_id=self._partition_id, topic_id=self._topic_id):
             return None
         return record
-
 
 __all__ = ["Election", "PartitionChangeBuilder", "RECOVERED", "RECOVERING", "directory_is_online"]

@@ -17,7 +17,8 @@ every registered broker a fresh session, and a timer fences the brokers whose se
 The same timer, with auto.leader.rebalance.enable, gives leadership back to preferred replicas
 every leader.imbalance.check.interval.seconds, as Kafka 4's controller does.
 A fresh cluster's first active controller writes the finalized feature levels (metadata.version
-first); brokers register themselves through BrokerRegistration.
+first, then eligible.leader.replicas.version 1 as Kafka 4.1 formats new clusters); brokers
+register themselves through BrokerRegistration.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from broker.controller.cluster_control_manager import (
     UnregisterBrokerReply,
 )
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
-from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE
+from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, NEW_CLUSTER_FEATURES
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
 from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
 from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
@@ -185,7 +186,7 @@ class QuorumController:
         self._log.info("controller.activated", epoch=epoch, committed_offset=self._committed, brokers=len(image.brokers))
         if METADATA_VERSION_FEATURE not in image.features:
             # Appended now, before any write can run: every decision of this epoch sees it committed first.
-            records = controller_logic.cluster_bootstrap_records()
+            records = controller_logic.cluster_bootstrap_records(features=NEW_CLUSTER_FEATURES)
             try:
                 self._append(records)
             except NotControllerError:

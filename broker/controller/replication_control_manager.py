@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.configuration_control_manager import ConfigurationControlManager, ValidateTopicConfig, check_config_values, config_error
 from broker.controller.controller_result import ApiError, ControllerResult, duplicates
+from broker.controller.feature_control_manager import ELIGIBLE_LEADER_REPLICAS_FEATURE
 from broker.controller.partition_change_builder import RECOVERED, RECOVERING, Election, PartitionChangeBuilder, directory_is_online
 from broker.controller.replica_placer import InvalidReplicationFactorError, StripedReplicaPlacer, UsableBroker
 from broker.metadata.metadata_image import (
@@ -520,26 +521,72 @@ class ReplicationControlManager:
         *,
         removed: frozenset[int],
         added: int | None,
+        unclean_shutdown: frozenset[int] = frozenset(),
     ) -> list[PartitionChangeRecord]:
+        """Kafka's generateLeaderAndIsrUpdates: ``removed`` leave the ISR and may not lead, ``added`` may
+        lead though the image still says fenced, ``unclean_shutdown`` leave the ISR and the ELR too."""
         records: list[PartitionChangeRecord] = []
-        unclean: dict[str, bool] = {}
+        gone = removed | unclean_shutdown
         for topic, (topic_id, partition_id, partition) in partitions:
-            if topic not in unclean:
-                unclean[topic] = self._configuration.unclean_leader_election_enabled(image, topic)
 
             def acceptable(broker: int, partition: PartitionRegistration = partition) -> bool:
-                if broker in removed:
+                if broker in gone:
                     return False
                 return (broker == added or _is_active(image, broker)) and _has_online_dir(image, broker, partition)
 
-            builder = PartitionChangeBuilder(partition, topic_id, partition_id, acceptable, lambda b: default_dir(image, b))
-            builder.set_target_isr([b for b in partition.isr if b not in removed])
-            if unclean[topic]:
-                builder.set_election(Election.UNCLEAN)
+            builder = self._change_builder(image, topic, topic_id, partition_id, partition, acceptable)
+            builder.set_target_isr([b for b in partition.isr if b not in gone]).set_unclean_shutdown_replicas(unclean_shutdown)
             record = builder.build()
             if record is not None:
                 records.append(record)
         return records
+
+    def handle_broker_unclean_shutdown(self, image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
+        """Kafka's handleBrokerUncleanShutdown (KIP-966): a broker that registers again without having shut down
+        cleanly may have lost what it acknowledged, so it leaves every ISR and ELR and leads nothing."""
+        partitions = ((t, p) for t, p in _partitions(image) if broker_id in p[2].isr or broker_id in p[2].elr)
+        return self._leader_and_isr_updates(image, partitions, removed=frozenset(), added=None, unclean_shutdown=frozenset((broker_id,)))
+
+    def maybe_elect_unclean_leaders(self, image: MetadataImage, max_elections: int = MAX_ELECTIONS_PER_IMBALANCE) -> ControllerResult[bool]:
+        """Kafka's maybeElectUncleanLeaders, the periodic check of unclean.leader.election.interval.ms: an
+        UNCLEAN election for each leaderless partition whose topic allows one, up to ``max_elections``
+        records; True when the cap was reached."""
+        records: list[MetadataRecord] = []
+        for topic, (_, partition_id, partition) in _partitions(image):
+            if len(records) >= max_elections:
+                break
+            if partition.leader == NO_LEADER and self._configuration.unclean_leader_election_enabled(image, topic):
+                self._elect_leader(image, topic, partition_id, Election.UNCLEAN, records)
+        return ControllerResult(records, len(records) >= max_elections)
+
+    def has_leaderless_partitions(self, image: MetadataImage) -> bool:
+        return any(p.leader == NO_LEADER for t in image.topics.values() for p in t.partitions.values())
+
+    def _change_builder(
+        self,
+        image: MetadataImage,
+        topic: str,
+        topic_id: uuid.UUID,
+        partition_id: int,
+        partition: PartitionRegistration,
+        acceptable: Callable[[int], bool],
+    ) -> PartitionChangeBuilder:
+        """A builder under the topic's rules: its effective min.insync.replicas (capped at the replication
+        factor, as Kafka's getTopicEffectiveMinIsr), eligible leader replicas if the cluster's feature level
+        has them, and an UNCLEAN election where unclean.leader.election.enable allows one."""
+        min_isr = min(self._configuration.min_insync_replicas(image, topic), len(partition.replicas))
+        builder = PartitionChangeBuilder(
+            partition,
+            topic_id,
+            partition_id,
+            acceptable,
+            lambda b: default_dir(image, b),
+            min_isr=min_isr,
+            eligible_leader_replicas_enabled=eligible_leader_replicas_enabled(image),
+        )
+        if self._configuration.unclean_leader_election_enabled(image, topic):
+            builder.set_election(Election.UNCLEAN)
+        return builder
 
     # --- ElectLeaders -----------------------------------------------------------------
 
@@ -575,12 +622,19 @@ class ReplicationControlManager:
         if (election is Election.PREFERRED and _has_preferred_leader(partition)) or (election is Election.UNCLEAN and partition.leader != NO_LEADER):
             return ErrorCode.election_not_needed, _DEFAULT_MESSAGES[ErrorCode.election_not_needed]
 
-        record = _election_record(image, info.topic_id, partition_id, partition, election)
+        record = self._election_record(image, topic, info.topic_id, partition_id, partition, election)
         if record is None:
             code = ErrorCode.preferred_leader_not_available if election is Election.PREFERRED else ErrorCode.eligible_leaders_not_available
             return code, _DEFAULT_MESSAGES[code]
         records.append(record)
         return ErrorCode.none, None
+
+    def _election_record(
+        self, image: MetadataImage, topic: str, topic_id: uuid.UUID, partition_id: int, partition: PartitionRegistration, election: Election
+    ) -> PartitionChangeRecord | None:
+        """The record of a PREFERRED or UNCLEAN election, None when it would change nothing."""
+        builder = self._change_builder(image, topic, topic_id, partition_id, partition, _leader_acceptor(image, partition))
+        return builder.set_election(election).build()
 
     # --- auto.leader.rebalance.enable -------------------------------------------------
 
@@ -595,12 +649,12 @@ class ReplicationControlManager:
         online) is moved back, the others keep their leader and cost nothing.
         """
         records: list[MetadataRecord] = []
-        for _, (topic_id, partition_id, partition) in _partitions(image):
+        for topic, (topic_id, partition_id, partition) in _partitions(image):
             if len(records) >= max_elections:
                 break
             if _has_preferred_leader(partition):
                 continue
-            record = _election_record(image, topic_id, partition_id, partition, Election.PREFERRED)
+            record = self._election_record(image, topic, topic_id, partition_id, partition, Election.PREFERRED)
             if record is not None:
                 records.append(record)
         return ControllerResult(records, len(records) >= max_elections)
@@ -641,9 +695,7 @@ class ReplicationControlManager:
         code = _isr_change_error(image, broker_id, partition, change)
         if code != ErrorCode.none:
             return AlterPartitionResult(index, code)
-        builder = PartitionChangeBuilder(partition, topic.topic_id, index, _leader_acceptor(image, partition), lambda b: default_dir(image, b))
-        if self._configuration.unclean_leader_election_enabled(image, topic.name):
-            builder.set_election(Election.UNCLEAN)
+        builder = self._change_builder(image, topic.name, topic.topic_id, index, partition, _leader_acceptor(image, partition))
         builder.set_target_isr([m.broker_id for m in change.new_isr]).set_target_leader_recovery_state(change.leader_recovery_state)
         record = builder.build()
         if record is not None:
@@ -713,12 +765,9 @@ def _has_preferred_leader(partition: PartitionRegistration) -> bool:
     return partition.leader == (partition.replicas[0] if partition.replicas else NO_LEADER)
 
 
-def _election_record(
-    image: MetadataImage, topic_id: uuid.UUID, partition_id: int, partition: PartitionRegistration, election: Election
-) -> PartitionChangeRecord | None:
-    """The record of a PREFERRED or UNCLEAN election, None when it would change nothing."""
-    builder = PartitionChangeBuilder(partition, topic_id, partition_id, _leader_acceptor(image, partition), lambda b: default_dir(image, b))
-    return builder.set_election(election).build()
+def eligible_leader_replicas_enabled(image: MetadataImage) -> bool:
+    """Kafka's isElrEnabled: the cluster finalized eligible.leader.replicas.version 1 or later."""
+    return image.features.get(ELIGIBLE_LEADER_REPLICAS_FEATURE, 0) >= 1
 
 
 def _leader_acceptor(image: MetadataImage, partition: PartitionRegistration) -> Callable[[int], bool]:
@@ -801,5 +850,6 @@ __all__ = [
     "ReplicationControlManager",
     "default_dir",
     "election_for_type",
+    "eligible_leader_replicas_enabled",
     "topic_name_error",
 ]

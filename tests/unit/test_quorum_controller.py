@@ -58,13 +58,16 @@ def test_inactive_until_raft_reports_this_node_as_leader() -> None:
     run(scenario())
 
 
-def test_first_activation_on_an_empty_log_writes_metadata_version_once() -> None:
+def test_first_activation_on_an_empty_log_writes_the_new_cluster_features_once() -> None:
     async def scenario() -> None:
         quorum, nodes, _ = cluster(1, 2)
         quorum.elect(1)
         await settle()
         records = [r for b in quorum.committed for r in b.records]
-        assert records == [FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=METADATA_VERSION_LEVEL)]
+        assert records == [
+            FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=METADATA_VERSION_LEVEL),
+            FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1),
+        ]
         assert nodes[2].loader.image.features[METADATA_VERSION_FEATURE] == METADATA_VERSION_LEVEL
         quorum.elect(2)
         quorum.elect(1)
