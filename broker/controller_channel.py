@@ -43,14 +43,19 @@ class LocalController(Protocol):
 
 
 def is_not_controller(response: Any) -> bool:
-    """NOT_CONTROLLER at the top of the answer, or for every item of its first list (CreateTopics and the like)."""
+    """NOT_CONTROLLER at the top of the answer, or for every item of its first list with codes (CreateTopics
+    and the like). An answer with neither is looked into: ElectLeaders v0 has no top-level code and answers
+    per partition within each topic."""
     code = getattr(response, "error_code", None)
     if code is not None:
         return bool(code == ErrorCode.not_controller)
-    for name in getattr(response, "__dataclass_fields__", ()):
-        items = getattr(response, name)
-        if isinstance(items, tuple) and items and hasattr(items[0], "error_code"):
+    lists = [items for name in getattr(response, "__dataclass_fields__", ()) if isinstance(items := getattr(response, name), tuple) and items]
+    for items in lists:
+        if hasattr(items[0], "error_code"):
             return all(item.error_code == ErrorCode.not_controller for item in items)
+    for items in lists:
+        if hasattr(items[0], "__dataclass_fields__"):
+            return all(is_not_controller(item) for item in items)
     return False
 
 

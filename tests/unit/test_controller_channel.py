@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.controller_channel import ControllerChannel, ControllerUnavailableError
+from broker.controller_channel import ControllerChannel, ControllerUnavailableError, is_not_controller
+from broker.handlers.forwarding import elect_leaders_response
 from broker.network_client import DisconnectError
 
 REQUEST_TIMEOUT_MS = 2000
@@ -85,3 +86,18 @@ def test_a_short_budget_abandons_the_wait_but_never_shortens_the_request() -> No
     assert elapsed < 5
     assert network.timeouts and all(t is not None and t >= REQUEST_TIMEOUT_MS for t in network.timeouts)
     assert network.cancelled == len(network.timeouts)
+
+
+@pytest.mark.parametrize("version", range(3))
+def test_an_elect_leaders_answer_of_not_controller_is_retried_at_every_version(version: int) -> None:
+    """ElectLeaders v0 has no top-level code: NOT_CONTROLLER for every partition of every topic is the signal."""
+    refused = elect_leaders_response(version, ErrorCode.not_controller, [("a", [(0, ErrorCode.not_controller, None)]), ("b", [(1, ErrorCode.not_controller, None)])])
+    elected = elect_leaders_response(version, ErrorCode.none, [("a", [(0, ErrorCode.none, None)]), ("b", [(1, ErrorCode.none, None)])])
+    assert is_not_controller(refused) and not is_not_controller(elected)
+    if version == 0:
+        # One partition answered by a controller that is active: an answer, not a redirection.
+        mixed = elect_leaders_response(0, ErrorCode.none, [("a", [(0, ErrorCode.not_controller, None), (1, ErrorCode.election_not_needed, None)])])
+        assert not is_not_controller(mixed)
+    network = FakeNetwork([refused, elected])
+    answer = asyncio.run(channel(network, Locator((1, "127.0.0.1", 9093))).send(object(), timeout_ms=5000))
+    assert answer is elected and len(network.timeouts) == 2
