@@ -216,6 +216,8 @@ class BrokerConfig(BaseModel):
     # never read it, leader.imbalance.per.broker.percentage is no setting: load_config warns and drops it.
     auto_leader_rebalance_enable: bool = Field(True, alias="auto.leader.rebalance.enable")
     leader_imbalance_check_interval_seconds: int = Field(300, alias="leader.imbalance.check.interval.seconds", ge=1)
+    # How often the active controller tries an unclean election for leaderless partitions whose topic allows one.
+    unclean_leader_election_interval_ms: int = Field(300000, alias="unclean.leader.election.interval.ms", ge=1)
     # Replication (Kafka's names and defaults).
     replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", ge=1)
     num_replica_fetchers: int = Field(1, alias="num.replica.fetchers", ge=1)

@@ -15,7 +15,9 @@ and retries there. On the other controllers this object only follows the log.
 Broker liveness is soft state of the ClusterControlManager: a newly active controller gives
 every registered broker a fresh session, and a timer fences the brokers whose session runs out.
 The same timer, with auto.leader.rebalance.enable, gives leadership back to preferred replicas
-every leader.imbalance.check.interval.seconds, as Kafka 4's controller does.
+every leader.imbalance.check.interval.seconds, and, while some partition has no leader, tries
+an unclean election for those whose topic allows one every unclean.leader.election.interval.ms,
+as Kafka 4's controller does.
 A fresh cluster's first active controller writes the finalized feature levels (metadata.version
 first, then eligible.leader.replicas.version 1 as Kafka 4.1 formats new clusters); brokers
 register themselves through BrokerRegistration.
@@ -43,6 +45,7 @@ from broker.controller.cluster_control_manager import (
     UnregisterBrokerReply,
 )
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
+from broker.controller.controller_result import ControllerResult
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, NEW_CLUSTER_FEATURES
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
 from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
@@ -131,6 +134,9 @@ class QuorumController:
         self._wake_timer = asyncio.Event()
         self._balance_interval_ms = config.leader_imbalance_check_interval_seconds * 1000 if config.auto_leader_rebalance_enable else None
         self._next_balance_ms: int | None = None  # set only while active and balancing is on
+        self._unclean_interval_ms = config.unclean_leader_election_interval_ms
+        self._next_unclean_ms: int | None = None  # set only while active and some partition has no leader
+        self._leaderless_checked: MetadataImage | None = None  # the image last looked at for leaderless partitions
         self._log = log.bind(node=config.node_id)
 
     @property
@@ -197,6 +203,8 @@ class QuorumController:
     def _deactivate(self, reason: str) -> None:
         self._active_epoch = None
         self._next_balance_ms = None
+        self._next_unclean_ms = None
+        self._leaderless_checked = None
         waiters, self._waiters = self._waiters, []
         for _, _, future in waiters:
             if not future.done():
@@ -300,15 +308,19 @@ class QuorumController:
     async def balance_partition_leaders(self) -> bool:
         """One pass of the preferred-leader balance (the timer's job under auto.leader.rebalance.enable);
         True if it reached the per-pass cap, so more partitions may be waiting."""
-
-        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], tuple[int, bool]]:
-            result = self._logic.replication.maybe_balance_partition_leaders(image)
-            return result.records, (len(result.records), result.response)
-
-        elected, more = await self._write(decide)
+        elected, more = await self._capped_pass(self._logic.replication.maybe_balance_partition_leaders)
         if elected:
             self._log.info("controller.preferred_leaders_elected", partitions=elected, more=more)
         return more
+
+    async def _capped_pass(self, step: Callable[[MetadataImage], ControllerResult[bool]]) -> tuple[int, bool]:
+        """A periodic pass of elections, written as one decision: (records written, whether the cap was reached)."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], tuple[int, bool]]:
+            result = step(image)
+            return result.records, (len(result.records), result.response)
+
+        return await self._write(decide)
 
     async def _balance_if_due(self) -> None:
         interval = self._balance_interval_ms
@@ -319,6 +331,29 @@ class QuorumController:
         more = await self.balance_partition_leaders()
         if more and self._next_balance_ms is not None:  # None: this controller resigned meanwhile
             self._next_balance_ms = self._now_ms() + BALANCE_RERUN_MS
+
+    async def elect_unclean_leaders(self) -> bool:
+        """One pass of Kafka's maybeElectUncleanLeaders; True if it reached the per-pass cap."""
+        elected, more = await self._capped_pass(self._logic.replication.maybe_elect_unclean_leaders)
+        if elected:
+            self._log.warning("controller.unclean_leaders_elected", partitions=elected, more=more)
+        return more
+
+    async def _elect_unclean_if_due(self) -> None:
+        """As Kafka schedules it: an interval after a partition is seen leaderless, again at once if the cap was reached."""
+        now = self._now_ms()
+        if self._next_unclean_ms is None:
+            image = self._image()
+            if image is not self._leaderless_checked and self._logic.replication.has_leaderless_partitions(image):
+                self._next_unclean_ms = now + self._unclean_interval_ms
+            self._leaderless_checked = image
+            return
+        if now < self._next_unclean_ms:
+            return
+        self._next_unclean_ms = None
+        self._leaderless_checked = None
+        if await self.elect_unclean_leaders() and self._active_epoch is not None:
+            self._next_unclean_ms = self._now_ms() + BALANCE_RERUN_MS
 
     async def _periodic_timer(self) -> None:
         while True:
@@ -331,7 +366,7 @@ class QuorumController:
                 self._deactivate("this node no longer leads the metadata quorum")
             if not self.is_active:
                 continue
-            for task in (self.fence_stale_brokers, self._balance_if_due):
+            for task in (self.fence_stale_brokers, self._balance_if_due, self._elect_unclean_if_due):
                 try:
                     await task()
                 except NotControllerError:
@@ -345,7 +380,7 @@ class QuorumController:
             return SESSION_CHECK_MAX_MS
         expiry = self._cluster.next_session_expiry_ms(self._image())
         # A session runs out once the clock is past its expiry, hence the extra millisecond.
-        due = [t for t in (None if expiry is None else expiry + 1, self._next_balance_ms) if t is not None]
+        due = [t for t in (None if expiry is None else expiry + 1, self._next_balance_ms, self._next_unclean_ms) if t is not None]
         if not due:
             return SESSION_CHECK_MAX_MS
         return min(max(min(due) - self._now_ms(), SESSION_CHECK_MIN_MS), SESSION_CHECK_MAX_MS)
