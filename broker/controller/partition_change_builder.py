@@ -186,6 +186,10 @@ class PartitionChangeBuilder:
                 # Elected from the ELR: it is the ISR now, the one replica known to hold every committed record.
                 self._target_isr = (leader,)
                 self._target_elr = tuple(r for r in self._target_elr if r != leader)
+                if len(self._target_isr) >= self._min_isr:
+                    # With min.insync.replicas 1 the high watermark moves again at once and leaves the others
+                    # behind; Kafka keeps them eligible until the next change, which could then elect one.
+                    self._target_elr = ()
             if unclean:
                 # Possible data loss: the new leader is the only replica known in sync.
                 isr = (leader,)
