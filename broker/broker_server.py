@@ -36,6 +36,7 @@ from broker.handlers.api_versions import api_versions_response
 from broker.handlers.cluster import DescribeClusterHandler, DescribeLogDirsHandler
 from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.describe_producers import DescribeProducersHandler
+from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsHandler
 from broker.handlers.fetch import FetchHandler
 from broker.handlers.forwarding import ForwardToControllerHandler
 from broker.handlers.groups import (
@@ -202,6 +203,7 @@ class BrokerServer:
         handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {
             ApiKey.API_VERSIONS: lambda ctx, req: api_versions_response(ctx.version),
             ApiKey.METADATA: MetadataHandler(self.metadata, self.auto_topic_creation, cfg.auto_create_topics_enable),
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(self.metadata, cfg.max_request_partition_size_limit),
             ApiKey.PRODUCE: ProduceHandler(self.replica_manager, self.metadata),
             ApiKey.FETCH: FetchHandler(self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes),
             ApiKey.LIST_OFFSETS: ListOffsetsHandler(self.replica_manager, self.metadata),

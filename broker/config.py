@@ -218,6 +218,8 @@ class BrokerConfig(BaseModel):
     leader_imbalance_check_interval_seconds: int = Field(300, alias="leader.imbalance.check.interval.seconds", ge=1)
     # How often the active controller tries an unclean election for leaderless partitions whose topic allows one.
     unclean_leader_election_interval_ms: int = Field(300000, alias="unclean.leader.election.interval.ms", ge=1)
+    # The most partitions one DescribeTopicPartitions answer holds, whatever the client asks.
+    max_request_partition_size_limit: int = Field(2000, alias="max.request.partition.size.limit", ge=1)
     # Replication (Kafka's names and defaults).
     replica_lag_time_max_ms: int = Field(30000, alias="replica.lag.time.max.ms", ge=1)
     num_replica_fetchers: int = Field(1, alias="num.replica.fetchers", ge=1)

@@ -64,6 +64,7 @@ class ApiKey(IntEnum):
     ALLOCATE_PRODUCER_IDS = 67
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    DESCRIBE_TOPIC_PARTITIONS = 75
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
@@ -131,6 +132,7 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.LIST_TRANSACTIONS, 0, 1, 0),
         ApiRange(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, 0),
         ApiRange(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, 0),
+        ApiRange(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, 0),
     )
 }
 

@@ -18,6 +18,8 @@ import time
 from typing import Iterator
 
 import pytest
+from kio.schema.describe_topic_partitions.v0 import request as describe_v0
+from kio.static.primitive import i32
 
 from broker.controller.partition_change_builder import RECOVERING
 from broker.metadata.metadata_image import NO_LEADER, PartitionRegistration
@@ -27,6 +29,7 @@ from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import create, partition_state
 from tests.cluster.test_replication_faults import Load, assert_acked_once_at_their_offsets, read_to_end, wait_for_isr
 from tests.integration.helpers import unique_topic
+from tests.integration.wire import request
 
 TIMEOUT_S = 90.0
 SESSION_MS = 3000
@@ -82,6 +85,15 @@ def committed_state(cluster: KafkaCluster, topic: str) -> PartitionRegistration:
     return history(cluster, topic)[-1]
 
 
+def described(bootstrap: str, topic: str) -> tuple[int, tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(leader, ISR, ELR, last known ELR) of partition 0 as DescribeTopicPartitions answers."""
+    [answer] = request(bootstrap, describe_v0.DescribeTopicPartitionsRequest(
+        topics=(describe_v0.TopicRequest(name=topic),), response_partition_limit=i32(10), cursor=None
+    )).topics
+    [p] = answer.partitions
+    return int(p.leader_id), tuple(p.isr_nodes), p.eligible_leader_replicas, p.last_known_elr
+
+
 def test_the_last_replica_standing_comes_back_from_the_elr_with_every_acknowledged_record(cluster: KafkaCluster) -> None:
     name = unique_topic("elr")
     create(cluster.bootstrap, name)  # RF 3, min.insync.replicas 2
@@ -110,6 +122,8 @@ def test_the_last_replica_standing_comes_back_from_the_elr_with_every_acknowledg
         assert elected.leader == eligible and elected.isr == (eligible,) and elected.elr == (leader,)
         assert elected.leader_recovery_state != RECOVERING
         wait_until("Metadata naming the new leader", lambda: partition_state(cluster.nodes[eligible].bootstrap, name)[0] == eligible or None, TIMEOUT_S)
+        # Clients see the ELR through DescribeTopicPartitions.
+        assert described(cluster.nodes[eligible].bootstrap, name) == (eligible, (eligible,), (leader,), ())
         # min.insync.replicas is 2: acks=all resumes once a second replica is back in the ISR.
         cluster.nodes[first].launch()
         cluster.nodes[first].await_started()
