@@ -16,7 +16,7 @@ import struct
 from functools import cache
 from typing import Any, Callable
 
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field, is_optional
 from kio.serial.readers import compact_array_reader, legacy_array_reader, read_compact_array_length, read_legacy_array_length
 
 _FIXED_SIZES = {
@@ -106,6 +106,19 @@ def _array(element: Step | int, flexible: bool) -> Step:
     return step
 
 
+def _nullable_struct(struct_step: Step | int) -> Step:
+    """A nullable struct (KIP-893, DescribeTopicPartitions' cursor): an int8 marker, -1 for null, then the struct."""
+    inner = _fixed(struct_step) if isinstance(struct_step, int) else struct_step
+
+    def step(buf: memoryview, pos: int, end: int) -> int:
+        if pos >= end:
+            raise LengthError("body ends inside a field")
+        marker = buf[pos]
+        return pos + 1 if marker == 0xFF else inner(buf, pos + 1, end)
+
+    return step
+
+
 def _primitive(kafka_type: str, flexible: bool) -> Step | int:
     """A fixed-size type is its size in bytes; a sized one a step reading its length prefix."""
     if kafka_type in _FIXED_SIZES:
@@ -124,6 +137,8 @@ def _field_step(field: dataclasses.Field[Any], flexible: bool) -> Step | int:
     if isinstance(kind, PrimitiveTupleField):
         return _array(_primitive(field.metadata["kafka_type"], flexible), flexible)
     if isinstance(kind, EntityField):
+        if is_optional(field) and "tag" not in field.metadata:
+            return _nullable_struct(entity_step(kind.type_))
         return entity_step(kind.type_)
     assert isinstance(kind, EntityTupleField)
     return _array(entity_step(kind.type_), flexible)

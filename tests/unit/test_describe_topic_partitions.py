@@ -3,11 +3,14 @@ and of a bad cursor, and each partition's eligible leader replicas and last know
 
 from __future__ import annotations
 
+import io
 import uuid
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_writer
 
 from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsHandler, describe_topic_partitions
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
@@ -15,6 +18,7 @@ from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import PartitionChangeRecord, PartitionRecord, TopicRecord
 from protocol.api_keys import ApiKey, request_schema
 from protocol.entities import build, nested
+from protocol.length_guard import LengthError, check_lengths
 from protocol.messages import encode_body
 from tests.unit.control_manager_images import cluster_log
 
@@ -87,3 +91,15 @@ def test_the_broker_limit_caps_the_client_limit_and_a_page_names_the_next() -> N
 def test_a_cursor_outside_the_requested_topics_or_at_a_negative_partition_is_invalid() -> None:
     for req in (request(["a"], cursor=("b", 0)), request(["a"], cursor=("a", -1))):
         assert [(t.name, t.error_code) for t in answer(req).topics] == [("a", ErrorCode.invalid_request)]
+
+
+def test_the_length_guard_reads_the_nullable_cursor() -> None:
+    """The cursor is a nullable struct (an int8 marker first): the guard must not take the marker for a length."""
+    schema = request_schema(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)
+    for req in (request(["a"]), request(["a", "b"], cursor=("b", 1))):
+        out = io.BytesIO()
+        entity_writer(schema)(out, req)
+        body = out.getvalue()
+        check_lengths(schema, memoryview(body), 0)
+        with pytest.raises(LengthError):
+            check_lengths(schema, memoryview(body[:-2]), 0)
