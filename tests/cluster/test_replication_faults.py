@@ -359,7 +359,8 @@ def test_a_partition_whose_last_isr_member_died_stays_leaderless(cluster: KafkaC
     while time.monotonic() < deadline:
         assert partition_state(survivors, name)[0] == -1, "a replica outside the ISR was elected with unclean election disabled"
         time.sleep(0.5)
-    # The last ISR member's return is a clean election: it leads again with every record it had.
+    # The last ISR member returns and leads again with every record it had (it restarted uncleanly, so with
+    # eligible leader replicas on it is elected as the partition's last known leader, KIP-966).
     restart(cluster, leader)
     wait_until("the old leader leading again", lambda: partition_state(cluster.bootstrap, name)[0] == leader or None, TIMEOUT_S)
     wait_for_isr(cluster, name, {1, 2, 3})
