@@ -140,6 +140,7 @@ class PartitionChangeBuilder:
         return NO_LEADER, False
 
     def _can_elect_last_known_leader(self) -> bool:
+        """Kafka's canElectLastKnownLeader, with KAFKA-19522's fix: never a last known leader that may not lead."""
         last_known = self._partition.last_known_elr
         if not self._elr_enabled or self._target_isr or self._target_elr or len(last_known) != 1:
             return False
@@ -161,8 +162,8 @@ class PartitionChangeBuilder:
         return None if target == self._partition.elr else target
 
     def _last_known_leader(self, new_leader: int) -> tuple[int, ...] | None:
-        """The record's last_known_elr (Kafka's maybeUpdateLastKnownLeader, as of KAFKA-19522): the leader
-        a partition loses when it goes leaderless, cleared once it has a leader again."""
+        """The record's last_known_elr (Kafka's maybeUpdateLastKnownLeader): the leader a partition loses
+        when it goes leaderless, cleared once it has a leader again."""
         partition = self._partition
         if not self._elr_enabled:
             return None
