@@ -13,7 +13,8 @@ from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, 
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic, ResourceType
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8
+from kio.schema.describe_topic_partitions.v0 import request as describe_v0
+from kio.static.primitive import i8, i32
 
 from broker import wire_client
 from storage.log_cleaner import CLEANER_STATS_KEY
@@ -104,12 +105,38 @@ def topics_describe(bootstrap: str, name: str | None, out: TextIO = sys.stdout) 
         cfg = ",".join(f"{k}={v}" for k, v in sorted(configs.get(n, {}).items()))
         print(f"Topic: {n}\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {cfg}", file=out)
         cleaning = _cleaner_stats(bootstrap, n)
+        eligible = _eligible_leaders(bootstrap, n)
         for index in sorted(parts):
             p = parts[index]
             line = f"\tTopic: {n}\tPartition: {index}\tLeader: {p.leader}\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isrs))}"
+            elr, last_known = eligible.get(index, (None, None))
+            line += f"\tElr: {_broker_list(elr)}\tLastKnownElr: {_broker_list(last_known)}"
             if index in cleaning:
                 line += _format_cleaning(cleaning[index])
             print(line, file=out)
+
+
+def _eligible_leaders(bootstrap: str, topic: str) -> dict[int, tuple[tuple[int, ...] | None, tuple[int, ...] | None]]:
+    """Each partition's eligible leader replicas and last known ELR (KIP-966), from DescribeTopicPartitions
+    page by page; nothing from a broker that does not serve it (kafka-topics.sh then prints N/A)."""
+    found: dict[int, tuple[tuple[int, ...] | None, tuple[int, ...] | None]] = {}
+    cursor: describe_v0.Cursor | None = None
+    while True:
+        body = describe_v0.DescribeTopicPartitionsRequest(topics=(describe_v0.TopicRequest(name=topic),), response_partition_limit=i32(2000), cursor=cursor)
+        try:
+            response = wire_client.request(bootstrap, body, client_id="kbroker-cli")
+        except OSError:
+            return found
+        for answer in response.topics:
+            for p in answer.partitions:
+                found[int(p.partition_index)] = (p.eligible_leader_replicas, p.last_known_elr)
+        if response.next_cursor is None or response.next_cursor.topic_name != topic:
+            return found
+        cursor = describe_v0.Cursor(topic_name=topic, partition_index=response.next_cursor.partition_index)
+
+
+def _broker_list(brokers: tuple[int, ...] | None) -> str:
+    return "N/A" if brokers is None else ",".join(map(str, brokers))
 
 
 def _cleaner_stats(bootstrap: str, topic: str) -> dict[int, dict[str, Any]]:

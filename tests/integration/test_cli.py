@@ -23,6 +23,8 @@ def test_topics_produce_consume_configs(shared_broker, topic_name: str) -> None:
     assert kbroker("topics", "alter", topic_name, "--partitions-to", "3", "--config", "segment.bytes=1048576", *b).returncode == 0
     described = kbroker("topics", "describe", topic_name, *b).stdout
     assert "PartitionCount: 3" in described and "retention.ms=86400000" in described and "segment.bytes=1048576" in described
+    # As kafka-topics.sh: each partition's eligible leader replicas (none while the ISR is whole), from DescribeTopicPartitions.
+    assert all("\tIsr: 1\tElr: \tLastKnownElr: " in line for line in described.splitlines()[1:]), described
     configs = kbroker("configs", "describe", "--entity-type", "topics", "--entity-name", topic_name, *b).stdout
     assert "retention.ms=86400000 (DYNAMIC_TOPIC_CONFIG)" in configs
     assert kbroker("topics", "delete", topic_name, *b).returncode == 0
