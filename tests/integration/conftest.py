@@ -21,7 +21,8 @@ import pytest
 from tests.integration.helpers import unique_topic
 
 REPO = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 30.0
+# Generous: a cluster test starts up to seven Python processes at once on a 2-core machine.
+START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 POLL_INTERVAL_S = 0.05
 TAIL_LINES = 60
