@@ -17,7 +17,9 @@ from broker.metadata.metadata_image import PartitionRegistration
 from replication.follower_fetch_state import EpochEndOffset, follower_high_watermark, offset_out_of_range_restart, truncation_for_diverging_epoch
 from replication.partition_state import AlterPartitionIntent, PartitionLeaderState
 from storage.errors import StorageError
-from storage.log import AppendOrigin, FetchDataInfo, Log, LogAppendInfo
+from storage.fetch_data_info import FetchDataInfo
+from storage.producer_state_manager import AppendOrigin
+from storage.unified_log import LogAppendInfo, UnifiedLog
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -84,7 +86,7 @@ class Partition:
     """A replica hosted here, as the metadata image assigns it. Only a leader takes produce and
     consumer fetches; it also serves its followers' fetches and keeps their progress."""
 
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, settings: ReplicationSettings) -> None:
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: UnifiedLog, settings: ReplicationSettings) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id

@@ -22,7 +22,7 @@ from broker.metadata.metadata_image import EMPTY_IMAGE, NO_LEADER, TOPIC_RESOURC
 from broker.metadata.topics_delta import PartitionInfo
 from broker.partition import ACKS_ALL, NO_EPOCH, LogReadResult, Partition, ReplicationSettings
 from storage.errors import StorageError
-from storage.log import AppendOrigin
+from storage.producer_state_manager import AppendOrigin
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 

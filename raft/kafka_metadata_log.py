@@ -1,4 +1,4 @@
-"""KafkaMetadataLog: the Raft log ``__cluster_metadata-0`` on ``storage.log.Log``, with its snapshots.
+"""KafkaMetadataLog: the Raft log ``__cluster_metadata-0`` on ``storage.unified_log.UnifiedLog``, with its snapshots.
 
 The log is opened here, not by the LogManager, as Kafka does: retention, the cleaner and the
 recovery-point checkpoints never touch it. Segments go only when a snapshot covers them
@@ -33,7 +33,8 @@ from storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
-from storage.log import AppendOrigin, Log, wall_clock_ms
+from storage.producer_state_manager import AppendOrigin
+from storage.unified_log import UnifiedLog, wall_clock_ms
 from storage.log_config import LogConfig
 
 log = structlog.get_logger()
@@ -86,7 +87,7 @@ class MetadataLogConfig:
 class KafkaMetadataLog:
     """ReplicatedLog on disk. Create with ``open``."""
 
-    def __init__(self, storage_log: Log, snapshots: dict[OffsetAndEpoch, FileRawSnapshotReader | None]) -> None:
+    def __init__(self, storage_log: UnifiedLog, snapshots: dict[OffsetAndEpoch, FileRawSnapshotReader | None]) -> None:
         self.log = storage_log
         self.dir = storage_log.dir
         # Frozen snapshots; a reader is opened on first use and kept for the FetchSnapshot chunks that follow.
@@ -108,7 +109,7 @@ class KafkaMetadataLog:
         now_ms: Callable[[], int] = wall_clock_ms,
     ) -> "KafkaMetadataLog":
         """Open (or create) the log in ``directory``, the ``__cluster_metadata-0`` folder itself."""
-        storage_log = Log.open(
+        storage_log = UnifiedLog.open(
             directory,
             (config or MetadataLogConfig()).log_config(),
             topic_id=topic_id,
@@ -159,7 +160,7 @@ class KafkaMetadataLog:
         """Batches as the leader wrote them: they must start at the log end and follow on without a gap.
 
         A trailing partial batch (a fetch cut by its size limit) is dropped. CRCs are checked
-        by ``Log``; batch epochs may not go below the last fetched epoch (the snapshot's on a
+        by ``UnifiedLog``; batch epochs may not go below the last fetched epoch (the snapshot's on a
         log emptied by one), decrease, or pass ``epoch``, the leader's.
         """
         if not records:
@@ -406,7 +407,7 @@ class KafkaMetadataLog:
         )
 
 
-def _recover_snapshots(storage_log: Log) -> dict[OffsetAndEpoch, FileRawSnapshotReader | None]:
+def _recover_snapshots(storage_log: UnifiedLog) -> dict[OffsetAndEpoch, FileRawSnapshotReader | None]:
     """Kafka's recoverSnapshots: keep the frozen snapshots from the log start on, delete the rest
     (unfinished ``.part`` files, ``.deleted`` ones, those the log start has passed)."""
     kept: dict[OffsetAndEpoch, FileRawSnapshotReader | None] = {}

@@ -3,7 +3,7 @@
 Kafka's raft module defines the same contract (ReplicatedLog, OffsetAndEpoch,
 ValidOffsetAndEpoch, LogFetchInfo, RawSnapshotReader/Writer). Two implementations live
 beside it: an in-memory log for the deterministic simulation, and the metadata log on
-``storage.log.Log`` for real nodes. Records travel as record batch v2 bytes: the core never
+``storage.unified_log.UnifiedLog`` for real nodes. Records travel as record batch v2 bytes: the core never
 decodes a batch it only stores or forwards.
 """
 

@@ -4,7 +4,7 @@
 paths, sizes and the clean/dirty bounds), builds the offset map over the dirty section, then
 recopies the segments from the log start up to the map's last offset, in groups that fit one
 segment, into ``<base>.log.cleaned`` files (indexes included) named after each group's first
-segment. It touches no live ``Log`` object and returns what it wrote (``CleanResult``): the
+segment. It touches no live ``UnifiedLog`` object and returns what it wrote (``CleanResult``): the
 owner of the log swaps the groups in (``Log.replace_cleaned_segments``). Being a plain
 function over picklable values, it runs the same in a cleaner thread or a worker process.
 

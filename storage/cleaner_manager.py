@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from storage.log import Log
+from storage.unified_log import UnifiedLog
 
 
 @dataclass(frozen=True, slots=True)
 class LogToClean:
-    log: Log
+    log: UnifiedLog
     first_dirty_offset: int
     first_uncleanable_offset: int  # a segment's base offset: the cleaner never goes past it
     clean_bytes: int
@@ -27,14 +27,14 @@ class LogToClean:
         return self.cleanable_bytes / total if total else 0.0
 
 
-def first_dirty_offset(plog: Log, checkpoint: int | None) -> int:
+def first_dirty_offset(plog: UnifiedLog, checkpoint: int | None) -> int:
     """Where the last cleaning stopped, or the log start when that is gone (retention, truncation)."""
     if checkpoint is None or checkpoint < plog.log_start_offset or checkpoint > plog.log_end_offset:
         return plog.log_start_offset
     return checkpoint
 
 
-def log_to_clean(plog: Log, checkpoint: int | None, now_ms: int) -> LogToClean:
+def log_to_clean(plog: UnifiedLog, checkpoint: int | None, now_ms: int) -> LogToClean:
     """Kafka's cleanableOffsets and LogToClean: the dirty section, its size, and whether it is overdue."""
     config = plog.config
     first_dirty = first_dirty_offset(plog, checkpoint)
@@ -63,7 +63,7 @@ def log_to_clean(plog: Log, checkpoint: int | None, now_ms: int) -> LogToClean:
 
 
 def grab_filthiest_log(
-    logs: Iterable[tuple[tuple[str, int], Log]],
+    logs: Iterable[tuple[tuple[str, int], UnifiedLog]],
     checkpoints: dict[tuple[str, int], int],
     latest_delete_horizons: dict[tuple[str, int], int],
     now_ms: int,

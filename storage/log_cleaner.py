@@ -27,7 +27,7 @@ from storage.cleaner import CleanAborted, CleanerStats, CleanResult, CleanSpec, 
 from storage.cleaner_checkpoint import CleanerCheckpoint
 from storage.cleaner_manager import LogToClean, grab_filthiest_log, log_to_clean
 from storage.errors import KafkaStorageError
-from storage.log import Log
+from storage.unified_log import UnifiedLog
 from storage.log_segment import LogSegment
 
 log = structlog.get_logger()
@@ -80,15 +80,15 @@ class CleanerOwner(Protocol):
 
     log_dir: Path
 
-    def get_log(self, topic: str, partition: int) -> Log | None: ...
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None: ...
 
-    def all_log_items(self) -> list[tuple[TopicPartition, Log]]: ...
+    def all_log_items(self) -> list[tuple[TopicPartition, UnifiedLog]]: ...
 
 
 @dataclass(slots=True)
 class _Plan:
     key: TopicPartition
-    plog: Log
+    plog: UnifiedLog
     spec: CleanSpec
     segments: dict[int, LogSegment]  # the segments the spec names, by base offset
     dirty_ratio: float
@@ -136,7 +136,7 @@ class LogCleaner:
 
     # -- the owner's side: what the loop asks --------------------------------------------------------------
 
-    def describe(self, key: TopicPartition, plog: Log) -> dict[str, object]:
+    def describe(self, key: TopicPartition, plog: UnifiedLog) -> dict[str, object]:
         """The log's dirty ratio now and its last cleaning (what Kafka's cleaner metrics show)."""
         return describe_cleaning(plog, self.checkpoints.get(key), self.summaries.get(key), self._now_ms())
 
@@ -321,7 +321,7 @@ def _lower_priority() -> None:
     os.nice(10)
 
 
-def describe_cleaning(plog: Log, checkpoint: int | None, summary: CleaningSummary | None, now_ms: int) -> dict[str, object]:
+def describe_cleaning(plog: UnifiedLog, checkpoint: int | None, summary: CleaningSummary | None, now_ms: int) -> dict[str, object]:
     to_clean = log_to_clean(plog, checkpoint, now_ms)
     last: dict[str, object] | None = None
     if summary is not None:

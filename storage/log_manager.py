@@ -14,7 +14,8 @@ import structlog
 
 from storage.checkpoints import CheckpointError, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from storage.cleaner_checkpoint import CleanerCheckpoint
-from storage.log import Log, parse_topic_partition, wall_clock_ms
+from storage.local_log import parse_topic_partition
+from storage.unified_log import UnifiedLog, wall_clock_ms
 from storage.log_cleaner import CleanerConfig, LogCleaner, RunOnOwner, describe_cleaning
 from storage.log_config import LONG_MAX, LogConfig
 from storage.meta_properties import check_startup, directories_of
@@ -36,17 +37,17 @@ class LogManager:
         self.log_dir = log_dir
         self.default_config = default_config
         self._now_ms = now_ms
-        self.logs: dict[tuple[str, int], Log] = {}
+        self.logs: dict[tuple[str, int], UnifiedLog] = {}
         self.had_clean_shutdown = False
         # The broker epoch the clean-shutdown marker holds (-1: none): BrokerRegistration's PreviousBrokerEpoch (KIP-966).
         self.clean_shutdown_broker_epoch = -1
         # Deleted logs whose fds stay open for file.delete.delay.ms: a sendfile may still use them.
-        self._logs_to_close: list[tuple[int, Log]] = []
+        self._logs_to_close: list[tuple[int, UnifiedLog]] = []
         # What the periodic jobs have to visit, kept up to date by the logs (LogListener), so
         # that an idle node with 10,000 partitions does no work per partition every second.
-        self._rolled: set[Log] = set()  # rolled segments not fsynced yet
-        self._with_pending_deletes: set[Log] = set()  # .deleted segments waiting for file.delete.delay.ms
-        self._with_flush_ms: set[Log] = set()  # a finite flush.ms (Kafka's default is never)
+        self._rolled: set[UnifiedLog] = set()  # rolled segments not fsynced yet
+        self._with_pending_deletes: set[UnifiedLog] = set()  # .deleted segments waiting for file.delete.delay.ms
+        self._with_flush_ms: set[UnifiedLog] = set()  # a finite flush.ms (Kafka's default is never)
         self._unflushed_metadata: list[PartitionMetadataFile] = []  # partition.metadata of new logs
         # The content of the checkpoint files as last written: an unchanged one is not rewritten.
         self._written_recovery_points: dict[tuple[str, int], int] | None = None
@@ -85,7 +86,7 @@ class LogManager:
             if key == CLUSTER_METADATA_PARTITION:
                 # The Raft log: opened by the metadata quorum, outside retention and the cleaner.
                 continue
-            plog = Log.open(
+            plog = UnifiedLog.open(
                 directory,
                 self.default_config,
                 topic_id=None,
@@ -130,16 +131,16 @@ class LogManager:
 
     # -- logs -----------------------------------------------------------------------------------------------
 
-    def get_log(self, topic: str, partition: int) -> Log | None:
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
         return self.logs.get((topic, partition))
 
-    def all_logs(self) -> list[Log]:
+    def all_logs(self) -> list[UnifiedLog]:
         return list(self.logs.values())
 
-    def all_log_items(self) -> list[tuple[tuple[str, int], Log]]:
+    def all_log_items(self) -> list[tuple[tuple[str, int], UnifiedLog]]:
         return list(self.logs.items())
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID | None) -> Log:
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig, topic_id: uuid.UUID | None) -> UnifiedLog:
         key = (topic, partition)
         existing = self.logs.get(key)
         if existing is not None:
@@ -153,7 +154,7 @@ class LogManager:
             # Left over from an earlier topic of the same name, deleted while we were away.
             log.warning("log_manager.stale_log_replaced", topic=topic, partition=partition, old_topic_id=str(existing.topic_id), topic_id=str(topic_id))
             self.delete_log(topic, partition)
-        plog = Log.open(
+        plog = UnifiedLog.open(
             self.log_dir / f"{topic}-{partition}",
             config,
             topic_id=topic_id,
@@ -198,13 +199,13 @@ class LogManager:
 
     # -- LogListener: what the logs tell the periodic jobs ---------------------------------------------
 
-    def on_roll(self, plog: Log) -> None:
+    def on_roll(self, plog: UnifiedLog) -> None:
         self._rolled.add(plog)
 
-    def on_segments_scheduled_for_deletion(self, plog: Log) -> None:
+    def on_segments_scheduled_for_deletion(self, plog: UnifiedLog) -> None:
         self._with_pending_deletes.add(plog)
 
-    def on_config_changed(self, plog: Log) -> None:
+    def on_config_changed(self, plog: UnifiedLog) -> None:
         if plog.config.flush_ms < LONG_MAX:
             self._with_flush_ms.add(plog)
         else:

@@ -12,7 +12,7 @@ import os
 import random
 import struct
 from pathlib import Path
-from typing import Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterator, NamedTuple, Sequence
 
 import structlog
 
@@ -25,7 +25,11 @@ from storage.leader_epoch_cache import LeaderEpochCache
 from storage.log_config import LogConfig
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from storage.transaction_index import TransactionIndex
+from storage.transaction_index import AbortedTxn, TransactionIndex
+
+if TYPE_CHECKING:
+    # producer_state_manager reaches this module through its snapshots.
+    from storage.producer_state_manager import CompletedTxn
 
 log = structlog.get_logger()
 
@@ -465,6 +469,12 @@ class LogSegment:
         self.rolling_based_timestamp = None
         self.indexes_missing = False
         return truncated
+
+    def update_txn_index(self, txn: CompletedTxn, last_stable_offset: int) -> None:
+        """Index an aborted transaction whose marker is in this segment."""
+        # A replay after a restart may meet markers whose entries are already in the file.
+        if txn.is_aborted and txn.last_offset > self.txn_index.last_offset:
+            self.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, last_stable_offset))
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> int:
         """Remove every batch ending at or after ``offset`` (whole batches); returns the bytes removed."""

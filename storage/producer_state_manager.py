@@ -14,14 +14,15 @@ headers from the newest usable snapshot to its end.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import structlog
 
-from protocol.control_records import EndTxnMarker
+from protocol.control_records import EndTxnMarker, read_marker
+from protocol.record_batch import BatchHeader
 from storage.errors import StorageError
 from storage.producer_state_snapshot import (
     SNAPSHOT_SUFFIX,
@@ -207,6 +208,19 @@ class ProducerAppendInfo:
         if updated.current_txn_first_offset < 0 and transactional:
             updated.current_txn_first_offset = first_offset
             self.started_txn = first_offset
+
+    def append(self, header: BatchHeader, batch: Callable[[], bytes | memoryview], base_offset: int) -> CompletedTxn | None:
+        """Validate one batch (assigned ``base_offset``) against the producer's state; ``batch``
+        gives its bytes, read only for a control batch's marker."""
+        if header.is_control:
+            marker = read_marker(batch(), header)
+            if marker is None:
+                return None
+            return self.append_end_txn_marker(marker, header.producer_epoch, base_offset, header.max_timestamp)
+        last_offset = base_offset + header.last_offset_delta
+        last_seq = increment_sequence(header.base_sequence, header.last_offset_delta)
+        self.append_data_batch(header.producer_epoch, header.base_sequence, last_seq, header.max_timestamp, base_offset, last_offset, header.is_transactional)
+        return None
 
     def append_end_txn_marker(self, marker: EndTxnMarker, epoch: int, offset: int, timestamp: int) -> CompletedTxn | None:
         """Complete the producer's transaction; None when it had none open (nothing to index)."""

@@ -13,7 +13,7 @@ from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from protocol.record_batch import BatchHeader
 from protocol.records import Record, iter_records
 from broker.controller.controller_logic import CreatableTopic
-from storage.log import Log
+from storage.unified_log import UnifiedLog
 
 log = structlog.get_logger()
 
@@ -31,7 +31,7 @@ async def create_internal_topic(
         log.warning("coordinator.topic_not_created", topic=name, error=ErrorCode(created[name]).name)
 
 
-async def replay_batches(plog: Log, end_offset: int) -> AsyncIterator[tuple[BatchHeader, memoryview, list[Record]]]:
+async def replay_batches(plog: UnifiedLog, end_offset: int) -> AsyncIterator[tuple[BatchHeader, memoryview, list[Record]]]:
     """Every batch from the log start up to ``end_offset`` (the high watermark) with its keyed
     records at or above the log start; a control batch comes with no records."""
     start = plog.log_start_offset

@@ -31,7 +31,7 @@ from broker.replica_manager import ACKS_ALL, ReplicaManager
 from protocol.record_batch import BatchHeader
 from protocol.records import InvalidRecordError, Record
 from storage.errors import StorageError
-from storage.log import AppendOrigin
+from storage.producer_state_manager import AppendOrigin
 
 log = structlog.get_logger()
 

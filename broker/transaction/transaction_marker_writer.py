@@ -25,7 +25,7 @@ from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ACKS_ALL, ReplicaManager
 from protocol.control_records import build_control_batch
 from storage.errors import StorageError
-from storage.log import AppendOrigin
+from storage.producer_state_manager import AppendOrigin
 
 log = structlog.get_logger()
 

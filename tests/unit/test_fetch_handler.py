@@ -31,7 +31,7 @@ from protocol.headers import RequestHeader
 from protocol.record_batch import iter_headers
 from broker.metadata.metadata_image import MetadataImage
 from storage.fetch_data_info import FileRegion
-from storage.log import Log
+from storage.unified_log import UnifiedLog
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.log_segment import whole_batches
@@ -42,8 +42,8 @@ VERSION = 12
 TOPIC = "t"
 
 
-def open_log(directory: Path) -> Log:
-    return Log.open(
+def open_log(directory: Path) -> UnifiedLog:
+    return UnifiedLog.open(
         directory,
         LogConfig.from_properties({}),
         topic_id=None,
@@ -54,7 +54,7 @@ def open_log(directory: Path) -> Log:
     )
 
 
-def append(plog: Log, partition: Partition, payload_size: int, records: int = 1) -> int:
+def append(plog: UnifiedLog, partition: Partition, payload_size: int, records: int = 1) -> int:
     """Append one batch as the leader; returns its size on disk."""
     batch = make_batch([b"x" * payload_size] * records)
     partition.append_records_to_leader(memoryview(batch))

@@ -14,7 +14,7 @@ from broker.replica_manager import ReplicaManager
 from protocol.control_records import build_control_batch
 from protocol.record_batch import TRANSACTIONAL_MASK, iter_headers
 from broker.metadata.metadata_image import MetadataImage
-from storage.log import AppendOrigin
+from storage.producer_state_manager import AppendOrigin
 from storage.log_manager import LogManager
 from tests.unit.batch_factory import make_batch
 from tests.unit.test_fetch_handler import TOPIC, context, decode, open_log, request

@@ -17,7 +17,7 @@ from protocol.records import ControlRecordType, Record, build_control_batch, bui
 from storage.cleaner import Throttler
 from storage.cleaner_manager import log_to_clean
 from storage.errors import InvalidRecordError
-from storage.log import Log
+from storage.unified_log import UnifiedLog
 from storage.log_cleaner import CleanerConfig, LogCleaner
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -99,7 +99,7 @@ def test_retained_batch_keeps_offsets_codec_producer_and_timestamps(codec: Compr
 # -- cleaning a log ---------------------------------------------------------------------------------------------
 
 
-def manager_with(tmp_path: Path, clock: FakeClock, executor: Literal["thread", "process"] = "thread", config: dict[str, str] | None = None) -> tuple[LogManager, Log]:
+def manager_with(tmp_path: Path, clock: FakeClock, executor: Literal["thread", "process"] = "thread", config: dict[str, str] | None = None) -> tuple[LogManager, UnifiedLog]:
     manager = LogManager(tmp_path, LogConfig.from_properties({}), clock)
     manager.startup()
     plog = manager.get_or_create_log("t", 0, LogConfig.from_properties({**COMPACT, **(config or {})}), None)
@@ -108,12 +108,12 @@ def manager_with(tmp_path: Path, clock: FakeClock, executor: Literal["thread", "
     return manager, plog
 
 
-def produce(plog: Log, pairs: Sequence[tuple[bytes | None, bytes | None]], ts: int = TS, **batch: Any) -> None:
+def produce(plog: UnifiedLog, pairs: Sequence[tuple[bytes | None, bytes | None]], ts: int = TS, **batch: Any) -> None:
     for key, value in pairs:
         plog.append_as_leader(memoryview(make_batch([value], keys=[key], timestamps=[ts], **batch)), 0)
 
 
-def read_all(plog: Log) -> list[Record]:
+def read_all(plog: UnifiedLog) -> list[Record]:
     return [r for header, data in plog.batches(0) for r in iter_records(bytes(data), header)]
 
 
@@ -144,7 +144,7 @@ def test_cleaning_keeps_the_latest_record_of_each_key_and_the_offsets(tmp_path: 
     records = read_all(plog)
     assert [r.offset for r in records] == list(range(300, 310))
     manager.shutdown()
-    reopened = Log.open(tmp_path / "t-0", plog.config, topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=False, now_ms=clock)
+    reopened = UnifiedLog.open(tmp_path / "t-0", plog.config, topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=False, now_ms=clock)
     assert [(r.key, r.offset, r.value) for r in read_all(reopened)] == [(r.key, r.offset, r.value) for r in records]
     reopened.close()
 
@@ -217,12 +217,12 @@ def test_an_idempotent_producers_last_batch_survives_empty(tmp_path: Path) -> No
     manager.shutdown()
 
 
-def txn_batch(plog: Log, key: bytes, value: bytes, producer_id: int, sequence: int) -> None:
+def txn_batch(plog: UnifiedLog, key: bytes, value: bytes, producer_id: int, sequence: int) -> None:
     batch = make_batch([value], keys=[key], producer_id=producer_id, producer_epoch=0, base_sequence=sequence, attributes=TRANSACTIONAL_MASK, base_offset=plog.log_end_offset)
     plog.append_as_follower(bytes(batch))
 
 
-def marker(plog: Log, kind: ControlRecordType, producer_id: int) -> None:
+def marker(plog: UnifiedLog, kind: ControlRecordType, producer_id: int) -> None:
     plog.append_as_follower(build_control_batch(kind, producer_id, 0, 0, TS, base_offset=plog.log_end_offset))
 
 
@@ -307,7 +307,7 @@ def test_a_commit_marker_stays_while_its_batches_do_in_another_group(tmp_path: P
     markers = [h for h, _ in plog.batches(0) if h.is_control]
     assert [(h.base_offset, h.records_count) for h in markers] == [(3, 1)]
     manager.shutdown()
-    reopened = Log.open(tmp_path / "t-0", plog.config, topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=False, now_ms=clock)
+    reopened = UnifiedLog.open(tmp_path / "t-0", plog.config, topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=False, now_ms=clock)
     assert reopened.first_unstable_offset is None  # the transaction is still seen to end
     reopened.close()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from protocol.records import iter_records
-from storage.log import Log
+from storage.unified_log import UnifiedLog
 from storage.log_cleaner import SWAP_STEPS, CleanerConfig, LogCleaner
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -27,7 +27,7 @@ class Crash(BaseException):
     """Stands for the process dying: nothing after it runs."""
 
 
-def build(tmp_path: Path, clock: FakeClock) -> tuple[LogManager, Log]:
+def build(tmp_path: Path, clock: FakeClock) -> tuple[LogManager, UnifiedLog]:
     manager = LogManager(tmp_path, LogConfig.from_properties({}), clock)
     manager.startup()
     plog = manager.get_or_create_log("t", 0, LogConfig.from_properties(CONFIG), None)
@@ -40,7 +40,7 @@ def build(tmp_path: Path, clock: FakeClock) -> tuple[LogManager, Log]:
 
 
 def reopen(tmp_path: Path, clock: FakeClock) -> dict[int, tuple[bytes | None, bytes | None]]:
-    plog = Log.open(tmp_path / "t-0", LogConfig.from_properties(CONFIG), topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=False, now_ms=clock)
+    plog = UnifiedLog.open(tmp_path / "t-0", LogConfig.from_properties(CONFIG), topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=False, now_ms=clock)
     try:
         assert plog.log_end_offset == 5
         return {r.offset: (r.key, r.value) for header, data in plog.batches(0) for r in iter_records(bytes(data), header)}

@@ -1,4 +1,4 @@
-"""Idempotence and transactions on a Log: duplicates, errors, LSO, txn index, read_committed, restarts."""
+"""Idempotence and transactions on a UnifiedLog: duplicates, errors, LSO, txn index, read_committed, restarts."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from tests.unit.partitions import sole_leader
 from broker.partition import READ_COMMITTED, READ_UNCOMMITTED
 from protocol.control_records import build_control_batch
 from protocol.record_batch import TRANSACTIONAL_MASK
-from storage.log import AppendOrigin, Log
+from storage.producer_state_manager import AppendOrigin
+from storage.unified_log import UnifiedLog
 from storage.log_config import LogConfig
 from storage.producer_state_manager import (
     InvalidProducerEpochError,
@@ -26,9 +27,9 @@ from tests.unit.batch_factory import FakeClock, make_batch
 PID = 4000
 
 
-def open_log(directory: Path, clock: FakeClock, *, clean: bool = True, recovery_point: int = 0, **props: str) -> Log:
+def open_log(directory: Path, clock: FakeClock, *, clean: bool = True, recovery_point: int = 0, **props: str) -> UnifiedLog:
     config = LogConfig.from_properties({k.replace("_", "."): v for k, v in props.items()})
-    return Log.open(directory, config, topic_id=None, recovery_point=recovery_point, log_start_offset=0, had_clean_shutdown=clean, now_ms=clock)
+    return UnifiedLog.open(directory, config, topic_id=None, recovery_point=recovery_point, log_start_offset=0, had_clean_shutdown=clean, now_ms=clock)
 
 
 @pytest.fixture
@@ -41,13 +42,13 @@ def log_dir(tmp_path: Path) -> Path:
     return tmp_path / "events-0"
 
 
-def send(plog: Log, seq: int, count: int = 2, *, pid: int = PID, epoch: int = 0, txn: bool = False) -> tuple[int, int]:
+def send(plog: UnifiedLog, seq: int, count: int = 2, *, pid: int = PID, epoch: int = 0, txn: bool = False) -> tuple[int, int]:
     batch = make_batch([f"v{seq + i}".encode() for i in range(count)], producer_id=pid, producer_epoch=epoch, base_sequence=seq, attributes=TRANSACTIONAL_MASK if txn else 0)
     info = plog.append_as_leader(memoryview(batch), 0)
     return info.first_offset, info.last_offset
 
 
-def marker(plog: Log, commit: bool, *, pid: int = PID, epoch: int = 0, coordinator_epoch: int = 0) -> int:
+def marker(plog: UnifiedLog, commit: bool, *, pid: int = PID, epoch: int = 0, coordinator_epoch: int = 0) -> int:
     info = plog.append_as_leader(memoryview(bytearray(build_control_batch(pid, epoch, coordinator_epoch, commit, 1_700_000_000_000))), 0, AppendOrigin.COORDINATOR)
     return info.first_offset
 

@@ -1,6 +1,6 @@
 """The truncation scenarios of KIP-101, KIP-279 and KIP-320, step by step, on real logs.
 
-Each replica is a broker Partition over a storage Log in its own folder. A follower "fetches"
+Each replica is a broker Partition over a storage UnifiedLog in its own folder. A follower "fetches"
 by asking the leader's Partition exactly what the leader's Fetch handler asks
 (read_for_follower), and applies the answer as the replica fetcher does: DivergingEpoch
 truncates, records are appended as they are. Crashes reopen the log from disk. The question
@@ -20,7 +20,7 @@ from broker.partition import Partition, ReplicationSettings
 from protocol.records import iter_records
 from replication.follower_fetch_state import EpochEndOffset
 from storage.fetch_data_info import FileRegion
-from storage.log import Log
+from storage.unified_log import UnifiedLog
 from storage.log_config import LogConfig
 from tests.unit.batch_factory import make_batch
 
@@ -39,7 +39,7 @@ class Replica:
         self.partition = self._open()
 
     def _open(self) -> Partition:
-        log = Log.open(self.dir, LogConfig(), topic_id=TOPIC_ID, recovery_point=0, log_start_offset=0, had_clean_shutdown=False)
+        log = UnifiedLog.open(self.dir, LogConfig(), topic_id=TOPIC_ID, recovery_point=0, log_start_offset=0, had_clean_shutdown=False)
         return Partition(TOPIC, 0, TOPIC_ID, log, ReplicationSettings(self.broker_id, 30000, lambda: 1, lambda _b: True))
 
     def crash(self) -> None:

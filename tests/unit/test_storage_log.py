@@ -25,16 +25,18 @@ from storage.errors import (
     UnexpectedAppendOffsetError,
     UnsupportedForMessageFormatError,
 )
-from storage.log import AppendOrigin, Log, parse_topic_partition
+from storage.local_log import parse_topic_partition
+from storage.producer_state_manager import AppendOrigin
+from storage.unified_log import UnifiedLog
 from storage.log_config import LogConfig
 from tests.unit.batch_factory import FakeClock, concat, decode_records, make_batch
 
 BASE_TS = 1_700_000_000_000
 
 
-def open_log(directory: Path, clock: FakeClock, *, clean: bool = True, recovery_point: int = 0, log_start_offset: int = 0, topic_id: uuid.UUID | None = None, **props: str) -> Log:
+def open_log(directory: Path, clock: FakeClock, *, clean: bool = True, recovery_point: int = 0, log_start_offset: int = 0, topic_id: uuid.UUID | None = None, **props: str) -> UnifiedLog:
     config = LogConfig.from_properties({k.replace("_", "."): v for k, v in props.items()})
-    return Log.open(
+    return UnifiedLog.open(
         directory,
         config,
         topic_id=topic_id,
@@ -55,12 +57,12 @@ def log_dir(tmp_path: Path) -> Path:
     return tmp_path / "my-topic-0"
 
 
-def produce(plog: Log, *batches: bytearray, epoch: int = 0) -> tuple[int, int]:
+def produce(plog: UnifiedLog, *batches: bytearray, epoch: int = 0) -> tuple[int, int]:
     info = plog.append_as_leader(memoryview(concat(*batches)), epoch)
     return info.first_offset, info.last_offset
 
 
-def read_all(plog: Log, start: int = 0, max_offset: int | None = None, chunk: int = 300) -> list[tuple[int, int, bytes | None, bytes | None]]:
+def read_all(plog: UnifiedLog, start: int = 0, max_offset: int | None = None, chunk: int = 300) -> list[tuple[int, int, bytes | None, bytes | None]]:
     """Fetch from ``start`` the way a consumer does: read, decode whole batches, continue after the last."""
     out: list[tuple[int, int, bytes | None, bytes | None]] = []
     offset = start

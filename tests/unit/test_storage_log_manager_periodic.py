@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.log import Log
+from storage.unified_log import UnifiedLog
 from storage.log_config import LogConfig
 from storage.log_manager import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -23,7 +23,7 @@ BASE_TS = 1_700_000_000_000
 SMALL_SEGMENTS = {"segment.bytes": "300", "file.delete.delay.ms": "1000"}
 
 
-def produce(plog: Log, count: int, timestamp: int = BASE_TS) -> None:
+def produce(plog: UnifiedLog, count: int, timestamp: int = BASE_TS) -> None:
     for _ in range(count):
         plog.append_as_leader(
             memoryview(make_batch([b"m" * 50], timestamps=[timestamp])), 0
@@ -52,19 +52,19 @@ def visits(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple[str, int]]]:
         "delete_pending_segments",
         "delete_old_segments",
     ):
-        original = getattr(Log, name)
+        original = getattr(UnifiedLog, name)
 
         def spy(
-            self: Log, *args: object, _name: str = name, _original: object = original
+            self: UnifiedLog, *args: object, _name: str = name, _original: object = original
         ) -> object:
             seen.setdefault(_name, []).append(self.topic_partition)
             return _original(self, *args)  # type: ignore[operator]
 
-        monkeypatch.setattr(Log, name, spy)
+        monkeypatch.setattr(UnifiedLog, name, spy)
     return seen
 
 
-def many_logs(manager: LogManager, count: int) -> list[Log]:
+def many_logs(manager: LogManager, count: int) -> list[UnifiedLog]:
     return [
         manager.get_or_create_log("idle", p, manager.default_config, None)
         for p in range(count)
@@ -94,11 +94,11 @@ def test_a_failed_flush_of_rolled_segments_is_tried_again(
     produce(plog, 10)
     rolled_to = plog.active_segment.base_offset
 
-    def failing(self: Log) -> bool:
+    def failing(self: UnifiedLog) -> bool:
         raise OSError("disk gone")
 
     with monkeypatch.context() as patch:
-        patch.setattr(Log, "flush_rolled_segments", failing)
+        patch.setattr(UnifiedLog, "flush_rolled_segments", failing)
         with pytest.raises(OSError):
             manager.flush_dirty_logs()
     assert plog.recovery_point == 0
@@ -140,7 +140,7 @@ def test_flush_ms_follows_config_changes_made_on_the_log(
     clock.advance(10_000)
     manager.flush_dirty_logs()
     assert "flush" not in visits and plog.recovery_point == 0
-    # The replica manager changes configs on the Log itself, not through the LogManager.
+    # The replica manager changes configs on the UnifiedLog itself, not through the LogManager.
     plog.update_config(LogConfig.from_properties({"flush.ms": "1000"}))
     manager.flush_dirty_logs()
     assert visits["flush"] == [("timed", 0)] and plog.recovery_point == 1

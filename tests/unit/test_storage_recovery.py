@@ -7,21 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from storage.log import Log
+from storage.unified_log import UnifiedLog
 from storage.log_config import LogConfig
 from tests.unit.batch_factory import FakeClock, decode_records, make_batch
 
 SEGMENT = "00000000000000000000"
 
 
-def open_log(directory: Path, clock: FakeClock, *, clean: bool, recovery_point: int = 0, log_start_offset: int = 0, **props: str) -> Log:
+def open_log(directory: Path, clock: FakeClock, *, clean: bool, recovery_point: int = 0, log_start_offset: int = 0, **props: str) -> UnifiedLog:
     config = LogConfig.from_properties({k.replace("_", "."): v for k, v in props.items()})
-    return Log.open(
+    return UnifiedLog.open(
         directory, config, topic_id=None, recovery_point=recovery_point, log_start_offset=log_start_offset, had_clean_shutdown=clean, now_ms=clock
     )
 
 
-def fill(plog: Log, batches: int, records: int = 2, payload: int = 30) -> list[bytes]:
+def fill(plog: UnifiedLog, batches: int, records: int = 2, payload: int = 30) -> list[bytes]:
     values = []
     for i in range(batches):
         batch_values = [f"{i}-{j}-".encode() + b"p" * payload for j in range(records)]
@@ -30,12 +30,12 @@ def fill(plog: Log, batches: int, records: int = 2, payload: int = 30) -> list[b
     return values
 
 
-def crash(plog: Log) -> None:
+def crash(plog: UnifiedLog) -> None:
     """Drop the log the way a kill -9 does: no flush, no trimming, no time index entry at close."""
     plog.close_handlers()
 
 
-def values_read(plog: Log) -> list[bytes | None]:
+def values_read(plog: UnifiedLog) -> list[bytes | None]:
     out = []
     offset = plog.log_start_offset
     for _ in range(10_000):

@@ -8,19 +8,19 @@ from pathlib import Path
 import pytest
 
 from storage.errors import OffsetOutOfRangeError
-from storage.log import Log
+from storage.unified_log import UnifiedLog
 from storage.log_config import LogConfig
 from tests.unit.batch_factory import FakeClock, decode_records, make_batch
 
 BASE_TS = 1_700_000_000_000
 
 
-def open_log(directory: Path, clock: FakeClock, **props: str) -> Log:
+def open_log(directory: Path, clock: FakeClock, **props: str) -> UnifiedLog:
     config = LogConfig.from_properties({k.replace("_", "."): v for k, v in props.items()})
-    return Log.open(directory, config, topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=True, now_ms=clock)
+    return UnifiedLog.open(directory, config, topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=True, now_ms=clock)
 
 
-def produce(plog: Log, count: int, timestamp: int, epoch: int = 0) -> None:
+def produce(plog: UnifiedLog, count: int, timestamp: int, epoch: int = 0) -> None:
     for _ in range(count):
         plog.append_as_leader(memoryview(make_batch([b"v" * 60, b"w" * 60], keys=[b"k", b"k"], timestamps=[timestamp, timestamp])), epoch)
 
