@@ -195,9 +195,7 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """Below it every transaction is complete: min(first unstable offset, high watermark)."""
-        first_unstable = self.log.first_unstable_offset
-        return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
+        return self.log.last_stable_offset
 
     # -- produce -----------------------------------------------------------------------------------
 

@@ -96,7 +96,7 @@ class KafkaMetadataLog:
         # least there, so no truncation can reach below what a snapshot already covers.
         latest = max(snapshots, default=None)
         covered = min(latest.offset, storage_log.log_end_offset) if latest is not None else 0
-        self._high_watermark = max(storage_log.log_start_offset, covered)
+        storage_log.update_high_watermark(max(storage_log.log_start_offset, covered))
         self._logger = log.bind(topic=METADATA_TOPIC, partition=METADATA_PARTITION)
 
     @classmethod
@@ -263,8 +263,8 @@ class KafkaMetadataLog:
     # -- truncation -------------------------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
-        if offset < self._high_watermark:
-            raise ValueError(f"attempt to truncate to offset {offset}, which is below the high watermark {self._high_watermark}")
+        if offset < self.log.high_watermark:
+            raise ValueError(f"attempt to truncate to offset {offset}, which is below the high watermark {self.log.high_watermark}")
         if not self.log.truncate_to(offset):
             # Nothing past it, but an epoch started at the log end (a leader that never wrote
             # in it) must go too, as Kafka's truncateTo always trims the epoch cache.
@@ -284,7 +284,6 @@ class KafkaMetadataLog:
         self._logger.info("raft.log_truncated_to_snapshot", snapshot=str(snapshot_id), log_end_offset=self.end_offset())
         self.log.truncate_fully_and_start_at(snapshot_id.offset)
         self.log.delete_pending_segments()
-        self._high_watermark = snapshot_id.offset
         self._forget_snapshots_before(snapshot_id)
         return True
 
@@ -307,10 +306,10 @@ class KafkaMetadataLog:
         bounded = min(max(offset, self.start_offset()), self.end_offset())
         if bounded != offset:
             self._logger.warning("raft.high_watermark_bounded", requested=offset, high_watermark=bounded)
-        self._high_watermark = bounded
+        self.log.update_high_watermark(bounded)
 
     def high_watermark(self) -> int:
-        return self._high_watermark
+        return self.log.high_watermark
 
     def flush(self) -> None:
         self.log.flush()
@@ -326,8 +325,8 @@ class KafkaMetadataLog:
         if snapshot_id.offset < self.start_offset():
             self._logger.info("raft.snapshot_below_log_start", snapshot=str(snapshot_id), log_start_offset=self.start_offset())
             return None
-        if snapshot_id.offset > self._high_watermark:
-            raise ValueError(f"cannot create a snapshot with an id ({snapshot_id}) greater than the high watermark ({self._high_watermark})")
+        if snapshot_id.offset > self.log.high_watermark:
+            raise ValueError(f"cannot create a snapshot with an id ({snapshot_id}) greater than the high watermark ({self.log.high_watermark})")
         validation = self.validate_offset_and_epoch(snapshot_id.offset, snapshot_id.epoch)
         if validation.kind is not ValidationKind.VALID:
             raise ValueError(f"snapshot id ({snapshot_id}) is not valid according to the log: {validation}")
@@ -371,10 +370,10 @@ class KafkaMetadataLog:
         latest = self.latest_snapshot_id()
         if latest is None or snapshot_id not in self._snapshots or not self.start_offset() < snapshot_id.offset <= latest.offset:
             return False
-        if snapshot_id.offset > self._high_watermark:
-            raise OffsetOutOfRangeError(f"cannot increment the log start offset to {snapshot_id.offset}: past the high watermark {self._high_watermark}")
+        if snapshot_id.offset > self.log.high_watermark:
+            raise OffsetOutOfRangeError(f"cannot increment the log start offset to {snapshot_id.offset}: past the high watermark {self.log.high_watermark}")
         self.log.maybe_increment_log_start_offset(snapshot_id.offset)
-        segments = self.log.delete_old_segments(self._high_watermark)
+        segments = self.log.delete_old_segments()
         self.log.delete_pending_segments()
         forgotten = self._forget_snapshots_before(snapshot_id)
         self._logger.info("raft.log_start_moved", log_start_offset=self.start_offset(), segments_deleted=segments, snapshots_deleted=forgotten)
@@ -402,7 +401,7 @@ class KafkaMetadataLog:
 
     def __repr__(self) -> str:
         return (
-            f"KafkaMetadataLog(start={self.start_offset()}, end={self.end_offset()}, high_watermark={self._high_watermark}, "
+            f"KafkaMetadataLog(start={self.start_offset()}, end={self.end_offset()}, high_watermark={self.log.high_watermark}, "
             f"snapshots={sorted(self._snapshots)})"
         )
 

@@ -41,10 +41,9 @@ def log_to_clean(plog: UnifiedLog, checkpoint: int | None, now_ms: int) -> LogTo
     segments = plog.segments
     # The inactive segments holding offsets at or past the first dirty one.
     dirty = [s for s, nxt in zip(segments, segments[1:]) if nxt.base_offset > first_dirty]
-    uncleanable = plog.active_segment.base_offset
-    unstable = plog.first_unstable_offset
-    if unstable is not None:
-        uncleanable = min(uncleanable, unstable)
+    # Never past the last stable offset (so never past the high watermark): a follower may
+    # still truncate what lies above it, and open transactions must keep their records.
+    uncleanable = min(plog.active_segment.base_offset, plog.last_stable_offset)
     if config.min_compaction_lag_ms > 0:
         for segment in dirty:
             if segment.largest_timestamp > now_ms - config.min_compaction_lag_ms:

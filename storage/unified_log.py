@@ -408,6 +408,12 @@ class UnifiedLog:
         """The first offset of the oldest open transaction; None when every transaction is complete."""
         return self.producer_state.first_unstable_offset
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is complete and every record replicated: min(first unstable offset, high watermark)."""
+        first_unstable = self.producer_state.first_unstable_offset
+        return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
+
     def collect_aborted_transactions(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of each aborted transaction overlapping [start_offset, upper_offset)."""
         return self._local.collect_aborted_transactions(start_offset, upper_offset)
@@ -474,14 +480,15 @@ class UnifiedLog:
 
     # -- retention ----------------------------------------------------------------------------------------------
 
-    def delete_old_segments(self, high_watermark: int | None = None) -> int:
+    def delete_old_segments(self) -> int:
         """Delete segments past retention.ms / retention.bytes (when cleanup.policy has delete)
         and those wholly below the log start offset. Returns how many were deleted.
 
-        Nothing at or above ``high_watermark`` (default: the log end) is deleted. When every
-        segment is due, the log rolls first so it keeps an empty active segment.
+        Only segments wholly below the high watermark go: what a new leader may still need, or
+        a consumer has not been allowed to read, is never deleted. When every segment is due,
+        the log rolls first so it keeps an empty active segment.
         """
-        upper = self._local.log_end_offset if high_watermark is None else high_watermark
+        upper = self.high_watermark
         deleted = 0
         if self.config.deletes:
             deleted += self._delete_retention_ms_breached(upper)
@@ -540,13 +547,15 @@ class UnifiedLog:
         return len(deletable)
 
     def maybe_increment_log_start_offset(self, new_offset: int) -> None:
-        """DeleteRecords: move the log start forward (the broker checks it against the high watermark).
+        """DeleteRecords, a follower taking its leader's, the metadata log's snapshots: move the log
+        start forward, never past the high watermark.
 
         The segments it leaves wholly behind go at the next ``delete_old_segments``.
         """
-        log_end_offset = self._local.log_end_offset
-        if new_offset > log_end_offset:
-            raise OffsetOutOfRangeError(f"cannot increment the log start offset of {self._tp} to {new_offset} past the log end offset {log_end_offset}")
+        if new_offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot increment the log start offset of {self._tp} to {new_offset} since it is larger than the high watermark {self.high_watermark}"
+            )
         self._increment_log_start_offset(new_offset)
 
     def _increment_log_start_offset(self, new_offset: int) -> None:

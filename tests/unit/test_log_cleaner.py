@@ -17,11 +17,11 @@ from protocol.records import ControlRecordType, Record, build_control_batch, bui
 from storage.cleaner import Throttler
 from storage.cleaner_manager import log_to_clean
 from storage.errors import InvalidRecordError
-from storage.unified_log import UnifiedLog
 from storage.log_cleaner import CleanerConfig, LogCleaner
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.offset_map import ENTRY_BYTES, OffsetMap
+from storage.unified_log import UnifiedLog
 from tests.unit.batch_factory import FakeClock, make_batch
 
 TS = 1_700_000_000_000
@@ -111,10 +111,29 @@ def manager_with(tmp_path: Path, clock: FakeClock, executor: Literal["thread", "
 def produce(plog: UnifiedLog, pairs: Sequence[tuple[bytes | None, bytes | None]], ts: int = TS, **batch: Any) -> None:
     for key, value in pairs:
         plog.append_as_leader(memoryview(make_batch([value], keys=[key], timestamps=[ts], **batch)), 0)
+    # A sole replica: everything appended is committed, so the cleaner may reach it.
+    plog.update_high_watermark(plog.log_end_offset)
 
 
 def read_all(plog: UnifiedLog) -> list[Record]:
     return [r for header, data in plog.batches(0) for r in iter_records(bytes(data), header)]
+
+
+def test_the_cleaner_stops_at_the_high_watermark(tmp_path: Path) -> None:
+    """Kafka's cleanableOffsets: nothing at or past the last stable offset, so never past the high
+    watermark (a follower may still truncate there)."""
+    clock = FakeClock(TS)
+    manager, plog = manager_with(tmp_path, clock)
+    produce(plog, [(b"k%d" % (i % 10), b"v%d" % i) for i in range(300)])
+    plog.roll()
+    high_watermark = plog.segments[2].base_offset + 1
+    plog.update_high_watermark(high_watermark)
+    assert log_to_clean(plog, None, clock()).first_uncleanable_offset == plog.segments[2].base_offset
+    assert manager.cleaner is not None and manager.cleaner.clean_filthiest_log()
+    assert manager.cleaner.checkpoints[("t", 0)] <= high_watermark
+    assert [r.offset for r in read_all(plog) if r.offset >= high_watermark] == list(range(high_watermark, 300))
+    plog.update_high_watermark(plog.log_end_offset)
+    assert log_to_clean(plog, manager.cleaner.checkpoints[("t", 0)], clock()).first_uncleanable_offset == plog.active_segment.base_offset
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
@@ -155,6 +174,7 @@ def test_compressed_batches_are_recompressed_with_their_codec(tmp_path: Path, co
     for i in range(20):
         values = [b"x" * 30 + b"%d" % i for _ in range(5)]
         plog.append_as_leader(memoryview(make_batch(values, keys=[b"a", b"b", b"c", b"a", b"d%d" % (i % 3)], compression=codec)), 0)
+    plog.update_high_watermark(plog.log_end_offset)
     plog.roll()
     assert manager.cleaner is not None and manager.cleaner.clean_filthiest_log()
     headers = [h for h, _ in plog.batches(0)]
@@ -351,6 +371,7 @@ def test_cleaning_keeps_exactly_each_keys_latest_record(updates: list[tuple[byte
         for i in range(0, len(updates), per_batch):
             chunk = updates[i : i + per_batch]
             plog.append_as_leader(memoryview(make_batch([v for _, v in chunk], keys=[k for k, _ in chunk], compression=codec)), 0)
+        plog.update_high_watermark(plog.log_end_offset)
         plog.roll()
         assert manager.cleaner is not None and manager.cleaner.clean_filthiest_log()
         latest = {key: (offset, value) for offset, (key, value) in enumerate(updates)}

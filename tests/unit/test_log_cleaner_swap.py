@@ -34,6 +34,7 @@ def build(tmp_path: Path, clock: FakeClock) -> tuple[LogManager, UnifiedLog]:
     for key, value in WRITES:
         plog.append_as_leader(memoryview(make_batch([value], keys=[key], timestamps=[TS])), 0)
         plog.roll()
+    plog.update_high_watermark(plog.log_end_offset)
     # No cleaner threads: the tests drive clean_filthiest_log.
     manager.cleaner = LogCleaner(manager, CleanerConfig(dedupe_buffer_size=1 << 20, executor="thread"), lambda fn: fn(), clock)
     return manager, plog

@@ -103,6 +103,10 @@ def test_aborted_transaction_lso_txn_index_and_read_committed(log_dir: Path, clo
     assert marker(plog, commit=True, pid=PID + 1) == 6
     plog.update_high_watermark(plog.log_end_offset)
     assert plog.first_unstable_offset is None and partition.last_stable_offset == 7
+    # The last stable offset never passes the high watermark, transactions or not.
+    plog.update_high_watermark(4)
+    assert plog.last_stable_offset == partition.last_stable_offset == 4
+    plog.update_high_watermark(plog.log_end_offset)
     read = partition.read_records(0, 1 << 20, READ_COMMITTED, True)
     assert read.aborted_transactions == [(PID, 1)]
     assert partition.read_records(0, 1 << 20, READ_UNCOMMITTED, True).aborted_transactions is None
@@ -178,6 +182,7 @@ def test_retention_deletes_snapshots_with_their_segments(log_dir: Path, clock: F
     for seq in range(0, 40, 2):
         send(plog, seq)
     before = list_snapshots(log_dir)
+    plog.update_high_watermark(plog.log_end_offset)
     assert plog.delete_old_segments() > 1
     after = list_snapshots(log_dir)
     assert after and after[0] >= plog.segments[0].base_offset and len(after) < len(before)

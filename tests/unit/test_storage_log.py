@@ -344,6 +344,9 @@ def test_read_at_the_end_and_out_of_range(log_dir: Path, clock: FakeClock) -> No
     with pytest.raises(OffsetOutOfRangeError) as err:
         plog.read(4, 1000, None, True)
     assert err.value.error_code == 1
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.maybe_increment_log_start_offset(2)  # past the high watermark
+    plog.update_high_watermark(3)
     plog.maybe_increment_log_start_offset(2)
     with pytest.raises(OffsetOutOfRangeError):
         plog.read(1, 1000, None, True)
@@ -387,6 +390,7 @@ def test_fetch_offset_by_timestamp(log_dir: Path, clock: FakeClock) -> None:
 def test_by_time_skips_records_below_the_log_start(log_dir: Path, clock: FakeClock) -> None:
     plog = open_log(log_dir, clock)
     produce(plog, make_batch([b"a", b"b", b"c"], timestamps=[BASE_TS, BASE_TS + 1, BASE_TS + 2]))
+    plog.update_high_watermark(3)
     plog.maybe_increment_log_start_offset(2)
     assert plog.fetch_offset_by_timestamp(BASE_TS) == (BASE_TS + 2, 2, 0)
     assert plog.fetch_offset_by_timestamp(-2) == (-1, 2, 0)

@@ -21,6 +21,7 @@ def produce(manager: LogManager, topic: str, partition: int, count: int, config:
     plog = manager.get_or_create_log(topic, partition, config or manager.default_config, None)
     for _ in range(count):
         plog.append_as_leader(memoryview(make_batch([b"m" * 50], keys=[b"k"], timestamps=[timestamp])), 0)
+        plog.update_high_watermark(plog.log_end_offset)
 
 
 def test_checkpoint_file_round_trip(tmp_path: Path) -> None:

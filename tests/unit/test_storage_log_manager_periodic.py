@@ -28,6 +28,7 @@ def produce(plog: UnifiedLog, count: int, timestamp: int = BASE_TS) -> None:
         plog.append_as_leader(
             memoryview(make_batch([b"m" * 50], timestamps=[timestamp])), 0
         )
+    plog.update_high_watermark(plog.log_end_offset)
 
 
 @pytest.fixture
