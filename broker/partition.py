@@ -16,15 +16,17 @@ from kio.schema.errors import ErrorCode
 from broker.metadata.metadata_image import PartitionRegistration
 from replication.follower_fetch_state import EpochEndOffset, follower_high_watermark, offset_out_of_range_restart, truncation_for_diverging_epoch
 from replication.partition_state import AlterPartitionIntent, PartitionLeaderState
-from storage.errors import StorageError
+from protocol.record_batch import NO_TIMESTAMP
+from storage.errors import OffsetOutOfRangeError, StorageError
 from storage.fetch_data_info import FetchDataInfo
-from storage.producer_state_manager import AppendOrigin
-from storage.unified_log import LogAppendInfo, UnifiedLog
+from storage.producer_state_manager import AppendOrigin, ProducerStateEntry
+from storage.unified_log import LATEST_TIMESTAMP, LogAppendInfo, UnifiedLog
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 NO_EPOCH = -1
 ACKS_ALL = -1
+HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark"
 
 
 @dataclass(slots=True)
@@ -58,6 +60,12 @@ class NotLeaderOrFollowerError(StorageError):
     """A leader's operation on a replica this node only follows."""
 
     error_code = ErrorCode.not_leader_or_follower
+
+
+class UnknownTopicOrPartitionError(StorageError):
+    """A partition the metadata does not have."""
+
+    error_code = ErrorCode.unknown_topic_or_partition
 
 
 class FencedLeaderEpochError(StorageError):
@@ -176,6 +184,43 @@ class Partition:
         if current_leader_epoch < self.leader_epoch:
             raise FencedLeaderEpochError(f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is older than {self.leader_epoch}")
         raise UnknownLeaderEpochError(f"{self.topic}-{self.index}: leader epoch {current_leader_epoch} is newer than {self.leader_epoch}")
+
+    # -- what the leader answers from its log (ListOffsets, OffsetForLeaderEpoch, DeleteRecords, ...) ---
+
+    def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int, current_leader_epoch: int) -> tuple[int, int, int] | None:
+        """Kafka's fetchOffsetForTimestamp: (timestamp, offset, leader epoch), None when no record is
+        that recent. The latest offset is the high watermark (the last stable offset for
+        read_committed): consumers are never told of offsets they may not read."""
+        self._leader()
+        self.check_leader_epoch(current_leader_epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            return NO_TIMESTAMP, self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark, self.leader_epoch
+        return self.log.fetch_offset_by_timestamp(timestamp)
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on the leader: (epoch, end offset), (-1, -1) when unknown."""
+        self._leader()
+        self.check_leader_epoch(current_leader_epoch)
+        return self.log.end_offset_for_epoch(leader_epoch)
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """DeleteRecords: move the log start to ``offset`` (-1: the high watermark); returns the new
+        low watermark. OFFSET_OUT_OF_RANGE past the high watermark."""
+        self._leader()
+        target = self.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(f"cannot delete the records of {self.topic}-{self.index} before offset {target}")
+        self.log.maybe_increment_log_start_offset(target)
+        return self.log.log_start_offset
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """DescribeProducers on the leader."""
+        self._leader()
+        return self.log.producer_state.active_producers()
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.log.size_in_bytes
 
     # -- the leader's high watermark -----------------------------------------------------------
 

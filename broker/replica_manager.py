@@ -20,7 +20,7 @@ from broker.delayed_operations import Purgatory
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import EMPTY_IMAGE, NO_LEADER, TOPIC_RESOURCE, MetadataImage
 from broker.metadata.topics_delta import PartitionInfo
-from broker.partition import ACKS_ALL, NO_EPOCH, LogReadResult, Partition, ReplicationSettings
+from broker.partition import ACKS_ALL, NO_EPOCH, LogReadResult, NotLeaderOrFollowerError, Partition, ReplicationSettings, UnknownTopicOrPartitionError
 from storage.errors import StorageError
 from storage.producer_state_manager import AppendOrigin
 from storage.log_config import LogConfig
@@ -189,6 +189,17 @@ class ReplicaManager:
         coordinators act on. Callers answer NOT_LEADER_OR_FOLLOWER for None on a known partition."""
         partition = self.partitions.get((topic, index))
         return partition if partition is not None and partition.is_leader else None
+
+    def leader_partition(self, topic: str, index: int, image: MetadataImage) -> Partition:
+        """Kafka's getPartitionOrException, the one leader check of the requests a leader answers:
+        the partition this node leads, else NotLeaderOrFollowerError for one ``image`` has and
+        UnknownTopicOrPartitionError for one it does not."""
+        partition = self.get_partition(topic, index)
+        if partition is not None:
+            return partition
+        if image.has_partition(topic, index):
+            raise NotLeaderOrFollowerError(f"this node does not lead {topic}-{index}")
+        raise UnknownTopicOrPartitionError(f"{topic}-{index} is not in the metadata")
 
     def get_replica(self, topic: str, index: int) -> Partition | None:
         """The replica hosted here, leader or follower."""

@@ -69,7 +69,7 @@ class DescribeLogDirsHandler:
             if wanted is not None and (topic, index) not in wanted:
                 continue
             by_topic.setdefault(topic, []).append(
-                build(part_cls, partition_index=index, partition_size=partition.log.size_in_bytes, offset_lag=0, is_future_key=False)
+                build(part_cls, partition_index=index, partition_size=partition.size_in_bytes, offset_lag=0, is_future_key=False)
             )
         data_dir = self._config.data_dir.resolve()
         usage = shutil.disk_usage(data_dir)

@@ -11,8 +11,6 @@ from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 from storage.errors import StorageError
 
-HIGH_WATERMARK = -1
-
 
 class DeleteRecordsHandler:
     def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache) -> None:
@@ -33,16 +31,10 @@ class DeleteRecordsHandler:
         return build(schema, throttle_time=0, topics=tuple(topics))
 
     def _delete(self, topic: str, index: int, offset: int) -> tuple[int, int]:
-        partition = self._rm.get_partition(topic, index)
-        if partition is None:
-            known = self._metadata.image.has_partition(topic, index)
-            return -1, ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
-        target = partition.high_watermark if offset == HIGH_WATERMARK else offset
-        if target < 0 or target > partition.high_watermark:
-            return -1, ErrorCode.offset_out_of_range
         try:
-            partition.log.maybe_increment_log_start_offset(target)
+            partition = self._rm.leader_partition(topic, index, self._metadata.image)
+            low_watermark = partition.delete_records_on_leader(offset)
         except StorageError as e:
             return -1, e.error_code
         self._rm.fetch_purgatory.touch(partition.key)
-        return partition.log.log_start_offset, 0
+        return low_watermark, ErrorCode.none

@@ -11,6 +11,7 @@ from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
+from storage.errors import StorageError
 
 
 class DescribeProducersHandler:
@@ -27,11 +28,10 @@ class DescribeProducersHandler:
         for t in request.topics:
             parts: list[Any] = []
             for index in t.partition_indexes:
-                partition = self._rm.get_partition(t.name, index)
-                if partition is None:
-                    known = self._metadata.image.has_partition(t.name, index)
-                    error = ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
-                    parts.append(build(part_cls, partition_index=index, error_code=error, error_message=None, active_producers=()))
+                try:
+                    entries = self._rm.leader_partition(t.name, index, self._metadata.image).active_producers()
+                except StorageError as e:
+                    parts.append(build(part_cls, partition_index=index, error_code=e.error_code, error_message=None, active_producers=()))
                     continue
                 producers: tuple[Any, ...] = tuple(
                     build(
@@ -43,7 +43,7 @@ class DescribeProducersHandler:
                         coordinator_epoch=entry.coordinator_epoch,
                         current_txn_start_offset=entry.current_txn_first_offset,
                     )
-                    for entry in partition.log.producer_state.active_producers()
+                    for entry in entries
                 )
                 parts.append(build(part_cls, partition_index=index, error_code=ErrorCode.none, error_message=None, active_producers=producers))
             topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))

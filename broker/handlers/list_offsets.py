@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
-
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
-from broker.partition import READ_COMMITTED, Partition
 from broker.replica_manager import ReplicaManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 from storage.errors import StorageError
-
-EARLIEST = -2
-LATEST = -1
-
-
-def check_leader_epoch(partition: Partition, requested: int) -> int:
-    if requested < 0 or requested == partition.leader_epoch:
-        return 0
-    return ErrorCode.fenced_leader_epoch if requested < partition.leader_epoch else ErrorCode.unknown_leader_epoch
 
 
 class ListOffsetsHandler:
@@ -42,19 +30,9 @@ class ListOffsetsHandler:
         return build(schema, throttle_time=0, topics=tuple(topics))
 
     def _lookup(self, topic: str, index: int, timestamp: int, leader_epoch: int, isolation: int) -> tuple[int, int, int, int]:
-        partition = self._rm.get_partition(topic, index)
-        if partition is None:
-            known = self._metadata.image.has_partition(topic, index)
-            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition, -1, -1, -1)
-        error = check_leader_epoch(partition, leader_epoch)
-        if error:
-            return (error, -1, -1, -1)
-        if timestamp == LATEST:
-            # Consumers never see past the high watermark (or the LSO when read_committed).
-            end = partition.last_stable_offset if isolation == READ_COMMITTED else partition.high_watermark
-            return (0, -1, end, partition.leader_epoch)
         try:
-            found = partition.log.fetch_offset_by_timestamp(timestamp)
+            partition = self._rm.leader_partition(topic, index, self._metadata.image)
+            found = partition.fetch_offset_for_timestamp(timestamp, isolation, leader_epoch)
         except StorageError as e:
             return (e.error_code, -1, -1, -1)
         if found is None:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
-
-from broker.handlers.list_offsets import check_leader_epoch
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
+from storage.errors import StorageError
 
 
 class OffsetForLeaderEpochHandler:
@@ -31,12 +29,9 @@ class OffsetForLeaderEpochHandler:
         return build(schema, throttle_time=0, topics=tuple(topics))
 
     def _end_offset(self, topic: str, index: int, current_epoch: int, epoch: int) -> tuple[int, int, int]:
-        partition = self._rm.get_partition(topic, index)
-        if partition is None:
-            known = self._metadata.image.has_partition(topic, index)
-            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition, -1, -1)
-        error = check_leader_epoch(partition, current_epoch)
-        if error:
-            return (error, -1, -1)
-        found_epoch, end = partition.log.end_offset_for_epoch(epoch)
+        try:
+            partition = self._rm.leader_partition(topic, index, self._metadata.image)
+            found_epoch, end = partition.last_offset_for_leader_epoch(current_epoch, epoch)
+        except StorageError as e:
+            return (e.error_code, -1, -1)
         return (0, found_epoch, end)

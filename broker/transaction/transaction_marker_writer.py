@@ -18,7 +18,6 @@ import asyncio
 from typing import Iterable
 
 import structlog
-from kio.schema.errors import ErrorCode
 
 from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator, now_ms
 from broker.metadata.metadata_cache import MetadataCache
@@ -52,12 +51,9 @@ class TransactionMarkerWriter:
         image = self._metadata.image
         timestamp = now_ms()
         for topic, index in sorted(partitions):
-            partition = self._rm.get_partition(topic, index)
-            if partition is None:
-                results[(topic, index)] = ErrorCode.not_leader_or_follower if image.has_partition(topic, index) else ErrorCode.unknown_topic_or_partition
-                continue
             batch = build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, timestamp)
             try:
+                partition = self._rm.leader_partition(topic, index, image)
                 info = partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR, ACKS_ALL)
             except StorageError as e:
                 log.warning("txn_marker.append_failed", topic=topic, partition=index, producer_id=producer_id, error=str(e))
