@@ -247,19 +247,21 @@ def rebuild_producer_state(state: ProducerStateManager, local: LocalLog, log_sta
             for batch_position, header in segment.batch_headers(position):
                 if header.last_offset < start or not header.has_producer_id:
                     continue
-                _replay_batch(state, local.tp, segment, batch_position, header)
+                _replay_batch(state, local.topic_partition, segment, batch_position, header)
                 replayed += 1
     state.map_end_offset = end
     if replayed:
-        log.info("log.producer_state_rebuilt", topic_partition=local.tp, from_offset=start, to_offset=end, batches=replayed)
+        topic, partition = local.topic_partition
+        log.info("log.producer_state_rebuilt", topic=topic, partition=partition, from_offset=start, to_offset=end, batches=replayed)
 
 
-def _replay_batch(state: ProducerStateManager, tp: str, segment: LogSegment, position: int, header: BatchHeader) -> None:
+def _replay_batch(state: ProducerStateManager, topic_partition: tuple[str, int], segment: LogSegment, position: int, header: BatchHeader) -> None:
     info = state.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
     try:
         completed = info.append(header, lambda: segment.read_batch(position, header.size), header.base_offset)
     except (StorageError, ValueError) as e:
-        log.warning("log.producer_state_replay_skipped", topic_partition=tp, offset=header.base_offset, error=str(e))
+        topic, partition = topic_partition
+        log.warning("log.producer_state_replay_skipped", topic=topic, partition=partition, offset=header.base_offset, error=str(e))
         return
     state.update(info)
     if completed is not None:

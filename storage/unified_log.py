@@ -134,7 +134,7 @@ class UnifiedLog:
                 producer_state.truncate_fully_and_start_at(log_start_offset)
                 if topic_id is not None:
                     metadata_file.record(topic_id)
-                log.debug("log.created", topic_partition=local.tp, log_start_offset=log_start_offset)
+                log.debug("log.created", topic=local.topic_partition[0], partition=local.topic_partition[1], log_start_offset=log_start_offset)
             else:
                 topic_id = _check_topic_id(metadata_file, topic_id, directory)
                 loader = LogLoader(
