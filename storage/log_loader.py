@@ -9,7 +9,6 @@ state from its newest trustworthy snapshot.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -37,13 +36,6 @@ from storage.producer_state_manager import AppendOrigin, ProducerStateManager
 log = structlog.get_logger()
 
 
-@dataclass(frozen=True, slots=True)
-class LoadedLogOffsets:
-    log_start_offset: int
-    recovery_point: int
-    log_end_offset: int
-
-
 class LogLoader:
     def __init__(
         self,
@@ -66,7 +58,9 @@ class LogLoader:
         self._log_start_offset = log_start_offset
         self._log = log.bind(topic=local_log.topic_partition[0], partition=local_log.topic_partition[1])
 
-    def load(self) -> LoadedLogOffsets:
+    def load(self) -> int:
+        """Fill the LocalLog with the directory's segments, its log end offset and recovery point,
+        the leader epoch cache and the producer state; returns the log start offset."""
         local = self._local
         # One listing serves every step: with 10,000 partitions a listing and a stat per file
         # per step were a third of start-up.
@@ -102,7 +96,7 @@ class LogLoader:
             indexes_rebuilt=len(rebuilt),
             producers=len(self._producer_state.producers),
         )
-        return LoadedLogOffsets(log_start_offset, new_recovery_point, log_end_offset)
+        return log_start_offset
 
     def _file_names(self) -> list[str]:
         with os.scandir(self._dir) as entries:

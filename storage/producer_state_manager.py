@@ -245,6 +245,10 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         # Open transactions: first offset -> producer id.
         self._ongoing: dict[int, int] = {}
+        # Transactions whose marker the high watermark has not passed yet: first offset -> marker
+        # offset. They stay unstable, so read_committed consumers never see an outcome a new
+        # leader may not have (Kafka's unreplicatedTxns).
+        self._unreplicated: dict[int, int] = {}
         self._first_unstable: int | None = None
         self.map_end_offset = 0  # the state covers the log below this offset
         self._snapshots = [] if created else list_snapshots(directory)
@@ -259,7 +263,8 @@ class ProducerStateManager:
 
     @property
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the oldest open transaction, None when none is open."""
+        """The first offset of the oldest transaction that is open or whose marker is not yet
+        replicated; None when there is none."""
         return self._first_unstable
 
     def active_producers(self) -> list[ProducerStateEntry]:
@@ -282,8 +287,19 @@ class ProducerStateManager:
         """Close ``txn``; returns the last stable offset right after it (for its txn index entry)."""
         if self._ongoing.pop(txn.first_offset, None) is None:
             raise ValueError(f"attempted to complete transaction {txn} on {self._tp}, which was not started")
-        self._first_unstable = min(self._ongoing) if self._ongoing else None
-        return self._first_unstable if self._first_unstable is not None else txn.last_offset + 1
+        self._unreplicated[txn.first_offset] = txn.last_offset
+        self._update_first_unstable()
+        return min(self._ongoing) if self._ongoing else txn.last_offset + 1
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is below ``high_watermark`` are stable now."""
+        if self._unreplicated:
+            self._unreplicated = {first: last for first, last in self._unreplicated.items() if last >= high_watermark}
+            self._update_first_unstable()
+
+    def _update_first_unstable(self) -> None:
+        firsts = [min(pending) for pending in (self._ongoing, self._unreplicated) if pending]
+        self._first_unstable = min(firsts) if firsts else None
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for producer.id.expiration.ms with no open transaction; returns how many."""
@@ -350,6 +366,7 @@ class ProducerStateManager:
     def _clear(self) -> None:
         self.producers.clear()
         self._ongoing.clear()
+        self._unreplicated.clear()
         self._first_unstable = None
 
     def _load_entries(self, entries: list[SnapshotEntry]) -> None:

@@ -146,7 +146,7 @@ class UnifiedLog:
                     recovery_point=recovery_point,
                     log_start_offset=log_start_offset,
                 )
-                log_start_offset = loader.load().log_start_offset
+                log_start_offset = loader.load()
         except BaseException:
             local.close_handlers()
             raise
@@ -410,7 +410,8 @@ class UnifiedLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """Below it every transaction is complete and every record replicated: min(first unstable offset, high watermark)."""
+        """Below it every record is replicated and every transaction decided, its marker replicated:
+        min(first unstable offset, high watermark)."""
         first_unstable = self.producer_state.first_unstable_offset
         return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
 
@@ -476,6 +477,7 @@ class UnifiedLog:
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, kept between the log start and the log end; returns it."""
         self.high_watermark = min(max(offset, self.log_start_offset), self._local.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         return self.high_watermark
 
     # -- retention ----------------------------------------------------------------------------------------------
@@ -594,6 +596,7 @@ class UnifiedLog:
         self.leader_epoch_cache.truncate_from_end(target_offset)
         self.log_start_offset = min(self.log_start_offset, target_offset)
         rebuild_producer_state(self.producer_state, self._local, self.log_start_offset, target_offset)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:

@@ -328,6 +328,7 @@ def test_a_commit_marker_stays_while_its_batches_do_in_another_group(tmp_path: P
     assert [(h.base_offset, h.records_count) for h in markers] == [(3, 1)]
     manager.shutdown()
     reopened = UnifiedLog.open(tmp_path / "t-0", plog.config, topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=False, now_ms=clock)
+    reopened.update_high_watermark(reopened.log_end_offset)  # as the broker does from its checkpoint
     assert reopened.first_unstable_offset is None  # the transaction is still seen to end
     reopened.close()
 

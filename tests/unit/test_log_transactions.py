@@ -160,6 +160,9 @@ def test_crash_rebuilds_state_and_txn_index_from_the_log_tail(log_dir: Path, clo
     reopened = open_log(log_dir, clock, clean=False, recovery_point=0, segment_bytes="400")
     assert reopened.log_end_offset == end
     assert send(reopened, 8) == (8, 9)  # still a duplicate
+    # Until the high watermark passes its marker, the aborted transaction is not stable either.
+    assert reopened.first_unstable_offset == aborted_at - 2
+    reopened.update_high_watermark(end)
     assert reopened.first_unstable_offset == aborted_at + 1
     assert reopened.collect_aborted_transactions(0, end) == [(PID + 1, aborted_at - 2)]
     reopened.close()

@@ -130,10 +130,16 @@ def test_transaction_first_unstable_offset_and_completion(psm: ProducerStateMana
     completed = end_txn(psm, 0, 16, commit=False)
     assert completed == CompletedTxn(PID, 10, 16, True)
     assert psm.complete_txn(completed) == 12  # the other producer's transaction is still open
+    assert psm.first_unstable_offset == 10  # until the high watermark passes the marker
+    psm.on_high_watermark_updated(16)
+    assert psm.first_unstable_offset == 10
+    psm.on_high_watermark_updated(17)
     assert psm.first_unstable_offset == 12
     completed = end_txn(psm, 0, 17, commit=True, pid=PID + 1)
     assert completed == CompletedTxn(PID + 1, 12, 17, False)
     assert psm.complete_txn(completed) == 18
+    assert psm.first_unstable_offset == 12
+    psm.on_high_watermark_updated(18)
     assert psm.first_unstable_offset is None
 
 
