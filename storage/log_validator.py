@@ -1,15 +1,14 @@
-"""LogValidator: the checks a batch passes before it is appended, and the leader's offset assignment.
+"""LogValidator: the checks a batch passes before it is appended.
 
 Everything is read from the 61-byte batch headers (structure, magic, CRC32C, sizes, counts,
-timestamps); records are decoded only to find keyless records on a compacted topic. The
-leader's offsets, leader epoch and LogAppendTime are written into the caller's buffer in place,
-so the validated bytes are the bytes appended.
+timestamps); records are decoded only to find keyless records on a compacted topic. The leader
+then writes offsets, its epoch and LogAppendTime into the same buffer (UnifiedLog), so the
+validated bytes are the bytes appended.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from protocol.record_batch import (
     HEADER_SIZE,
@@ -20,9 +19,6 @@ from protocol.record_batch import (
     UnsupportedMagic,
     is_crc_valid,
     read_header,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
 )
 from storage.batch_records import keyless_record_indexes
 from storage.errors import (
@@ -40,18 +36,6 @@ _I32 = struct.Struct(">i")
 _MIN_BATCH_LENGTH = 49  # HEADER_SIZE - LOG_OVERHEAD
 _LEGACY_RECORD_OVERHEAD = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
 _MIN_RECORD_SIZE = 7  # length, attributes, timestamp delta, offset delta, key, value, header count: one byte each
-
-
-@dataclass(slots=True)
-class ValidationResult:
-    """What assigning offsets to an append's batches gave. ``batches`` holds each batch's
-    (size, last offset, max timestamp) for the segment's indexes."""
-
-    log_append_time: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    records_count: int
-    batches: list[tuple[int, int, int]]
 
 
 class LogValidator:
@@ -99,29 +83,6 @@ class LogValidator:
             headers.append(header)
             position += header.size
         return headers
-
-    @staticmethod
-    def assign_offsets(records: memoryview, headers: list[BatchHeader], first_offset: int, leader_epoch: int, log_append_time: int) -> ValidationResult:
-        """Give the batches consecutive offsets from ``first_offset`` and the leader's epoch, in place;
-        with ``log_append_time`` >= 0 (LogAppendTime topics) also that timestamp."""
-        next_offset = first_offset
-        max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
-        records_count = 0
-        batches: list[tuple[int, int, int]] = []
-        for header in headers:
-            set_base_offset(records, header, next_offset)
-            set_partition_leader_epoch(records, header, leader_epoch)
-            batch_max_timestamp = header.max_timestamp
-            if log_append_time >= 0:
-                set_log_append_time(records, header, log_append_time)
-                batch_max_timestamp = log_append_time
-            last = next_offset + header.last_offset_delta
-            if batch_max_timestamp > max_timestamp:
-                max_timestamp, offset_of_max_timestamp = batch_max_timestamp, last
-            batches.append((header.size, last, batch_max_timestamp))
-            records_count += header.records_count
-            next_offset = last + 1
-        return ValidationResult(log_append_time, max_timestamp, offset_of_max_timestamp, records_count, batches)
 
     def validate_as_follower(self, view: memoryview) -> tuple[list[BatchHeader], int]:
         """The whole batches a leader sent and the bytes they take.

@@ -1,9 +1,9 @@
 """UnifiedLog: one partition's log as replication sees it (Kafka's UnifiedLog, no tiered storage).
 
 It owns what is more than segments: the log start offset, the high watermark, the leader epoch
-cache, the producer state and the last stable offset. Leader appends are checked by the
-LogValidator, which assigns offsets in the caller's buffer; follower appends keep the leader's
-offsets. The bytes go to disk through LocalLog with one write; reads answer with regions of
+cache, the producer state and the last stable offset. Appends are checked by the LogValidator;
+a leader's then get their offsets written into the caller's buffer, a follower's keep the
+leader's. The bytes go to disk through LocalLog with one write; reads answer with regions of
 segment files. Opening a directory is the LogLoader's job.
 """
 
@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Protocol, Sequence
 
 import structlog
 
-from protocol.record_batch import NO_TIMESTAMP, BatchHeader, iter_headers
+from protocol.record_batch import NO_TIMESTAMP, BatchHeader, iter_headers, set_base_offset, set_log_append_time, set_partition_leader_epoch
 from storage.batch_records import record_timestamps
 from storage.errors import InconsistentTopicIdError, InvalidRecordError, OffsetOutOfRangeError, RecordBatchTooLargeError, UnexpectedAppendOffsetError
 from storage.fetch_data_info import FetchDataInfo
@@ -226,20 +226,33 @@ class UnifiedLog:
                 f"message batch size is {valid_bytes} bytes in append to partition {self._tp} which exceeds the maximum configured segment size of {config.segment_bytes}"
             )
         log_append_time = now if config.message_timestamp_type == "LogAppendTime" else -1
-        first_offset = self._local.log_end_offset
-        result = self._validator.assign_offsets(records, headers, first_offset, leader_epoch, log_append_time)
-        batches = result.batches
+        first_offset = next_offset = self._local.log_end_offset
+        max_timestamp, offset_of_max_timestamp = NO_TIMESTAMP, -1
+        records_count = 0
+        batches: list[tuple[int, int, int]] = []
         producers: dict[int, ProducerAppendInfo] | None = None
         completed: list[CompletedTxn] = []
-        for header, (_size, last, _timestamp) in zip(headers, batches):
+        # One pass assigns offsets in place and checks producer state: the produce hot path.
+        for header in headers:
             if header.producer_id >= 0:
                 if producers is None:
                     producers = {}
-                duplicate = self._analyze_producer_batch(records, header, last - header.last_offset_delta, origin, producers, completed)
+                duplicate = self._analyze_producer_batch(records, header, next_offset, origin, producers, completed)
                 if duplicate is not None:
                     return duplicate
-        last_offset = batches[-1][1]
-        self._append(records, batches, first_offset, last_offset, result.max_timestamp, result.offset_of_max_timestamp, now)
+            set_base_offset(records, header, next_offset)
+            set_partition_leader_epoch(records, header, leader_epoch)
+            batch_max_timestamp = header.max_timestamp
+            if log_append_time >= 0:
+                set_log_append_time(records, header, log_append_time)
+                batch_max_timestamp = log_append_time
+            last = next_offset + header.last_offset_delta
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max_timestamp = batch_max_timestamp, last
+            batches.append((header.size, last, batch_max_timestamp))
+            records_count += header.records_count
+            next_offset = last + 1
+        self._append(records, batches, first_offset, next_offset - 1, max_timestamp, offset_of_max_timestamp, now)
         if producers is not None:
             self._update_producer_state(producers, completed)
         self.producer_state.map_end_offset = self._local.log_end_offset
@@ -247,7 +260,7 @@ class UnifiedLog:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self._maybe_flush_by_messages()
         return LogAppendInfo(
-            first_offset, last_offset, result.max_timestamp, result.offset_of_max_timestamp, log_append_time, self.log_start_offset, result.records_count, valid_bytes
+            first_offset, next_offset - 1, max_timestamp, offset_of_max_timestamp, log_append_time, self.log_start_offset, records_count, valid_bytes
         )
 
     def append_as_follower(self, records: memoryview | bytes) -> LogAppendInfo:
@@ -296,7 +309,7 @@ class UnifiedLog:
         producers: dict[int, ProducerAppendInfo],
         completed: list[CompletedTxn],
     ) -> LogAppendInfo | None:
-        """Kafka's analyzeAndValidateProducerState for one batch assigned ``base_offset``.
+        """Kafka's analyzeAndValidateProducerState for one batch about to get ``base_offset``.
 
         A client's retry of one of the producer's last five batches is answered with where
         that batch went (the returned info), and nothing is appended. Raises the producer
