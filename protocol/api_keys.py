@@ -47,6 +47,8 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
@@ -118,6 +120,9 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.DELETE_GROUPS, 0, 2, 2),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-leader-election.sh.
         ApiRange(ApiKey.ELECT_LEADERS, 0, 2, 2),
+        # Forwarded to the active controller, as Kafka's brokers do for kafka-reassign-partitions.sh.
+        ApiRange(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, 0),
+        ApiRange(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, 0),
         ApiRange(ApiKey.OFFSET_DELETE, 0, 0, NEVER_FLEXIBLE),
         ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
         ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
@@ -151,6 +156,8 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         SUPPORTED_APIS[ApiKey.CREATE_PARTITIONS],
         SUPPORTED_APIS[ApiKey.INCREMENTAL_ALTER_CONFIGS],
         SUPPORTED_APIS[ApiKey.ELECT_LEADERS],
+        SUPPORTED_APIS[ApiKey.ALTER_PARTITION_REASSIGNMENTS],
+        SUPPORTED_APIS[ApiKey.LIST_PARTITION_REASSIGNMENTS],
         SUPPORTED_APIS[ApiKey.DESCRIBE_CLUSTER],
         ApiRange(ApiKey.VOTE, 0, 2, 0),
         ApiRange(ApiKey.BEGIN_QUORUM_EPOCH, 0, 1, 1),

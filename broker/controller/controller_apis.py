@@ -2,7 +2,7 @@
 broker asks its own controller without a socket.
 
 Kafka's ControllerApis. Forwarded admin writes reuse the request handlers of broker/handlers,
-given the QuorumController; ElectLeaders, registrations, heartbeats, UnregisterBroker,
+given the QuorumController; ElectLeaders, the partition reassignments, registrations, heartbeats, UnregisterBroker,
 AllocateProducerIds and the partition leaders' AlterPartition are translated to the controller's
 calls here. While this controller is not the active one every write answers NOT_CONTROLLER (per
 item where the API has items), which is what makes a broker's ControllerChannel look for the
@@ -25,10 +25,11 @@ from broker.config import BrokerConfig
 from broker.controller.cluster_control_manager import BrokerRegistrationRequest
 from broker.controller.controller_result import ApiError
 from broker.controller.quorum_controller import NotControllerError, QuorumController
+from broker.controller.reassignment_control_manager import ReassignablePartition, ReassignableTopic
 from broker.controller.replication_control_manager import AlterPartitionTopic, IsrMember, PartitionIsrChange
 from broker.handlers.admin_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from broker.handlers.admin_topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
-from broker.handlers.forwarding import elect_leaders_response, error_response
+from broker.handlers.forwarding import alter_partition_reassignments_response, elect_leaders_response, error_response, list_partition_reassignments_response
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_records import BrokerEndpoint
 from protocol.api_keys import ApiKey, response_schema
@@ -44,7 +45,16 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 
 # Forwarded admin writes: NOT_CONTROLLER goes on every item of their answer.
 _ITEMIZED = frozenset(
-    {ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ELECT_LEADERS}
+    {
+        ApiKey.CREATE_TOPICS,
+        ApiKey.DELETE_TOPICS,
+        ApiKey.CREATE_PARTITIONS,
+        ApiKey.ALTER_CONFIGS,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.ELECT_LEADERS,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    }
 )
 # ElectLeaders v0 predates election types: it always asks for preferred leaders.
 PREFERRED_ELECTION_TYPE = 0
@@ -81,6 +91,8 @@ class ControllerApis:
             ApiKey.ALTER_CONFIGS: AlterConfigsHandler(controller),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsHandler(controller),
             ApiKey.ELECT_LEADERS: self._elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
             ApiKey.BROKER_REGISTRATION: self._broker_registration,
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.UNREGISTER_BROKER: self._unregister_broker,
@@ -190,6 +202,27 @@ class ControllerApis:
         return elect_leaders_response(
             ctx.version, ErrorCode.none, ((topic, ((r.partition, r.error_code, r.error_message) for r in results)) for topic, results in answer)
         )
+
+    async def _alter_partition_reassignments(self, ctx: RequestContext, request: Any) -> Any:
+        """AlterPartitionReassignments v0, forwarded by a broker: per partition the target replicas,
+        or null to cancel. Each partition answers NONE, UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_REPLICA_ASSIGNMENT or NO_REASSIGNMENT_IN_PROGRESS with Kafka's messages."""
+        topics = [
+            ReassignableTopic(
+                t.name, tuple(ReassignablePartition(int(p.partition_index), None if p.replicas is None else tuple(int(b) for b in p.replicas)) for p in t.partitions)
+            )
+            for t in request.topics
+        ]
+        results = await self._controller.alter_partition_reassignments(topics)
+        answers = ((t.name, ((p.partition_index, p.error_code, p.error_message) for p in t.partitions)) for t in results)
+        return alter_partition_reassignments_response(ctx.version, ErrorCode.none, None, answers)
+
+    async def _list_partition_reassignments(self, ctx: RequestContext, request: Any) -> Any:
+        """ListPartitionReassignments v0: the moves in progress, of every topic (null) or of the listed partitions."""
+        wanted = None if request.topics is None else [(t.name, [int(p) for p in t.partition_indexes]) for t in request.topics]
+        ongoing = await self._controller.list_partition_reassignments(wanted)
+        answers = ((t.name, ((p.partition_index, p.replicas, p.adding_replicas, p.removing_replicas) for p in t.partitions)) for t in ongoing)
+        return list_partition_reassignments_response(ctx.version, ErrorCode.none, None, answers)
 
     async def _alter_partition(self, ctx: RequestContext, request: Any) -> Any:
         """AlterPartition v2-3 from a partition leader, answered once its ISR changes are committed.

@@ -34,6 +34,7 @@ from broker.controller.feature_control_manager import (
     FeatureControlManager,
 )
 from broker.controller.producer_id_control_manager import PRODUCER_ID_BLOCK_SIZE, ProducerIdControlManager, ProducerIdsExhaustedError
+from broker.controller.reassignment_control_manager import ReassignmentControlManager
 from broker.controller.replica_placer import StripedReplicaPlacer
 from broker.controller.replication_control_manager import (
     BrokerView,
@@ -82,6 +83,7 @@ class QuorumControllerLogic:
             placer=StripedReplicaPlacer(rng or random.Random(0)),
             new_topic_id=new_topic_id,
         )
+        self.reassignment = ReassignmentControlManager(self.configuration.unclean_leader_election_enabled)
 
     def new_cluster_control(self, cluster_id: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> ClusterControlManager:
         """The registration and heartbeat manager for ``cluster_id``, sharing these managers."""

@@ -25,6 +25,9 @@ changes. Rules:
   factor), the replicas leaving the ISR join the ELR (they hold every record the high
   watermark passed, since it stopped moving), minus those that restarted uncleanly. An ISR
   back at min.insync.replicas clears the ELR; an unclean election clears it too.
+- A reassignment in progress completes as soon as the target ISR holds every replica that
+  stays (Kafka's completeReassignmentIfNeeded): the removed replicas leave the replicas and
+  the ISR, and a leader among them is replaced.
 
 Setting ``leader`` in the record (even to the same broker) is what bumps the leader epoch
 when the record is applied; every record bumps the partition epoch.
@@ -36,6 +39,7 @@ import enum
 import uuid
 from typing import Callable, Collection, Sequence
 
+from broker.controller.partition_reassignment import PartitionReassignmentReplicas
 from broker.metadata.metadata_image import MIGRATING_DIR, NO_LEADER, NO_LEADER_CHANGE, UNASSIGNED_DIR, PartitionRegistration
 from broker.metadata.metadata_records import PartitionChangeRecord
 
@@ -79,6 +83,8 @@ class PartitionChangeBuilder:
         self._election = Election.ONLINE
         self._target_isr: tuple[int, ...] = partition.isr
         self._target_replicas: tuple[int, ...] = partition.replicas
+        self._target_removing: tuple[int, ...] = partition.removing_replicas
+        self._target_adding: tuple[int, ...] = partition.adding_replicas
         self._target_recovery_state = partition.leader_recovery_state
         self._target_dirs = dict(zip(partition.replicas, partition.directories))
         self._min_isr = min_isr
@@ -96,6 +102,14 @@ class PartitionChangeBuilder:
 
     def set_target_replicas(self, replicas: Sequence[int]) -> PartitionChangeBuilder:
         self._target_replicas = tuple(replicas)
+        return self
+
+    def set_target_removing(self, removing: Sequence[int]) -> PartitionChangeBuilder:
+        self._target_removing = tuple(removing)
+        return self
+
+    def set_target_adding(self, adding: Sequence[int]) -> PartitionChangeBuilder:
+        self._target_adding = tuple(adding)
         return self
 
     def set_target_leader_recovery_state(self, state: int) -> PartitionChangeBuilder:
@@ -174,8 +188,16 @@ class PartitionChangeBuilder:
             return ()
         return None
 
+    def _complete_reassignment_if_needed(self) -> None:
+        ongoing = PartitionReassignmentReplicas(self._target_removing, self._target_adding, self._target_replicas)
+        completed = ongoing.maybe_complete(self._target_isr)
+        if completed is not None:
+            self._target_isr, self._target_replicas = completed.isr, completed.replicas
+            self._target_removing = self._target_adding = ()
+
     def build(self) -> PartitionChangeRecord | None:
         partition = self._partition
+        self._complete_reassignment_if_needed()
         self._populate_target_elr()
         leader, unclean = self.elect_leader()
         new_leader = NO_LEADER_CHANGE
@@ -219,6 +241,8 @@ class PartitionChangeBuilder:
             replicas=replicas,
             leader_recovery_state=recovery_state,
             directories=directories,
+            removing_replicas=self._target_removing if self._target_removing != partition.removing_replicas else None,
+            adding_replicas=self._target_adding if self._target_adding != partition.adding_replicas else None,
             eligible_leader_replicas=elr,
             last_known_elr=self._last_known_leader(new_leader),
         )

@@ -48,6 +48,7 @@ from broker.controller.controller_logic import CreatableTopic, QuorumControllerL
 from broker.controller.controller_result import ControllerResult
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, NEW_CLUSTER_FEATURES
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
+from broker.controller.reassignment_control_manager import OngoingTopicReassignment, ReassignableTopic, ReassignableTopicResult
 from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
 from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_loader import CommittedBatch
@@ -529,6 +530,26 @@ class QuorumController:
                     # As Kafka, refusals are worth seeing: a leader whose view of the partition is off.
                     self._log.info("controller.isr_change_refused", error=p.error_code, **fields)
         return reply
+
+    # -- reassignments (KIP-455) ---------------------------------------------------------------------
+
+    async def alter_partition_reassignments(self, topics: Sequence[ReassignableTopic]) -> list[ReassignableTopicResult]:
+        """AlterPartitionReassignments: each partition's answer, once the records of those that
+        succeeded are committed (a move then goes on through AlterPartition)."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[ReassignableTopicResult]]:
+            result = self._logic.reassignment.alter_partition_reassignments(image, topics)
+            return result.records, result.response
+
+        results = await self._write(decide)
+        altered = [f"{t.name}-{p.partition_index}" for t in results for p in t.partitions if p.error_code == ErrorCode.none]
+        total = sum(len(t.partitions) for t in results)
+        self._log.info("controller.reassignments_altered", succeeded=len(altered), total=total, partitions=altered)
+        return results
+
+    async def list_partition_reassignments(self, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[OngoingTopicReassignment]:
+        """ListPartitionReassignments, read by the active controller over everything it committed."""
+        return await self._write(lambda image: ([], self._logic.reassignment.list_partition_reassignments(image, topics)))
 
     # -- producer ids -------------------------------------------------------------------------------
 

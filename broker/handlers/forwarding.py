@@ -1,7 +1,8 @@
 """Admin writes a broker forwards to the active controller, as Kafka's brokers do.
 
-CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs and
-ElectLeaders are the controller's decisions, as is UnregisterBroker; DescribeQuorum, AddRaftVoter
+CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
+ElectLeaders and the partition reassignments (Alter/ListPartitionReassignments) are the
+controller's decisions, as is UnregisterBroker; DescribeQuorum, AddRaftVoter
 and RemoveRaftVoter are the quorum leader's (the active controller) to answer. A broker passes
 the client's request on unchanged (the controller listener serves the same versions) and hands
 the controller's answer back, so a client never sees NOT_CONTROLLER from a broker. When no
@@ -51,6 +52,13 @@ def error_response(api_key: ApiKey, version: int, request: Any, error_code: Erro
         # Kafka's ElectLeadersRequest.getErrorResponse: a request for every partition names none.
         requested = ((t.topic, ((p, error_code, message) for p in t.partitions)) for t in request.topic_partitions or ())
         return elect_leaders_response(version, error_code, requested)
+    if api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
+        topics = ((t.name, ((int(p.partition_index), error_code, message) for p in t.partitions)) for t in request.topics)
+        return alter_partition_reassignments_response(version, error_code, message, topics)
+    if api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
+        # Kafka's ListPartitionReassignmentsRequest.getErrorResponse: the asked partitions, with no replicas.
+        listed = ((t.name, ((int(p), (), (), ()) for p in t.partition_indexes)) for t in request.topics or ())
+        return list_partition_reassignments_response(version, error_code, message, listed)
     field, item_name, request_field = _ITEMS[api_key]
     item_cls = nested(schema, item_name)
     if api_key == ApiKey.DELETE_TOPICS and version < 6:
@@ -86,6 +94,41 @@ def elect_leaders_response(version: int, error_code: int, topics: Iterable[tuple
         for topic, partitions in topics
     )
     return build(schema, throttle_time=0, error_code=error_code, replica_election_results=results)
+
+
+def alter_partition_reassignments_response(
+    version: int, error_code: int, error_message: str | None, topics: Iterable[tuple[str, Iterable[tuple[int, int, str | None]]]]
+) -> Any:
+    """An AlterPartitionReassignments answer: the top-level code and each topic's (partition, error code, message)."""
+    schema = response_schema(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
+    topic_cls = nested(schema, "ReassignableTopicResponse")
+    partition_cls = nested(schema, "ReassignablePartitionResponse")
+    responses = tuple(
+        build(topic_cls, name=name, partitions=tuple(build(partition_cls, partition_index=p, error_code=c, error_message=m) for p, c, m in partitions))
+        for name, partitions in topics
+    )
+    return build(schema, throttle_time=0, error_code=error_code, error_message=error_message, responses=responses)
+
+
+ReplicaLists = tuple[int, Iterable[int], Iterable[int], Iterable[int]]  # partition, replicas, adding, removing
+
+
+def list_partition_reassignments_response(version: int, error_code: int, error_message: str | None, topics: Iterable[tuple[str, Iterable[ReplicaLists]]]) -> Any:
+    """A ListPartitionReassignments answer: each topic's (partition, replicas, adding, removing)."""
+    schema = response_schema(ApiKey.LIST_PARTITION_REASSIGNMENTS, version)
+    topic_cls = nested(schema, "OngoingTopicReassignment")
+    partition_cls = nested(schema, "OngoingPartitionReassignment")
+    answers = tuple(
+        build(
+            topic_cls,
+            name=name,
+            partitions=tuple(
+                build(partition_cls, partition_index=p, replicas=tuple(r), adding_replicas=tuple(a), removing_replicas=tuple(x)) for p, r, a, x in partitions
+            ),
+        )
+        for name, partitions in topics
+    )
+    return build(schema, throttle_time=0, error_code=error_code, error_message=error_message, topics=answers)
 
 
 class ForwardToControllerHandler:

@@ -1,0 +1,164 @@
+"""AlterPartitionReassignments and ListPartitionReassignments (KIP-455) on the controller.
+
+Kafka's ReplicationControlManager.alterPartitionReassignments and listPartitionReassignments,
+over the committed image. A new target writes one PartitionChangeRecord: replicas = target
+plus the replicas being removed, with adding_replicas and removing_replicas. When the target
+needs no new replica in the ISR (a reordering, a shrink) PartitionChangeBuilder completes it
+in that same record; otherwise the AlterPartition that brings the last added replica into the
+ISR does. A null target cancels: back to the original replicas, the added ones out of the ISR.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from kio.schema.errors import ErrorCode
+
+from broker.controller.controller_result import ApiError, ControllerResult
+from broker.controller.partition_change_builder import Election, PartitionChangeBuilder
+from broker.controller.partition_reassignment import PartitionReassignmentReplicas, PartitionReassignmentRevert, is_reassignment_in_progress
+from broker.controller.replication_control_manager import BrokerView, _check_manual_assignment, _leader_acceptor, default_dir
+from broker.metadata.metadata_image import MetadataImage, PartitionRegistration
+from broker.metadata.metadata_records import MetadataRecord, PartitionChangeRecord
+
+NO_REASSIGNMENT_IN_PROGRESS_MESSAGE = "No partition reassignment is in progress."
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignablePartition:
+    partition_index: int
+    replicas: tuple[int, ...] | None  # None cancels the partition's reassignment
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignableTopic:
+    name: str
+    partitions: tuple[ReassignablePartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignablePartitionResult:
+    partition_index: int
+    error_code: int
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignableTopicResult:
+    name: str
+    partitions: list[ReassignablePartitionResult]
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingPartitionReassignment:
+    partition_index: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingTopicReassignment:
+    name: str
+    partitions: list[OngoingPartitionReassignment]
+
+
+class ReassignmentControlManager:
+    def __init__(self, unclean_leader_election_enabled: Callable[[MetadataImage, str], bool]) -> None:
+        self._unclean_enabled = unclean_leader_election_enabled
+
+    def alter_partition_reassignments(self, image: MetadataImage, topics: Sequence[ReassignableTopic]) -> ControllerResult[list[ReassignableTopicResult]]:
+        """Each partition answered on its own, as Kafka does; the records of those that succeed."""
+        records: list[MetadataRecord] = []
+        results: list[ReassignableTopicResult] = []
+        for topic in topics:
+            answers: list[ReassignablePartitionResult] = []
+            for target in topic.partitions:
+                try:
+                    record = self._alter_partition_reassignment(image, topic.name, target)
+                except ApiError as refused:
+                    answers.append(ReassignablePartitionResult(target.partition_index, refused.error_code, refused.message))
+                    continue
+                if record is not None:
+                    records.append(record)
+                answers.append(ReassignablePartitionResult(target.partition_index, ErrorCode.none))
+            results.append(ReassignableTopicResult(topic.name, answers))
+        return ControllerResult(records, results)
+
+    def _alter_partition_reassignment(self, image: MetadataImage, name: str, target: ReassignablePartition) -> PartitionChangeRecord | None:
+        topic = image.topics.get(name)
+        if topic is None:
+            raise ApiError(ErrorCode.unknown_topic_or_partition, f"Unable to find a topic named {name}.")
+        partition = topic.partitions.get(target.partition_index)
+        if partition is None:
+            raise ApiError(ErrorCode.unknown_topic_or_partition, f"Unable to find partition {name}:{target.partition_index}.")
+        if target.replicas is None:
+            return self._cancel(image, name, topic.topic_id, target.partition_index, partition)
+        return _change(image, topic.topic_id, target.partition_index, partition, target.replicas)
+
+    def _cancel(self, image: MetadataImage, name: str, topic_id: uuid.UUID, index: int, partition: PartitionRegistration) -> PartitionChangeRecord | None:
+        if not is_reassignment_in_progress(partition):
+            raise ApiError(ErrorCode.no_reassignment_in_progress, NO_REASSIGNMENT_IN_PROGRESS_MESSAGE)
+        revert = PartitionReassignmentRevert.of(partition)
+        unclean = self._unclean_enabled(image, name)
+        if revert.unclean and not unclean:
+            raise ApiError(
+                ErrorCode.invalid_replica_assignment,
+                f"Unable to revert partition assignment for {name}:{index} because it would require an unclean leader election.",
+            )
+        builder = _builder(image, topic_id, index, partition)
+        if unclean:
+            builder.set_election(Election.UNCLEAN)
+        return builder.set_target_isr(revert.isr).set_target_replicas(revert.replicas).set_target_removing(()).set_target_adding(()).build()
+
+    def list_partition_reassignments(self, image: MetadataImage, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[OngoingTopicReassignment]:
+        """The reassignments in progress: of every topic (by name) for None, else of the listed
+        partitions (unknown topics and partitions, and those not moving, left out)."""
+        if topics is None:
+            topics = [(name, sorted(image.topics[name].partitions)) for name in sorted(image.topics)]
+        answer: list[OngoingTopicReassignment] = []
+        for name, indexes in topics:
+            topic = image.topics.get(name)
+            if topic is None:
+                continue
+            ongoing = [
+                OngoingPartitionReassignment(i, p.replicas, p.adding_replicas, p.removing_replicas)
+                for i in indexes
+                if (p := topic.partitions.get(i)) is not None and is_reassignment_in_progress(p)
+            ]
+            if ongoing:
+                answer.append(OngoingTopicReassignment(name, ongoing))
+        return answer
+
+
+def _change(image: MetadataImage, topic_id: uuid.UUID, index: int, partition: PartitionRegistration, target: Sequence[int]) -> PartitionChangeRecord | None:
+    """Kafka's changePartitionReassignment: the first step towards ``target``, or the whole move
+    when the ISR allows it at once. A reassignment in progress is replaced: its union of
+    replicas counts as the current ones."""
+    _check_manual_assignment(target, None, BrokerView.from_image(image))
+    reassignment = PartitionReassignmentReplicas.of(partition.replicas, target)
+    builder = _builder(image, topic_id, index, partition)
+    if reassignment.replicas != partition.replicas:
+        builder.set_target_replicas(reassignment.replicas)
+    if reassignment.removing:
+        builder.set_target_removing(reassignment.removing)
+    if reassignment.adding:
+        builder.set_target_adding(reassignment.adding)
+    return builder.build()
+
+
+def _builder(image: MetadataImage, topic_id: uuid.UUID, index: int, partition: PartitionRegistration) -> PartitionChangeBuilder:
+    return PartitionChangeBuilder(partition, topic_id, index, _leader_acceptor(image, partition), lambda b: default_dir(image, b))
+
+
+__all__ = [
+    "OngoingPartitionReassignment",
+    "OngoingTopicReassignment",
+    "ReassignablePartition",
+    "ReassignablePartitionResult",
+    "ReassignableTopic",
+    "ReassignableTopicResult",
+    "ReassignmentControlManager",
+]
