@@ -38,7 +38,7 @@ from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.describe_producers import DescribeProducersHandler
 from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsHandler
 from broker.handlers.fetch import FetchHandler
-from broker.handlers.forwarding import ForwardToControllerHandler
+from broker.handlers.forwarding import ForwardAlterConfigsHandler, ForwardToControllerHandler
 from broker.handlers.groups import (
     ConsumerGroupDescribeHandler,
     ConsumerGroupHeartbeatHandler,
@@ -239,6 +239,8 @@ class BrokerServer:
         }
         for key in FORWARDED_APIS:
             handlers[key] = ForwardToControllerHandler(key, self.channel)
+        for key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+            handlers[key] = ForwardAlterConfigsHandler(key, self.channel, cfg.node_id)
         return handlers
 
     async def start(self, started_at: float) -> None:

@@ -116,11 +116,12 @@ class ConfigurationControlManager:
         incremental: bool,
         validate_only: bool,
         validate_config: ValidateResourceConfig,
-        node_id: int,
+        node_id: int | None,
     ) -> ControllerResult[list[AlterConfigsResult]]:
         """AlterConfigs (incremental=False: the given set replaces the resource's overrides)
         and IncrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT), for topics (2) and
-        brokers (4). A broker resource names the receiving node (``node_id``), or "" for the
+        brokers (4). A broker resource names the receiving node (``node_id``; None: any node,
+        as the controller takes requests brokers checked), or "" for the
         cluster-wide default (incremental only, as in Kafka). Each resource succeeds or
         fails as a whole; broker resources get a record per given key even when
         unchanged, as Kafka writes them, so brokers reload them.
@@ -205,7 +206,7 @@ class ConfigurationControlManager:
         return ",".join(parts)
 
 
-def _check_alter_request(resource_type: int, resource_name: str, ops: Sequence[ConfigOp], incremental: bool, node_id: int) -> None:
+def _check_alter_request(resource_type: int, resource_name: str, ops: Sequence[ConfigOp], incremental: bool, node_id: int | None) -> None:
     """The broker-side checks of Kafka's ConfigAdminManager.preprocess, in its order."""
 
     def check_types() -> None:
@@ -216,7 +217,7 @@ def _check_alter_request(resource_type: int, resource_name: str, ops: Sequence[C
                 broker = int(resource_name)
             except ValueError:
                 raise ApiError(ErrorCode.invalid_request, f"Node id must be an integer, but it is: {resource_name}") from None
-            if broker != node_id:
+            if node_id is not None and broker != node_id:
                 raise ApiError(ErrorCode.invalid_request, f"Unexpected broker id, expected {node_id}, but received {resource_name}")
 
     nulls = [name for name, op, value in ops if value is None and (not incremental or op != OP_DELETE)]

@@ -140,7 +140,7 @@ class QuorumControllerLogic:
         incremental: bool,
         validate_only: bool,
         validate_config: ValidateResourceConfig,
-        node_id: int,
+        node_id: int | None,
     ) -> tuple[list[MetadataRecord], list[AlterConfigsResult]]:
         result = self.configuration.alter_configs(
             image, resources, incremental=incremental, validate_only=validate_only, validate_config=validate_config, node_id=node_id

@@ -50,6 +50,7 @@ from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, 
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
 from broker.controller.reassignment_control_manager import OngoingTopicReassignment, ReassignableTopic, ReassignableTopicResult
 from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
+from broker.dynamic_broker_config import validate_dynamic_broker_config
 from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_loader import CommittedBatch
 from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
@@ -399,9 +400,8 @@ class QuorumController:
     def _validate_resource_config(self, resource_type: int, _name: str, configs: dict[str, str]) -> None:
         if resource_type == TOPIC_RESOURCE:
             self._validate_topic_config(configs)
-        elif configs:
-            key = next(iter(configs))
-            raise InvalidConfigError(key, "Dynamic broker configs are not supported by this node yet; set them in server.properties.")
+        else:
+            validate_dynamic_broker_config(configs)
 
     def _config_default(self, resource_type: int, key: str) -> str | None:
         if resource_type == TOPIC_RESOURCE:
@@ -475,7 +475,9 @@ class QuorumController:
                 incremental=incremental,
                 validate_only=validate_only,
                 validate_config=self._validate_resource_config,
-                node_id=self._node_id,
+                # As Kafka's ControllerApis: that a broker resource names the node that received
+                # the request is checked by that broker before it forwards it (ForwardAlterConfigsHandler).
+                node_id=None,
             )
             return ([] if validate_only else records), results
 

@@ -12,6 +12,7 @@ as Kafka's forwarding does.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable
 
 import structlog
@@ -19,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
 from broker.kafka_apis import RequestContext
+from broker.metadata.metadata_image import BROKER_RESOURCE
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
@@ -142,3 +144,37 @@ class ForwardToControllerHandler:
         except ControllerUnavailableError as e:
             log.warning("forwarding.timed_out", api=self._api_key.name, error=str(e))
             return error_response(self._api_key, ctx.version, request, ErrorCode.request_timed_out, str(e))
+
+
+class ForwardAlterConfigsHandler(ForwardToControllerHandler):
+    """(Incremental)AlterConfigs, checked first as Kafka's ConfigAdminManager.preprocess does on the
+    receiving broker: a broker resource names this broker (or, incrementally, "" for the cluster
+    default). The resources that fail are answered here, the others forwarded, in request order."""
+
+    def __init__(self, api_key: ApiKey, channel: ControllerChannel, node_id: int) -> None:
+        super().__init__(api_key, channel)
+        self._node_id = node_id
+
+    async def __call__(self, ctx: RequestContext, request: Any) -> Any:
+        refused = {id(r): message for r in request.resources if (message := self._wrong_node(r)) is not None}
+        if not refused:
+            return await super().__call__(ctx, request)
+        kept = tuple(r for r in request.resources if id(r) not in refused)
+        forwarded = iter((await super().__call__(ctx, dataclasses.replace(request, resources=kept))).responses if kept else ())
+        item_cls = nested(response_schema(self._api_key, ctx.version), "AlterConfigsResourceResponse")
+        responses = tuple(
+            build(item_cls, error_code=ErrorCode.invalid_request, error_message=refused[id(r)], resource_type=r.resource_type, resource_name=r.resource_name)
+            if id(r) in refused
+            else next(forwarded)
+            for r in request.resources
+        )
+        return build(response_schema(self._api_key, ctx.version), throttle_time=0, responses=responses)
+
+    def _wrong_node(self, resource: Any) -> str | None:
+        if resource.resource_type != BROKER_RESOURCE or (resource.resource_name == "" and self._api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS):
+            return None
+        try:
+            node = int(resource.resource_name)
+        except ValueError:
+            return f"Node id must be an integer, but it is: {resource.resource_name}"
+        return None if node == self._node_id else f"Unexpected broker id, expected {self._node_id}, but received {resource.resource_name}"
