@@ -186,6 +186,55 @@ def _leader_election(args: argparse.Namespace) -> int:
     return cc.leader_election(args.bootstrap_server, args.election_type, partitions)
 
 
+def _reassign_partitions(args: argparse.Namespace) -> int:
+    from broker import reassign_partitions_command as rp
+
+    # kafka-reassign-partitions.sh's option checks (usage errors exit 2 here, as in the other commands).
+    actions = [name for name in ("generate", "execute", "verify", "cancel", "list") if getattr(args, name)]
+    if len(actions) != 1:
+        print("error: Command must include exactly one action: --generate, --execute, --verify, --cancel, --list", file=sys.stderr)
+        return 2
+    action = actions[0]
+    needs = {"generate": ["topics_to_move_json_file", "broker_list"], "execute": ["reassignment_json_file"], "verify": ["reassignment_json_file"], "cancel": ["reassignment_json_file"]}
+    for name in needs.get(action, []):
+        if getattr(args, name) is None:
+            print(f"error: Missing required argument \"[{name.replace('_', '-')}]\"", file=sys.stderr)
+            return 2
+    allowed = {"generate": {"topics_to_move_json_file", "broker_list"}, "execute": {"reassignment_json_file", "throttle", "additional"}}
+    allowed.update(verify={"reassignment_json_file", "preserve_throttles"}, cancel={"reassignment_json_file", "preserve_throttles"})
+    for name in ("topics_to_move_json_file", "broker_list", "reassignment_json_file", "throttle", "additional", "preserve_throttles"):
+        if getattr(args, name) not in (None, False) and name not in allowed.get(action, set()):
+            print(f"error: Option \"[{name.replace('_', '-')}]\" can't be used with action \"[{action}]\"", file=sys.stderr)
+            return 2
+
+    def read(path: str) -> str:
+        try:
+            return Path(path).read_text()
+        except OSError as e:
+            print(f"error: cannot read {path}: {e.strerror}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    try:
+        if action == "generate":
+            rp.generate(args.bootstrap_server, read(args.topics_to_move_json_file), args.broker_list, sys.stdout)
+        elif action == "execute":
+            throttle = -1 if args.throttle is None else args.throttle
+            rp.execute(args.bootstrap_server, read(args.reassignment_json_file), sys.stdout, throttle=throttle, additional=args.additional)
+        elif action == "verify":
+            rp.verify(args.bootstrap_server, read(args.reassignment_json_file), sys.stdout, preserve_throttles=args.preserve_throttles)
+        elif action == "cancel":
+            rp.cancel(args.bootstrap_server, read(args.reassignment_json_file), sys.stdout, preserve_throttles=args.preserve_throttles)
+        else:
+            rp.list_command(args.bootstrap_server, sys.stdout)
+    except rp.ReassignCommandError as e:
+        print(e)
+        return 1
+    except OSError as e:
+        print(f"error: no broker answered at {args.bootstrap_server}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _required(value: str | None, name: str) -> str:
     if not value:
         print(f"error: --{name} is required", file=sys.stderr)
@@ -305,6 +354,24 @@ def build_parser() -> argparse.ArgumentParser:
     election.add_argument("--partition", type=int)
     election.add_argument("--path-to-json-file", metavar="FILE", help='the partitions: {"partitions": [{"topic": "t", "partition": 0}, ...]}')
     election.set_defaults(func=_leader_election)
+
+    reassign = client(sub.add_parser("reassign-partitions", help="move partitions between brokers (like kafka-reassign-partitions.sh)"))
+    for action, text in (
+        ("generate", "propose an assignment of --topics-to-move-json-file over --broker-list"),
+        ("execute", "start the reassignment of --reassignment-json-file"),
+        ("verify", "tell whether the reassignment is done; then clear the throttles"),
+        ("cancel", "revert the reassignment's moves in progress"),
+        ("list", "list the reassignments in progress"),
+    ):
+        reassign.add_argument(f"--{action}", action="store_true", help=text)
+    reassign.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"version": 1, "topics": [{"topic": "t"}, ...]}')
+    reassign.add_argument("--broker-list", metavar="IDS", help="brokers to place the partitions on, as 1,2,3")
+    reassign.add_argument("--reassignment-json-file", metavar="FILE", help='{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}, ...]}')
+    reassign.add_argument("--throttle", type=int, metavar="BYTES", help="throttle the moves to BYTES/s (leader and follower replication rates)")
+    reassign.add_argument("--additional", action="store_true", help="execute while other reassignments are in progress")
+    reassign.add_argument("--preserve-throttles", action="store_true", help="leave the broker and topic throttles as they are")
+    reassign.add_argument("--disable-rack-aware", action="store_true", help="accepted for compatibility: --generate is rack-unaware")
+    reassign.set_defaults(func=_reassign_partitions)
     return parser
 
 

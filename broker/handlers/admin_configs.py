@@ -137,12 +137,14 @@ class DescribeConfigsHandler:
             if name not in ("", str(self._metadata.node_id)):
                 return [], ErrorCode.invalid_request, f"Unexpected broker id, expected {self._metadata.node_id} but received {name}"
             dynamic = image.configs.get((BROKER, name), {})
+            static = self._broker_config.as_properties()
             out = []
-            for key, value in sorted(self._broker_config.as_properties().items()):
+            # Dynamic-only keys too (the replication throttles that kafka-reassign-partitions.sh sets).
+            for key in sorted(static.keys() | dynamic.keys()):
                 if key in dynamic:
                     out.append((key, dynamic[key], SOURCE_DYNAMIC_BROKER_CONFIG, None))
                 else:
-                    out.append((key, value, SOURCE_STATIC_BROKER_CONFIG if self._is_explicit(key) else SOURCE_DEFAULT_CONFIG, None))
+                    out.append((key, static[key], SOURCE_STATIC_BROKER_CONFIG if self._is_explicit(key) else SOURCE_DEFAULT_CONFIG, None))
             return out, 0, None
         return [], ErrorCode.invalid_request, f"Unsupported resource type {resource_type}"
 
