@@ -250,6 +250,8 @@ class BrokerServer:
         self.lifecycle.start()
         log.info("broker.waiting_for_unfence", node_id=cfg.node_id)
         await self.lifecycle.unfenced.wait()
+        # Unfenced means caught up with the metadata log: what is not assigned here now never will be.
+        self.replica_manager.delete_stray_logs()
         apis = KafkaApis(self._handlers())  # type: ignore[arg-type]
         # What start-up built (every partition's log, the metadata image, the modules) mostly
         # lives as long as the process, yet every full collection walked all of it again: with

@@ -177,6 +177,24 @@ class ReplicaManager:
                 updated = True
         return updated
 
+    def delete_stray_logs(self) -> list[TopicPartition]:
+        """Kafka's stray replicas: once this broker has caught up with the metadata log, a log on
+        disk whose partition (by topic id) no longer lists this broker among its replicas was
+        removed while the broker was down (a reassignment, a deleted topic) and is deleted now.
+        A log with no topic id is left alone: nothing says whose it is."""
+        stray = []
+        for key, plog in self.log_manager.all_log_items():
+            if key in self.partitions or plog.topic_id is None:
+                continue
+            topic = self._image.topics_by_id.get(plog.topic_id)
+            registration = topic.partitions.get(key[1]) if topic is not None else None
+            if registration is None or self.node_id not in registration.replicas:
+                self.log_manager.delete_log(*key)
+                stray.append(key)
+        if stray:
+            log.info("replica_manager.stray_logs_deleted", partitions=[f"{t}-{p}" for t, p in stray])
+        return stray
+
     def _remove(self, key: TopicPartition) -> None:
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_fetcher_for(key)

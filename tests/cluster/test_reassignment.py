@@ -28,8 +28,9 @@ from tests.cluster.test_replication_faults import Load, assert_acked_once_at_the
 from tests.integration.helpers import unique_topic
 
 TIMEOUT_S = 90.0
-# A held-back replica's fetch, lost in its cut link, is given up after 5 s: once released it catches up soon.
-OVERRIDES = {"broker.heartbeat.interval.ms": "500", "replica.socket.timeout.ms": "5000"}
+# A held-back replica's fetch, lost in its cut link, is given up after 5 s: once released it
+# catches up soon. A killed broker is fenced (and leaves the ISRs) after 3 s.
+OVERRIDES = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500", "replica.socket.timeout.ms": "5000"}
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +140,29 @@ def test_a_cancel_reverts_to_the_original_replicas(cluster: KafkaCluster) -> Non
     wait_for_isr(cluster, name, {1, 2, 3})
     records, _ = read_to_end(cluster.bootstrap, name, [0])
     assert len(records) == 200
+
+
+def test_a_replica_removed_while_its_broker_was_down_is_deleted_when_it_returns(cluster: KafkaCluster) -> None:
+    name = unique_topic("stray")
+    create_on(cluster, name, [1, 2, 3])
+    assert len(produce(cluster.bootstrap, name, [b"s%d" % i for i in range(100)])) == 100
+    cluster.nodes[3].kill()
+    try:
+        wait_for_isr(cluster, name, {1, 2})
+        client = kafka_python_admin(cluster)
+        try:
+            # 3 is out of the ISR: the move completes as soon as 4 has caught up.
+            assert client.alter_partition_reassignments({KafkaPythonTopicPartition(name, 0): [1, 2, 4]}) == {KafkaPythonTopicPartition(name, 0): None}
+            wait_until("the move to complete", lambda: ongoing(client, name) is None or None, TIMEOUT_S)
+        finally:
+            client.close()
+        assert replicas_of(cluster, name) == [1, 2, 4] and replica_dir(cluster, 3, name).exists()
+    finally:
+        cluster.nodes[3].launch()
+        cluster.nodes[3].await_started(TIMEOUT_S)
+    wait_until("broker 3's stray copy deleted", lambda: not replica_dir(cluster, 3, name).exists() or None, TIMEOUT_S)
+    records, _ = read_to_end(cluster.bootstrap, name, [0])
+    assert len(records) == 100
 
 
 def reassign(cluster: KafkaCluster, *args: str) -> subprocess.CompletedProcess[str]:

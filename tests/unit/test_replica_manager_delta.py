@@ -151,3 +151,35 @@ def test_a_replica_fetch_from_a_stranger_or_with_a_stale_epoch_is_refused(node: 
     assert follower_fetch(2, 5) == ErrorCode.unknown_leader_epoch  # an epoch this node has not seen
     assert node.rm.partitions[("a", 0)].high_watermark == 0
     assert follower_fetch(2, 1) == 0
+
+
+def test_logs_removed_while_the_broker_was_down_are_deleted_once_it_has_caught_up(tmp_path: Path) -> None:
+    before = Node(tmp_path)
+    b = uuid.UUID(int=0xB)
+    before.commit(TopicRecord(name="a", topic_id=A), partition(0, (1, 2)), partition(1, (2, 1)), TopicRecord(name="b", topic_id=b), partition(0, (1,), topic_id=b))
+    dirs = {key: p.log.dir for key, p in before.rm.partitions.items()}
+    before.log_manager.shutdown()
+    # Meanwhile a-1 was reassigned to 2 and 3, and b deleted: the restarted broker's metadata never names them.
+    after = Node(tmp_path)
+    try:
+        after.commit(TopicRecord(name="a", topic_id=A), partition(0, (1, 2)), partition(1, (2, 3)))
+        assert all(d.exists() for d in dirs.values())
+        assert sorted(after.rm.delete_stray_logs()) == [("a", 1), ("b", 0)]
+        assert dirs[("a", 0)].exists() and not dirs[("a", 1)].exists() and not dirs[("b", 0)].exists()
+        assert set(after.rm.partitions) == {("a", 0)} and after.rm.delete_stray_logs() == []
+    finally:
+        after.log_manager.shutdown()
+
+
+def test_an_added_replica_follows_and_a_completed_move_deletes_the_removed_one(node: Node) -> None:
+    node.commit(TopicRecord(name="a", topic_id=A), partition(0, (2, 3)))
+    assert node.rm.partitions == {}
+    node.commit(change(0, replicas=(2, 3, 1), adding_replicas=(1,)))
+    follower = node.rm.partitions[("a", 0)]
+    assert not follower.is_leader and follower.leader_id == 2 and follower.log.log_end_offset == 0
+    node.commit(change(0, replicas=(1, 2, 3), isr=(2, 3, 1), adding_replicas=()))
+    assert node.rm.partitions[("a", 0)] is follower
+    node.commit(change(0, replicas=(1, 2, 3, 4), removing_replicas=(1,), adding_replicas=(4,)))
+    assert node.rm.partitions[("a", 0)] is follower
+    node.commit(change(0, replicas=(2, 3, 4), isr=(2, 3, 4), leader=2, removing_replicas=(), adding_replicas=()))
+    assert node.rm.partitions == {} and not follower.log.dir.exists()
