@@ -136,16 +136,19 @@ class ReassignmentControlManager:
 def _change(image: MetadataImage, topic_id: uuid.UUID, index: int, partition: PartitionRegistration, target: Sequence[int]) -> PartitionChangeRecord | None:
     """Kafka's changePartitionReassignment: the first step towards ``target``, or the whole move
     when the ISR allows it at once. A reassignment in progress is replaced: its union of
-    replicas counts as the current ones."""
+    replicas counts as the current ones, and its replicas still being added stay so if the
+    target keeps them.
+
+    Where Kafka sets removing and adding only when the new lists are not empty (keeping the old
+    move's otherwise), both are always replaced here: a new target that keeps every replica of
+    the union would in Kafka still remove the replicas the old move was removing."""
     _check_manual_assignment(target, None, BrokerView.from_image(image))
     reassignment = PartitionReassignmentReplicas.of(partition.replicas, target)
+    still_adding = set(partition.adding_replicas) & set(target)
     builder = _builder(image, topic_id, index, partition)
     if reassignment.replicas != partition.replicas:
         builder.set_target_replicas(reassignment.replicas)
-    if reassignment.removing:
-        builder.set_target_removing(reassignment.removing)
-    if reassignment.adding:
-        builder.set_target_adding(reassignment.adding)
+    builder.set_target_removing(reassignment.removing).set_target_adding(tuple(sorted(set(reassignment.adding) | still_adding)))
     return builder.build()
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from broker.controller.configuration_control_manager import ConfigurationControlManager
 from broker.controller.controller_apis import ControllerApis
+from broker.controller.controller_result import ControllerResult
+from broker.controller.partition_change_builder import Election
 from broker.controller.partition_reassignment import CompletedReassignment, PartitionReassignmentReplicas, PartitionReassignmentRevert
 from broker.controller.reassignment_control_manager import (
     NO_REASSIGNMENT_IN_PROGRESS_MESSAGE,
@@ -23,19 +25,19 @@ from broker.controller.reassignment_control_manager import (
     ReassignableTopic,
     ReassignmentControlManager,
 )
-from broker.controller.replication_control_manager import PartitionIsrChange
+from broker.controller.replication_control_manager import AlterPartitionReply, AlterPartitionTopic, IsrMember, PartitionIsrChange, ReplicationControlManager
 from broker.handlers.forwarding import error_response
 from broker.metadata.metadata_image import PartitionRegistration
 from broker.metadata.metadata_records import PartitionChangeRecord
 from protocol.api_keys import ApiKey, request_schema
 from protocol.entities import build, nested
 from protocol.messages import encode_body
-from tests.unit.control_manager_images import Log
+from tests.unit.control_manager_images import Log, cluster_log
 from tests.unit.preferred_leaders_fakes import single
 from tests.unit.quorum_controller_fakes import CLUSTER_ID, Clock, FakeQuorum, Node, run
 from tests.unit.test_alter_partition import alter, ask, cluster
 from tests.unit.test_quorum_controller import live_brokers, topic
-from tests.unit.test_replication_control_manager import assign, fence, part
+from tests.unit.test_replication_control_manager import assign, fence, manager, part
 
 
 def reassignments(*, unclean: bool = False) -> ReassignmentControlManager:
@@ -178,6 +180,16 @@ def test_a_new_target_replaces_the_move_in_progress() -> None:
     move(mgr, log, [2, 3, 4])
     move(mgr, log, [1, 2, 4])  # the union counts as the current replicas: 3 is removed, nothing is added
     assert state(part(log, "t")) == ((1, 2, 4, 3), (1, 2, 3), 1, (4,), (3,))
+
+
+def test_a_new_target_keeping_the_whole_union_removes_nothing() -> None:
+    rcm, log, topic_id = cluster()
+    mgr = reassignments()
+    move(mgr, log, [2, 3, 4])
+    move(mgr, log, [1, 2, 3, 4])  # 4 is still being added; 1 is no longer being removed
+    assert state(part(log, "t")) == ((1, 2, 3, 4), (1, 2, 3), 1, (4,), ())
+    log.commit(alter(rcm, log, topic_id, ask(log, [1, 2, 3, 4])).records)
+    assert state(part(log, "t")) == ((1, 2, 3, 4), (1, 2, 3, 4), 1, (), ())
 
 
 def test_errors_are_kafkas() -> None:
@@ -331,3 +343,79 @@ def test_the_forwarding_timeout_answer() -> None:
     encode_body(listed)
     assert listed.error_code == ErrorCode.request_timed_out and listed.topics == ()
 
+
+
+def isr_change(rcm: ReplicationControlManager, log: Log, name: str, isr: list[int]) -> ControllerResult[AlterPartitionReply]:
+    """The partition leader's AlterPartition for partition 0 of ``name``, members' epochs unchecked."""
+    info = log.image.topics[name]
+    p = info.partitions[0]
+    change = PartitionIsrChange(0, p.leader_epoch, tuple(IsrMember(b) for b in isr), 0, p.partition_epoch)
+    return rcm.alter_partition(log.image, p.leader, log.image.brokers[p.leader].epoch, [AlterPartitionTopic(info.topic_id, (change,))])
+
+
+def test_a_new_move_that_removes_replicas_being_added() -> None:
+    """Kafka's testReassignPartitionsHandlesNewReassignmentThatRemovesPreviouslyAddingReplicas."""
+    log = cluster_log(0, 1, 2, 3, 4, 5)
+    rcm, mgr = manager(), reassignments()
+    assign(rcm, log, "topic-1", [0, 1])
+    move(mgr, log, [2, 3], name="topic-1")
+    ongoing = mgr.list_partition_reassignments(log.image, None)
+    assert ongoing == [OngoingTopicReassignment("topic-1", [OngoingPartitionReassignment(0, (2, 3, 0, 1), (2, 3), (0, 1))])]
+    added = isr_change(rcm, log, "topic-1", [0, 1, 2])
+    assert [(p.error_code, p.isr) for t in added.response.topics for p in t.partitions] == [(ErrorCode.none, (0, 1, 2))]
+    log.commit(added.records)
+    elected = rcm.elect_leaders(log.image, Election.PREFERRED, [("topic-1", 0)])
+    assert [r.error_code for r in elected.response] == [ErrorCode.none]
+    log.commit(elected.records)
+    assert part(log, "topic-1").leader == 2
+    move(mgr, log, [4, 5], name="topic-1")
+    ongoing = mgr.list_partition_reassignments(log.image, None)
+    assert ongoing == [OngoingTopicReassignment("topic-1", [OngoingPartitionReassignment(0, (4, 5, 0, 1, 2, 3), (4, 5), (0, 1, 2, 3))])]
+    assert part(log, "topic-1").leader == 2
+    done = isr_change(rcm, log, "topic-1", [0, 1, 2, 3, 4, 5])
+    assert [p.error_code for t in done.response.topics for p in t.partitions] == [ErrorCode.new_leader_elected]
+    log.commit(done.records)
+    assert part(log, "topic-1").leader == 4
+    assert mgr.list_partition_reassignments(log.image, None) == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_any_sequence_of_moves_cancels_and_isr_changes_keeps_the_partition_consistent(data: st.DataObject) -> None:
+    """Moves, cancels and the leader's ISR changes in any order: the registration stays
+    well-formed, a move is in progress exactly until its whole target is in sync, and a move
+    that completes leaves exactly its target as the replicas."""
+    rcm, log, _ = cluster()
+    mgr = reassignments()
+    target: list[int] | None = None  # the last move's target, None once cancelled
+    for _ in range(data.draw(st.integers(1, 10))):
+        p = part(log, "t")
+        action = data.draw(st.sampled_from(["move", "cancel", "expand", "shrink"]))
+        if action == "move":
+            target = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4, unique=True))
+            assert [r.error_code for r in move(mgr, log, target)] == [ErrorCode.none]
+        elif action == "cancel":
+            [r] = move(mgr, log, None)
+            assert r.error_code in (ErrorCode.none, ErrorCode.no_reassignment_in_progress, ErrorCode.invalid_replica_assignment)
+            if r.error_code == ErrorCode.none:
+                target = None
+        else:
+            outside = [b for b in p.replicas if b not in p.isr]
+            inside = [b for b in p.isr if b != p.leader]
+            pool = outside if action == "expand" else inside
+            if not pool:
+                continue
+            chosen = data.draw(st.sampled_from(pool))
+            isr = [*p.isr, chosen] if action == "expand" else [b for b in p.isr if b != chosen]
+            log.commit(isr_change(rcm, log, "t", isr).records)
+        p = part(log, "t")
+        assert len(set(p.replicas)) == len(p.replicas) and set(p.isr) <= set(p.replicas)
+        assert set(p.adding_replicas) <= set(p.replicas) and set(p.removing_replicas) <= set(p.replicas)
+        assert not set(p.adding_replicas) & set(p.removing_replicas)
+        assert p.leader in p.isr  # every broker is live: a partition always has a leader
+        moving = bool(p.adding_replicas or p.removing_replicas)
+        if moving:
+            assert target is not None and set(p.replicas) - set(p.removing_replicas) == set(target)
+            assert not set(target) <= set(p.isr), "a move whose whole target is in sync is done"
+        elif target is not None:
+            assert list(p.replicas) == target
