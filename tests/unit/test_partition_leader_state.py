@@ -392,3 +392,18 @@ def test_random_leader_walks_keep_the_high_watermark_safe(isr_followers: set[int
         if intent is not None:
             assert intent.isr == state.isr.pending and (intent.leader_epoch, intent.partition_epoch) == (LEADER_EPOCH, state.partition_epoch)
         assert LOCAL in state.isr.committed and LOCAL in (state.isr.pending or (LOCAL,))
+
+
+def test_a_replica_being_added_by_a_reassignment_catches_up_without_holding_the_high_watermark() -> None:
+    # Leader 0 with ISR {0, 1, 2}; a reassignment adds 3 (the metadata's replicas are the union).
+    state = leader((0, 1, 2), (0, 1, 2), end=20, hw=20)
+    state.update_assignment((1, 2, 3, 0), (0, 1, 2), 20, T0)
+    assert state.effective_min_isr == 2 and not state.is_under_min_isr
+    # The new replica starts from nothing: it holds back neither the high watermark nor acks=all.
+    assert fetch(state, 3, 0, 30) == (False, None)
+    for follower in (1, 2):
+        fetch(state, follower, 30, 30)
+    assert state.high_watermark == 30
+    # Caught up to the high watermark, it asks to join the ISR: that completes the move on the controller.
+    _, intent = fetch(state, 3, 30, 30)
+    assert intent is not None and intent.isr == (0, 1, 2, 3)
