@@ -66,8 +66,13 @@ def ongoing(client: KafkaAdminClient, name: str) -> dict[str, list[int]] | None:
     return moves.get(KafkaPythonTopicPartition(name, 0))
 
 
-def replicas_of(cluster: KafkaCluster, name: str) -> list[int]:
-    return list(admin(cluster.bootstrap).list_topics(name, timeout=TIMEOUT_S).topics[name].partitions[0].replicas)
+def wait_for_replicas(cluster: KafkaCluster, name: str, replicas: list[int]) -> None:
+    """Until Metadata shows these replicas: a broker's metadata may lag the controller's answer a little."""
+
+    def shown() -> bool | None:
+        return list(admin(cluster.bootstrap).list_topics(name, timeout=TIMEOUT_S).topics[name].partitions[0].replicas) == replicas or None
+
+    wait_until(f"Metadata to show {name}-0 on {replicas}", shown, TIMEOUT_S)
 
 
 def replica_dir(cluster: KafkaCluster, node_id: int, name: str) -> Path:
@@ -101,12 +106,13 @@ def test_a_move_under_acks_all_loses_nothing_and_deletes_the_removed_replica(clu
             move = ongoing(client, name)
             assert move == {"replicas": [2, 3, 4, 1], "adding_replicas": [4], "removing_replicas": [1]}
             load.wait_for_more(300, "while broker 4 is held back")
-            assert ongoing(client, name) is not None and replicas_of(cluster, name) == [2, 3, 4, 1]
+            assert ongoing(client, name) is not None
+            wait_for_replicas(cluster, name, [2, 3, 4, 1])
             release(cluster, 4)
             # Broker 4 copies the log from the start, joins the ISR, and that completes the move.
             wait_until("the move to complete", lambda: ongoing(client, name) is None or None, TIMEOUT_S)
             load.wait_for_more(300, "after the move")
-        assert replicas_of(cluster, name) == [2, 3, 4]
+        wait_for_replicas(cluster, name, [2, 3, 4])
         leader, in_sync = partition_state(cluster.bootstrap, name)
         assert leader in (2, 3, 4) and set(in_sync) <= {2, 3, 4}
         wait_until("broker 1's copy deleted", lambda: not replica_dir(cluster, 1, name).exists() or None, TIMEOUT_S)
@@ -129,7 +135,7 @@ def test_a_cancel_reverts_to_the_original_replicas(cluster: KafkaCluster) -> Non
         wait_until("broker 4's (empty) copy created", lambda: replica_dir(cluster, 4, name).exists() or None, TIMEOUT_S)
         assert client.alter_partition_reassignments({KafkaPythonTopicPartition(name, 0): None}) == {KafkaPythonTopicPartition(name, 0): None}
         assert ongoing(client, name) is None
-        assert replicas_of(cluster, name) == [1, 2, 3]
+        wait_for_replicas(cluster, name, [1, 2, 3])
         wait_until("broker 4's copy deleted", lambda: not replica_dir(cluster, 4, name).exists() or None, TIMEOUT_S)
         # Nothing left to cancel: Kafka's NO_REASSIGNMENT_IN_PROGRESS.
         [error] = client.alter_partition_reassignments({KafkaPythonTopicPartition(name, 0): None}).values()
@@ -156,7 +162,8 @@ def test_a_replica_removed_while_its_broker_was_down_is_deleted_when_it_returns(
             wait_until("the move to complete", lambda: ongoing(client, name) is None or None, TIMEOUT_S)
         finally:
             client.close()
-        assert replicas_of(cluster, name) == [1, 2, 4] and replica_dir(cluster, 3, name).exists()
+        wait_for_replicas(cluster, name, [1, 2, 4])
+        assert replica_dir(cluster, 3, name).exists()
     finally:
         cluster.nodes[3].launch()
         cluster.nodes[3].await_started(TIMEOUT_S)
@@ -237,7 +244,7 @@ def test_the_command_generates_executes_with_a_throttle_and_verifies(cluster: Ka
     assert "Clearing broker-level throttles on brokers 1,2,3,4" in done and f"Clearing topic-level throttles on topic {name}" in done
     assert broker_config(cluster, 4, "leader.replication.throttled.rate") is None
     assert topic_config(cluster, name, "leader.replication.throttled.replicas") is None
-    assert replicas_of(cluster, name) == entry["replicas"]
+    wait_for_replicas(cluster, name, entry["replicas"])
     assert reassign(cluster, "--list").stdout.strip() == "No partition reassignments found."
     records, _ = read_to_end(cluster.bootstrap, name, [0])
     assert len(records) == 200
