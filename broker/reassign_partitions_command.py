@@ -115,6 +115,7 @@ def parse_reassignment(text: str) -> list[tuple[TopicPartition, list[int]]]:
 
 
 def _java_list(items: Sequence[object]) -> str:
+    """How Java prints a collection, as Kafka's messages show them."""
     return "[" + ", ".join(str(i) for i in items) + "]"
 
 
@@ -167,7 +168,7 @@ def assign_replicas_to_brokers(partitions: int, replication_factor: int, brokers
     return placed
 
 
-def generate(bootstrap: str, topics_json: str, broker_list: str, out: TextIO, rng: random.Random | None = None) -> tuple[Assignment, Assignment]:
+def generate(bootstrap: str, topics_json: str, broker_list: str, out: TextIO) -> tuple[Assignment, Assignment]:
     """--generate: print the current assignment of the topics and one over the listed brokers; (proposed, current)."""
     try:
         wanted_brokers = [int(b) for b in broker_list.split(",")]
@@ -175,16 +176,16 @@ def generate(bootstrap: str, topics_json: str, broker_list: str, out: TextIO, rn
         raise ReassignCommandError(f"Invalid broker list: {broker_list}") from None
     repeated = sorted({b for b in wanted_brokers if wanted_brokers.count(b) > 1})
     if repeated:
-        raise ReassignCommandError(f"Broker list contains duplicate entries: {_java_set(repeated)}")
+        raise ReassignCommandError(f"Broker list contains duplicate entries: {_java_list(repeated)}")
     topics = parse_topics_to_move(topics_json)
     repeated_topics = sorted({t for t in topics if topics.count(t) > 1})
     if repeated_topics:
-        raise ReassignCommandError(f"List of topics to reassign contains duplicate entries: {_java_set(repeated_topics)}")
+        raise ReassignCommandError(f"List of topics to reassign contains duplicate entries: {_java_list(repeated_topics)}")
     metadata = _metadata(bootstrap, topics)
     current = _assignment_of(metadata, topics)
     brokers = sorted(b.node_id for b in metadata.brokers if b.node_id in wanted_brokers)
     proposed: Assignment = {}
-    chooser = rng or random.Random()
+    chooser = random.Random()
     for topic in dict.fromkeys(topics):
         partitions = sorted(p for t, p in current if t == topic)
         placed = assign_replicas_to_brokers(len(partitions), len(current[(topic, partitions[0])]), brokers, chooser)
@@ -192,10 +193,6 @@ def generate(bootstrap: str, topics_json: str, broker_list: str, out: TextIO, rn
     print(f"Current partition replica assignment\n{format_reassignment_json(current)}\n", file=out)
     print(f"Proposed partition reassignment configuration\n{format_reassignment_json(proposed)}", file=out)
     return proposed, current
-
-
-def _java_set(items: Sequence[object]) -> str:
-    return "[" + ", ".join(map(str, items)) + "]"
 
 
 # -- the cluster, over the wire -------------------------------------------------------------------------
