@@ -4,9 +4,11 @@ node 4, each broker's replica fetches behind a proxy so a test can hold an added
 A partition moved from {1, 2, 3} to {2, 3, 4} under an idempotent acks=all producer (min ISR 2)
 loses and duplicates nothing, offsets stay dense; ListPartitionReassignments shows the move while
 it waits for broker 4 and not after; the removed replica's directory is deleted. A cancel puts
-the original replicas back and deletes the added one's copy. kafka-python's admin client speaks
+the original replicas back and deletes the added one's copy; a replica moved off a dead broker
+is deleted when that broker is back. kafka-python's admin client speaks
 AlterPartitionReassignments and ListPartitionReassignments; `kbroker reassign-partitions` does
---generate, --execute with --throttle, --verify (which clears the throttles) and --list.
+--generate, --execute with --throttle, --verify (which clears the throttles) and --list, and so
+does Apache Kafka's own tool (its Java AdminClient) when Kafka's jars are cached.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.admin import KafkaAdminClient
 
+from benchmarks.apache_kafka import TOOL_JVM_OPTS, cached_lib
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import admin, partition_state, produce
 from tests.cluster.test_replication_faults import Load, assert_acked_once_at_their_offsets, read_to_end, wait_for_isr
@@ -246,5 +249,42 @@ def test_the_command_generates_executes_with_a_throttle_and_verifies(cluster: Ka
     assert topic_config(cluster, name, "leader.replication.throttled.replicas") is None
     wait_for_replicas(cluster, name, entry["replicas"])
     assert reassign(cluster, "--list").stdout.strip() == "No partition reassignments found."
+    records, _ = read_to_end(cluster.bootstrap, name, [0])
+    assert len(records) == 200
+
+
+def kafka_tool(lib: Path, cluster: KafkaCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """Apache Kafka's own kafka-reassign-partitions.sh (its Java AdminClient) against this cluster."""
+    command = ["java", *TOOL_JVM_OPTS, "-cp", str(lib / "*"), "org.apache.kafka.tools.reassign.ReassignPartitionsCommand", "--bootstrap-server", cluster.bootstrap]
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def test_kafkas_own_tool_moves_a_partition(cluster: KafkaCluster, tmp_path: Path) -> None:
+    lib = cached_lib()
+    if lib is None:
+        pytest.skip("Apache Kafka's jars are not cached (python -m benchmarks.apache_kafka fetch)")
+    name = unique_topic("java")
+    create_on(cluster, name, [1, 2, 3])
+    assert len(produce(cluster.bootstrap, name, [b"j%d" % i for i in range(200)])) == 200
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": name, "partition": 0, "replicas": [4, 2, 3]}]}))
+    hold_back(cluster, 4)
+    executed = kafka_tool(lib, cluster, "--execute", "--reassignment-json-file", str(plan), "--throttle", "50000000")
+    assert executed.returncode == 0, executed.stdout + executed.stderr
+    assert f"Successfully started partition reassignment for {name}-0" in executed.stdout
+    assert "The inter-broker throttle limit was set to 50000000 B/s" in executed.stdout
+    listed = kafka_tool(lib, cluster, "--list")
+    assert f"{name}-0: replicas: 4,2,3,1. adding: 4. removing: 1." in listed.stdout, listed.stdout + listed.stderr
+    assert broker_config(cluster, 4, "follower.replication.throttled.rate") == "50000000"
+    release(cluster, 4)
+
+    def verified() -> str | None:
+        out = kafka_tool(lib, cluster, "--verify", "--reassignment-json-file", str(plan)).stdout
+        return out if f"Reassignment of partition {name}-0 is completed." in out else None
+
+    done = wait_until("Kafka's --verify to see the move completed", verified, TIMEOUT_S)
+    assert "Clearing broker-level throttles on brokers 1,2,3,4" in done
+    assert broker_config(cluster, 4, "follower.replication.throttled.rate") is None
+    wait_for_replicas(cluster, name, [4, 2, 3])
     records, _ = read_to_end(cluster.bootstrap, name, [0])
     assert len(records) == 200
