@@ -226,8 +226,11 @@ def _reassign_partitions(args: argparse.Namespace) -> int:
             rp.cancel(args.bootstrap_server, read(args.reassignment_json_file), sys.stdout, preserve_throttles=args.preserve_throttles)
         else:
             rp.list_command(args.bootstrap_server, sys.stdout)
-    except rp.ReassignCommandError as e:
+    except rp.TerseError as e:
         print(e)
+        return 1
+    except rp.ReassignCommandError as e:
+        print(f"Error: {e}")
         return 1
     except OSError as e:
         print(f"error: no broker answered at {args.bootstrap_server}: {e}", file=sys.stderr)

@@ -48,7 +48,11 @@ Assignment = dict[TopicPartition, list[int]]
 
 
 class ReassignCommandError(Exception):
-    """What the tool prints before exiting 1 (Kafka's TerseException and AdminCommandFailedException)."""
+    """What the tool prints, after "Error: ", before exiting 1 (Kafka's AdminCommandFailedException and the like)."""
+
+
+class TerseError(ReassignCommandError):
+    """Kafka's TerseException: printed as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +304,7 @@ def execute(bootstrap: str, reassignment_json: str, out: TextIO, *, throttle: in
     proposed = check_execute_args(parse_reassignment(reassignment_json))
     ongoing = list_reassignments(bootstrap)
     if ongoing and not additional:
-        raise ReassignCommandError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE)
+        raise TerseError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE)
     metadata = _metadata(bootstrap, sorted({t for t, _ in proposed}))
     known = {int(b.node_id) for b in metadata.brokers}
     unknown = next((b for replicas in proposed.values() for b in replicas if b not in known), None)
@@ -326,7 +330,7 @@ def execute(bootstrap: str, reassignment_json: str, out: TextIO, *, throttle: in
         print(f"The inter-broker throttle limit was set to {throttle} B/s", file=out)
     errors = alter_reassignments(bootstrap, dict(proposed))
     if errors:
-        raise ReassignCommandError("Error reassigning partition(s):\n" + "\n".join(f"{tp_name(tp)}: {errors[tp]}" for tp in sorted(errors)))
+        raise TerseError("Error reassigning partition(s):\n" + "\n".join(f"{tp_name(tp)}: {errors[tp]}" for tp in sorted(errors)))
     print(f"Successfully started partition reassignment{_plural(proposed)} for {','.join(tp_name(tp) for tp in sorted(proposed))}", file=out)
 
 
@@ -376,7 +380,7 @@ def cancel(bootstrap: str, reassignment_json: str, out: TextIO, *, preserve_thro
     if cancelling:
         errors = alter_reassignments(bootstrap, dict.fromkeys(cancelling))
         if errors:
-            raise ReassignCommandError(
+            raise TerseError(
                 f"Error cancelling partition reassignment{_plural(errors)} for:\n" + "\n".join(f"{tp_name(tp)}: {errors[tp]}" for tp in sorted(errors))
             )
         print(f"Successfully cancelled partition reassignment{_plural(cancelling)} for: {','.join(map(tp_name, cancelling))}", file=out)
@@ -408,6 +412,7 @@ def list_command(bootstrap: str, out: TextIO) -> None:
 
 __all__ = [
     "ReassignCommandError",
+    "TerseError",
     "alter_reassignments",
     "assign_replicas_to_brokers",
     "cancel",
