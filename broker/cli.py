@@ -200,9 +200,9 @@ def _reassign_partitions(args: argparse.Namespace) -> int:
         if getattr(args, name) is None:
             print(f"error: Missing required argument \"[{name.replace('_', '-')}]\"", file=sys.stderr)
             return 2
-    allowed = {"generate": {"topics_to_move_json_file", "broker_list"}, "execute": {"reassignment_json_file", "throttle", "additional"}}
+    allowed = {"generate": {"topics_to_move_json_file", "broker_list"}, "execute": {"reassignment_json_file", "throttle", "additional", "disallow_replication_factor_change"}}
     allowed.update(verify={"reassignment_json_file", "preserve_throttles"}, cancel={"reassignment_json_file", "preserve_throttles"})
-    for name in ("topics_to_move_json_file", "broker_list", "reassignment_json_file", "throttle", "additional", "preserve_throttles"):
+    for name in ("topics_to_move_json_file", "broker_list", "reassignment_json_file", "throttle", "additional", "disallow_replication_factor_change", "preserve_throttles"):
         if getattr(args, name) not in (None, False) and name not in allowed.get(action, set()):
             print(f"error: Option \"[{name.replace('_', '-')}]\" can't be used with action \"[{action}]\"", file=sys.stderr)
             return 2
@@ -219,7 +219,14 @@ def _reassign_partitions(args: argparse.Namespace) -> int:
             rp.generate(args.bootstrap_server, read(args.topics_to_move_json_file), args.broker_list, sys.stdout)
         elif action == "execute":
             throttle = -1 if args.throttle is None else args.throttle
-            rp.execute(args.bootstrap_server, read(args.reassignment_json_file), sys.stdout, throttle=throttle, additional=args.additional)
+            rp.execute(
+                args.bootstrap_server,
+                read(args.reassignment_json_file),
+                sys.stdout,
+                throttle=throttle,
+                additional=args.additional,
+                allow_replication_factor_change=not args.disallow_replication_factor_change,
+            )
         elif action == "verify":
             rp.verify(args.bootstrap_server, read(args.reassignment_json_file), sys.stdout, preserve_throttles=args.preserve_throttles)
         elif action == "cancel":
@@ -372,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     reassign.add_argument("--reassignment-json-file", metavar="FILE", help='{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}, ...]}')
     reassign.add_argument("--throttle", type=int, metavar="BYTES", help="throttle the moves to BYTES/s (leader and follower replication rates)")
     reassign.add_argument("--additional", action="store_true", help="execute while other reassignments are in progress")
+    reassign.add_argument("--disallow-replication-factor-change", action="store_true", help="refuse moves that change a partition's replica count (KIP-860)")
     reassign.add_argument("--preserve-throttles", action="store_true", help="leave the broker and topic throttles as they are")
     reassign.add_argument("--disable-rack-aware", action="store_true", help="accepted for compatibility: --generate is rack-unaware")
     reassign.set_defaults(func=_reassign_partitions)

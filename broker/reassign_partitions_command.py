@@ -17,7 +17,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence, TextIO
 
-from kio.schema.alter_partition_reassignments.v0.request import AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic
+from kio.schema.alter_partition_reassignments.v0 import request as alter_v0
+from kio.schema.alter_partition_reassignments.v1 import request as alter_v1
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1.request import AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest, ListPartitionReassignmentsTopics
@@ -241,12 +242,20 @@ def list_reassignments(bootstrap: str, partitions: Iterable[TopicPartition] | No
     }
 
 
-def alter_reassignments(bootstrap: str, targets: dict[TopicPartition, list[int] | None]) -> dict[TopicPartition, str]:
-    """AlterPartitionReassignments (None cancels a partition's move): the errors by partition, as Kafka's tool prints them."""
-    by_topic: dict[str, list[ReassignablePartition]] = {}
+def alter_reassignments(bootstrap: str, targets: dict[TopicPartition, list[int] | None], *, allow_replication_factor_change: bool = True) -> dict[TopicPartition, str]:
+    """AlterPartitionReassignments (None cancels a partition's move): the errors by partition, as
+    Kafka's tool prints them. v0 unless replication factor changes are refused, which takes v1
+    (KIP-860), as Kafka's client picks."""
+    wire = alter_v0 if allow_replication_factor_change else alter_v1
+    by_topic: dict[str, list[Any]] = {}
     for (t, p), replicas in targets.items():
-        by_topic.setdefault(t, []).append(ReassignablePartition(partition_index=i32(p), replicas=None if replicas is None else tuple(i32(b) for b in replicas)))
-    request = AlterPartitionReassignmentsRequest(timeout=API_TIMEOUT, topics=tuple(ReassignableTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+        target = None if replicas is None else tuple(i32(b) for b in replicas)
+        by_topic.setdefault(t, []).append(wire.ReassignablePartition(partition_index=i32(p), replicas=target))
+    topics = tuple(wire.ReassignableTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    if allow_replication_factor_change:
+        request: Any = alter_v0.AlterPartitionReassignmentsRequest(timeout=API_TIMEOUT, topics=topics)
+    else:
+        request = alter_v1.AlterPartitionReassignmentsRequest(timeout=API_TIMEOUT, allow_replication_factor_change=False, topics=topics)
     response = wire_client.request(bootstrap, request, client_id=CLIENT_ID)
     errors: dict[TopicPartition, str] = {}
     for topic in response.responses:
@@ -299,7 +308,9 @@ def throttle_configs(moves: dict[TopicPartition, tuple[set[int], set[int]]]) -> 
     return {t: (",".join(sorted(leader[t])), ",".join(sorted(follower.get(t, set())))) for t in leader}
 
 
-def execute(bootstrap: str, reassignment_json: str, out: TextIO, *, throttle: int = -1, additional: bool = False) -> None:
+def execute(
+    bootstrap: str, reassignment_json: str, out: TextIO, *, throttle: int = -1, additional: bool = False, allow_replication_factor_change: bool = True
+) -> None:
     """--execute: start the moves; with ``throttle`` >= 0, throttle them as Kafka's tool does first."""
     proposed = check_execute_args(parse_reassignment(reassignment_json))
     ongoing = list_reassignments(bootstrap)
@@ -328,7 +339,7 @@ def execute(bootstrap: str, reassignment_json: str, out: TextIO, *, throttle: in
         rate = str(throttle)
         _alter_configs(bootstrap, metadata, {(BROKER_RESOURCE, str(b)): [(LEADER_REPLICATION_THROTTLED_RATE, OP_SET, rate), (FOLLOWER_REPLICATION_THROTTLED_RATE, OP_SET, rate)] for b in brokers})
         print(f"The inter-broker throttle limit was set to {throttle} B/s", file=out)
-    errors = alter_reassignments(bootstrap, dict(proposed))
+    errors = alter_reassignments(bootstrap, dict(proposed), allow_replication_factor_change=allow_replication_factor_change)
     if errors:
         raise TerseError("Error reassigning partition(s):\n" + "\n".join(f"{tp_name(tp)}: {errors[tp]}" for tp in sorted(errors)))
     print(f"Successfully started partition reassignment{_plural(proposed)} for {','.join(tp_name(tp) for tp in sorted(proposed))}", file=out)

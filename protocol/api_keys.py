@@ -121,7 +121,7 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         # Forwarded to the active controller, as Kafka's brokers do for kafka-leader-election.sh.
         ApiRange(ApiKey.ELECT_LEADERS, 0, 2, 2),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-reassign-partitions.sh.
-        ApiRange(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, 0),
+        ApiRange(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, 0),
         ApiRange(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, 0),
         ApiRange(ApiKey.OFFSET_DELETE, 0, 0, NEVER_FLEXIBLE),
         ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),

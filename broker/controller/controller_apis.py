@@ -204,18 +204,20 @@ class ControllerApis:
         )
 
     async def _alter_partition_reassignments(self, ctx: RequestContext, request: Any) -> Any:
-        """AlterPartitionReassignments v0, forwarded by a broker: per partition the target replicas,
+        """AlterPartitionReassignments v0-1, forwarded by a broker: per partition the target replicas,
         or null to cancel. Each partition answers NONE, UNKNOWN_TOPIC_OR_PARTITION,
-        INVALID_REPLICA_ASSIGNMENT or NO_REASSIGNMENT_IN_PROGRESS with Kafka's messages."""
+        INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS or (v1, without
+        allow_replication_factor_change) INVALID_REPLICATION_FACTOR with Kafka's messages."""
         topics = [
             ReassignableTopic(
                 t.name, tuple(ReassignablePartition(int(p.partition_index), None if p.replicas is None else tuple(int(b) for b in p.replicas)) for p in t.partitions)
             )
             for t in request.topics
         ]
-        results = await self._controller.alter_partition_reassignments(topics)
+        allow = bool(getattr(request, "allow_replication_factor_change", True))
+        results = await self._controller.alter_partition_reassignments(topics, allow)
         answers = ((t.name, ((p.partition_index, p.error_code, p.error_message) for p in t.partitions)) for t in results)
-        return alter_partition_reassignments_response(ctx.version, ErrorCode.none, None, answers)
+        return alter_partition_reassignments_response(ctx.version, ErrorCode.none, None, answers, allow)
 
     async def _list_partition_reassignments(self, ctx: RequestContext, request: Any) -> Any:
         """ListPartitionReassignments v0: the moves in progress, of every topic (null) or of the listed partitions."""

@@ -535,12 +535,12 @@ class QuorumController:
 
     # -- reassignments (KIP-455) ---------------------------------------------------------------------
 
-    async def alter_partition_reassignments(self, topics: Sequence[ReassignableTopic]) -> list[ReassignableTopicResult]:
+    async def alter_partition_reassignments(self, topics: Sequence[ReassignableTopic], allow_replication_factor_change: bool = True) -> list[ReassignableTopicResult]:
         """AlterPartitionReassignments: each partition's answer, once the records of those that
         succeeded are committed (a move then goes on through AlterPartition)."""
 
         def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[ReassignableTopicResult]]:
-            result = self._logic.reassignment.alter_partition_reassignments(image, topics)
+            result = self._logic.reassignment.alter_partition_reassignments(image, topics, allow_replication_factor_change=allow_replication_factor_change)
             return result.records, result.response
 
         results = await self._write(decide)

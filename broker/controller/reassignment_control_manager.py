@@ -69,15 +69,19 @@ class ReassignmentControlManager:
     def __init__(self, unclean_leader_election_enabled: Callable[[MetadataImage, str], bool]) -> None:
         self._unclean_enabled = unclean_leader_election_enabled
 
-    def alter_partition_reassignments(self, image: MetadataImage, topics: Sequence[ReassignableTopic]) -> ControllerResult[list[ReassignableTopicResult]]:
-        """Each partition answered on its own, as Kafka does; the records of those that succeed."""
+    def alter_partition_reassignments(
+        self, image: MetadataImage, topics: Sequence[ReassignableTopic], *, allow_replication_factor_change: bool = True
+    ) -> ControllerResult[list[ReassignableTopicResult]]:
+        """Each partition answered on its own, as Kafka does; the records of those that succeed.
+        Without ``allow_replication_factor_change`` (KIP-860, v1) a target must keep the number
+        of replicas the partition has, or is heading for."""
         records: list[MetadataRecord] = []
         results: list[ReassignableTopicResult] = []
         for topic in topics:
             answers: list[ReassignablePartitionResult] = []
             for target in topic.partitions:
                 try:
-                    record = self._alter_partition_reassignment(image, topic.name, target)
+                    record = self._alter_partition_reassignment(image, topic.name, target, allow_replication_factor_change)
                 except ApiError as refused:
                     answers.append(ReassignablePartitionResult(target.partition_index, refused.error_code, refused.message))
                     continue
@@ -87,7 +91,9 @@ class ReassignmentControlManager:
             results.append(ReassignableTopicResult(topic.name, answers))
         return ControllerResult(records, results)
 
-    def _alter_partition_reassignment(self, image: MetadataImage, name: str, target: ReassignablePartition) -> PartitionChangeRecord | None:
+    def _alter_partition_reassignment(
+        self, image: MetadataImage, name: str, target: ReassignablePartition, allow_replication_factor_change: bool
+    ) -> PartitionChangeRecord | None:
         topic = image.topics.get(name)
         if topic is None:
             raise ApiError(ErrorCode.unknown_topic_or_partition, f"Unable to find a topic named {name}.")
@@ -96,6 +102,8 @@ class ReassignmentControlManager:
             raise ApiError(ErrorCode.unknown_topic_or_partition, f"Unable to find partition {name}:{target.partition_index}.")
         if target.replicas is None:
             return self._cancel(image, name, topic.topic_id, target.partition_index, partition)
+        if not allow_replication_factor_change:
+            _check_replication_factor_unchanged(partition, target.replicas)
         return _change(image, topic.topic_id, target.partition_index, partition, target.replicas)
 
     def _cancel(self, image: MetadataImage, name: str, topic_id: uuid.UUID, index: int, partition: PartitionRegistration) -> PartitionChangeRecord | None:
@@ -150,6 +158,14 @@ def _change(image: MetadataImage, topic_id: uuid.UUID, index: int, partition: Pa
         builder.set_target_replicas(reassignment.replicas)
     builder.set_target_removing(reassignment.removing).set_target_adding(tuple(sorted(set(reassignment.adding) | still_adding)))
     return builder.build()
+
+
+def _check_replication_factor_unchanged(partition: PartitionRegistration, target: Sequence[int]) -> None:
+    """Kafka's validatePartitionReplicationFactorUnchanged: a move in progress counts the replicas it is heading for."""
+    heading = (set(partition.replicas) | set(partition.adding_replicas)) - set(partition.removing_replicas)
+    current = len(heading) if is_reassignment_in_progress(partition) else len(partition.replicas)
+    if current != len(target):
+        raise ApiError(ErrorCode.invalid_replication_factor, f"The replication factor is changed from {current} to {len(target)}")
 
 
 def _builder(image: MetadataImage, topic_id: uuid.UUID, index: int, partition: PartitionRegistration) -> PartitionChangeBuilder:

@@ -56,7 +56,7 @@ def error_response(api_key: ApiKey, version: int, request: Any, error_code: Erro
         return elect_leaders_response(version, error_code, requested)
     if api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
         topics = ((t.name, ((int(p.partition_index), error_code, message) for p in t.partitions)) for t in request.topics)
-        return alter_partition_reassignments_response(version, error_code, message, topics)
+        return alter_partition_reassignments_response(version, error_code, message, topics, bool(getattr(request, "allow_replication_factor_change", True)))
     if api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
         # Kafka's ListPartitionReassignmentsRequest.getErrorResponse: the asked partitions, with no replicas.
         listed = ((t.name, ((int(p), (), (), ()) for p in t.partition_indexes)) for t in request.topics or ())
@@ -99,9 +99,14 @@ def elect_leaders_response(version: int, error_code: int, topics: Iterable[tuple
 
 
 def alter_partition_reassignments_response(
-    version: int, error_code: int, error_message: str | None, topics: Iterable[tuple[str, Iterable[tuple[int, int, str | None]]]]
+    version: int,
+    error_code: int,
+    error_message: str | None,
+    topics: Iterable[tuple[str, Iterable[tuple[int, int, str | None]]]],
+    allow_replication_factor_change: bool = True,
 ) -> Any:
-    """An AlterPartitionReassignments answer: the top-level code and each topic's (partition, error code, message)."""
+    """An AlterPartitionReassignments answer: the top-level code and each topic's (partition, error
+    code, message); v1 repeats the request's allow_replication_factor_change."""
     schema = response_schema(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
     topic_cls = nested(schema, "ReassignableTopicResponse")
     partition_cls = nested(schema, "ReassignablePartitionResponse")
@@ -109,7 +114,14 @@ def alter_partition_reassignments_response(
         build(topic_cls, name=name, partitions=tuple(build(partition_cls, partition_index=p, error_code=c, error_message=m) for p, c, m in partitions))
         for name, partitions in topics
     )
-    return build(schema, throttle_time=0, error_code=error_code, error_message=error_message, responses=responses)
+    return build(
+        schema,
+        throttle_time=0,
+        allow_replication_factor_change=allow_replication_factor_change,
+        error_code=error_code,
+        error_message=error_message,
+        responses=responses,
+    )
 
 
 ReplicaLists = tuple[int, Iterable[int], Iterable[int], Iterable[int]]  # partition, replicas, adding, removing

@@ -218,6 +218,12 @@ def test_the_command_generates_executes_with_a_throttle_and_verifies(cluster: Ka
     plan = tmp_path / "plan.json"
     plan.write_text(lines[4])
 
+    shrink = tmp_path / "shrink.json"
+    shrink.write_text(json.dumps({"version": 1, "partitions": [{"topic": name, "partition": 0, "replicas": [2, 3]}]}))
+    refused = reassign(cluster, "--execute", "--reassignment-json-file", str(shrink), "--disallow-replication-factor-change")
+    assert refused.returncode == 1
+    assert refused.stdout.endswith(f"Error reassigning partition(s):\n{name}-0: The replication factor is changed from 3 to 2\n"), refused.stdout
+
     hold_back(cluster, 4)
     executed = reassign(cluster, "--execute", "--reassignment-json-file", str(plan), "--throttle", "50000000")
     assert executed.returncode == 0, executed.stdout + executed.stderr

@@ -267,12 +267,13 @@ def test_leadership_changes_keep_the_move() -> None:
 # --- QuorumController and the controller listener ---------------------------------------------
 
 
-def alter_request(topics: dict[str, dict[int, list[int] | None]]) -> Any:
-    schema = request_schema(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0)
+def alter_request(topics: dict[str, dict[int, list[int] | None]], version: int = 0, allow_replication_factor_change: bool = True) -> Any:
+    schema = request_schema(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
     topic_cls, partition_cls = nested(schema, "ReassignableTopic"), nested(schema, "ReassignablePartition")
     return build(
         schema,
         timeout=datetime.timedelta(seconds=60),
+        allow_replication_factor_change=allow_replication_factor_change,
         topics=tuple(
             build(topic_cls, name=name, partitions=tuple(build(partition_cls, partition_index=i, replicas=None if r is None else tuple(r)) for i, r in parts.items()))
             for name, parts in topics.items()
@@ -314,6 +315,32 @@ def test_the_controller_listener_alters_and_lists() -> None:
         cancelled = await apis.handle(alter_request({"t": {0: None}}))
         assert [p.error_code for t in cancelled.responses for p in t.partitions] == [ErrorCode.none]
         assert (await apis.handle(list_request({"t": [0]}))).topics == ()
+
+    run(scenario())
+
+
+def test_v1_without_replication_factor_changes() -> None:
+    async def scenario() -> None:
+        quorum, node, _ = single()
+        quorum.elect(1)
+        c = node.controller
+        await live_brokers(node, 1, 2, 3, 4)
+        [created] = await c.create_topics([topic("t", 1)], validate_only=False)
+        assert created.error_code == 0
+        apis = ControllerApis(c, node.config, CLUSTER_ID, node.raft)
+        current = list(node.loader.image.topics["t"].partitions[0].replicas)
+        spare = next(b for b in (1, 2, 3, 4) if b not in current)
+        refused = await apis.handle(alter_request({"t": {0: current[:2]}}, version=1, allow_replication_factor_change=False))
+        encode_body(refused)
+        assert refused.allow_replication_factor_change is False
+        assert [(p.error_code, p.error_message) for t in refused.responses for p in t.partitions] == [
+            (ErrorCode.invalid_replication_factor, "The replication factor is changed from 3 to 2")
+        ]
+        moved = await apis.handle(alter_request({"t": {0: [spare, *current[1:]]}}, version=1, allow_replication_factor_change=False))
+        assert [p.error_code for t in moved.responses for p in t.partitions] == [ErrorCode.none]
+        # A move in progress counts the replicas it is heading for (3), not its union (4).
+        again = await apis.handle(alter_request({"t": {0: [spare]}}, version=1, allow_replication_factor_change=False))
+        assert [p.error_message for t in again.responses for p in t.partitions] == ["The replication factor is changed from 3 to 1"]
 
     run(scenario())
 
