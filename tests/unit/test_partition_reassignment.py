@@ -288,17 +288,20 @@ def list_request(topics: dict[str, list[int]] | None) -> Any:
     return build(schema, timeout=datetime.timedelta(seconds=60), topics=listed)
 
 
+async def listener_with_topic() -> tuple[ControllerApis, list[int], int]:
+    """The active controller's listener, brokers 1-4, topic t (RF 3): (listener, t-0's replicas, a broker not among them)."""
+    quorum, node, _ = single()
+    quorum.elect(1)
+    await live_brokers(node, 1, 2, 3, 4)
+    [created] = await node.controller.create_topics([topic("t", 1)], validate_only=False)
+    assert created.error_code == 0
+    current = list(node.loader.image.topics["t"].partitions[0].replicas)
+    return ControllerApis(node.controller, node.config, CLUSTER_ID, node.raft), current, next(b for b in (1, 2, 3, 4) if b not in current)
+
+
 def test_the_controller_listener_alters_and_lists() -> None:
     async def scenario() -> None:
-        quorum, node, _ = single()
-        quorum.elect(1)
-        c = node.controller
-        await live_brokers(node, 1, 2, 3, 4)
-        [created] = await c.create_topics([topic("t", 1)], validate_only=False)
-        assert created.error_code == 0
-        apis = ControllerApis(c, node.config, CLUSTER_ID, node.raft)
-        current = node.loader.image.topics["t"].partitions[0].replicas
-        spare = next(b for b in (1, 2, 3, 4) if b not in current)
+        apis, current, spare = await listener_with_topic()
         target = [spare, *current[1:]]
         response = await apis.handle(alter_request({"t": {0: target}, "nope": {0: None}}))
         encode_body(response)
@@ -321,15 +324,7 @@ def test_the_controller_listener_alters_and_lists() -> None:
 
 def test_v1_without_replication_factor_changes() -> None:
     async def scenario() -> None:
-        quorum, node, _ = single()
-        quorum.elect(1)
-        c = node.controller
-        await live_brokers(node, 1, 2, 3, 4)
-        [created] = await c.create_topics([topic("t", 1)], validate_only=False)
-        assert created.error_code == 0
-        apis = ControllerApis(c, node.config, CLUSTER_ID, node.raft)
-        current = list(node.loader.image.topics["t"].partitions[0].replicas)
-        spare = next(b for b in (1, 2, 3, 4) if b not in current)
+        apis, current, spare = await listener_with_topic()
         refused = await apis.handle(alter_request({"t": {0: current[:2]}}, version=1, allow_replication_factor_change=False))
         encode_body(refused)
         assert refused.allow_replication_factor_change is False
