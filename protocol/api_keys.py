@@ -120,7 +120,8 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.DELETE_GROUPS, 0, 2, 2),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-leader-election.sh.
         ApiRange(ApiKey.ELECT_LEADERS, 0, 2, 2),
-        # Forwarded to the active controller, as Kafka's brokers do for kafka-reassign-partitions.sh.
+        # Forwarded to the active controller, as Kafka's brokers do for kafka-reassign-partitions.sh;
+        # AlterPartitionReassignments v1 is KIP-860's (Kafka 4.1), newer than the specs in ../shared.
         ApiRange(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, 0),
         ApiRange(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, 0),
         ApiRange(ApiKey.OFFSET_DELETE, 0, 0, NEVER_FLEXIBLE),
