@@ -83,7 +83,7 @@ class QuorumControllerLogic:
             placer=StripedReplicaPlacer(rng or random.Random(0)),
             new_topic_id=new_topic_id,
         )
-        self.reassignment = ReassignmentControlManager(self.configuration.unclean_leader_election_enabled)
+        self.reassignment = ReassignmentControlManager(self.configuration)
 
     def new_cluster_control(self, cluster_id: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> ClusterControlManager:
         """The registration and heartbeat manager for ``cluster_id``, sharing these managers."""

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.configuration_control_manager import ConfigurationControlManager
 from broker.controller.controller_result import ApiError, ControllerResult
 from broker.controller.partition_change_builder import Election, PartitionChangeBuilder
 from broker.controller.partition_reassignment import PartitionReassignmentReplicas, PartitionReassignmentRevert, is_reassignment_in_progress
-from broker.controller.replication_control_manager import BrokerView, _check_manual_assignment, _leader_acceptor, default_dir
+from broker.controller.replication_control_manager import BrokerView, _check_manual_assignment, _leader_acceptor, default_dir, eligible_leader_replicas_enabled
 from broker.metadata.metadata_image import MetadataImage, PartitionRegistration
 from broker.metadata.metadata_records import MetadataRecord, PartitionChangeRecord
 
@@ -66,8 +67,8 @@ class OngoingTopicReassignment:
 
 
 class ReassignmentControlManager:
-    def __init__(self, unclean_leader_election_enabled: Callable[[MetadataImage, str], bool]) -> None:
-        self._unclean_enabled = unclean_leader_election_enabled
+    def __init__(self, configuration: ConfigurationControlManager) -> None:
+        self._configuration = configuration
 
     def alter_partition_reassignments(
         self, image: MetadataImage, topics: Sequence[ReassignableTopic], *, allow_replication_factor_change: bool = True
@@ -104,22 +105,56 @@ class ReassignmentControlManager:
             return self._cancel(image, name, topic.topic_id, target.partition_index, partition)
         if not allow_replication_factor_change:
             _check_replication_factor_unchanged(partition, target.replicas)
-        return _change(image, topic.topic_id, target.partition_index, partition, target.replicas)
+        return self._change(image, name, topic.topic_id, target.partition_index, partition, target.replicas)
 
     def _cancel(self, image: MetadataImage, name: str, topic_id: uuid.UUID, index: int, partition: PartitionRegistration) -> PartitionChangeRecord | None:
         if not is_reassignment_in_progress(partition):
             raise ApiError(ErrorCode.no_reassignment_in_progress, NO_REASSIGNMENT_IN_PROGRESS_MESSAGE)
         revert = PartitionReassignmentRevert.of(partition)
-        unclean = self._unclean_enabled(image, name)
+        unclean = self._configuration.unclean_leader_election_enabled(image, name)
         if revert.unclean and not unclean:
             raise ApiError(
                 ErrorCode.invalid_replica_assignment,
                 f"Unable to revert partition assignment for {name}:{index} because it would require an unclean leader election.",
             )
-        builder = _builder(image, topic_id, index, partition)
+        builder = self._builder(image, name, topic_id, index, partition)
         if unclean:
             builder.set_election(Election.UNCLEAN)
         return builder.set_target_isr(revert.isr).set_target_replicas(revert.replicas).set_target_removing(()).set_target_adding(()).build()
+
+    def _change(
+        self, image: MetadataImage, name: str, topic_id: uuid.UUID, index: int, partition: PartitionRegistration, target: Sequence[int]
+    ) -> PartitionChangeRecord | None:
+        """Kafka's changePartitionReassignment: the first step towards ``target``, or the whole move
+        when the ISR allows it at once. A reassignment in progress is replaced: its union of
+        replicas counts as the current ones, and its replicas still being added stay so if the
+        target keeps them.
+
+        Where Kafka sets removing and adding only when the new lists are not empty (keeping the old
+        move's otherwise), both are always replaced here: a new target that keeps every replica of
+        the union would in Kafka still remove the replicas the old move was removing."""
+        _check_manual_assignment(target, None, BrokerView.from_image(image))
+        reassignment = PartitionReassignmentReplicas.of(partition.replicas, target)
+        still_adding = set(partition.adding_replicas) & set(target)
+        builder = self._builder(image, name, topic_id, index, partition)
+        if reassignment.replicas != partition.replicas:
+            builder.set_target_replicas(reassignment.replicas)
+        builder.set_target_removing(reassignment.removing).set_target_adding(tuple(sorted(set(reassignment.adding) | still_adding)))
+        return builder.build()
+
+    def _builder(self, image: MetadataImage, name: str, topic_id: uuid.UUID, index: int, partition: PartitionRegistration) -> PartitionChangeBuilder:
+        """A builder under the topic's effective min.insync.replicas and the cluster's eligible leader
+        replicas, as Kafka's; no unclean election unless the caller asks (only a cancel may)."""
+        min_isr = min(self._configuration.min_insync_replicas(image, name), len(partition.replicas))
+        return PartitionChangeBuilder(
+            partition,
+            topic_id,
+            index,
+            _leader_acceptor(image, partition),
+            lambda b: default_dir(image, b),
+            min_isr=min_isr,
+            eligible_leader_replicas_enabled=eligible_leader_replicas_enabled(image),
+        )
 
     def list_partition_reassignments(self, image: MetadataImage, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[OngoingTopicReassignment]:
         """The reassignments in progress: of every topic (by name) for None, else of the listed
@@ -141,35 +176,12 @@ class ReassignmentControlManager:
         return answer
 
 
-def _change(image: MetadataImage, topic_id: uuid.UUID, index: int, partition: PartitionRegistration, target: Sequence[int]) -> PartitionChangeRecord | None:
-    """Kafka's changePartitionReassignment: the first step towards ``target``, or the whole move
-    when the ISR allows it at once. A reassignment in progress is replaced: its union of
-    replicas counts as the current ones, and its replicas still being added stay so if the
-    target keeps them.
-
-    Where Kafka sets removing and adding only when the new lists are not empty (keeping the old
-    move's otherwise), both are always replaced here: a new target that keeps every replica of
-    the union would in Kafka still remove the replicas the old move was removing."""
-    _check_manual_assignment(target, None, BrokerView.from_image(image))
-    reassignment = PartitionReassignmentReplicas.of(partition.replicas, target)
-    still_adding = set(partition.adding_replicas) & set(target)
-    builder = _builder(image, topic_id, index, partition)
-    if reassignment.replicas != partition.replicas:
-        builder.set_target_replicas(reassignment.replicas)
-    builder.set_target_removing(reassignment.removing).set_target_adding(tuple(sorted(set(reassignment.adding) | still_adding)))
-    return builder.build()
-
-
 def _check_replication_factor_unchanged(partition: PartitionRegistration, target: Sequence[int]) -> None:
     """Kafka's validatePartitionReplicationFactorUnchanged: a move in progress counts the replicas it is heading for."""
     heading = (set(partition.replicas) | set(partition.adding_replicas)) - set(partition.removing_replicas)
     current = len(heading) if is_reassignment_in_progress(partition) else len(partition.replicas)
     if current != len(target):
         raise ApiError(ErrorCode.invalid_replication_factor, f"The replication factor is changed from {current} to {len(target)}")
-
-
-def _builder(image: MetadataImage, topic_id: uuid.UUID, index: int, partition: PartitionRegistration) -> PartitionChangeBuilder:
-    return PartitionChangeBuilder(partition, topic_id, index, _leader_acceptor(image, partition), lambda b: default_dir(image, b))
 
 
 __all__ = [

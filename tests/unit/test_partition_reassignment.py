@@ -41,7 +41,7 @@ from tests.unit.test_replication_control_manager import assign, fence, manager, 
 
 
 def reassignments(*, unclean: bool = False) -> ReassignmentControlManager:
-    return ReassignmentControlManager(ConfigurationControlManager(unclean_leader_election_enable=unclean).unclean_leader_election_enabled)
+    return ReassignmentControlManager(ConfigurationControlManager(unclean_leader_election_enable=unclean))
 
 
 def move(mgr: ReassignmentControlManager, log: Log, replicas: list[int] | None, name: str = "t", index: int = 0) -> list[ReassignablePartitionResult]:
