@@ -168,7 +168,8 @@ class PartitionChangeBuilder:
             self._target_elr = ()
             return
         candidates = (set(self._target_elr) | set(self._partition.isr)) - set(self._target_isr) - self._unclean_shutdown_replicas
-        self._target_elr = tuple(sorted(candidates))
+        # A replica a completed reassignment removes is no replica any more, let alone an eligible leader.
+        self._target_elr = tuple(sorted(candidates & set(self._target_replicas)))
 
     def _elr_fields(self, unclean: bool) -> tuple[int, ...] | None:
         """The record's eligible_leader_replicas: None if unchanged. An unclean election, or the feature off, clears it."""

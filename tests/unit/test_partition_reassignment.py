@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.configuration_control_manager import ConfigurationControlManager
 from broker.controller.controller_apis import ControllerApis
 from broker.controller.controller_result import ControllerResult
+from broker.controller.feature_control_manager import ELIGIBLE_LEADER_REPLICAS_FEATURE, ELIGIBLE_LEADER_REPLICAS_LEVEL
 from broker.controller.partition_change_builder import Election
 from broker.controller.partition_reassignment import CompletedReassignment, PartitionReassignmentReplicas, PartitionReassignmentRevert
 from broker.controller.reassignment_control_manager import (
@@ -28,7 +29,7 @@ from broker.controller.reassignment_control_manager import (
 from broker.controller.replication_control_manager import AlterPartitionReply, AlterPartitionTopic, IsrMember, PartitionIsrChange, ReplicationControlManager
 from broker.handlers.forwarding import error_response
 from broker.metadata.metadata_image import PartitionRegistration
-from broker.metadata.metadata_records import PartitionChangeRecord
+from broker.metadata.metadata_records import FeatureLevelRecord, PartitionChangeRecord
 from protocol.api_keys import ApiKey, request_schema
 from protocol.entities import build, nested
 from protocol.messages import encode_body
@@ -190,6 +191,14 @@ def test_a_new_target_keeping_the_whole_union_removes_nothing() -> None:
     assert state(part(log, "t")) == ((1, 2, 3, 4), (1, 2, 3), 1, (4,), ())
     log.commit(alter(rcm, log, topic_id, ask(log, [1, 2, 3, 4])).records)
     assert state(part(log, "t")) == ((1, 2, 3, 4), (1, 2, 3, 4), 1, (), ())
+
+
+def test_a_shrink_below_min_insync_replicas_leaves_no_removed_replica_eligible() -> None:
+    _, log, _ = cluster(**{"min.insync.replicas": "2"})
+    log.commit([FeatureLevelRecord(name=ELIGIBLE_LEADER_REPLICAS_FEATURE, feature_level=ELIGIBLE_LEADER_REPLICAS_LEVEL)])
+    move(reassignments(), log, [1])
+    p = part(log, "t")
+    assert state(p) == ((1,), (1,), 1, (), ()) and p.elr == ()
 
 
 def test_errors_are_kafkas() -> None:
@@ -402,12 +411,14 @@ def test_a_new_move_that_removes_replicas_being_added() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.data())
-def test_any_sequence_of_moves_cancels_and_isr_changes_keeps_the_partition_consistent(data: st.DataObject) -> None:
-    """Moves, cancels and the leader's ISR changes in any order: the registration stays
-    well-formed, a move is in progress exactly until its whole target is in sync, and a move
-    that completes leaves exactly its target as the replicas."""
-    rcm, log, _ = cluster()
+@given(st.data(), st.booleans())
+def test_any_sequence_of_moves_cancels_and_isr_changes_keeps_the_partition_consistent(data: st.DataObject, elr: bool) -> None:
+    """Moves, cancels and the leader's ISR changes in any order, with eligible leader replicas
+    on or off: the registration stays well-formed, a move is in progress exactly until its whole
+    target is in sync, and a move that completes leaves exactly its target as the replicas."""
+    rcm, log, _ = cluster(**{"min.insync.replicas": "2"})
+    if elr:
+        log.commit([FeatureLevelRecord(name=ELIGIBLE_LEADER_REPLICAS_FEATURE, feature_level=ELIGIBLE_LEADER_REPLICAS_LEVEL)])
     mgr = reassignments()
     target: list[int] | None = None  # the last move's target, None once cancelled
     for _ in range(data.draw(st.integers(1, 10))):
@@ -434,6 +445,7 @@ def test_any_sequence_of_moves_cancels_and_isr_changes_keeps_the_partition_consi
         assert len(set(p.replicas)) == len(p.replicas) and set(p.isr) <= set(p.replicas)
         assert set(p.adding_replicas) <= set(p.replicas) and set(p.removing_replicas) <= set(p.replicas)
         assert not set(p.adding_replicas) & set(p.removing_replicas)
+        assert not set(p.elr) & set(p.isr) and set(p.elr) <= set(p.replicas)
         assert p.leader in p.isr  # every broker is live: a partition always has a leader
         moving = bool(p.adding_replicas or p.removing_replicas)
         if moving:
