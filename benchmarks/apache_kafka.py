@@ -8,7 +8,8 @@ small pom: kafka_2.13 for the server and ``kafka.tools.StorageTool``, kafka-tool
 and the Log4j2 SLF4J-1.7 binding that Kafka 4.x logs through but does not bring in at runtime),
 into ``~/.cache/kbroker-bench/kafka-4.4.0/lib`` (``KBROKER_KAFKA_HOME`` moves it). Nothing here
 downloads unless asked: ``KafkaReferenceCluster`` takes the jars that ``fetch_jars`` returned,
-and ``cached_lib`` says whether they are there, so a test can skip without the network.
+and ``cached_lib`` says whether they are there. A machine without ``mvn`` (a fresh Debian with
+only Java 17, as CI's) gets Maven itself from Maven Central first, checked against its SHA-512.
 
 The quorum is static (``controller.quorum.voters``, kraft.version 0), as in the kbroker cluster
 of tests/cluster, and every controller.quorum.* timeout is Kafka's default. Ports are chosen
@@ -21,13 +22,17 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
+import io
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tarfile
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import IO
@@ -76,6 +81,11 @@ TOOL_JVM_OPTS = ("-Xmx256M", "-Djava.awt.headless=true")
 # KafkaRaftServer logs this once the broker has caught up with the metadata log and is unfenced.
 STARTED_MESSAGE = b"Kafka Server started"
 
+# Maven's binary distribution, published on Maven Central beside the jars it resolves.
+MAVEN_VERSION = "3.9.9"
+MAVEN_URL = f"https://repo1.maven.org/maven2/org/apache/maven/apache-maven/{MAVEN_VERSION}/apache-maven-{MAVEN_VERSION}-bin.tar.gz"
+MAVEN_SHA512 = "a555254d6b53d267965a3404ecb14e53c3827c09c3b94b5678835887ab404556bfaf78dcfe03ba76fa2508649dca8531c74bca4d5846513522404d48e8c4ac8b"
+
 FETCH_TIMEOUT_S = 600.0
 FORMAT_TIMEOUT_S = 120.0
 START_TIMEOUT_S = 120.0
@@ -94,10 +104,8 @@ def fetch_jars(cache: Path = CACHE_DIR) -> Path:
     lib = cached_lib(cache)
     if lib is not None:
         return lib
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError("fetching Kafka's jars needs Maven (`apt-get install maven`)")
     cache.mkdir(parents=True, exist_ok=True)
+    mvn = shutil.which("mvn") or str(maven(cache.parent))
     (cache / "pom.xml").write_text(POM)
     partial = cache / "lib.partial"
     repo = cache / "m2"
@@ -113,6 +121,25 @@ def fetch_jars(cache: Path = CACHE_DIR) -> Path:
     # lib/ holds copies of every jar; the Maven repository is only scaffolding for them.
     shutil.rmtree(repo, ignore_errors=True)
     return cache / "lib"
+
+
+def maven(home: Path) -> Path:
+    """The ``mvn`` of Maven's binary distribution under ``home``, downloaded and checked once."""
+    mvn = home / f"apache-maven-{MAVEN_VERSION}" / "bin" / "mvn"
+    if mvn.is_file():
+        return mvn
+    home.mkdir(parents=True, exist_ok=True)
+    with urllib.request.urlopen(MAVEN_URL, timeout=FETCH_TIMEOUT_S) as response:
+        archive = response.read()
+    if hashlib.sha512(archive).hexdigest() != MAVEN_SHA512:
+        raise RuntimeError(f"{MAVEN_URL} does not match its published SHA-512")
+    with tempfile.TemporaryDirectory(dir=home) as unpacked:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            # The archive is checked; the filter argument only exists from Python 3.11.4.
+            tar.extractall(unpacked, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+        # Renamed into place whole, so a half-unpacked Maven is never taken for a finished one.
+        (Path(unpacked) / f"apache-maven-{MAVEN_VERSION}").rename(mvn.parents[1])
+    return mvn
 
 
 def random_cluster_id() -> str:

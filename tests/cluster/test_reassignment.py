@@ -24,7 +24,7 @@ from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 from kafka import TopicPartition as KafkaPythonTopicPartition
 from kafka.admin import KafkaAdminClient
 
-from benchmarks.apache_kafka import TOOL_JVM_OPTS, cached_lib
+from benchmarks.apache_kafka import TOOL_JVM_OPTS
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import admin, partition_state, produce
 from tests.cluster.test_replication_faults import Load, assert_acked_once_at_their_offsets, read_to_end, wait_for_isr
@@ -265,10 +265,8 @@ def kafka_tool(lib: Path, cluster: KafkaCluster, *args: str) -> subprocess.Compl
     return subprocess.run([*command, *args], capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
-def test_kafkas_own_tool_moves_a_partition(cluster: KafkaCluster, tmp_path: Path) -> None:
-    lib = cached_lib()
-    if lib is None:
-        pytest.skip("Apache Kafka's jars are not cached (python -m benchmarks.apache_kafka fetch)")
+def test_kafkas_own_tool_moves_a_partition(cluster: KafkaCluster, tmp_path: Path, kafka_lib: Path) -> None:
+    lib = kafka_lib
     name = unique_topic("java")
     create_on(cluster, name, [1, 2, 3])
     assert len(produce(cluster.bootstrap, name, [b"j%d" % i for i in range(200)])) == 200
