@@ -146,7 +146,7 @@ class ProducerStateEntry:
 class ProducerAppendInfo:
     """Validates one producer's batches of one append against its state, building the updated entry."""
 
-    __slots__ = ("_current", "_tp", "origin", "producer_id", "started_txn", "updated")
+    __slots__ = ("_current", "_tp", "origin", "producer_id", "started_txns", "updated")
 
     def __init__(self, topic_partition: str, current: ProducerStateEntry, origin: AppendOrigin) -> None:
         self._tp = topic_partition
@@ -154,7 +154,9 @@ class ProducerAppendInfo:
         self._current = current
         self.origin = origin
         self.updated = current.copy()
-        self.started_txn = -1  # first offset of a transaction this append began
+        # First offsets of the transactions this append began: a follower's append may hold
+        # several of one producer's transactions, each closed by its marker but the last.
+        self.started_txns: list[int] = []
 
     def _check_epoch(self, epoch: int, offset: int) -> None:
         current = self.updated.producer_epoch
@@ -207,7 +209,7 @@ class ProducerAppendInfo:
             raise InvalidTxnStateError(f"expected a transactional write from producer {self.producer_id} at offset {first_offset} in {self._tp}")
         if updated.current_txn_first_offset < 0 and transactional:
             updated.current_txn_first_offset = first_offset
-            self.started_txn = first_offset
+            self.started_txns.append(first_offset)
 
     def append(self, header: BatchHeader, batch: Callable[[], bytes | memoryview], base_offset: int) -> CompletedTxn | None:
         """Validate one batch (assigned ``base_offset``) against the producer's state; ``batch``
@@ -278,10 +280,10 @@ class ProducerStateManager:
 
     def update(self, info: ProducerAppendInfo) -> None:
         self.producers[info.producer_id] = info.updated
-        if info.started_txn >= 0:
-            self._ongoing[info.started_txn] = info.producer_id
-            if self._first_unstable is None or info.started_txn < self._first_unstable:
-                self._first_unstable = info.started_txn
+        for first_offset in info.started_txns:
+            self._ongoing[first_offset] = info.producer_id
+            if self._first_unstable is None or first_offset < self._first_unstable:
+                self._first_unstable = first_offset
 
     def complete_txn(self, txn: CompletedTxn) -> int:
         """Close ``txn``; returns the last stable offset right after it (for its txn index entry)."""

@@ -200,6 +200,27 @@ def test_follower_append_tracks_producers_without_refusing(log_dir: Path, clock:
     plog.close()
 
 
+def test_a_follower_append_holding_several_transactions_of_one_producer_tracks_each(tmp_path: Path, clock: FakeClock) -> None:
+    """One replica fetch may bring a producer's consecutive transactions: each is opened and closed
+    by its marker, the last left open. (A restarted follower's fetcher died here on "attempted to
+    complete transaction ... which was not started" and never rejoined the ISR.)"""
+    leader = open_log(tmp_path / "leader" / "events-0", clock)
+    send(leader, 0, txn=True)
+    marker(leader, commit=True)
+    send(leader, 2, txn=True)
+    aborted_at = marker(leader, commit=False)
+    send(leader, 4, txn=True)
+    leader.flush()
+    fetched = (leader.dir / "00000000000000000000.log").read_bytes()
+    follower = open_log(tmp_path / "follower" / "events-0", clock)
+    follower.append_as_follower(memoryview(fetched))
+    assert follower.log_end_offset == leader.log_end_offset == 8
+    assert follower.first_unstable_offset == leader.first_unstable_offset == 6
+    assert follower.collect_aborted_transactions(0, 8) == leader.collect_aborted_transactions(0, 8) == [(PID, aborted_at - 2)]
+    leader.close()
+    follower.close()
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(["next", "retry", "gap"]), st.integers(0, 7), st.integers(1, 3)), min_size=1, max_size=30))
 def test_any_mix_of_retries_and_gaps_stores_each_batch_once(tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int, int]]) -> None:
