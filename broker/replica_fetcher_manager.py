@@ -29,7 +29,6 @@ from broker.metadata.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkError
 from broker.partition import Partition
 from replication.follower_fetch_state import EpochEndOffset
-from storage.errors import StorageError
 
 log = structlog.get_logger()
 
@@ -163,8 +162,10 @@ class ReplicaFetcher:
                     continue
                 try:
                     self._process_partition(state, part)
-                except StorageError as e:
-                    self._log.warning("replica_fetcher.partition_failed", topic=name, partition=int(part.partition_index), error=str(e))
+                except Exception as e:
+                    # A storage error or a bug, Kafka's fetcher backs off this partition alone:
+                    # leaving the loop would stop, silently, every partition fetched from this leader.
+                    self._log.warning("replica_fetcher.partition_failed", topic=name, partition=int(part.partition_index), error=f"{type(e).__name__}: {e}")
                     self._delay((state,))
 
     def _process_partition(self, state: _FetchState, part: Any) -> None:
