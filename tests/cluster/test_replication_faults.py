@@ -122,28 +122,29 @@ class Load:
                 for _ in range(20):
                     self._producer.produce(self.topic, value=b"%s-%d" % (self.topic.encode(), sent), partition=self.partition, on_delivery=self._done)
                     sent += 1
-            self._producer.poll(0.1)
+            # poll returns as soon as it has served a delivery report: wait out the 100 ms.
+            until = time.monotonic() + 0.1
+            while (left := until - time.monotonic()) > 0:
+                self._producer.poll(left)
 
     def wait_for_more(self, count: int, what: str) -> None:
         target = len(self.acked) + count
         wait_until(f"{count} more records acknowledged {what} (errors so far: {self.errors[-3:]})", lambda: len(self.acked) >= target or None, TIMEOUT_S)
 
 
-def read_to_end(bootstrap: str, topic: str, partitions: list[int]) -> tuple[list[Record], dict[int, int]]:
+def read_to_end(bootstrap: str, topic: str, partitions: list[int], isolation_level: str = "read_committed") -> tuple[list[Record], dict[int, int]]:
     """Every record of ``partitions`` below the high watermark, and the high watermarks."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False, "isolation.level": isolation_level})
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S)[1] for p in partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         records: list[Record] = []
-        reached = {p: ends[p] == 0 for p in partitions}
 
         def probe() -> bool | None:
-            for m in consumer.consume(500, 0.5):
-                if m.error() is None:
-                    records.append((m.partition(), m.offset(), m.value()))
-                    reached[m.partition()] = reached[m.partition()] or m.offset() + 1 >= ends[m.partition()]
-            return all(reached.values()) or None
+            records.extend((m.partition(), m.offset(), m.value()) for m in consumer.consume(500, 0.5) if m.error() is None)
+            # The position, not the last record: a transaction's marker may be the last offset.
+            positions = consumer.position([TopicPartition(topic, p) for p in partitions])
+            return all(ends[tp.partition] == 0 or tp.offset >= ends[tp.partition] for tp in positions) or None
 
         wait_until(f"{topic} read to its high watermarks {ends}", probe, TIMEOUT_S)
     finally:
