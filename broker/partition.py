@@ -129,7 +129,10 @@ class Partition:
         leo = self.log.log_end_offset
         if new_epoch:
             # The epoch starts here: a follower asking about the previous one learns where it ended.
-            self.log.leader_epoch_cache.assign(registration.leader_epoch, leo)
+            # Unless the log holds a later epoch: this is an old leadership replayed from the
+            # metadata log on a restart, and marking it would drop the later epochs' boundaries.
+            if registration.leader_epoch >= self.log.leader_epoch_cache.latest_epoch:
+                self.log.leader_epoch_cache.assign(registration.leader_epoch, leo)
             self.leader_state = PartitionLeaderState(
                 self._settings.node_id,
                 self._settings.broker_epoch(),

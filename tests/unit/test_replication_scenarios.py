@@ -192,3 +192,32 @@ def test_kip_320_a_follower_that_missed_an_epoch_truncates_to_the_leaders_end_of
     assert read.diverging_epoch == (0, 3)
     catch_up(a, b)
     assert a.end == b.end == 3 and a.values() == [b"m1", b"m2", b"m3"]
+
+
+def test_a_restarted_replica_replaying_an_old_leadership_keeps_its_later_epochs(tmp_path: Path) -> None:
+    """A broker restarting replays the metadata log and may be made leader of an epoch it once led
+    before it learns of the later ones. Its log holds those later epochs already: marking the old
+    epoch as starting at its log end dropped them from the epoch cache, and the follower then
+    truncated, one DivergingEpoch after another, far below what it shared with the leader (in the
+    failover campaign, 1,000-1,500 records after every restart)."""
+    a, b = Replica(tmp_path, 1), Replica(tmp_path, 2)
+    a.lead(0, (1, 2), (1, 2))
+    b.follow(1, 0, (1, 2), (1, 2))
+    a.append(b"m1")
+    catch_up(b, a)
+    b.lead(1, (1, 2), (2,))
+    b.append(b"m2")
+    a.follow(2, 1, (1, 2), (2,))
+    catch_up(a, b)
+    a.lead(2, (1, 2), (1, 2))  # the preferred replica back
+    a.append(b"m3")
+    b.follow(1, 2, (1, 2), (1, 2))
+    catch_up(b, a)
+    epochs = a.partition.log.leader_epoch_cache.entries
+    b.crash()
+    b.lead(1, (1, 2), (2,))  # replayed: B led epoch 1
+    b.follow(1, 2, (1, 2), (1, 2))  # and the record after it
+    assert b.partition.log.leader_epoch_cache.entries == epochs
+    fetch(b, a)
+    assert b.end == a.end == 3, "the follower truncated records it shared with the leader"
+    assert b.values() == a.values() == [b"m1", b"m2", b"m3"]
