@@ -31,10 +31,11 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka import KafkaProducer
 
-from broker.group_coordinator import GROUP_METADATA_TOPIC, partition_for
+from broker.coordinator.coordinator_runtime import partition_for
+from broker.group_coordinator import GROUP_METADATA_TOPIC
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from tests.cluster.cluster import KafkaCluster, wait_until
-from tests.cluster.test_replication import admin, create, partition_state
+from tests.cluster.test_replication import FAST_FAILOVER, admin, create, partition_state
 from tests.cluster.test_replication_faults import Load, Record, assert_acked_once_at_their_offsets, read_to_end, restart, wait_for_isr
 from tests.integration.helpers import unique_topic
 
@@ -55,11 +56,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
         tmp_path_factory.mktemp("failover-campaign"),
         combined=3,
         overrides={
-            # A dead broker is fenced, and its partitions move, within a few seconds.
+            **FAST_FAILOVER,
+            # A dead broker is fenced, and its partitions move, within two seconds.
             "broker.session.timeout.ms": str(SESSION_MS),
             "broker.heartbeat.interval.ms": "250",
-            "replica.lag.time.max.ms": "4000",
-            "offsets.topic.replication.factor": "3",
             "transaction.state.log.replication.factor": "3",
             "transaction.state.log.min.isr": "2",
             # Leadership returns to the preferred replicas soon after a restart, so the campaign's
