@@ -1,17 +1,17 @@
 """The failover campaign of issue #17: three combined nodes, RF=3, min.insync.replicas=2.
 
-- The leader of a partition is killed (SIGKILL) again and again while idempotent acks=all
-  producers of confluent-kafka, kafka-python and aiokafka write to it at once; each kill waits
-  for the killed broker to rejoin the ISR before the next, so at most one replica is ever down.
-  Every acknowledged record is read back at its acknowledged offset, once, offsets dense.
-  ``FAILOVER_CAMPAIGN_KILLS`` (20) sets the number of kills (``make chaos`` runs 100).
-- A consumer group with manual commits consumes through the death of its coordinator: the
-  committed offsets never go backwards, and every acknowledged record is delivered.
+- Idempotent acks=all producers of confluent-kafka, kafka-python and aiokafka write to three
+  partitions at once while the leader of one of them is killed (SIGKILL) again and again; each
+  kill waits for the killed broker to rejoin the ISRs before the next, so at most one replica is
+  ever down. Every acknowledged record is read back at its acknowledged offset, once, offsets
+  dense. ``FAILOVER_CAMPAIGN_KILLS`` (20) sets the number of kills (``make chaos`` runs 100).
+- A consumer group with manual commits consumes through two deaths of its coordinator: the
+  committed offsets never go backwards, and every record written is delivered.
 - A transactional consume-transform-produce loop runs across the death of its output partition's
   leader, and of its transaction coordinator: read_committed sees each input record's output once.
 
-The campaign's own acknowledgement times give each kill's failover gap (the last acknowledgement
-before the kill to the first after it, over all three clients), printed at the end.
+The campaign's own acknowledgement times give each kill's failover gap (the longest time without
+an acknowledgement from any of the three clients around the kill), printed at the end.
 """
 
 from __future__ import annotations
