@@ -215,6 +215,9 @@ def test_a_follower_append_holding_several_transactions_of_one_producer_tracks_e
     follower = open_log(tmp_path / "follower" / "events-0", clock)
     follower.append_as_follower(memoryview(fetched))
     assert follower.log_end_offset == leader.log_end_offset == 8
+    # A decided transaction counts as unstable until its marker is replicated.
+    leader.update_high_watermark(8)
+    follower.update_high_watermark(8)
     assert follower.first_unstable_offset == leader.first_unstable_offset == 6
     assert follower.collect_aborted_transactions(0, 8) == leader.collect_aborted_transactions(0, 8) == [(PID, aborted_at - 2)]
     leader.close()
