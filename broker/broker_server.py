@@ -18,6 +18,7 @@ from typing import Awaitable, Callable, TypeVar
 
 import structlog
 
+from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.broker_lifecycle_manager import AdvertisedListener, BrokerLifecycleManager
@@ -59,6 +60,7 @@ from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.metadata import MetadataHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
+from broker.produce_verification import ProduceVerifier
 from broker.handlers.transactions import (
     AddOffsetsToTxnHandler,
     AddPartitionsToTxnHandler,
@@ -192,6 +194,13 @@ class BrokerServer:
             max_timeout_ms=cfg.transaction_max_timeout_ms,
             transactional_id_expiration_ms=cfg.transactional_id_expiration_ms,
         )
+        self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+            self.metadata,
+            self.txn_coordinator,
+            shared.network,
+            self.txn_state_manager.partition_for,
+            inter_broker_listener_name=cfg.inter_broker_listener.name,
+        )
         self.init_producer_id = InitProducerIdHandler(self.producer_id_manager)
         self.init_producer_id.transaction_coordinator = self.txn_coordinator
         # In this order: readers see the new image first, then replicas exist before the
@@ -206,7 +215,11 @@ class BrokerServer:
             ApiKey.API_VERSIONS: lambda ctx, req: api_versions_response(ctx.version),
             ApiKey.METADATA: MetadataHandler(self.metadata, self.auto_topic_creation, cfg.auto_create_topics_enable),
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(self.metadata, cfg.max_request_partition_size_limit),
-            ApiKey.PRODUCE: ProduceHandler(self.replica_manager, self.metadata),
+            ApiKey.PRODUCE: ProduceHandler(
+                self.replica_manager,
+                self.metadata,
+                ProduceVerifier(self.replica_manager, self.add_partitions_to_txn_manager) if cfg.transaction_partition_verification_enable else None,
+            ),
             ApiKey.FETCH: FetchHandler(self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes),
             ApiKey.LIST_OFFSETS: ListOffsetsHandler(self.replica_manager, self.metadata),
             ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(cfg, self.metadata, cfg, self.log_manager.describe_cleaning),
@@ -356,6 +369,7 @@ class BrokerServer:
         self.group_coordinator.shutdown()
         self.txn_state_manager.shutdown()
         self.txn_markers.shutdown()
+        self.add_partitions_to_txn_manager.shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -273,6 +273,8 @@ class BrokerConfig(BaseModel):
         3600000, alias="transaction.remove.expired.transaction.cleanup.interval.ms", ge=1
     )
     transactional_id_expiration_ms: int = Field(604800000, alias="transactional.id.expiration.ms", ge=1)
+    # KIP-890: a partition leader checks a transaction's first batch with its coordinator.
+    transaction_partition_verification_enable: bool = Field(True, alias="transaction.partition.verification.enable")
 
     @field_validator("listeners")
     @classmethod

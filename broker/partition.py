@@ -19,7 +19,7 @@ from replication.partition_state import AlterPartitionIntent, PartitionLeaderSta
 from protocol.record_batch import NO_TIMESTAMP
 from storage.errors import OffsetOutOfRangeError, StorageError
 from storage.fetch_data_info import FetchDataInfo
-from storage.producer_state_manager import AppendOrigin, ProducerStateEntry
+from storage.producer_state_manager import SENTINEL_VERIFICATION_GUARD, AppendOrigin, ProducerStateEntry, VerificationGuard
 from storage.unified_log import LATEST_TIMESTAMP, LogAppendInfo, UnifiedLog
 
 READ_UNCOMMITTED = 0
@@ -247,15 +247,26 @@ class Partition:
 
     # -- produce -----------------------------------------------------------------------------------
 
-    def append_records_to_leader(self, records: memoryview, origin: AppendOrigin = AppendOrigin.CLIENT, required_acks: int = 1) -> LogAppendInfo:
+    def append_records_to_leader(
+        self, records: memoryview, origin: AppendOrigin = AppendOrigin.CLIENT, required_acks: int = 1, verification_guard: VerificationGuard | None = None
+    ) -> LogAppendInfo:
         state = self._leader()
         if required_acks == ACKS_ALL and state.is_under_min_isr:
             raise NotEnoughReplicasError(
                 f"the ISR of {self.topic}-{self.index} has {len(state.isr.committed)} replicas, fewer than min.insync.replicas {state.effective_min_isr}"
             )
-        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin, verification_guard)
         self.maybe_increment_high_watermark(_now_ms())
         return info
+
+    def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int, now_ms: int) -> VerificationGuard:
+        """KIP-890: the guard a transactional batch must carry, or the sentinel when the producer's
+        transaction is already open here (its coordinator knows of this partition then)."""
+        self._leader()
+        state = self.log.producer_state
+        if state.has_ongoing_transaction(producer_id):
+            return SENTINEL_VERIFICATION_GUARD
+        return state.maybe_create_verification_state_entry(producer_id, sequence, epoch, now_ms).guard
 
     def replicated_through(self, required_offset: int) -> int | None:
         """Kafka's checkEnoughReplicasReachOffset, for a DelayedProduce: None while the high

@@ -25,6 +25,7 @@ from storage.errors import StorageError
 from storage.producer_state_manager import AppendOrigin
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
+from storage.producer_state_manager import SENTINEL_VERIFICATION_GUARD, VerificationGuard
 
 if TYPE_CHECKING:
     from broker.alter_partition_manager import AlterPartitionManager
@@ -245,8 +246,15 @@ class ReplicaManager:
     # -- produce -------------------------------------------------------------------------------------
 
     def append_records(
-        self, entries: Iterable[tuple[str, int, memoryview | None]], image: MetadataImage, required_acks: int = 1
+        self,
+        entries: Iterable[tuple[str, int, memoryview | None]],
+        image: MetadataImage,
+        required_acks: int = 1,
+        verification_guards: dict[TopicPartition, VerificationGuard] | None = None,
     ) -> dict[TopicPartition, ProduceResult]:
+        """``verification_guards`` (KIP-890): None when transactions are not verified; else the
+        guard of each partition whose transaction verification started, the others' being the
+        sentinel that only an open transaction lets through."""
         results: dict[TopicPartition, ProduceResult] = {}
         for topic, index, records in entries:
             key = (topic, index)
@@ -259,7 +267,8 @@ class ReplicaManager:
                 continue
             try:
                 hw_before = partition.high_watermark
-                info = partition.append_records_to_leader(records, AppendOrigin.CLIENT, required_acks)
+                guard = None if verification_guards is None else verification_guards.get(key, SENTINEL_VERIFICATION_GUARD)
+                info = partition.append_records_to_leader(records, AppendOrigin.CLIENT, required_acks, guard)
             except StorageError as e:
                 log.debug("produce.rejected", topic=topic, partition=index, error=str(e))
                 results[key] = ProduceResult(

@@ -87,7 +87,8 @@ class ApiRange:
 SUPPORTED_APIS: dict[int, ApiRange] = {
     r.key: r
     for r in (
-        ApiRange(ApiKey.PRODUCE, 3, 11, 9),
+        # v12 (KIP-890 part 2): a transactional batch's partition is added to the transaction by its leader.
+        ApiRange(ApiKey.PRODUCE, 3, 12, 9),
         ApiRange(ApiKey.FETCH, 4, 17, 12),
         ApiRange(ApiKey.LIST_OFFSETS, 1, 10, 6),
         ApiRange(ApiKey.METADATA, 0, 12, 9),
@@ -108,11 +109,12 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, 4),
         ApiRange(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, 3),
         ApiRange(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, 3),
-        # EndTxn v5 is KIP-890 part 2 (an epoch bump per transaction), which kbroker does not do.
-        ApiRange(ApiKey.END_TXN, 0, 4, 3),
+        # v5 (KIP-890 part 2): every end bumps the producer epoch, which the answer carries.
+        ApiRange(ApiKey.END_TXN, 0, 5, 3),
         # kio has no WriteTxnMarkers v0 (Kafka 4 no longer serves it either).
         ApiRange(ApiKey.WRITE_TXN_MARKERS, 1, 1, 1),
-        ApiRange(ApiKey.TXN_OFFSET_COMMIT, 0, 4, 3),
+        # v5 (KIP-890 part 2): the offsets partition is added to the transaction by the group coordinator.
+        ApiRange(ApiKey.TXN_OFFSET_COMMIT, 0, 5, 3),
         ApiRange(ApiKey.DESCRIBE_CONFIGS, 1, 4, 4),
         ApiRange(ApiKey.ALTER_CONFIGS, 0, 2, 2),
         ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),

@@ -68,6 +68,44 @@ class TransactionCoordinatorFencedError(StorageError):
     error_code = 52
 
 
+class VerificationGuard:
+    """KIP-890: one verification of one producer's next transaction on a partition.
+
+    Compared by identity: an append carrying a guard is verified only if the partition still
+    holds that very guard. A marker written in between drops it, so a coordinator's answer
+    that arrives after the transaction ended (the ABA of verify, abort, verify again) cannot
+    let a late batch open a transaction nobody will ever end."""
+
+    __slots__ = ()
+
+    def verify(self, other: VerificationGuard) -> bool:
+        return other is self and self is not SENTINEL_VERIFICATION_GUARD
+
+
+# What an append carries when it started no verification: it matches no guard.
+SENTINEL_VERIFICATION_GUARD = VerificationGuard()
+
+
+@dataclass(slots=True)
+class VerificationStateEntry:
+    """Kafka's VerificationStateEntry: a producer's pending verification on one partition.
+
+    It also keeps the lowest sequence seen while verifying, so that a higher sequence cannot
+    be written while a lower one is still being retried (an OutOfOrderSequence loop)."""
+
+    timestamp: int
+    lowest_sequence: int
+    epoch: int
+    guard: VerificationGuard
+
+    def maybe_update_lowest_sequence_and_epoch(self, sequence: int, epoch: int) -> None:
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
+
+
 class BatchMetadata(NamedTuple):
     last_seq: int
     last_offset: int
@@ -146,9 +184,16 @@ class ProducerStateEntry:
 class ProducerAppendInfo:
     """Validates one producer's batches of one append against its state, building the updated entry."""
 
-    __slots__ = ("_current", "_tp", "origin", "producer_id", "started_txns", "updated")
+    __slots__ = ("_current", "_request_guard", "_tp", "_verification", "origin", "producer_id", "started_txns", "updated", "verified_or_ended")
 
-    def __init__(self, topic_partition: str, current: ProducerStateEntry, origin: AppendOrigin) -> None:
+    def __init__(
+        self,
+        topic_partition: str,
+        current: ProducerStateEntry,
+        origin: AppendOrigin,
+        verification: VerificationStateEntry | None = None,
+        request_guard: VerificationGuard | None = None,
+    ) -> None:
         self._tp = topic_partition
         self.producer_id = current.producer_id
         self._current = current
@@ -157,6 +202,24 @@ class ProducerAppendInfo:
         # First offsets of the transactions this append began: a follower's append may hold
         # several of one producer's transactions, each closed by its marker but the last.
         self.started_txns: list[int] = []
+        self._verification = verification
+        # None: the appender does not verify transactions (verification off, or a follower).
+        self._request_guard = request_guard
+        # A transactional batch or a marker was appended: the verification state has served.
+        self.verified_or_ended = False
+
+    def _check_verified(self, first_seq: int, offset: int) -> None:
+        """KIP-890: a transaction's first batch needs the guard its verification created."""
+        if self.origin not in (AppendOrigin.CLIENT, AppendOrigin.COORDINATOR) or self._request_guard is None:
+            return
+        entry = self._verification
+        if entry is None or not entry.guard.verify(self._request_guard):
+            raise InvalidTxnStateError(f"record from producer {self.producer_id} at offset {offset} in {self._tp} was not part of an ongoing transaction")
+        if first_seq > entry.lowest_sequence:
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {self.producer_id} at offset {offset} in {self._tp}: "
+                f"{first_seq} (incoming seq. number), {entry.lowest_sequence} (earliest seen sequence)"
+            )
 
     def _check_epoch(self, epoch: int, offset: int) -> None:
         current = self.updated.producer_epoch
@@ -208,8 +271,11 @@ class ProducerAppendInfo:
         if updated.current_txn_first_offset >= 0 and not transactional:
             raise InvalidTxnStateError(f"expected a transactional write from producer {self.producer_id} at offset {first_offset} in {self._tp}")
         if updated.current_txn_first_offset < 0 and transactional:
+            self._check_verified(first_seq, first_offset)
             updated.current_txn_first_offset = first_offset
             self.started_txns.append(first_offset)
+        if transactional:
+            self.verified_or_ended = True
 
     def append(self, header: BatchHeader, batch: Callable[[], bytes | memoryview], base_offset: int) -> CompletedTxn | None:
         """Validate one batch (assigned ``base_offset``) against the producer's state; ``batch``
@@ -237,6 +303,7 @@ class ProducerAppendInfo:
         if updated.current_txn_first_offset >= 0:
             completed = CompletedTxn(self.producer_id, updated.current_txn_first_offset, offset, not marker.commit)
         updated.end_txn(epoch, marker.coordinator_epoch, timestamp)
+        self.verified_or_ended = True
         return completed
 
 
@@ -251,6 +318,8 @@ class ProducerStateManager:
         # offset. They stay unstable, so read_committed consumers never see an outcome a new
         # leader may not have (Kafka's unreplicatedTxns).
         self._unreplicated: dict[int, int] = {}
+        # KIP-890: producers whose next transaction is being verified with its coordinator.
+        self._verifications: dict[int, VerificationStateEntry] = {}
         self._first_unstable: int | None = None
         self.map_end_offset = 0  # the state covers the log below this offset
         self._snapshots = [] if created else list_snapshots(directory)
@@ -274,16 +343,40 @@ class ProducerStateManager:
 
     # -- appending ----------------------------------------------------------------------------------
 
-    def prepare_update(self, producer_id: int, origin: AppendOrigin) -> ProducerAppendInfo:
+    def prepare_update(self, producer_id: int, origin: AppendOrigin, request_guard: VerificationGuard | None = None) -> ProducerAppendInfo:
         current = self.producers.get(producer_id)
-        return ProducerAppendInfo(self._tp, current if current is not None else ProducerStateEntry(producer_id), origin)
+        return ProducerAppendInfo(
+            self._tp,
+            current if current is not None else ProducerStateEntry(producer_id),
+            origin,
+            self._verifications.get(producer_id),
+            request_guard,
+        )
 
     def update(self, info: ProducerAppendInfo) -> None:
         self.producers[info.producer_id] = info.updated
+        if info.verified_or_ended:
+            self._verifications.pop(info.producer_id, None)
         for first_offset in info.started_txns:
             self._ongoing[first_offset] = info.producer_id
             if self._first_unstable is None or first_offset < self._first_unstable:
                 self._first_unstable = first_offset
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0
+
+    def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int, now_ms: int) -> VerificationStateEntry:
+        """The producer's pending verification, created on its first unverified batch."""
+        entry = self._verifications.get(producer_id)
+        if entry is None:
+            entry = self._verifications[producer_id] = VerificationStateEntry(now_ms, sequence, epoch, VerificationGuard())
+        else:
+            entry.maybe_update_lowest_sequence_and_epoch(sequence, epoch)
+        return entry
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self._verifications.get(producer_id)
 
     def complete_txn(self, txn: CompletedTxn) -> int:
         """Close ``txn``; returns the last stable offset right after it (for its txn index entry)."""
@@ -310,6 +403,9 @@ class ProducerStateManager:
         ]
         for pid in expired:
             del self.producers[pid]
+        # Verifications nobody appended after (the producer went away) expire the same way.
+        for pid in [pid for pid, v in self._verifications.items() if now_ms - v.timestamp >= expiration_ms]:
+            del self._verifications[pid]
         if expired:
             self._log.info("producer_state.expired", producers=len(expired))
         return len(expired)
@@ -367,6 +463,7 @@ class ProducerStateManager:
 
     def _clear(self) -> None:
         self.producers.clear()
+        self._verifications.clear()
         self._ongoing.clear()
         self._unreplicated.clear()
         self._first_unstable = None
@@ -392,5 +489,8 @@ __all__ = [
     "ProducerAppendInfo",
     "ProducerStateEntry",
     "ProducerStateManager",
+    "SENTINEL_VERIFICATION_GUARD",
     "TransactionCoordinatorFencedError",
+    "VerificationGuard",
+    "VerificationStateEntry",
 ]

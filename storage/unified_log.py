@@ -29,7 +29,7 @@ from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_segment import LogSegment
 from storage.log_validator import LogValidator
 from storage.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadataFile
-from storage.producer_state_manager import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager, increment_sequence
+from storage.producer_state_manager import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager, VerificationGuard, increment_sequence
 
 log = structlog.get_logger()
 
@@ -206,12 +206,16 @@ class UnifiedLog:
 
     # -- append ---------------------------------------------------------------------------------------------
 
-    def append_as_leader(self, records: memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+    def append_as_leader(
+        self, records: memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT, verification_guard: VerificationGuard | None = None
+    ) -> LogAppendInfo:
         """Validate the batches of a produce request, assign their offsets in place, write them once.
 
         ``records`` must be writable (a memoryview over a bytearray): baseOffset,
         partitionLeaderEpoch and, for LogAppendTime topics, the timestamp and CRC are
-        rewritten in it. Nothing is written when any batch is invalid.
+        rewritten in it. Nothing is written when any batch is invalid. ``verification_guard``
+        (KIP-890): what the produce path's transaction verification gave it, None when it
+        does not verify.
         """
         if records.readonly:
             records = memoryview(bytearray(records))
@@ -237,7 +241,7 @@ class UnifiedLog:
             if header.producer_id >= 0:
                 if producers is None:
                     producers = {}
-                duplicate = self._analyze_producer_batch(records, header, next_offset, origin, producers, completed)
+                duplicate = self._analyze_producer_batch(records, header, next_offset, origin, producers, completed, verification_guard)
                 if duplicate is not None:
                     return duplicate
             set_base_offset(records, header, next_offset)
@@ -290,7 +294,7 @@ class UnifiedLog:
         completed: list[CompletedTxn] = []
         for header in headers:
             if header.has_producer_id:
-                self._analyze_producer_batch(view, header, header.base_offset, AppendOrigin.REPLICATION, producers, completed)
+                self._analyze_producer_batch(view, header, header.base_offset, AppendOrigin.REPLICATION, producers, completed, None)
         self._append(view[:position], batches, first, last, max_timestamp, offset_of_max_timestamp, self._now_ms())
         self._update_producer_state(producers, completed)
         self.producer_state.map_end_offset = self._local.log_end_offset
@@ -308,6 +312,7 @@ class UnifiedLog:
         origin: AppendOrigin,
         producers: dict[int, ProducerAppendInfo],
         completed: list[CompletedTxn],
+        verification_guard: VerificationGuard | None,
     ) -> LogAppendInfo | None:
         """Kafka's analyzeAndValidateProducerState for one batch about to get ``base_offset``.
 
@@ -330,7 +335,7 @@ class UnifiedLog:
                     )
         info = producers.get(producer_id)
         if info is None:
-            info = producers[producer_id] = state.prepare_update(producer_id, origin)
+            info = producers[producer_id] = state.prepare_update(producer_id, origin, verification_guard)
         position = header.position
         try:
             txn = info.append(header, lambda: records[position : position + header.size], base_offset)

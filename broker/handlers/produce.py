@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 from kio.schema.errors import ErrorCode
 
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.network import CloseConnection
+from broker.produce_verification import Entry, ProduceVerifier, Verification, produce_result
 from broker.replica_manager import ACKS_ALL, ProduceResult, ReplicaManager
 from protocol.produce_request import ProduceRequest
 from protocol.produce_response import encode_produce_response
@@ -16,9 +20,11 @@ VALID_ACKS = (-1, 0, 1)
 
 
 class ProduceHandler:
-    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache) -> None:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, verifier: ProduceVerifier | None = None) -> None:
         self._rm = replica_manager
         self._metadata = metadata
+        # KIP-890 (transaction.partition.verification.enable): None when transactions are not verified.
+        self._verifier = verifier
 
     def __call__(self, ctx: RequestContext, request: ProduceRequest):  # type: ignore[no-untyped-def]
         acks = request.acks
@@ -41,7 +47,35 @@ class ProduceHandler:
                         continue
                     # A view into this request's own frame: offsets and epochs are rewritten in place.
                     entries.append((t.name, p.index, p.records))
+            if self._verifier is not None:
+                verification = self._verifier.start(request.transactional_id, entries, ctx.version)
+                if verification.pending is not None:
+                    return self._append_verified(ctx, request, results, entries, verification)
+                return self._append(ctx, request, results, entries, verification)
             results.update(self._rm.append_records(entries, self._metadata.image, acks))
+        return self._answer(ctx, request, results)
+
+    async def _append_verified(
+        self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult], entries: list[Entry], verification: Verification
+    ) -> Any:
+        """The append once the transaction coordinator has verified the partitions."""
+        assert verification.pending is not None
+        unverified = await verification.pending
+        verification.errors.update((tp, produce_result(code)) for tp, code in unverified.items())
+        answer = self._append(ctx, request, results, entries, verification)
+        return await answer if inspect.isawaitable(answer) else answer
+
+    def _append(
+        self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult], entries: list[Entry], verification: Verification
+    ) -> Any:
+        refused = verification.errors
+        results.update(refused)
+        verified = [e for e in entries if (e[0], e[1]) not in refused] if refused else entries
+        results.update(self._rm.append_records(verified, self._metadata.image, request.acks, verification.guards))
+        return self._answer(ctx, request, results)
+
+    def _answer(self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]) -> Any:
+        acks = request.acks
         if acks == ACKS_ALL:
             waiting = self._rm.pending_replication(results)
             if waiting:

@@ -18,7 +18,8 @@ from broker.group_coordinator import GROUP_METADATA_TOPIC, CoordinatorNotAvailab
 from broker.handlers.settled import when_settled
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
-from broker.transaction.transaction_coordinator import TransactionCoordinator
+from broker.transaction.transaction_coordinator import EndTxnResult, TransactionCoordinator
+from broker.transaction.transaction_metadata import TV_0, TV_2
 from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
 from broker.transaction.transaction_state_manager import Settled, settled, then
 from protocol.api_keys import ApiKey, response_schema
@@ -27,6 +28,7 @@ from protocol.entities import build, nested
 log = structlog.get_logger()
 
 NO_LEADER_EPOCH = -1
+END_TXN_EPOCH_BUMP_VERSION = 5
 TopicPartition = tuple[str, int]
 
 # KIP-588: a client older than these versions does not know PRODUCER_FENCED and is told
@@ -182,12 +184,18 @@ class EndTxnHandler:
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.END_TXN, ctx.version)
 
-        def answer(error: int) -> Any:
-            if error:
-                log.info("txn.end_failed", transactional_id=request.transactional_id, commit=request.committed, error=ErrorCode(error).name)
-            return build(schema, throttle_time=0, error_code=client_error(ApiKey.END_TXN, ctx.version, error))
+        def answer(result: EndTxnResult) -> Any:
+            if result.error_code:
+                log.info("txn.end_failed", transactional_id=request.transactional_id, commit=request.committed, error=ErrorCode(result.error_code).name)
+            fields: dict[str, Any] = {"error_code": client_error(ApiKey.END_TXN, ctx.version, result.error_code)}
+            if ctx.version >= END_TXN_EPOCH_BUMP_VERSION:
+                fields.update(producer_id=result.producer_id, producer_epoch=result.producer_epoch)
+            return build(schema, throttle_time=0, **fields)
 
-        return when_settled(self._coordinator.end_transaction(request.transactional_id, request.producer_id, request.producer_epoch, request.committed), answer)
+        # KIP-890 part 2: v5 is sent only by clients on transaction version 2, whose every end bumps the epoch.
+        version = TV_2 if ctx.version >= END_TXN_EPOCH_BUMP_VERSION else TV_0
+        ended = self._coordinator.end_transaction(request.transactional_id, request.producer_id, request.producer_epoch, request.committed, version)
+        return when_settled(ended, answer)
 
 
 class WriteTxnMarkersHandler:

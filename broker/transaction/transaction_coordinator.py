@@ -10,7 +10,8 @@ replicated, as Kafka's does; the markers of partitions this node leads are writt
 answer, so a transaction on one node is complete by then, and the others follow in the
 background. A transaction whose markers could not all be written stays in its
 Prepare state; the periodic job (and a new coordinator, which reloads Prepare states) asks for
-them again. The rules and error codes follow Kafka 3.x (transaction version 1).
+them again. The rules and error codes follow Kafka 4.0: transaction version 1, and version 2
+(KIP-890 part 2) for clients that end their transactions with EndTxn v5.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from broker.transaction.transaction_metadata import (
     EXPIRABLE_STATES,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TV_0,
+    TV_2,
     IllegalTransitionError,
     ProducerFenced,
     TransactionMetadata,
@@ -59,6 +62,24 @@ class TransactionListing:
     transactional_id: str
     producer_id: int
     state: str
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnResult:
+    error_code: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+def _valid_end_txn_epoch(metadata: TransactionMetadata, producer_epoch: int) -> bool:
+    """Kafka's isValidEpoch. Under transaction version 2 the same epoch in a Prepare or Complete
+    state would be the next transaction's, not a retry: a retry names the epoch before the bump."""
+    if metadata.client_transaction_version < TV_2:
+        # Version 1 clients never bump the epoch themselves: strict equality.
+        return producer_epoch == metadata.producer_epoch
+    if metadata.state in (S.ONGOING, S.EMPTY, S.DEAD):
+        return producer_epoch == metadata.producer_epoch
+    return metadata.producer_epoch == producer_epoch + 1
 
 
 class _NeedProducerId(Exception):
@@ -194,38 +215,57 @@ class TransactionCoordinator:
         return self.state.append_transaction(metadata, transit)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """AddPartitionsToTxn v4+ with verify_only: is each partition already in the transaction?"""
+        """AddPartitionsToTxn v4+ with verify_only (KIP-890): is each partition in the ongoing
+        transaction? A pending transition is not looked at: the partition leader's append is
+        checked once more against its own state. A partition not in it is TRANSACTION_ABORTABLE,
+        which the asking leader turns into INVALID_TXN_STATE for clients that predate it."""
         wanted = list(partitions)
         error, _, metadata = self._validate_producer(transactional_id, producer_id, producer_epoch)
+        if not error and metadata is not None and metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            error = ErrorCode.concurrent_transactions
         if error:
             return {tp: error for tp in wanted}
         assert metadata is not None
-        in_txn = metadata.state is S.ONGOING
-        return {tp: 0 if in_txn and tp in metadata.topic_partitions else ErrorCode.invalid_txn_state for tp in wanted}
+        return {tp: 0 if tp in metadata.topic_partitions else ErrorCode.transaction_abortable for tp in wanted}
 
     # -- EndTxn --------------------------------------------------------------------------------------
 
-    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> Written:
+    def end_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, client_transaction_version: int = TV_0
+    ) -> Settled[EndTxnResult]:
+        """EndTxn. Under transaction version 2 (EndTxn v5) the end bumps the epoch, and the answer
+        carries the producer id and epoch the client goes on with."""
         if not transactional_id:
-            return ErrorCode.invalid_request
+            return EndTxnResult(ErrorCode.invalid_request)
         try:
             loaded = self.state.partition_of(transactional_id)
         except CoordinatorNotAvailable as e:
-            return e.error_code
+            return EndTxnResult(e.error_code)
         metadata = loaded.metadata.get(transactional_id)
         if metadata is None or metadata.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
-        # A client never bumps the epoch itself: strict equality.
-        if metadata.producer_epoch != producer_epoch:
-            return ErrorCode.producer_fenced
+            return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
+        if not _valid_end_txn_epoch(metadata, producer_epoch):
+            return EndTxnResult(ErrorCode.producer_fenced)
         if metadata.pending_transition_in_progress:
-            return ErrorCode.concurrent_transactions
-        return self._end_transaction(loaded, metadata, commit)
+            return EndTxnResult(ErrorCode.concurrent_transactions)
+        if metadata.state is S.ONGOING and client_transaction_version >= TV_2 and metadata.is_producer_epoch_exhausted:
+            # Kafka moves the producer to a new id here; this coordinator does not yet, and the
+            # producer re-initialises instead (its id rotates in InitProducerId).
+            log.warning("txn.end_epoch_exhausted", transactional_id=transactional_id, producer_id=producer_id, epoch=metadata.producer_epoch)
+            return EndTxnResult(ErrorCode.producer_fenced)
 
-    def _end_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata, commit: bool) -> Written:
+        def answer(error: int) -> EndTxnResult:
+            # The id and epoch as written: a bumped epoch is what the client uses from now on.
+            return EndTxnResult(error, metadata.producer_id, metadata.producer_epoch) if not error else EndTxnResult(error)
+
+        return then(self._end_transaction(loaded, metadata, commit, client_transaction_version), answer)
+
+    def _end_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata, commit: bool, client_transaction_version: int | None = None) -> Written:
+        """``client_transaction_version`` None: the coordinator's own abort, which bumps no epoch
+        of its own (a fence did already)."""
         state = metadata.state
         if state is S.ONGOING:
-            transit = metadata.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms())
+            transit = metadata.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms(), client_transaction_version)
 
             def send_markers(error: int) -> int:
                 # Only once the Prepare state is replicated: a new coordinator would otherwise

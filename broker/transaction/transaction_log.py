@@ -78,9 +78,12 @@ def encode_key(transactional_id: str) -> bytes:
     return encode_versioned(TRANSACTION_LOG_KEY_TYPE, TransactionLogKey(transactional_id=transactional_id), 0, False)
 
 
-def encode_value(value: TransactionLogValue, version: int = 0) -> bytes:
-    """Version 0 is what Kafka writes for clients on transaction version 1 (all of ours); it
-    cannot carry the tagged fields, so a value that sets them must be written as version 1."""
+def encode_value(value: TransactionLogValue, version: int | None = None) -> bytes:
+    """Version 0 is what Kafka writes for clients on transaction version 1; it cannot carry
+    the tagged fields, so a value that sets them (transaction version 2) is written as
+    version 1, which is also the default then."""
+    if version is None:
+        version = 1 if value.client_transaction_version >= 2 else 0
     lowest, highest = TransactionLogValue.VERSIONS
     if not lowest <= version <= highest:
         raise CoordinatorRecordError(f"TransactionLogValue has no version {version}")
@@ -126,6 +129,7 @@ def value_from_transit(transit: TxnTransitMetadata) -> TransactionLogValue:
         transaction_partitions=partitions,
         transaction_last_update_timestamp_ms=transit.txn_last_update_timestamp,
         transaction_start_timestamp_ms=transit.txn_start_timestamp,
+        client_transaction_version=transit.client_transaction_version,
     )
 
 
@@ -143,4 +147,5 @@ def metadata_from_value(transactional_id: str, value: TransactionLogValue) -> Tr
         topic_partitions={(p.topic, i) for p in value.transaction_partitions or () for i in p.partition_ids},
         txn_start_timestamp=value.transaction_start_timestamp_ms,
         txn_last_update_timestamp=value.transaction_last_update_timestamp_ms,
+        client_transaction_version=value.client_transaction_version,
     )

@@ -16,6 +16,10 @@ from enum import IntEnum
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 SHORT_MAX = 0x7FFF
+# transaction.version levels: 0 (and 1) keep one epoch for the producer's life; 2 (KIP-890
+# part 2) bumps it at the end of every transaction.
+TV_0 = 0
+TV_2 = 2
 TopicPartition = tuple[str, int]
 
 
@@ -94,6 +98,7 @@ class TxnTransitMetadata:
     topic_partitions: frozenset[TopicPartition]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    client_transaction_version: int = TV_0
 
 
 @dataclass(slots=True)
@@ -112,6 +117,9 @@ class TransactionMetadata:
     # A fence whose PrepareAbort was not written: its bumped epoch was never told to anyone, so
     # the next fence reuses it rather than bumping again (Kafka's hasFailedEpochFence).
     has_failed_epoch_fence: bool = False
+    # The transaction version of the client's last EndTxn: under 2 every end bumped the epoch,
+    # which is what tells a retried EndTxn (the epoch before) from a stale producer.
+    client_transaction_version: int = TV_0
 
     # -- preparing ---------------------------------------------------------------------------------
 
@@ -137,6 +145,7 @@ class TransactionMetadata:
             topic_partitions=frozenset(self.topic_partitions),
             txn_start_timestamp=self.txn_start_timestamp,
             txn_last_update_timestamp=self.txn_last_update_timestamp,
+            client_transaction_version=self.client_transaction_version,
         )
 
     def prepare_increment_producer_epoch(self, txn_timeout_ms: int, expected_epoch: int | None, now_ms: int) -> TxnTransitMetadata:
@@ -202,8 +211,25 @@ class TransactionMetadata:
             S.ONGOING, topic_partitions=frozenset(self.topic_partitions | partitions), txn_start_timestamp=start, txn_last_update_timestamp=now_ms
         )
 
-    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int) -> TxnTransitMetadata:
-        return self._prepare(state, txn_last_update_timestamp=now_ms)
+    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int, client_transaction_version: int | None = None) -> TxnTransitMetadata:
+        """EndTxn (or an abort by the coordinator, ``client_transaction_version`` None: the
+        id's version is kept). A transaction version 2 client's end bumps the epoch, so that
+        the markers fence every batch of the transaction that ended."""
+        if client_transaction_version is None or client_transaction_version < TV_2:
+            return self._prepare(
+                state,
+                txn_last_update_timestamp=now_ms,
+                client_transaction_version=self.client_transaction_version if client_transaction_version is None else client_transaction_version,
+            )
+        if is_epoch_exhausted(self.producer_epoch):
+            raise IllegalTransitionError(f"{self.transactional_id}: cannot bump an exhausted epoch {self.producer_epoch}")
+        return self._prepare(
+            state,
+            producer_epoch=self.producer_epoch + 1,
+            last_producer_epoch=self.producer_epoch,
+            txn_last_update_timestamp=now_ms,
+            client_transaction_version=client_transaction_version,
+        )
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
         # The Prepare state is written, so a fence that failed before is behind us.
@@ -234,8 +260,10 @@ class TransactionMetadata:
             self.txn_start_timestamp = transit.txn_start_timestamp
             self.topic_partitions = set(transit.topic_partitions)
         elif to in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            # Transaction version 2 bumped the epoch: the written epoch is the next one.
+            epoch_bumped = transit.producer_id == self.producer_id and transit.last_producer_epoch == self.producer_epoch == transit.producer_epoch - 1
             if (
-                not same_producer
+                not (same_producer or (epoch_bumped and transit.client_transaction_version >= TV_2))
                 or self.topic_partitions != transit.topic_partitions
                 or self.txn_timeout_ms != transit.txn_timeout_ms
                 or self.txn_start_timestamp != transit.txn_start_timestamp
@@ -255,6 +283,7 @@ class TransactionMetadata:
         self.last_producer_epoch = transit.last_producer_epoch
         self.txn_timeout_ms = transit.txn_timeout_ms
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
+        self.client_transaction_version = transit.client_transaction_version
         self.pending_state = None
         self.state = to
 

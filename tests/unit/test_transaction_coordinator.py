@@ -215,17 +215,17 @@ def test_commit_writes_markers_to_every_partition_then_completes(tmp_path: Path)
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == 0
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 0), (DATA, 1)]) == 0
         assert node.meta().state is S.ONGOING and node.meta().topic_partitions == {(DATA, 0), (DATA, 1)}
-        assert c.verify_partitions(TXN, pid, epoch, [(DATA, 1), (GROUP_METADATA_TOPIC, 0)]) == {(DATA, 1): 0, (GROUP_METADATA_TOPIC, 0): ErrorCode.invalid_txn_state}
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert c.verify_partitions(TXN, pid, epoch, [(DATA, 1), (GROUP_METADATA_TOPIC, 0)]) == {(DATA, 1): 0, (GROUP_METADATA_TOPIC, 0): ErrorCode.transaction_abortable}
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == 0
         assert node.meta().state is S.COMPLETE_COMMIT and node.meta().topic_partitions == set()
         assert node.markers_in(DATA, 0) == node.markers_in(DATA, 1) == [(pid, epoch, True)]
         # A retried EndTxn succeeds again and writes nothing; the other outcome is an invalid state.
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
-        assert c.end_transaction(TXN, pid, epoch, commit=False) == ErrorCode.invalid_txn_state
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=False).error_code == ErrorCode.invalid_txn_state
         assert node.markers_in(DATA, 0) == [(pid, epoch, True)]
         # The next transaction aborts.
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == 0
-        assert c.end_transaction(TXN, pid, epoch, commit=False) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=False).error_code == 0
         assert node.meta().state is S.COMPLETE_ABORT
         assert node.markers_in(DATA, 1) == [(pid, epoch, True), (pid, epoch, False)]
 
@@ -240,9 +240,9 @@ def test_producer_checks(tmp_path: Path) -> None:
         assert c.add_partitions(TXN, pid, epoch + 1, [(DATA, 0)]) == ErrorCode.producer_fenced
         assert c.add_partitions("unknown", pid, epoch, [(DATA, 0)]) == ErrorCode.invalid_producer_id_mapping
         assert c.add_partitions("", pid, epoch, [(DATA, 0)]) == ErrorCode.invalid_request
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.invalid_txn_state  # nothing begun
-        assert c.end_transaction(TXN, pid, epoch - 1, commit=True) == ErrorCode.producer_fenced
-        assert c.end_transaction(TXN, pid + 1, epoch, commit=True) == ErrorCode.invalid_producer_id_mapping
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == ErrorCode.invalid_txn_state  # nothing begun
+        assert c.end_transaction(TXN, pid, epoch - 1, commit=True).error_code == ErrorCode.producer_fenced
+        assert c.end_transaction(TXN, pid + 1, epoch, commit=True).error_code == ErrorCode.invalid_producer_id_mapping
         assert c.verify_partitions(TXN, pid, epoch + 1, [(DATA, 0)]) == {(DATA, 0): ErrorCode.producer_fenced}
 
     run(tmp_path, test)
@@ -253,7 +253,7 @@ def test_a_pending_transition_answers_concurrent_transactions(tmp_path: Path) ->
         pid, epoch = await init(node)
         node.meta().prepare_add_partitions({(DATA, 0)}, now_ms())  # its write has not finished
         assert node.coordinator.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == ErrorCode.concurrent_transactions
-        assert node.coordinator.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.concurrent_transactions
+        assert node.coordinator.end_transaction(TXN, pid, epoch, commit=True).error_code == ErrorCode.concurrent_transactions
         assert (await node.coordinator.init_producer_id(TXN, 30000, None)).error_code == ErrorCode.concurrent_transactions
 
     run(tmp_path, test)
@@ -269,7 +269,7 @@ def test_init_with_an_open_transaction_aborts_it_under_a_fencing_epoch(tmp_path:
         assert node.meta().state is S.COMPLETE_ABORT and node.meta().producer_epoch == epoch + 1
         assert node.markers_in(DATA, 0) == [(pid, epoch + 1, False)]
         # The zombie is fenced; the retry gets the next epoch.
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.producer_fenced
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == ErrorCode.producer_fenced
         assert await init(node) == (pid, epoch + 2)
 
     run(tmp_path, test)
@@ -297,11 +297,11 @@ def test_unwritable_marker_keeps_prepare_state_until_written(tmp_path: Path) -> 
         pid, epoch = await init(node)
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 0), (DATA, 1)]) == 0
         partition = node.rm.partitions.pop((DATA, 0))  # leadership lost for a moment
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == 0
         assert node.meta().state is S.PREPARE_COMMIT
         assert node.markers_in(DATA, 1) == [(pid, epoch, True)]
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == ErrorCode.concurrent_transactions
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.concurrent_transactions
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == ErrorCode.concurrent_transactions
         c.abort_timed_out_transactions()  # asks again for markers already in flight: nothing new
         assert node.markers.pending_transactions == {TXN}
         await asyncio.sleep(0.02)
@@ -321,7 +321,7 @@ def test_unloading_the_txn_partition_withdraws_its_markers(tmp_path: Path) -> No
         pid, epoch = await init(node)
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == 0
         partition = node.rm.partitions.pop((DATA, 0))
-        assert c.end_transaction(TXN, pid, epoch, commit=False) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=False).error_code == 0
         assert node.markers.pending_transactions == {TXN}
         node.state.runtime.resign(node.state.partition_for(TXN))  # leadership of the txn partition moved away
         assert node.markers.pending_transactions == set()
@@ -350,7 +350,7 @@ def test_remote_markers_complete_the_transaction_when_written(tmp_path: Path) ->
         pid, epoch = await init(node)
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 0), (DATA, 1)]) == 0
         other.error = ErrorCode.not_leader_or_follower  # node 2 has not caught up yet
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == 0
         assert node.meta().state is S.PREPARE_COMMIT and node.markers_in(DATA, 0) == [(pid, epoch, True)]
         await wait_for(lambda: len(other.received) >= 2)
         assert node.meta().state is S.PREPARE_COMMIT
@@ -373,7 +373,7 @@ def test_a_new_coordinator_epoch_cancels_the_old_markers_and_resends(tmp_path: P
         pid, epoch = await init(node)
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == 0
         other.error = ErrorCode.request_timed_out
-        assert c.end_transaction(TXN, pid, epoch, commit=False) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=False).error_code == 0
         await wait_for(lambda: len(other.received) >= 1)
         # The txn partition is reloaded under a new leader epoch, as after a leadership change.
         index = node.state.partition_for(TXN)
@@ -490,13 +490,13 @@ def test_txn_offsets_become_visible_only_on_commit(tmp_path: Path) -> None:
         txn_commit(10)
         assert shard.offsets.fetch(group, [(DATA, 0)])[0][2] is None
         assert shard.offsets.has_pending_offset(group, DATA, 0)
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == 0
         assert shard.offsets.fetch(group, [(DATA, 0)])[0][2].offset == 10  # type: ignore[union-attr]
         assert not shard.offsets.has_pending_offset(group, DATA, 0)
 
         assert c.add_partitions(TXN, pid, epoch, [offsets_partition]) == 0
         txn_commit(20)
-        assert c.end_transaction(TXN, pid, epoch, commit=False) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=False).error_code == 0
         assert shard.offsets.fetch(group, [(DATA, 0)])[0][2].offset == 10  # type: ignore[union-attr]
 
         # A reload replays the same outcome from the records and markers.
@@ -508,7 +508,7 @@ def test_txn_offsets_become_visible_only_on_commit(tmp_path: Path) -> None:
         reloaded = node.groups.shard_for(group)
         assert reloaded.offsets.fetch(group, [(DATA, 0)])[0][2].offset == 10  # type: ignore[union-attr]
         assert reloaded.offsets.has_pending_offset(group, DATA, 0)
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == 0
         assert reloaded.offsets.fetch(group, [(DATA, 0)])[0][2].offset == 30  # type: ignore[union-attr]
 
     run(tmp_path, test)
@@ -590,7 +590,7 @@ def test_replicated_log_answers_each_write_once_the_follower_has_it(tmp_path: Pa
         added = await waiting(c.add_partitions(TXN, pid, epoch, [(DATA, 0)]))
         assert node.meta().state is S.EMPTY
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 1)]) == ErrorCode.concurrent_transactions
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.concurrent_transactions
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == ErrorCode.concurrent_transactions
         replicate(node)
         assert await asyncio.wait_for(added, 5) == 0 and node.meta().state is S.ONGOING
 
@@ -598,15 +598,15 @@ def test_replicated_log_answers_each_write_once_the_follower_has_it(tmp_path: Pa
         # No marker before PrepareCommit is replicated: a new coordinator could still find the transaction open.
         assert node.markers_in(DATA, 0) == [] and node.meta().state is S.ONGOING
         replicate(node)
-        assert await asyncio.wait_for(ended, 5) == 0
+        assert (await asyncio.wait_for(ended, 5)).error_code == 0
         assert node.markers_in(DATA, 0) == [(pid, epoch, True)]
         # CompleteCommit is written and waits in turn; the retried EndTxn is told to back off until then.
         await wait_for(lambda: node.meta().pending_state is S.COMPLETE_COMMIT)
         assert node.meta().state is S.PREPARE_COMMIT
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == ErrorCode.concurrent_transactions
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == ErrorCode.concurrent_transactions
         replicate(node)
         await wait_for(lambda: node.meta().state is S.COMPLETE_COMMIT and node.meta().pending_state is None)
-        assert c.end_transaction(TXN, pid, epoch, commit=True) == 0
+        assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == 0
 
     run(tmp_path, test, **REPLICATED)
 
