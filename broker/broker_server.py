@@ -22,18 +22,12 @@ from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.broker_lifecycle_manager import AdvertisedListener, BrokerLifecycleManager
-from broker.controller.feature_control_manager import (
-    ELIGIBLE_LEADER_REPLICAS_FEATURE,
-    ELIGIBLE_LEADER_REPLICAS_LEVEL,
-    METADATA_VERSION_FEATURE,
-    METADATA_VERSION_LEVEL,
-    MINIMUM_METADATA_VERSION_LEVEL,
-)
+from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
 from broker.controller_channel import ControllerChannel, LocalController
 from broker.fetch_session import FetchSessionCache
 from broker.group_coordinator import GroupCoordinator
 from broker.handlers.admin_configs import DescribeConfigsHandler
-from broker.handlers.api_versions import api_versions_response
+from broker.handlers.api_versions import FeatureInfo, api_versions_response
 from broker.handlers.cluster import DescribeClusterHandler, DescribeLogDirsHandler
 from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.describe_producers import DescribeProducersHandler
@@ -176,10 +170,7 @@ class BrokerServer:
             cluster_id=shared.cluster_id,
             rack=cfg.broker_rack,
             listeners=[AdvertisedListener(lst.name, lst.host, lst.port) for lst in cfg.advertised_broker_listeners],
-            features={
-                METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
-                ELIGIBLE_LEADER_REPLICAS_FEATURE: (0, ELIGIBLE_LEADER_REPLICAS_LEVEL),
-            },
+            features=BROKER_SUPPORTED_FEATURES,
             previous_broker_epoch=self.log_manager.clean_shutdown_broker_epoch,
             log_dir_ids=[shared.directory_id],
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
@@ -208,17 +199,21 @@ class BrokerServer:
         for publisher in (self.metadata, self.replica_manager, self.group_coordinator, self.txn_state_manager):
             loader.install_publisher(publisher)
 
+    def _feature_info(self) -> FeatureInfo:
+        image = self.metadata.image
+        return FeatureInfo(BROKER_SUPPORTED_FEATURES, image.features, image.provenance)
+
     def _handlers(self) -> dict[ApiKey, Callable[[RequestContext, object], object]]:
         cfg = self.config
         sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {
-            ApiKey.API_VERSIONS: lambda ctx, req: api_versions_response(ctx.version),
+            ApiKey.API_VERSIONS: lambda ctx, req: api_versions_response(ctx.version, features=self._feature_info()),
             ApiKey.METADATA: MetadataHandler(self.metadata, self.auto_topic_creation, cfg.auto_create_topics_enable),
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(self.metadata, cfg.max_request_partition_size_limit),
             ApiKey.PRODUCE: ProduceHandler(
                 self.replica_manager,
                 self.metadata,
-                ProduceVerifier(self.replica_manager, self.add_partitions_to_txn_manager) if cfg.transaction_partition_verification_enable else None,
+                ProduceVerifier(self.replica_manager, self.add_partitions_to_txn_manager, verify=cfg.transaction_partition_verification_enable),
             ),
             ApiKey.FETCH: FetchHandler(self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes),
             ApiKey.LIST_OFFSETS: ListOffsetsHandler(self.replica_manager, self.metadata),
@@ -242,7 +237,9 @@ class BrokerServer:
             ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata),
             ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnHandler(self.txn_coordinator, self.metadata),
             ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(self.txn_coordinator, self.group_coordinator),
-            ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitHandler(self.group_coordinator),
+            ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitHandler(
+                self.group_coordinator, self.add_partitions_to_txn_manager, verify=cfg.transaction_partition_verification_enable
+            ),
             ApiKey.END_TXN: EndTxnHandler(self.txn_coordinator),
             ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(self.txn_marker_writer),
             ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsHandler(self.txn_coordinator),

@@ -72,12 +72,19 @@ def produce_result(error: int) -> ProduceResult:
 
 
 class ProduceVerifier:
-    def __init__(self, replica_manager: ReplicaManager, manager: AddPartitionsToTxnManager) -> None:
+    """``verify``: transaction.partition.verification.enable. Off, only Produce v12's partitions
+    are still added to their transactions (transaction version 2 has no other way in)."""
+
+    def __init__(self, replica_manager: ReplicaManager, manager: AddPartitionsToTxnManager, *, verify: bool = True) -> None:
         self._rm = replica_manager
         self._manager = manager
+        self._verify = verify
 
-    def start(self, transactional_id: str | None, entries: Iterable[Entry], produce_version: int) -> Verification:
-        """Start verifying the transactional batches of one produce request."""
+    def start(self, transactional_id: str | None, entries: Iterable[Entry], produce_version: int) -> Verification | None:
+        """Start verifying the transactional batches of one produce request; None when this
+        request's transactions are not verified at all."""
+        if not self._verify and produce_version < ADD_PARTITION_PRODUCE_VERSION:
+            return None
         out = Verification()
         if transactional_id is None:
             # Nothing to verify (nor a header to read on this hot path): a transactional batch

@@ -3,7 +3,8 @@
 metadata.version is a FeatureLevelRecord and must be the first record of a metadata log.
 kraft.version is not: as in Kafka, it belongs to the Raft layer (its KRaftVersionRecord
 control record), so it is never written here; the controller adds the Raft layer's level
-to the finalized features it checks brokers against. UpdateFeatures is not handled.
+to the finalized features it checks brokers against. A new cluster also finalizes
+transaction.version 2, as Kafka 4.0 does. UpdateFeatures is not handled.
 """
 
 from __future__ import annotations
@@ -25,7 +26,24 @@ METADATA_VERSION_LEVEL = 25
 # without it keeps the rules from before KIP-966.
 ELIGIBLE_LEADER_REPLICAS_FEATURE = "eligible.leader.replicas.version"
 ELIGIBLE_LEADER_REPLICAS_LEVEL = 1
-NEW_CLUSTER_FEATURES: Mapping[str, int] = {ELIGIBLE_LEADER_REPLICAS_FEATURE: ELIGIBLE_LEADER_REPLICAS_LEVEL}
+# transaction.version (KIP-890): 2 bumps the producer epoch at every transaction's end and has
+# partition leaders add partitions to transactions. Kafka 4.0 finalizes its latest production
+# level on a new cluster (the default for metadata.version 4.0-IV3); a cluster made before
+# keeps what it has, 0.
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+TRANSACTION_VERSION_LEVEL = 2
+# The finalized levels besides metadata.version that a new cluster starts with.
+NEW_CLUSTER_FEATURES: Mapping[str, int] = {
+    ELIGIBLE_LEADER_REPLICAS_FEATURE: ELIGIBLE_LEADER_REPLICAS_LEVEL,
+    TRANSACTION_VERSION_FEATURE: TRANSACTION_VERSION_LEVEL,
+}
+# The ranges a broker of this build registers with and shows in ApiVersions (Kafka's
+# BrokerFeatures.defaultSupportedFeatures, for the features kbroker has).
+BROKER_SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
+    METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
+    ELIGIBLE_LEADER_REPLICAS_FEATURE: (0, ELIGIBLE_LEADER_REPLICAS_LEVEL),
+    TRANSACTION_VERSION_FEATURE: (0, TRANSACTION_VERSION_LEVEL),
+}
 # What Kafka assumes of a broker that registers without a metadata.version range:
 # only MetadataVersion.MINIMUM_KRAFT_VERSION (3.0-IV1).
 MINIMUM_KRAFT_METADATA_VERSION_LEVEL = 1
@@ -53,13 +71,16 @@ class FeatureControlManager:
 
 
 __all__ = [
+    "BROKER_SUPPORTED_FEATURES",
     "ELIGIBLE_LEADER_REPLICAS_FEATURE",
     "ELIGIBLE_LEADER_REPLICAS_LEVEL",
-    "NEW_CLUSTER_FEATURES",
     "FeatureControlManager",
     "KRAFT_VERSION_FEATURE",
     "METADATA_VERSION_FEATURE",
     "METADATA_VERSION_LEVEL",
     "MINIMUM_KRAFT_METADATA_VERSION_LEVEL",
     "MINIMUM_METADATA_VERSION_LEVEL",
+    "NEW_CLUSTER_FEATURES",
+    "TRANSACTION_VERSION_FEATURE",
+    "TRANSACTION_VERSION_LEVEL",
 ]

@@ -19,8 +19,8 @@ every leader.imbalance.check.interval.seconds, and, while some partition has no 
 an unclean election for those whose topic allows one every unclean.leader.election.interval.ms,
 as Kafka 4's controller does.
 A fresh cluster's first active controller writes the finalized feature levels (metadata.version
-first, then eligible.leader.replicas.version 1 as Kafka 4.1 formats new clusters); brokers
-register themselves through BrokerRegistration.
+first, then eligible.leader.replicas.version 1 and transaction.version 2 as Kafka 4.1 formats
+new clusters); brokers register themselves through BrokerRegistration.
 """
 
 from __future__ import annotations

@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime
 import struct
 import sys
+from dataclasses import dataclass
+from typing import Mapping
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i16
+from kio.static.primitive import i16, i64
 from kio.static.protocol import ResponsePayload
 
 from protocol.api_keys import SUPPORTED_APIS, ApiRange, response_schema
@@ -15,17 +17,40 @@ from protocol.frame import encode_size
 from protocol.headers import response_header
 
 
-def api_versions_response(version: int, apis: dict[int, ApiRange] = SUPPORTED_APIS) -> ResponsePayload:
+@dataclass(frozen=True, slots=True)
+class FeatureInfo:
+    """What a broker's ApiVersions (v3+) says of features: the levels it supports, and the levels
+    finalized in the metadata log with the metadata offset they are as of (their epoch)."""
+
+    supported: Mapping[str, tuple[int, int]]
+    finalized: Mapping[str, int]
+    finalized_epoch: int
+
+
+def api_versions_response(version: int, apis: dict[int, ApiRange] = SUPPORTED_APIS, features: FeatureInfo | None = None) -> ResponsePayload:
     """The ranges of the listener's API table: a controller listener lists only the controller's APIs."""
     schema = response_schema(18, version)
-    ApiVersion = sys.modules[schema.__module__].ApiVersion
+    module = sys.modules[schema.__module__]
     keys = tuple(
-        ApiVersion(api_key=i16(r.key), min_version=i16(r.min_version), max_version=i16(r.max_version))
+        module.ApiVersion(api_key=i16(r.key), min_version=i16(r.min_version), max_version=i16(r.max_version))
         for r in sorted(apis.values(), key=lambda r: r.key)
     )
     kwargs: dict[str, object] = {"error_code": ErrorCode.none, "api_keys": keys}
     if version >= 1:
         kwargs["throttle_time"] = datetime.timedelta(0)
+    if version >= 3 and features is not None:
+        # Before v4 a supported range starting at 0 is left out: older clients refuse it.
+        kwargs["supported_features"] = tuple(
+            module.SupportedFeatureKey(name=name, min_version=i16(low), max_version=i16(high))
+            for name, (low, high) in sorted(features.supported.items())
+            if version >= 4 or low > 0
+        )
+        kwargs["finalized_features_epoch"] = i64(features.finalized_epoch)
+        kwargs["finalized_features"] = tuple(
+            module.FinalizedFeatureKey(name=name, max_version_level=i16(level), min_version_level=i16(level))
+            for name, level in sorted(features.finalized.items())
+            if level > 0
+        )
     return schema(**kwargs)
 
 

@@ -23,7 +23,7 @@ class ProduceHandler:
     def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, verifier: ProduceVerifier | None = None) -> None:
         self._rm = replica_manager
         self._metadata = metadata
-        # KIP-890 (transaction.partition.verification.enable): None when transactions are not verified.
+        # KIP-890: the transactional batches' partitions checked with (or added by) their coordinator.
         self._verifier = verifier
 
     def __call__(self, ctx: RequestContext, request: ProduceRequest):  # type: ignore[no-untyped-def]
@@ -47,8 +47,8 @@ class ProduceHandler:
                         continue
                     # A view into this request's own frame: offsets and epochs are rewritten in place.
                     entries.append((t.name, p.index, p.records))
-            if self._verifier is not None:
-                verification = self._verifier.start(request.transactional_id, entries, ctx.version)
+            verification = self._verifier.start(request.transactional_id, entries, ctx.version) if self._verifier is not None else None
+            if verification is not None:
                 if verification.pending is not None:
                     return self._append_verified(ctx, request, results, entries, verification)
                 return self._append(ctx, request, results, entries, verification)

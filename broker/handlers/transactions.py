@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import inspect
 from typing import Any, Callable, Iterable
 
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, TransactionSupportedOperation
 from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group_coordinator import GROUP_METADATA_TOPIC, CoordinatorNotAvailable, GroupCoordinator, now_ms
 from broker.handlers.settled import when_settled
@@ -29,6 +31,7 @@ log = structlog.get_logger()
 
 NO_LEADER_EPOCH = -1
 END_TXN_EPOCH_BUMP_VERSION = 5
+TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION = 5
 TopicPartition = tuple[str, int]
 
 # KIP-588: a client older than these versions does not know PRODUCER_FENCED and is told
@@ -134,10 +137,44 @@ class AddOffsetsToTxnHandler:
 
 
 class TxnOffsetCommitHandler:
-    def __init__(self, groups: GroupCoordinator) -> None:
+    """Writes the offsets in the producer's transaction. First (KIP-890) the group's
+    ``__consumer_offsets`` partition is verified to be in the transaction (``verify``:
+    transaction.partition.verification.enable), or, for v5 (transaction version 2, whose
+    clients send no AddOffsetsToTxn), added to it."""
+
+    def __init__(self, groups: GroupCoordinator, txn_partitions: AddPartitionsToTxnManager | None = None, *, verify: bool = True) -> None:
         self._groups = groups
+        self._txn_partitions = txn_partitions
+        self._verify = verify
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        if self._txn_partitions is not None and (self._verify or ctx.version >= TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION):
+            return self._verified_commit(ctx, request)
+        return self._commit(ctx, request)
+
+    async def _verified_commit(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        assert self._txn_partitions is not None
+        partition = (GROUP_METADATA_TOPIC, self._groups.partition_for(request.group_id))
+        if ctx.version >= TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION:
+            operation = TransactionSupportedOperation.ADD_PARTITION
+        elif ctx.version >= 4:
+            operation = TransactionSupportedOperation.GENERIC_ERROR
+        else:
+            operation = TransactionSupportedOperation.DEFAULT_ERROR
+        unverified = await self._txn_partitions.verify_transaction(request.transactional_id, request.producer_id, request.producer_epoch, [partition], operation)
+        error = unverified.get(partition, 0)
+        if error:
+            # Kafka's maybeConvertOffsetCommitError: older clients retry COORDINATOR_LOAD_IN_PROGRESS
+            # without looking the coordinator up again, and do not know NETWORK_EXCEPTION here.
+            error = ErrorCode.coordinator_load_in_progress if error == ErrorCode.network_exception else error
+            log.info("txn.offset_commit_unverified", transactional_id=request.transactional_id, group_id=request.group_id, error=ErrorCode(error).name)
+            commits = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+            schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
+            return self._response(ctx.version, schema, [(PartitionCommit(topic, index, -1, NO_LEADER_EPOCH, None), error) for topic, index in commits])
+        answer = self._commit(ctx, request)
+        return await answer if inspect.isawaitable(answer) else answer
+
+    def _commit(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
         commits = [
             PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)

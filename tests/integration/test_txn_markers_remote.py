@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import datetime
 import uuid
-from typing import Any, Coroutine, Iterable
+from typing import Any, Coroutine, Iterable, Iterator
 
+import pytest
 import uvloop
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v0 import request as find_v0
@@ -30,7 +31,7 @@ from broker.metadata.metadata_records import MetadataRecord, PartitionRecord, Re
 from broker.network_client import NetworkClient
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager, TxnMarkerEntry
 from protocol.records import build_batch
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess, retire
 from tests.integration.helpers import create_topic, unique_topic
 from tests.integration.wire import request
 
@@ -97,6 +98,15 @@ def send_markers(broker: BrokerProcess, entry: TxnMarkerEntry) -> None:
             await network.wait_closed()
 
     run(main())
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker that does not verify transactions (KIP-890): the coordinator this process plays is
+    not the one the broker's own metadata names, so the broker could not ask it."""
+    b = BrokerProcess(tmp_path_factory.mktemp("module-broker") / "data", {"transaction.partition.verification.enable": "false"}).start()
+    yield b
+    retire(b)
 
 
 def run(coro: Coroutine[Any, Any, Any]) -> Any:
