@@ -170,7 +170,13 @@ class AddPartitionsToTxnManager:
         try:
             while queue.waiting:
                 batch, queue.waiting = queue.waiting, {}
-                await self._send(node, queue.endpoint, batch)
+                try:
+                    await self._send(node, queue.endpoint, batch)
+                except Exception:
+                    log.exception("add_partitions_to_txn.failed", coordinator=node)
+                finally:
+                    # Whatever the answer did not settle was not verified; no producer waits for ever.
+                    _answer_all(batch, ErrorCode.network_exception)
         finally:
             queue.sender = None
             if self._nodes.get(node) is queue and not queue.waiting:
@@ -187,7 +193,7 @@ class AddPartitionsToTxnManager:
         if response.error_code:
             # A broker must not see CLUSTER_AUTHORIZATION_FAILED: the verification just did not happen.
             code = ErrorCode.invalid_txn_state if response.error_code == ErrorCode.cluster_authorization_failed else int(response.error_code)
-            log.warning("add_partitions_to_txn.failed", coordinator=node, error=ErrorCode(response.error_code).name)
+            log.warning("add_partitions_to_txn.refused", coordinator=node, error=ErrorCode(response.error_code).name)
             _answer_all(batch, code)
             return
         for result in response.results_by_transaction:
@@ -197,8 +203,6 @@ class AddPartitionsToTxnManager:
             waiting.answer.set_result(
                 {(str(t.name), int(p.partition_index)): int(p.partition_error_code) for t in result.topic_results for p in t.results_by_partition}
             )
-        # A transaction the coordinator did not answer for was not verified.
-        _answer_all(batch, ErrorCode.network_exception)
 
 
 def _client_error(code: int, operation: TransactionSupportedOperation) -> int:
