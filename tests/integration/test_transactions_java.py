@@ -32,27 +32,41 @@ LIB = cached_lib()
 pytestmark = pytest.mark.skipif(LIB is None or shutil.which("java") is None, reason="needs Java and Kafka's jars (python -m benchmarks.apache_kafka fetch)")
 
 
-def test_the_java_client_copies_exactly_once_on_transaction_version_2(module_broker: BrokerProcess) -> None:
-    assert LIB is not None
-    bs = module_broker.bootstrap
-    source, sink, group, txn = unique_topic("java-src"), unique_topic("java-sink"), unique_topic("java-g"), unique_topic("java-tx")
-    create_topic(bs, source)
-    create_topic(bs, sink)
-    producer = Producer({"bootstrap.servers": bs, "enable.idempotence": True})
-    for i in range(RECORDS):
-        producer.produce(source, value=f"v{i}".encode(), partition=0)
+def fill(bootstrap: str, topic: str, records: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(records):
+        producer.produce(topic, value=f"v{i}".encode(), partition=0)
     assert producer.flush(30) == 0
 
+
+def copy_transactionally(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, records: int) -> None:
+    """Kafka's TransactionalMessageCopier over partition 0 of ``source``, aborting at random."""
+    assert LIB is not None
     copier = subprocess.run(
         [
             "java", *TOOL_JVM_OPTS, "-cp", f"{LIB}/*", "org.apache.kafka.tools.TransactionalMessageCopier",
-            "--broker-list", bs, "--input-topic", source, "--input-partition", "0", "--output-topic", sink,
-            "--consumer-group", group, "--transactional-id", txn, "--transaction-size", str(PER_TRANSACTION),
-            "--max-messages", str(RECORDS), "--enable-random-aborts", "--use-group-metadata",
+            "--broker-list", bootstrap, "--input-topic", source, "--input-partition", "0", "--output-topic", sink,
+            "--consumer-group", group, "--transactional-id", transactional_id, "--transaction-size", str(PER_TRANSACTION),
+            "--max-messages", str(records), "--enable-random-aborts", "--use-group-metadata",
         ],
         capture_output=True, text=True, timeout=COPY_TIMEOUT_S,
     )
     assert copier.returncode == 0, copier.stdout[-3000:] + copier.stderr[-3000:]
+
+
+def sink_producer_epoch(bootstrap: str, sink: str, partition: int = 0) -> int:
+    described = request(bootstrap, describe_producers_v0.DescribeProducersRequest(topics=(describe_producers_v0.TopicRequest(name=sink, partition_indexes=(partition,)),)))
+    [state] = [s for t in described.topics for p in t.partitions for s in p.active_producers]
+    return state.producer_epoch
+
+
+def test_the_java_client_copies_exactly_once_on_transaction_version_2(module_broker: BrokerProcess) -> None:
+    bs = module_broker.bootstrap
+    source, sink, group, txn = unique_topic("java-src"), unique_topic("java-sink"), unique_topic("java-g"), unique_topic("java-tx")
+    create_topic(bs, source)
+    create_topic(bs, sink)
+    fill(bs, source, RECORDS)
+    copy_transactionally(bs, source, sink, group, txn, RECORDS)
 
     # Exactly once for read_committed readers, aborted copies included in the log but not read.
     assert sorted(values_of(bs, sink, "read_committed", RECORDS), key=lambda v: int(v[1:])) == [f"v{i}" for i in range(RECORDS)]
@@ -60,6 +74,4 @@ def test_the_java_client_copies_exactly_once_on_transaction_version_2(module_bro
     assert last_stable == log_end
     # Transaction version 2: every transaction's end bumped the epoch its markers carry, so the
     # sink's producer is at least one epoch on per transaction (a version 1 client stays at 0).
-    described = request(bs, describe_producers_v0.DescribeProducersRequest(topics=(describe_producers_v0.TopicRequest(name=sink, partition_indexes=(0,)),)))
-    [state] = [s for t in described.topics for p in t.partitions for s in p.active_producers]
-    assert state.producer_epoch >= RECORDS // PER_TRANSACTION
+    assert sink_producer_epoch(bs, sink) >= RECORDS // PER_TRANSACTION

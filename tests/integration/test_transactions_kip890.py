@@ -33,8 +33,8 @@ LATEST = -1
 PRODUCE = {9: produce_v9, 11: produce_v11, 12: produce_v12}
 
 
-def produce(bs: str, version: int, txn: str | None, topic: str, pid: int, epoch: int, sequence: int, value: bytes) -> ErrorCode:
-    """One transactional batch to partition 0; the partition's error code."""
+def produce(bs: str, version: int, txn: str | None, topic: str, pid: int, epoch: int, sequence: int, value: bytes, partition: int = 0) -> ErrorCode:
+    """One transactional batch to ``partition``; its error code."""
     schema = PRODUCE[version]
     batch = build_batch([(None, value, (), 0)], producer_id=pid, producer_epoch=epoch, base_sequence=sequence, is_transactional=True)
     r = request(
@@ -43,7 +43,7 @@ def produce(bs: str, version: int, txn: str | None, topic: str, pid: int, epoch:
             transactional_id=txn,
             acks=-1,
             timeout=datetime.timedelta(seconds=10),
-            topic_data=(schema.TopicProduceData(name=topic, partition_data=(schema.PartitionProduceData(index=0, records=batch),)),),
+            topic_data=(schema.TopicProduceData(name=topic, partition_data=(schema.PartitionProduceData(index=partition, records=batch),)),),
         ),
     )
     [code] = [p.error_code for t in r.responses for p in t.partition_responses]
