@@ -1,6 +1,6 @@
 """A transactional producer committing every N records (the exactly-once issue's bar).
 
-    python -m benchmarks.transactions [--runs 3] [--records 200000] [--per-txn 1000]
+    python -m benchmarks.transactions [--runs 3] [--records 200000] [--per-txn 1000] [--override key=value ...]
 
 Each run starts a fresh kbroker, creates a one-partition topic, and produces the records
 (100 B, linger.ms=5, confluent-kafka) with transactional.id set: begin, N records, commit,
@@ -25,9 +25,9 @@ from benchmarks.workloads import QUIET, create_topic
 API_TIMEOUT_S = 30
 
 
-def run_once(records: int, per_txn: int) -> dict[str, float]:
+def run_once(records: int, per_txn: int, overrides: dict[str, str]) -> dict[str, float]:
     value = random.Random(7).randbytes(100)
-    with BrokerUnderTest("kbroker") as broker:
+    with BrokerUnderTest("kbroker", overrides) as broker:
         topic = f"txn-{random.randrange(1 << 30)}"
         create_topic(broker, topic, 1)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"bench-{topic}", "linger.ms": 5, **QUIET})
@@ -64,10 +64,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--per-txn", type=int, default=1000)
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a broker property, e.g. transaction.partition.verification.enable=false")
     args = parser.parse_args()
+    overrides = dict(o.split("=", 1) for o in args.override)
     rows = []
     for i in range(args.runs):
-        row = run_once(args.records, args.per_txn)
+        row = run_once(args.records, args.per_txn, overrides)
         rows.append(row)
         print(json.dumps({"run": i, **{k: round(v, 2) for k, v in row.items()}}), flush=True)
     rate = statistics.median(r["records_per_s"] for r in rows)

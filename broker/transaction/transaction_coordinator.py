@@ -16,6 +16,7 @@ them again. The rules and error codes follow Kafka 4.0: transaction version 1, a
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from functools import partial
 from typing import Iterable, Protocol
@@ -30,6 +31,7 @@ from broker.transaction.transaction_metadata import (
     EXPIRABLE_STATES,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    SHORT_MAX,
     TV_0,
     TV_2,
     IllegalTransitionError,
@@ -80,6 +82,18 @@ def _valid_end_txn_epoch(metadata: TransactionMetadata, producer_epoch: int) -> 
     if metadata.state in (S.ONGOING, S.EMPTY, S.DEAD):
         return producer_epoch == metadata.producer_epoch
     return metadata.producer_epoch == producer_epoch + 1
+
+
+def _retry_after_producer_id_rotation(metadata: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:
+    """Kafka's retryOnOverflow: an EndTxn retried after the exhausted epoch moved the producer to
+    a new id names the old id and the last epoch it could use."""
+    return (
+        metadata.client_transaction_version >= TV_2
+        and metadata.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        and metadata.last_producer_id == producer_id != metadata.producer_id
+        and producer_epoch == SHORT_MAX - 1
+        and metadata.producer_epoch == 0
+    )
 
 
 class _NeedProducerId(Exception):
@@ -234,7 +248,24 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, client_transaction_version: int = TV_0
     ) -> Settled[EndTxnResult]:
         """EndTxn. Under transaction version 2 (EndTxn v5) the end bumps the epoch, and the answer
-        carries the producer id and epoch the client goes on with."""
+        carries the producer id and epoch the client goes on with: a new id at epoch 0 once the
+        epoch is exhausted, which needs the id allocator and so answers later."""
+        try:
+            return self._end(transactional_id, producer_id, producer_epoch, commit, client_transaction_version, NO_PRODUCER_ID)
+        except _NeedProducerId:
+            return asyncio.ensure_future(self._end_with_new_producer_id(transactional_id, producer_id, producer_epoch, commit, client_transaction_version))
+
+    async def _end_with_new_producer_id(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, client_transaction_version: int) -> EndTxnResult:
+        try:
+            next_producer_id = await self._producer_ids.generate_producer_id()
+        except ProducerIdsUnavailableError as e:
+            return EndTxnResult(e.error_code)
+        # Checked again: the transaction may have moved on while the id was being allocated.
+        return await settled(self._end(transactional_id, producer_id, producer_epoch, commit, client_transaction_version, next_producer_id))
+
+    def _end(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, client_transaction_version: int, next_producer_id: int
+    ) -> Settled[EndTxnResult]:
         if not transactional_id:
             return EndTxnResult(ErrorCode.invalid_request)
         try:
@@ -242,30 +273,42 @@ class TransactionCoordinator:
         except CoordinatorNotAvailable as e:
             return EndTxnResult(e.error_code)
         metadata = loaded.metadata.get(transactional_id)
-        if metadata is None or metadata.producer_id != producer_id:
+        if metadata is None:
             return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
-        if not _valid_end_txn_epoch(metadata, producer_epoch):
+        retry_on_overflow = _retry_after_producer_id_rotation(metadata, producer_id, producer_epoch)
+        if metadata.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
+        if not retry_on_overflow and not _valid_end_txn_epoch(metadata, producer_epoch):
             return EndTxnResult(ErrorCode.producer_fenced)
         if metadata.pending_transition_in_progress:
             return EndTxnResult(ErrorCode.concurrent_transactions)
-        if metadata.state is S.ONGOING and client_transaction_version >= TV_2 and metadata.is_producer_epoch_exhausted:
-            # Kafka moves the producer to a new id here; this coordinator does not yet, and the
-            # producer re-initialises instead (its id rotates in InitProducerId).
-            log.warning("txn.end_epoch_exhausted", transactional_id=transactional_id, producer_id=producer_id, epoch=metadata.producer_epoch)
-            return EndTxnResult(ErrorCode.producer_fenced)
+        if metadata.state is S.ONGOING and client_transaction_version >= TV_2 and metadata.is_producer_epoch_exhausted and next_producer_id == NO_PRODUCER_ID:
+            raise _NeedProducerId
 
         def answer(error: int) -> EndTxnResult:
-            # The id and epoch as written: a bumped epoch is what the client uses from now on.
-            return EndTxnResult(error, metadata.producer_id, metadata.producer_epoch) if not error else EndTxnResult(error)
+            if error:
+                return EndTxnResult(error)
+            # The id and epoch as written: what the client uses from now on. A transaction that
+            # exhausted the epoch hands its producer on to the next id once its markers are in.
+            if metadata.next_producer_id != NO_PRODUCER_ID:
+                return EndTxnResult(0, metadata.next_producer_id, 0)
+            return EndTxnResult(0, metadata.producer_id, metadata.producer_epoch)
 
-        return then(self._end_transaction(loaded, metadata, commit, client_transaction_version), answer)
+        return then(self._end_transaction(loaded, metadata, commit, client_transaction_version, next_producer_id), answer)
 
-    def _end_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata, commit: bool, client_transaction_version: int | None = None) -> Written:
+    def _end_transaction(
+        self,
+        loaded: TxnStatePartition,
+        metadata: TransactionMetadata,
+        commit: bool,
+        client_transaction_version: int | None = None,
+        next_producer_id: int = NO_PRODUCER_ID,
+    ) -> Written:
         """``client_transaction_version`` None: the coordinator's own abort, which bumps no epoch
         of its own (a fence did already)."""
         state = metadata.state
         if state is S.ONGOING:
-            transit = metadata.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms(), client_transaction_version)
+            transit = metadata.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms(), client_transaction_version, next_producer_id)
 
             def send_markers(error: int) -> int:
                 # Only once the Prepare state is replicated: a new coordinator would otherwise

@@ -130,6 +130,12 @@ def value_from_transit(transit: TxnTransitMetadata) -> TransactionLogValue:
         transaction_last_update_timestamp_ms=transit.txn_last_update_timestamp,
         transaction_start_timestamp_ms=transit.txn_start_timestamp,
         client_transaction_version=transit.client_transaction_version,
+        # Only version 1 values carry these: transaction version 2's producer id hand-over.
+        **(
+            {"previous_producer_id": transit.last_producer_id, "next_producer_id": transit.next_producer_id}
+            if transit.client_transaction_version >= 2
+            else {}
+        ),
     )
 
 
@@ -148,4 +154,5 @@ def metadata_from_value(transactional_id: str, value: TransactionLogValue) -> Tr
         txn_start_timestamp=value.transaction_start_timestamp_ms,
         txn_last_update_timestamp=value.transaction_last_update_timestamp_ms,
         client_transaction_version=value.client_transaction_version,
+        next_producer_id=value.next_producer_id,
     )

@@ -99,6 +99,7 @@ class TxnTransitMetadata:
     txn_start_timestamp: int
     txn_last_update_timestamp: int
     client_transaction_version: int = TV_0
+    next_producer_id: int = NO_PRODUCER_ID
 
 
 @dataclass(slots=True)
@@ -120,6 +121,9 @@ class TransactionMetadata:
     # The transaction version of the client's last EndTxn: under 2 every end bumped the epoch,
     # which is what tells a retried EndTxn (the epoch before) from a stale producer.
     client_transaction_version: int = TV_0
+    # Transaction version 2: the producer id a transaction that exhausted the epoch hands its
+    # producer on to once its markers are written.
+    next_producer_id: int = NO_PRODUCER_ID
 
     # -- preparing ---------------------------------------------------------------------------------
 
@@ -146,6 +150,7 @@ class TransactionMetadata:
             txn_start_timestamp=self.txn_start_timestamp,
             txn_last_update_timestamp=self.txn_last_update_timestamp,
             client_transaction_version=self.client_transaction_version,
+            next_producer_id=self.next_producer_id,
         )
 
     def prepare_increment_producer_epoch(self, txn_timeout_ms: int, expected_epoch: int | None, now_ms: int) -> TxnTransitMetadata:
@@ -211,30 +216,46 @@ class TransactionMetadata:
             S.ONGOING, topic_partitions=frozenset(self.topic_partitions | partitions), txn_start_timestamp=start, txn_last_update_timestamp=now_ms
         )
 
-    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int, client_transaction_version: int | None = None) -> TxnTransitMetadata:
+    def prepare_abort_or_commit(
+        self, state: TransactionState, now_ms: int, client_transaction_version: int | None = None, next_producer_id: int = NO_PRODUCER_ID
+    ) -> TxnTransitMetadata:
         """EndTxn (or an abort by the coordinator, ``client_transaction_version`` None: the
         id's version is kept). A transaction version 2 client's end bumps the epoch, so that
-        the markers fence every batch of the transaction that ended."""
+        the markers fence every batch of the transaction that ended; from an exhausted epoch
+        to the last one, and the producer goes on as ``next_producer_id`` at epoch 0."""
         if client_transaction_version is None or client_transaction_version < TV_2:
             return self._prepare(
                 state,
                 txn_last_update_timestamp=now_ms,
                 client_transaction_version=self.client_transaction_version if client_transaction_version is None else client_transaction_version,
             )
-        if is_epoch_exhausted(self.producer_epoch):
-            raise IllegalTransitionError(f"{self.transactional_id}: cannot bump an exhausted epoch {self.producer_epoch}")
+        if self.producer_epoch >= SHORT_MAX or (is_epoch_exhausted(self.producer_epoch) and next_producer_id == NO_PRODUCER_ID):
+            raise IllegalTransitionError(f"{self.transactional_id}: cannot bump an exhausted epoch {self.producer_epoch} without a new producer id")
         return self._prepare(
             state,
             producer_epoch=self.producer_epoch + 1,
             last_producer_epoch=self.producer_epoch,
             txn_last_update_timestamp=now_ms,
             client_transaction_version=client_transaction_version,
+            next_producer_id=next_producer_id if is_epoch_exhausted(self.producer_epoch) else NO_PRODUCER_ID,
         )
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
         # The Prepare state is written, so a fence that failed before is behind us.
         self.has_failed_epoch_fence = False
         state = S.COMPLETE_COMMIT if self.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
+        if self.next_producer_id != NO_PRODUCER_ID:
+            # The markers carry the last epoch of the old id: the producer moves to the new one.
+            return self._prepare(
+                state,
+                producer_id=self.next_producer_id,
+                last_producer_id=self.producer_id,
+                producer_epoch=0,
+                last_producer_epoch=self.producer_epoch,
+                next_producer_id=NO_PRODUCER_ID,
+                topic_partitions=frozenset(),
+                txn_last_update_timestamp=now_ms,
+            )
         return self._prepare(state, topic_partitions=frozenset(), txn_last_update_timestamp=now_ms)
 
     def prepare_dead(self) -> TxnTransitMetadata:
@@ -270,7 +291,8 @@ class TransactionMetadata:
             ):
                 self._failure(transit)
         elif to in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
-            if not same_producer or self.txn_timeout_ms != transit.txn_timeout_ms or transit.txn_start_timestamp == -1:
+            rotated = self.next_producer_id != NO_PRODUCER_ID and transit.producer_id == self.next_producer_id and transit.producer_epoch == 0
+            if not (same_producer or rotated) or self.txn_timeout_ms != transit.txn_timeout_ms or transit.txn_start_timestamp == -1:
                 self._failure(transit)
             self.txn_start_timestamp = transit.txn_start_timestamp
             self.topic_partitions = set()
@@ -284,6 +306,7 @@ class TransactionMetadata:
         self.txn_timeout_ms = transit.txn_timeout_ms
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
         self.client_transaction_version = transit.client_transaction_version
+        self.next_producer_id = transit.next_producer_id
         self.pending_state = None
         self.state = to
 

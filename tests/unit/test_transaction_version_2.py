@@ -4,6 +4,7 @@ and all of it surviving a reload from ``__transaction_state``."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -111,15 +112,48 @@ def test_the_version_survives_a_reload_so_retries_are_still_known(tmp_path: Path
     run(tmp_path, second)
 
 
-def test_an_exhausted_epoch_is_fenced_rather_than_rotated(tmp_path: Path) -> None:
-    """Kafka gives the producer a new id here; this coordinator does not (yet), and says so."""
+def test_an_exhausted_epoch_moves_the_producer_to_a_new_id(tmp_path: Path) -> None:
+    """The markers carry the old id's last epoch; the producer goes on as a new id at epoch 0."""
 
     async def test(node: Node) -> None:
         c = node.coordinator
         pid, epoch = await init(node)
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == 0
         node.meta().producer_epoch = SHORT_MAX - 1
-        assert c.end_transaction(TXN, pid, SHORT_MAX - 1, commit=True, client_transaction_version=TV_2).error_code == ErrorCode.producer_fenced
-        assert node.meta().state is S.ONGOING
+        ended = c.end_transaction(TXN, pid, SHORT_MAX - 1, commit=True, client_transaction_version=TV_2)
+        assert isinstance(ended, asyncio.Future)  # the new id is allocated first
+        result = await asyncio.wait_for(ended, 5)
+        new_pid = result.producer_id
+        assert result == EndTxnResult(0, new_pid, 0) and new_pid != pid
+        assert node.markers_in(DATA, 0) == [(pid, SHORT_MAX, True)]
+        meta = node.meta()
+        assert (meta.state, meta.producer_id, meta.producer_epoch, meta.last_producer_id, meta.next_producer_id) == (S.COMPLETE_COMMIT, new_pid, 0, pid, -1)
+        # A retry names the old id and its last usable epoch, and is answered as the first was.
+        assert c.end_transaction(TXN, pid, SHORT_MAX - 1, commit=True, client_transaction_version=TV_2) == EndTxnResult(0, new_pid, 0)
+        assert c.add_partitions(TXN, pid, SHORT_MAX, [(DATA, 0)]) == ErrorCode.invalid_producer_id_mapping
+        assert c.add_partitions(TXN, new_pid, 0, [(DATA, 0)]) == 0
+        assert c.end_transaction(TXN, new_pid, 0, commit=False, client_transaction_version=TV_2) == EndTxnResult(0, new_pid, 1)
 
     run(tmp_path, test)
+
+
+def test_a_rotation_survives_a_reload_between_prepare_and_complete(tmp_path: Path) -> None:
+    state: dict[str, int] = {}
+
+    async def first(node: Node) -> None:
+        pid, epoch = await init(node)
+        assert node.coordinator.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == 0
+        meta = node.meta()
+        meta.producer_epoch = SHORT_MAX - 1
+        # Crash between PrepareCommit and the markers.
+        assert node.state.append_transaction(meta, meta.prepare_abort_or_commit(S.PREPARE_COMMIT, 3000, TV_2, 4242)) == 0
+        state.update(pid=pid)
+
+    async def second(node: Node) -> None:
+        await wait_for(lambda: node.meta().state is S.COMPLETE_COMMIT)
+        meta = node.meta()
+        assert (meta.producer_id, meta.producer_epoch, meta.last_producer_id) == (4242, 0, state["pid"])
+        assert node.markers_in(DATA, 0) == [(state["pid"], SHORT_MAX, True)]
+
+    run(tmp_path, first)
+    run(tmp_path, second)
