@@ -101,8 +101,9 @@ def test_supported_ranges_match_kafka_specs() -> None:
         text = "\n".join(line for line in path.read_text().splitlines() if not line.strip().startswith("//"))
         spec = json.loads(text)
         by_key[spec["apiKey"]] = spec
-    # Vote v2 (KIP-996 pre-vote) and AlterPartitionReassignments v1 (KIP-860, Kafka 4.1) are newer than the specs in ../shared.
-    newer_than_specs = {ApiKey.VOTE: 2, ApiKey.ALTER_PARTITION_REASSIGNMENTS: 1}
+    # Vote v2 (KIP-996 pre-vote), AlterPartitionReassignments v1 (KIP-860, Kafka 4.1), Produce v12
+    # and TxnOffsetCommit v5 (KIP-890 part 2, Kafka 4.0) are newer than the specs in ../shared.
+    newer_than_specs = {ApiKey.VOTE: 2, ApiKey.ALTER_PARTITION_REASSIGNMENTS: 1, ApiKey.PRODUCE: 12, ApiKey.TXN_OFFSET_COMMIT: 5}
     for key, r in [*SUPPORTED_APIS.items(), *CONTROLLER_APIS.items()]:
         spec = by_key[key]
         bounds = [int(x) for x in spec["validVersions"].split("-")]
