@@ -264,7 +264,7 @@ class Partition:
         transaction is already open here (its coordinator knows of this partition then)."""
         self._leader()
         state = self.log.producer_state
-        if state.has_ongoing_transaction(producer_id):
+        if state.has_ongoing_transaction(producer_id, epoch):
             return SENTINEL_VERIFICATION_GUARD
         return state.maybe_create_verification_state_entry(producer_id, sequence, epoch, now_ms).guard
 

@@ -258,6 +258,9 @@ class ProducerAppendInfo:
     def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int, first_offset: int, last_offset: int, transactional: bool) -> None:
         updated = self.updated
         origin = self.origin
+        # Transaction version 2 bumps the epoch at every end: a batch of a newer epoch than the
+        # open transaction's starts the next one, whose marker may not be here yet.
+        joins_open_txn = updated.current_txn_first_offset >= 0 and epoch == updated.producer_epoch
         # The produce path: each check is called only when its cheap test fails.
         if epoch < updated.producer_epoch:
             self._check_epoch(epoch, first_offset)
@@ -270,8 +273,9 @@ class ProducerAppendInfo:
         updated.last_timestamp = timestamp
         if updated.current_txn_first_offset >= 0 and not transactional:
             raise InvalidTxnStateError(f"expected a transactional write from producer {self.producer_id} at offset {first_offset} in {self._tp}")
-        if updated.current_txn_first_offset < 0 and transactional:
+        if transactional and not joins_open_txn:
             self._check_verified(first_seq, first_offset)
+        if updated.current_txn_first_offset < 0 and transactional:
             updated.current_txn_first_offset = first_offset
             self.started_txns.append(first_offset)
         if transactional:
@@ -362,9 +366,11 @@ class ProducerStateManager:
             if self._first_unstable is None or first_offset < self._first_unstable:
                 self._first_unstable = first_offset
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Is the producer's transaction at ``epoch`` open here? (One at an older epoch is a
+        transaction version 2 producer's previous one, still waiting for its marker.)"""
         entry = self.producers.get(producer_id)
-        return entry is not None and entry.current_txn_first_offset >= 0
+        return entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == epoch
 
     def maybe_create_verification_state_entry(self, producer_id: int, sequence: int, epoch: int, now_ms: int) -> VerificationStateEntry:
         """The producer's pending verification, created on its first unverified batch."""

@@ -28,7 +28,7 @@ def psm(tmp_path: Path) -> ProducerStateManager:
 
 def start(psm: ProducerStateManager, sequence: int = 0, epoch: int = 0) -> VerificationGuard:
     """What the partition leader does before asking the coordinator (Partition.maybe_start_transaction_verification)."""
-    if psm.has_ongoing_transaction(PID):
+    if psm.has_ongoing_transaction(PID, epoch):
         return SENTINEL_VERIFICATION_GUARD
     return psm.maybe_create_verification_state_entry(PID, sequence, epoch, NOW).guard
 
@@ -55,7 +55,7 @@ def test_the_first_batch_needs_its_guard_and_the_next_ones_none(psm: ProducerSta
     with pytest.raises(InvalidTxnStateError):
         append(psm, VerificationGuard(), 0, 0)  # another verification's guard
     append(psm, guard, 0, 0)
-    assert psm.has_ongoing_transaction(PID) and psm.verification_state_entry(PID) is None
+    assert psm.has_ongoing_transaction(PID, 0) and psm.verification_state_entry(PID) is None
     # The transaction is open here: no verification, the sentinel goes through.
     assert start(psm, 1) is SENTINEL_VERIFICATION_GUARD
     append(psm, SENTINEL_VERIFICATION_GUARD, 1, 1)
@@ -67,7 +67,7 @@ def test_a_late_batch_after_the_marker_is_refused(psm: ProducerStateManager) -> 
     # A retry stuck in the network arrives after the abort: nothing open, no guard.
     with pytest.raises(InvalidTxnStateError):
         append(psm, SENTINEL_VERIFICATION_GUARD, 1, 2)
-    assert not psm.has_ongoing_transaction(PID)
+    assert not psm.has_ongoing_transaction(PID, 0)
 
 
 def test_a_marker_during_verification_voids_the_guard(psm: ProducerStateManager) -> None:
@@ -81,6 +81,20 @@ def test_a_marker_during_verification_voids_the_guard(psm: ProducerStateManager)
     with pytest.raises(InvalidTxnStateError):
         append(psm, first, 0, 1)
     append(psm, second, 0, 1)
+
+
+def test_a_newer_epoch_does_not_join_the_transaction_still_waiting_for_its_marker(psm: ProducerStateManager) -> None:
+    """Transaction version 2: EndTxn bumped the epoch and answered before this partition got its
+    marker. The producer's next transaction (epoch + 1) is no part of the open one: it needs
+    its own verification, which the coordinator refuses until the markers are written."""
+    append(psm, start(psm), 0, 0)
+    guard = start(psm, 0, epoch=1)
+    assert guard is not SENTINEL_VERIFICATION_GUARD
+    with pytest.raises(InvalidTxnStateError):
+        append(psm, SENTINEL_VERIFICATION_GUARD, 0, 1, epoch=1)
+    marker(psm, 1, commit=True, epoch=1)
+    append(psm, start(psm, 0, epoch=1), 0, 2, epoch=1)
+    assert psm.has_ongoing_transaction(PID, 1) and not psm.has_ongoing_transaction(PID, 0)
 
 
 def test_retries_share_one_guard_and_keep_the_lowest_sequence(psm: ProducerStateManager) -> None:
@@ -101,7 +115,7 @@ def test_appenders_that_do_not_verify_are_not_checked(psm: ProducerStateManager)
     info = psm.prepare_update(PID, AppendOrigin.REPLICATION, SENTINEL_VERIFICATION_GUARD)
     info.append_data_batch(0, 1, 1, NOW, 2, 2, True)  # a follower copies what its leader verified
     psm.update(info)
-    assert psm.has_ongoing_transaction(PID)
+    assert psm.has_ongoing_transaction(PID, 0)
 
 
 def test_unused_verifications_expire_with_the_producers(psm: ProducerStateManager) -> None:
