@@ -4,6 +4,8 @@ or, under transaction version 2, to add them; three combined nodes, RF=3."""
 
 from __future__ import annotations
 
+import subprocess
+import threading
 from typing import Iterator
 
 import pytest
@@ -31,7 +33,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     c = KafkaCluster(
         tmp_path_factory.mktemp("txn-verification"),
         combined=3,
-        overrides={"transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2", "offsets.topic.replication.factor": "3"},
+        overrides={
+            "transaction.state.log.replication.factor": "3",
+            "transaction.state.log.min.isr": "2",
+            "offsets.topic.replication.factor": "3",
+            # Short enough for a killed coordinator's partitions to move within seconds.
+            "broker.session.timeout.ms": "3000",
+            "broker.heartbeat.interval.ms": "500",
+            "replica.lag.time.max.ms": "4000",
+        },
     )
     try:
         yield c.start()
@@ -135,4 +145,38 @@ def test_the_java_client_on_transaction_version_2_across_the_cluster(cluster: Ka
     java.fill(cluster.bootstrap, source, java.RECORDS)
     java.copy_transactionally(cluster.bootstrap, source, sink, group, txn, java.RECORDS)
     copied = read_committed(cluster.bootstrap, sink, java.RECORDS)
+    assert sorted(copied, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(java.RECORDS)]
+
+
+@pytest.mark.skipif(java.LIB is None, reason="needs Java and Kafka's jars (python -m benchmarks.apache_kafka fetch)")
+def test_the_java_client_copies_exactly_once_across_a_coordinator_kill(cluster: KafkaCluster) -> None:
+    """The consume-transform-produce loop of issue #17 on transaction version 2: the copier's
+    transaction coordinator is killed (SIGKILL) mid-copy; the next one, reading the epochs and
+    the transaction version from the replicated ``__transaction_state``, carries on, and
+    read_committed sees each record exactly once."""
+    source, sink, group, txn = unique_topic("java-src"), unique_topic("java-sink"), unique_topic("java-g"), unique_topic("java-tx")
+    create(cluster.bootstrap, source)
+    create(cluster.bootstrap, sink, partitions=PARTITIONS)
+    leaders(cluster, sink)
+    java.fill(cluster.bootstrap, source, java.RECORDS)
+    coordinator = next(n for n in cluster.brokers if n.bootstrap == coordinator_of(cluster, txn))
+    survivor = next(n for n in cluster.brokers if n is not coordinator)
+    progress: list[str] = []
+    copier = subprocess.Popen(java.copier_command(survivor.bootstrap, source, sink, group, txn, java.RECORDS), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reader = threading.Thread(target=lambda: progress.extend(copier.stdout or ()), daemon=True)
+    reader.start()
+    try:
+        wait_until("a few transactions copied", lambda: any('"totalProcessed":2' in line for line in progress) or None, TIMEOUT_S)
+        assert copier.poll() is None, "the copy ended before the coordinator could be killed"
+        coordinator.kill()
+        try:
+            assert copier.wait(java.COPY_TIMEOUT_S) == 0, "".join(progress[-20:]) + (copier.stderr.read() if copier.stderr else "")
+        finally:
+            coordinator.launch()
+            coordinator.await_started()
+    finally:
+        if copier.poll() is None:
+            copier.kill()
+            copier.wait()
+    copied = read_committed(survivor.bootstrap, sink, java.RECORDS)
     assert sorted(copied, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(java.RECORDS)]

@@ -39,18 +39,20 @@ def fill(bootstrap: str, topic: str, records: int) -> None:
     assert producer.flush(30) == 0
 
 
-def copy_transactionally(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, records: int) -> None:
-    """Kafka's TransactionalMessageCopier over partition 0 of ``source``, aborting at random."""
+def copier_command(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, records: int) -> list[str]:
+    """Kafka's TransactionalMessageCopier over partition 0 of ``source``, aborting at random; it
+    prints a JSON line with its progress after each transaction."""
     assert LIB is not None
-    copier = subprocess.run(
-        [
-            "java", *TOOL_JVM_OPTS, "-cp", f"{LIB}/*", "org.apache.kafka.tools.TransactionalMessageCopier",
-            "--broker-list", bootstrap, "--input-topic", source, "--input-partition", "0", "--output-topic", sink,
-            "--consumer-group", group, "--transactional-id", transactional_id, "--transaction-size", str(PER_TRANSACTION),
-            "--max-messages", str(records), "--enable-random-aborts", "--use-group-metadata",
-        ],
-        capture_output=True, text=True, timeout=COPY_TIMEOUT_S,
-    )
+    return [
+        "java", *TOOL_JVM_OPTS, "-cp", f"{LIB}/*", "org.apache.kafka.tools.TransactionalMessageCopier",
+        "--broker-list", bootstrap, "--input-topic", source, "--input-partition", "0", "--output-topic", sink,
+        "--consumer-group", group, "--transactional-id", transactional_id, "--transaction-size", str(PER_TRANSACTION),
+        "--max-messages", str(records), "--enable-random-aborts", "--use-group-metadata",
+    ]
+
+
+def copy_transactionally(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, records: int) -> None:
+    copier = subprocess.run(copier_command(bootstrap, source, sink, group, transactional_id, records), capture_output=True, text=True, timeout=COPY_TIMEOUT_S)
     assert copier.returncode == 0, copier.stdout[-3000:] + copier.stderr[-3000:]
 
 
