@@ -18,23 +18,20 @@ from tests.cluster.test_replication import TIMEOUT_S, create, partition_state
 from tests.integration.helpers import unique_topic
 
 API_TIMEOUT_S = 30.0
+TXN_CLUSTER_OVERRIDES = {
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "offsets.topic.replication.factor": "3",
+    # Short enough for the dead broker to be fenced, and its partitions to move, within seconds.
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "4000",
+}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    c = KafkaCluster(
-        tmp_path_factory.mktemp("txn-failover"),
-        combined=3,
-        overrides={
-            "transaction.state.log.replication.factor": "3",
-            "transaction.state.log.min.isr": "2",
-            "offsets.topic.replication.factor": "3",
-            # Short enough for the dead broker to be fenced, and its partitions to move, within seconds.
-            "broker.session.timeout.ms": "3000",
-            "broker.heartbeat.interval.ms": "500",
-            "replica.lag.time.max.ms": "4000",
-        },
-    )
+    c = KafkaCluster(tmp_path_factory.mktemp("txn-failover"), combined=3, overrides=TXN_CLUSTER_OVERRIDES)
     try:
         yield c.start()
     finally:

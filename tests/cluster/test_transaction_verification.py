@@ -18,6 +18,7 @@ from broker.group_coordinator import partition_for
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import TIMEOUT_S, create, partition_state
+from tests.cluster.test_transaction_failover import TXN_CLUSTER_OVERRIDES
 from tests.integration import test_transactions_java as java
 from tests.integration.helpers import unique_topic
 from tests.integration.test_transactions_kip890 import end_v5_txn, produce
@@ -30,19 +31,7 @@ TXN_PARTITIONS = 50  # transaction.state.log.num.partitions
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    c = KafkaCluster(
-        tmp_path_factory.mktemp("txn-verification"),
-        combined=3,
-        overrides={
-            "transaction.state.log.replication.factor": "3",
-            "transaction.state.log.min.isr": "2",
-            "offsets.topic.replication.factor": "3",
-            # Short enough for a killed coordinator's partitions to move within seconds.
-            "broker.session.timeout.ms": "3000",
-            "broker.heartbeat.interval.ms": "500",
-            "replica.lag.time.max.ms": "4000",
-        },
-    )
+    c = KafkaCluster(tmp_path_factory.mktemp("txn-verification"), combined=3, overrides=TXN_CLUSTER_OVERRIDES)
     try:
         yield c.start()
     finally:
