@@ -54,7 +54,6 @@ from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.metadata import MetadataHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
-from broker.produce_verification import ProduceVerifier
 from broker.handlers.transactions import (
     AddOffsetsToTxnHandler,
     AddPartitionsToTxnHandler,
@@ -67,6 +66,7 @@ from broker.handlers.transactions import (
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import SocketServer, TransferMetrics
+from broker.produce_verification import ProduceVerifier
 from broker.producer_id_manager import ControllerProducerIdAllocator, ProducerIdManager
 from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager

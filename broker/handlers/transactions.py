@@ -21,8 +21,8 @@ from broker.handlers.settled import when_settled
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.transaction.transaction_coordinator import EndTxnResult, TransactionCoordinator
-from broker.transaction.transaction_metadata import TV_0, TV_2
 from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
+from broker.transaction.transaction_metadata import TV_0, TV_2
 from broker.transaction.transaction_state_manager import Settled, settled, then
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
