@@ -14,19 +14,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from broker.coordinator.coordinator_runtime import partition_for
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from tests.cluster.cluster import KafkaCluster, wait_until
-from tests.cluster.test_replication import TIMEOUT_S, create, partition_state
+from tests.cluster.test_replication import FAST_FAILOVER, TIMEOUT_S, create, partition_state
 from tests.integration.helpers import unique_topic
 
 API_TIMEOUT_S = 30.0
-TXN_CLUSTER_OVERRIDES = {
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
-    "offsets.topic.replication.factor": "3",
-    # Short enough for the dead broker to be fenced, and its partitions to move, within seconds.
-    "broker.session.timeout.ms": "3000",
-    "broker.heartbeat.interval.ms": "500",
-    "replica.lag.time.max.ms": "4000",
-}
+# FAST_FAILOVER: the dead broker fenced, and its partitions moved, within seconds.
+TXN_CLUSTER_OVERRIDES = {**FAST_FAILOVER, "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2"}
 
 
 @pytest.fixture(scope="module")
