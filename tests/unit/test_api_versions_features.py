@@ -11,7 +11,11 @@ FEATURES = FeatureInfo(BROKER_SUPPORTED_FEATURES, {"metadata.version": 25, "tran
 
 def test_v4_lists_every_supported_and_finalized_feature() -> None:
     r = api_versions_response(4, features=FEATURES)
-    assert {f.name: (f.min_version, f.max_version) for f in r.supported_features} == {"metadata.version": (7, 25), "transaction.version": (0, 2)}
+    assert {f.name: (f.min_version, f.max_version) for f in r.supported_features} == {
+        "metadata.version": (7, 25),
+        "eligible.leader.replicas.version": (0, 1),
+        "transaction.version": (0, 2),
+    }
     # A level of 0 is no finalized feature at all.
     assert {f.name: (f.min_version_level, f.max_version_level) for f in r.finalized_features} == {"metadata.version": (25, 25), "transaction.version": (2, 2)}
     assert r.finalized_features_epoch == 42
