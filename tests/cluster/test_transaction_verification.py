@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -123,8 +124,7 @@ def test_a_librdkafka_producer_commits_across_the_cluster(cluster: KafkaCluster)
     assert sorted(read_committed(cluster.bootstrap, topic, 60)) == sorted([f"a{i}" for i in range(30)] + [f"c{i}" for i in range(30)])
 
 
-@pytest.mark.skipif(java.LIB is None, reason="needs Java and Kafka's jars (python -m benchmarks.apache_kafka fetch)")
-def test_the_java_client_on_transaction_version_2_across_the_cluster(cluster: KafkaCluster) -> None:
+def test_the_java_client_on_transaction_version_2_across_the_cluster(cluster: KafkaCluster, kafka_lib: Path) -> None:
     """Kafka's copier: its sink's partitions and its group's offsets partition are added to each
     transaction by their leaders, mostly on other brokers than the coordinator."""
     source, sink, group, txn = unique_topic("java-src"), unique_topic("java-sink"), unique_topic("java-g"), unique_topic("java-tx")
@@ -132,13 +132,12 @@ def test_the_java_client_on_transaction_version_2_across_the_cluster(cluster: Ka
     create(cluster.bootstrap, sink, partitions=PARTITIONS)
     leaders(cluster, sink)
     java.fill(cluster.bootstrap, source, java.RECORDS)
-    java.copy_transactionally(cluster.bootstrap, source, sink, group, txn, java.RECORDS)
+    java.copy_transactionally(kafka_lib, cluster.bootstrap, source, sink, group, txn, java.RECORDS)
     copied = read_committed(cluster.bootstrap, sink, java.RECORDS)
     assert sorted(copied, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(java.RECORDS)]
 
 
-@pytest.mark.skipif(java.LIB is None, reason="needs Java and Kafka's jars (python -m benchmarks.apache_kafka fetch)")
-def test_the_java_client_copies_exactly_once_across_a_coordinator_kill(cluster: KafkaCluster) -> None:
+def test_the_java_client_copies_exactly_once_across_a_coordinator_kill(cluster: KafkaCluster, kafka_lib: Path) -> None:
     """The consume-transform-produce loop of issue #17 on transaction version 2: the copier's
     transaction coordinator is killed (SIGKILL) mid-copy; the next one, reading the epochs and
     the transaction version from the replicated ``__transaction_state``, carries on, and
@@ -151,7 +150,7 @@ def test_the_java_client_copies_exactly_once_across_a_coordinator_kill(cluster: 
     coordinator = next(n for n in cluster.brokers if n.bootstrap == coordinator_of(cluster, txn))
     survivor = next(n for n in cluster.brokers if n is not coordinator)
     progress: list[str] = []
-    copier = subprocess.Popen(java.copier_command(survivor.bootstrap, source, sink, group, txn, java.RECORDS), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    copier = subprocess.Popen(java.copier_command(kafka_lib, survivor.bootstrap, source, sink, group, txn, java.RECORDS), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     reader = threading.Thread(target=lambda: progress.extend(copier.stdout or ()), daemon=True)
     reader.start()
     try:

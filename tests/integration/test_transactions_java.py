@@ -4,20 +4,19 @@ Kafka's TransactionalMessageCopier (kafka-tools, the consume-transform-produce l
 system tests) copies a partition into another topic in transactions that commit the consumed
 offsets with them, aborting some at random. A Kafka 4 client sees transaction.version 2
 finalized and speaks it: Produce v12 and TxnOffsetCommit v5 with no AddPartitionsToTxn or
-AddOffsetsToTxn, and an epoch bump at every EndTxn v5. The jars are those of
-``python -m benchmarks.apache_kafka fetch``; without them (or Java) the test is skipped.
+AddOffsetsToTxn, and an epoch bump at every EndTxn v5. The jars come from Maven Central on
+first use (the ``kafka_lib`` fixture).
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
+from pathlib import Path
 
-import pytest
 from confluent_kafka import Producer
 from kio.schema.describe_producers.v0 import request as describe_producers_v0
 
-from benchmarks.apache_kafka import TOOL_JVM_OPTS, cached_lib
+from benchmarks.apache_kafka import TOOL_JVM_OPTS
 from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import create_topic, unique_topic
 from tests.integration.test_transactions_kip890 import offsets
@@ -28,9 +27,6 @@ RECORDS = 1000
 PER_TRANSACTION = 50
 COPY_TIMEOUT_S = 240
 
-LIB = cached_lib()
-pytestmark = pytest.mark.skipif(LIB is None or shutil.which("java") is None, reason="needs Java and Kafka's jars (python -m benchmarks.apache_kafka fetch)")
-
 
 def fill(bootstrap: str, topic: str, records: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
@@ -39,20 +35,19 @@ def fill(bootstrap: str, topic: str, records: int) -> None:
     assert producer.flush(30) == 0
 
 
-def copier_command(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, records: int) -> list[str]:
+def copier_command(lib: Path, bootstrap: str, source: str, sink: str, group: str, transactional_id: str, records: int) -> list[str]:
     """Kafka's TransactionalMessageCopier over partition 0 of ``source``, aborting at random; it
     prints a JSON line with its progress after each transaction."""
-    assert LIB is not None
     return [
-        "java", *TOOL_JVM_OPTS, "-cp", f"{LIB}/*", "org.apache.kafka.tools.TransactionalMessageCopier",
+        "java", *TOOL_JVM_OPTS, "-cp", f"{lib}/*", "org.apache.kafka.tools.TransactionalMessageCopier",
         "--broker-list", bootstrap, "--input-topic", source, "--input-partition", "0", "--output-topic", sink,
         "--consumer-group", group, "--transactional-id", transactional_id, "--transaction-size", str(PER_TRANSACTION),
         "--max-messages", str(records), "--enable-random-aborts", "--use-group-metadata",
     ]
 
 
-def copy_transactionally(bootstrap: str, source: str, sink: str, group: str, transactional_id: str, records: int) -> None:
-    copier = subprocess.run(copier_command(bootstrap, source, sink, group, transactional_id, records), capture_output=True, text=True, timeout=COPY_TIMEOUT_S)
+def copy_transactionally(lib: Path, bootstrap: str, source: str, sink: str, group: str, transactional_id: str, records: int) -> None:
+    copier = subprocess.run(copier_command(lib, bootstrap, source, sink, group, transactional_id, records), capture_output=True, text=True, timeout=COPY_TIMEOUT_S)
     assert copier.returncode == 0, copier.stdout[-3000:] + copier.stderr[-3000:]
 
 
@@ -62,13 +57,13 @@ def sink_producer_epoch(bootstrap: str, sink: str, partition: int = 0) -> int:
     return state.producer_epoch
 
 
-def test_the_java_client_copies_exactly_once_on_transaction_version_2(module_broker: BrokerProcess) -> None:
+def test_the_java_client_copies_exactly_once_on_transaction_version_2(module_broker: BrokerProcess, kafka_lib: Path) -> None:
     bs = module_broker.bootstrap
     source, sink, group, txn = unique_topic("java-src"), unique_topic("java-sink"), unique_topic("java-g"), unique_topic("java-tx")
     create_topic(bs, source)
     create_topic(bs, sink)
     fill(bs, source, RECORDS)
-    copy_transactionally(bs, source, sink, group, txn, RECORDS)
+    copy_transactionally(kafka_lib, bs, source, sink, group, txn, RECORDS)
 
     # Exactly once for read_committed readers, aborted copies included in the log but not read.
     assert sorted(values_of(bs, sink, "read_committed", RECORDS), key=lambda v: int(v[1:])) == [f"v{i}" for i in range(RECORDS)]
