@@ -69,6 +69,7 @@ from broker.network import SocketServer, TransferMetrics
 from broker.produce_verification import ProduceVerifier
 from broker.producer_id_manager import ControllerProducerIdAllocator, ProducerIdManager
 from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManager
+from broker.replication_quota_manager import ReplicationQuotaManager
 from broker.replica_manager import ReplicaManager
 from broker.shared_server import SharedServer
 from broker.transaction.transaction_coordinator import TransactionCoordinator
@@ -155,6 +156,7 @@ class BrokerServer:
             ),
             self.metadata,
             lambda: self.lifecycle.broker_epoch,
+            ReplicationQuotaManager.follower(self.metadata),
         )
         self.replica_manager.fetcher_manager = self.replica_fetcher_manager
         self.replica_manager.rack_aware_selection = cfg.replica_selector_class == RACK_AWARE_REPLICA_SELECTOR
@@ -215,7 +217,9 @@ class BrokerServer:
                 self.metadata,
                 ProduceVerifier(self.replica_manager, self.add_partitions_to_txn_manager, verify=cfg.transaction_partition_verification_enable),
             ),
-            ApiKey.FETCH: FetchHandler(self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes),
+            ApiKey.FETCH: FetchHandler(
+                self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes, ReplicationQuotaManager.leader(self.metadata)
+            ),
             ApiKey.LIST_OFFSETS: ListOffsetsHandler(self.replica_manager, self.metadata),
             ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(cfg, self.metadata, cfg, self.log_manager.describe_cleaning),
             ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(self.metadata),

@@ -7,6 +7,12 @@ it is (offsets kept, CRCs checked by the log), and takes the leader's high water
 start. Truncation follows the leader's DivergingEpoch answers (replication/follower_fetch_state.py).
 A partition whose answer is an error waits `replica.fetch.backoff.ms`, the others go on; the
 metadata log says where a moved partition went.
+
+Each loop keeps an incremental fetch session (KIP-227) with its leader
+(replication/fetch_session_handler.py): once the session is open a fetch names only the
+partitions whose position changed, and the leader answers only those with news. Partitions
+listed in the topic's `follower.replication.throttled.replicas` are left out of the request
+while this broker's `follower.replication.throttled.rate` is exceeded and they are out of the ISR.
 """
 
 from __future__ import annotations
@@ -21,13 +27,15 @@ from typing import Any, Callable
 
 import structlog
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v17.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v17.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kio.schema.fetch.v17.request import ReplicaState as FetchReplicaState
 from kio.static.primitive import i8, i32, i64
 
 from broker.metadata.metadata_cache import MetadataCache
 from broker.network_client import NetworkClient, NetworkError
 from broker.partition import Partition
+from broker.replication_quota_manager import ReplicationQuotaManager
+from replication.fetch_session_handler import FetchRequestData, FetchSessionHandler, PartitionData
 from replication.follower_fetch_state import EpochEndOffset
 
 log = structlog.get_logger()
@@ -37,6 +45,8 @@ NO_EPOCH = -1
 # Answers of a leader whose metadata is behind this follower's (or the other way round).
 LEADERSHIP_RACE = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch, ErrorCode.fenced_leader_epoch})
 LEADERSHIP_RACE_BACKOFF_MS = 50
+# The leader lost or refused the session: the next fetch, a full one, can go at once.
+SESSION_ERRORS = frozenset({ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +72,15 @@ class _FetchState:
 class ReplicaFetcher:
     """One loop fetching every partition this node follows from one leader."""
 
-    def __init__(self, leader_id: int, fetcher_id: int, settings: FetcherSettings, metadata: MetadataCache, broker_epoch: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        leader_id: int,
+        fetcher_id: int,
+        settings: FetcherSettings,
+        metadata: MetadataCache,
+        broker_epoch: Callable[[], int],
+        quota: ReplicationQuotaManager | None = None,
+    ) -> None:
         self.leader_id = leader_id
         self._settings = settings
         # A connection of its own, as Kafka's fetcher threads have: a fetch held for
@@ -70,6 +88,8 @@ class ReplicaFetcher:
         self._network = NetworkClient(f"kbroker-{settings.node_id}-replica-fetcher-{leader_id}-{fetcher_id}", request_timeout_ms=settings.request_timeout_ms)
         self._metadata = metadata
         self._broker_epoch = broker_epoch
+        self._quota = quota
+        self.session = FetchSessionHandler()
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -96,43 +116,63 @@ class ReplicaFetcher:
         backoff_s = self._settings.fetch_backoff_ms / 1000
         while self.partitions:
             now = time.monotonic()
-            ready = {k: s for k, s in self.partitions.items() if s.delayed_until <= now}
+            ready = {k: s for k, s in self.partitions.items() if s.delayed_until <= now and not self._throttled(s.partition)}
             endpoint = self._metadata.broker_endpoint(self.leader_id, self._settings.listener_name)
-            if not ready or endpoint is None:
+            # Built even when nothing is ready, as Kafka's fetcher does: partitions waiting out a
+            # backoff or a throttle leave the session, and are sent in full when they come back.
+            data = self.session.build({k: self._partition_data(s) for k, s in ready.items()}) if endpoint is not None else None
+            if data is None or not (data.session_partitions or data.to_forget):
                 self._wake.clear()
-                wait = min((s.delayed_until for s in self.partitions.values()), default=now + backoff_s) - now
+                wait = min((s.delayed_until - now for s in self.partitions.values() if s.delayed_until > now), default=backoff_s)
                 try:
                     await asyncio.wait_for(self._wake.wait(), max(min(wait, backoff_s), 0.001))
                 except TimeoutError:
                     pass
                 continue
-            request = self._request(ready)
             try:
                 response = await self._network.send(
-                    (endpoint.host, endpoint.port), request, timeout_ms=self._settings.request_timeout_ms + self._settings.fetch_wait_max_ms
+                    (endpoint.host, endpoint.port), self._request(data), timeout_ms=self._settings.request_timeout_ms + self._settings.fetch_wait_max_ms
                 )
             except NetworkError as e:
                 self._log.info("replica_fetcher.fetch_failed", error=str(e))
+                self.session.handle_error()
                 await asyncio.sleep(backoff_s)
                 continue
             self._process(ready, response)
             # Appends are synchronous: give the loop's other work a turn between rounds.
             await asyncio.sleep(0)
 
-    def _request(self, ready: dict[TopicPartition, _FetchState]) -> FetchRequest:
+    def _throttled(self, partition: Partition) -> bool:
+        quota = self._quota
+        return quota is not None and quota.should_throttle(partition.topic, partition.index, self._settings.node_id in partition.isr)
+
+    def _partition_data(self, state: _FetchState) -> PartitionData:
+        plog = state.partition.log
+        return PartitionData(
+            topic_id=state.partition.topic_id,
+            fetch_offset=plog.log_end_offset,
+            log_start_offset=plog.log_start_offset,
+            max_bytes=self._settings.fetch_max_bytes,
+            current_leader_epoch=state.leader_epoch,
+            last_fetched_epoch=plog.leader_epoch_cache.latest_epoch,
+        )
+
+    def _request(self, data: FetchRequestData) -> FetchRequest:
         by_topic: dict[uuid.UUID, list[FetchPartition]] = {}
-        for (_, index), state in ready.items():
-            plog = state.partition.log
-            by_topic.setdefault(state.partition.topic_id, []).append(
+        for (_, index), p in data.to_send.items():
+            by_topic.setdefault(p.topic_id, []).append(
                 FetchPartition(
                     partition=i32(index),
-                    current_leader_epoch=i32(state.leader_epoch),
-                    fetch_offset=i64(plog.log_end_offset),
-                    last_fetched_epoch=i32(plog.leader_epoch_cache.latest_epoch),
-                    log_start_offset=i64(plog.log_start_offset),
-                    partition_max_bytes=i32(self._settings.fetch_max_bytes),
+                    current_leader_epoch=i32(p.current_leader_epoch),
+                    fetch_offset=i64(p.fetch_offset),
+                    last_fetched_epoch=i32(p.last_fetched_epoch),
+                    log_start_offset=i64(p.log_start_offset),
+                    partition_max_bytes=i32(p.max_bytes),
                 )
             )
+        forgotten: dict[uuid.UUID, list[i32]] = {}
+        for topic_id, (_, index) in data.to_forget:
+            forgotten.setdefault(topic_id, []).append(i32(index))
         return FetchRequest(
             cluster_id=None,
             replica_state=FetchReplicaState(replica_id=i32(self._settings.node_id), replica_epoch=i64(self._broker_epoch())),
@@ -140,33 +180,36 @@ class ReplicaFetcher:
             min_bytes=i32(self._settings.fetch_min_bytes),
             max_bytes=i32(self._settings.fetch_response_max_bytes),
             isolation_level=i8(0),
-            session_id=i32(0),
-            session_epoch=i32(-1),
+            session_id=i32(data.metadata.session_id),
+            session_epoch=i32(data.metadata.epoch),
             topics=tuple(FetchTopic(topic_id=topic_id, partitions=tuple(parts)) for topic_id, parts in by_topic.items()),
-            forgotten_topics_data=(),
+            forgotten_topics_data=tuple(ForgottenTopic(topic_id=topic_id, partitions=tuple(parts)) for topic_id, parts in forgotten.items()),
             rack_id="",
         )
 
     def _process(self, ready: dict[TopicPartition, _FetchState], response: Any) -> None:
-        if response.error_code != ErrorCode.none:
-            self._log.info("replica_fetcher.fetch_error", error=ErrorCode(response.error_code).name)
-            self._delay(ready.values())
-            return
         by_id = {s.partition.topic_id: s.partition.topic for s in ready.values()}
-        for topic in response.responses:
-            name = by_id.get(topic.topic_id)
-            for part in topic.partitions:
-                state = ready.get((name, int(part.partition_index))) if name is not None else None
-                # Removed or re-added for a new leader while the fetch was out: the answer is stale.
-                if state is None or self.partitions.get(state.partition.key) is not state:
-                    continue
-                try:
-                    self._process_partition(state, part)
-                except Exception as e:
-                    # A storage error or a bug, Kafka's fetcher backs off this partition alone:
-                    # leaving the loop would stop, silently, every partition fetched from this leader.
-                    self._log.warning("replica_fetcher.partition_failed", topic=name, partition=int(part.partition_index), error=f"{type(e).__name__}: {e}")
-                    self._delay((state,))
+        answered = [(by_id.get(topic.topic_id), part) for topic in response.responses for part in topic.partitions]
+        session_id = self.session.session_id
+        if not self.session.handle_response(response.error_code, response.session_id, [(name, int(part.partition_index)) for name, part in answered]):
+            # An answer that does not fit the session is dropped, and the next fetch is a full one.
+            if response.error_code != ErrorCode.none:
+                self._log.info("replica_fetcher.fetch_error", error=ErrorCode(response.error_code).name, session_id=session_id)
+                if response.error_code not in SESSION_ERRORS:
+                    self._delay(ready.values())
+            return
+        for name, part in answered:
+            state = ready.get((name, int(part.partition_index))) if name is not None else None
+            # Removed or re-added for a new leader while the fetch was out: the answer is stale.
+            if state is None or self.partitions.get(state.partition.key) is not state:
+                continue
+            try:
+                self._process_partition(state, part)
+            except Exception as e:
+                # A storage error or a bug, Kafka's fetcher backs off this partition alone:
+                # leaving the loop would stop, silently, every partition fetched from this leader.
+                self._log.warning("replica_fetcher.partition_failed", topic=name, partition=int(part.partition_index), error=f"{type(e).__name__}: {e}")
+                self._delay((state,))
 
     def _process_partition(self, state: _FetchState, part: Any) -> None:
         partition = state.partition
@@ -179,6 +222,8 @@ class ReplicaFetcher:
             records = part.records
             if records:
                 partition.append_records_as_follower(records, int(part.high_watermark), int(part.log_start_offset))
+                if self._quota is not None and self._quota.is_throttled(partition.topic, partition.index):
+                    self._quota.record(len(records))
             else:
                 partition.take_leader_offsets(int(part.high_watermark), int(part.log_start_offset))
             return
@@ -216,10 +261,13 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, settings: FetcherSettings, metadata: MetadataCache, broker_epoch: Callable[[], int]) -> None:
+    def __init__(
+        self, settings: FetcherSettings, metadata: MetadataCache, broker_epoch: Callable[[], int], quota: ReplicationQuotaManager | None = None
+    ) -> None:
         self._settings = settings
         self._metadata = metadata
         self._broker_epoch = broker_epoch
+        self._quota = quota
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
 
@@ -234,7 +282,7 @@ class ReplicaFetcherManager:
         slot = (partition.leader_id, self._fetcher_id(partition.key))
         fetcher = self._fetchers.get(slot)
         if fetcher is None:
-            fetcher = self._fetchers[slot] = ReplicaFetcher(slot[0], slot[1], self._settings, self._metadata, self._broker_epoch)
+            fetcher = self._fetchers[slot] = ReplicaFetcher(slot[0], slot[1], self._settings, self._metadata, self._broker_epoch, self._quota)
         fetcher.add(partition)
         self._assigned[partition.key] = slot
 

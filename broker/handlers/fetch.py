@@ -9,21 +9,21 @@ from collections.abc import Awaitable
 
 from kio.schema.errors import ErrorCode
 
-from broker.fetch_session import CachedPartition, FetchSessionCache, SessionContext
+from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSessionCache, SessionContext
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_image import MetadataImage
-from broker.partition import NO_EPOCH
 from broker.network import TransferMetrics
-from broker.replica_manager import ReadResult, ReplicaManager
-from protocol.fetch_request import FetchPartition, FetchRequest
+from broker.replica_manager import ReadResult, ReplicaManager, now_ms
+from broker.replication_quota_manager import ReplicationQuotaManager
+from protocol.fetch_request import FetchRequest
 from protocol.fetch_response import (
     Chunk,
     FetchPartitionResult,
     FetchTopicResult,
     encode_fetch_response,
 )
-from storage.fetch_data_info import FileRegion
+from storage.fetch_data_info import FetchDataInfo, FileRegion
 from storage.log_segment import whole_batches
 
 TopicPartition = tuple[str, int]
@@ -38,12 +38,14 @@ class FetchHandler:
         sessions: FetchSessionCache,
         metrics: TransferMetrics,
         max_response_bytes: int,
+        leader_quota: ReplicationQuotaManager | None = None,
     ) -> None:
         self._rm = replica_manager
         self._metadata = metadata
         self._sessions = sessions
         self._metrics = metrics
         self._max_response_bytes = max_response_bytes
+        self._leader_quota = leader_quota
 
     def __call__(
         self, ctx: RequestContext, request: FetchRequest
@@ -56,9 +58,6 @@ class FetchHandler:
         version = ctx.version
         image = self._metadata.image
         requested: OrderedDict[TopicPartition, CachedPartition] = OrderedDict()
-        # Epochs and the follower's log start are not kept in a fetch session: they count for
-        # the partitions this request names, and an incremental fetch's others are unchecked.
-        fields: dict[TopicPartition, FetchPartition] = {}
         unknown_ids: dict[uuid.UUID, list[int]] = {}
         for t in request.topics:
             if version >= 13:
@@ -71,9 +70,8 @@ class FetchHandler:
                 name = t.topic
             for p in t.partitions:
                 requested[(name, p.partition)] = CachedPartition(
-                    p.fetch_offset, p.partition_max_bytes
+                    p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.last_fetched_epoch, p.log_start_offset
                 )
-                fields[(name, p.partition)] = p
         forgotten: list[TopicPartition] = []
         for f in request.forgotten_topics_data:
             if version >= 13:
@@ -86,9 +84,12 @@ class FetchHandler:
             forgotten.extend((name, p) for p in f.partitions)
 
         if version >= 7:
-            session = self._sessions.new_context(
-                request.session_id, request.session_epoch, requested, forgotten
-            )
+            epoch = request.session_epoch
+            if unknown_ids and epoch == INITIAL_EPOCH:
+                # A session keeps partitions by name: one naming topics this broker cannot name
+                # yet is not opened, and the fetcher tries a full fetch again.
+                epoch = FINAL_EPOCH
+            session = self._sessions.new_context(request.session_id, epoch, requested, forgotten, request.replica_id >= 0, now_ms())
         else:
             session = SessionContext(0, 0, requested, incremental=False)
         if session.error:
@@ -98,7 +99,7 @@ class FetchHandler:
 
         reader = _Reader(
             self._rm,
-            fields,
+            self._leader_quota,
             request.isolation_level,
             request.replica_id,
             request.replica_epoch,
@@ -113,7 +114,7 @@ class FetchHandler:
             session.partitions, max_bytes, reader, request.min_bytes
         )
         if done or max_wait <= 0:
-            return self._respond(ctx, session, results, unknown_ids)
+            return self._respond(ctx, session, results, unknown_ids, reader)
         return self._long_poll(
             ctx, session, unknown_ids, max_bytes, reader, request.min_bytes, deadline
         )
@@ -142,7 +143,7 @@ class FetchHandler:
                 session.partitions, max_bytes, reader, min_bytes
             )
             if done or deadline <= time.monotonic():
-                return self._respond(ctx, session, results, unknown_ids)
+                return self._respond(ctx, session, results, unknown_ids, reader)
 
     def _respond(
         self,
@@ -150,7 +151,13 @@ class FetchHandler:
         session: SessionContext,
         results: dict[TopicPartition, ReadResult],
         unknown_ids: dict[uuid.UUID, list[int]],
+        reader: _Reader,
     ) -> list[Chunk]:
+        quota = self._leader_quota
+        if reader.is_follower and quota is not None:
+            # Kafka's sizeOfThrottledPartitions: what a throttled partition sends counts whether
+            # or not its follower is in sync; only out-of-sync ones are held back.
+            quota.record(sum(r.size for key, r in results.items() if quota.is_throttled(*key)))
         return encode_fetch_response(
             ctx.version,
             ctx.header.correlation_id,
@@ -176,7 +183,7 @@ class FetchHandler:
             # Until something is in the response, the first batch goes out whole even if it
             # is over the limits, so a consumer can never get stuck behind a large batch.
             min_one = budget == max_bytes
-            result = reader.read(key, cached.fetch_offset, max(limit, 0), min_one, image)
+            result = reader.read(key, cached, max(limit, 0), min_one, image)
             # Bytes as the log handed them, a cut last batch included, as Kafka counts them
             # against max_bytes and min_bytes; _topics drops the cut part from the response.
             budget -= result.size
@@ -192,6 +199,7 @@ class FetchHandler:
     ) -> list[FetchTopicResult]:
         image = self._metadata.image
         by_topic: OrderedDict[str, list[FetchPartitionResult]] = OrderedDict()
+        with_records: list[TopicPartition] = []
         for (topic, index), cached in session.partitions.items():
             result = results[(topic, index)]
             read = result.read
@@ -224,9 +232,17 @@ class FetchHandler:
                     read.log_start_offset,
                     bool(regions),
                     0,
+                    read.diverging_epoch is not None,
                 )
+                if regions:
+                    with_records.append((topic, index))
             if include or not session.incremental:
                 by_topic.setdefault(topic, []).append(part)
+        if session.incremental:
+            # Kafka's rotation: partitions that just sent data go last, so that under
+            # replica.fetch.response.max.bytes the others get their turn first next time.
+            for key in with_records:
+                session.partitions.move_to_end(key)
         topics = []
         for name, parts in by_topic.items():
             topic_image = image.topics.get(name)
@@ -252,20 +268,20 @@ class _Reader:
     """One partition's read for this request: a consumer's up to the high watermark (or the last
     stable offset), a follower's (replica id >= 0) up to the log end with the divergence check."""
 
-    __slots__ = ("_rm", "_fields", "_isolation", "_replica_id", "_replica_epoch", "_client_rack")
+    __slots__ = ("_rm", "_leader_quota", "_isolation", "_replica_id", "_replica_epoch", "_client_rack")
 
     def __init__(
         self,
         rm: ReplicaManager,
-        fields: dict[TopicPartition, FetchPartition],
+        leader_quota: ReplicationQuotaManager | None,
         isolation: int,
         replica_id: int,
         replica_epoch: int,
         client_rack: str | None,
     ) -> None:
         self._rm = rm
+        self._leader_quota = leader_quota
         self._client_rack = client_rack
-        self._fields = fields
         self._isolation = isolation
         self._replica_id = replica_id
         self._replica_epoch = replica_epoch
@@ -274,23 +290,35 @@ class _Reader:
     def is_follower(self) -> bool:
         return self._replica_id >= 0
 
-    def read(self, key: TopicPartition, fetch_offset: int, max_bytes: int, min_one: bool, image: MetadataImage) -> ReadResult:
-        p = self._fields.get(key)
-        leader_epoch = p.current_leader_epoch if p is not None else NO_EPOCH
+    def read(self, key: TopicPartition, cached: CachedPartition, max_bytes: int, min_one: bool, image: MetadataImage) -> ReadResult:
         if self._replica_id < 0:
-            return self._rm.read(key[0], key[1], fetch_offset, max_bytes, self._isolation, min_one, image, leader_epoch, self._client_rack)
-        return self._rm.read_for_follower(
+            return self._rm.read(
+                key[0], key[1], cached.fetch_offset, max_bytes, self._isolation, min_one, image, cached.current_leader_epoch, self._client_rack
+            )
+        result = self._rm.read_for_follower(
             self._replica_id,
             self._replica_epoch,
             key[0],
             key[1],
-            fetch_offset,
-            p.last_fetched_epoch if p is not None else NO_EPOCH,
-            p.log_start_offset if p is not None else -1,
-            leader_epoch,
+            cached.fetch_offset,
+            cached.last_fetched_epoch,
+            cached.fetcher_log_start_offset,
+            cached.current_leader_epoch,
             max_bytes,
             image,
         )
+        if result.read is not None and result.read.info.regions and self._throttled(key):
+            # Kafka's shouldLeaderThrottle: the read still counted (the follower's position,
+            # the high watermark), only its records stay behind.
+            result.read.info = FetchDataInfo(result.read.info.fetch_offset)
+        return result
+
+    def _throttled(self, key: TopicPartition) -> bool:
+        quota = self._leader_quota
+        if quota is None:
+            return False
+        partition = self._rm.get_partition(*key)
+        return partition is not None and quota.should_throttle(key[0], key[1], self._replica_id in partition.isr)
 
 
 # A region holding more batches than this is left as read: its cut tail is a small share of it,
