@@ -3,10 +3,13 @@
     python -m benchmarks.follower_catchup [--megabytes 1024] [--partitions 1] [--record-bytes 10000]
                                           [--override key=value ...] [--profile-follower SECONDS]
 
-Three combined nodes on loopback (the cluster of tests/cluster). An RF=3 topic is created and its
-full ISR awaited; one follower (not the active controller) is stopped with SIGTERM; librdkafka
-then produces ``--megabytes`` of incompressible records with acks=1 to the leader. The follower
-is started again, and the benchmark polls Metadata until it is back in every partition's ISR.
+Three combined nodes on loopback (the cluster of tests/cluster). An RF=3 topic is created with
+every partition led by one broker that is not the active controller and followed by the other
+two, and its full ISR awaited; the follower that is not the controller is stopped with SIGTERM;
+librdkafka then produces ``--megabytes`` of incompressible records with acks=1 to the leader.
+Once the other follower holds all of it (so that the high watermark is the log end, and
+rejoining the ISR means having copied everything), the stopped follower is started again, and
+the benchmark polls Metadata until it is back in every partition's ISR.
 
 Reported: the catch-up rate, MB behind over the time from the follower's restart to its return
 to the ISR, and over the transfer alone (from the first byte the follower's log directory gained,
@@ -133,21 +136,23 @@ def main() -> None:
         cluster = KafkaCluster(Path(root), combined=3, overrides=overrides)
         try:
             cluster.start()
-            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-            admin.create_topics([NewTopic(TOPIC, args.partitions, 3)], operation_timeout=60, request_timeout=60)[TOPIC].result(timeout=60)
-            states = wait_until("a full ISR", lambda: (s := partition_states(cluster.bootstrap, args.partitions)) and all(len(i) == 3 for _, i in s) and s, TIMEOUT_S)
-            leaders = {leader for leader, _ in states}
             controller = wait_until("the active controller", lambda: leader_id(cluster, cluster.brokers[0].node_id), TIMEOUT_S)
-            follower: ClusterNode = next(n for n in cluster.brokers if n.node_id not in leaders and n.node_id != controller)
-            leader_nodes = [cluster.nodes[i] for i in sorted(leaders)]
-            survivor = next(n for n in cluster.brokers if n is not follower)
+            leader, follower = (n for n in cluster.brokers if n.node_id != controller)
+            other = cluster.nodes[controller]
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            assignment = [[leader.node_id, follower.node_id, other.node_id]] * args.partitions
+            admin.create_topics([NewTopic(TOPIC, num_partitions=args.partitions, replica_assignment=assignment)], operation_timeout=60, request_timeout=60)[TOPIC].result(timeout=60)
+            wait_until("a full ISR", lambda: all(len(i) == 3 for _, i in partition_states(cluster.bootstrap, args.partitions)) or None, TIMEOUT_S)
+            survivor = leader
             follower.stop()
             wait_until("the follower out of the ISR", lambda: all(follower.node_id not in i for _, i in partition_states(survivor.bootstrap, args.partitions)) or None, TIMEOUT_S)
             started = time.monotonic()
             sent = produce(survivor.bootstrap, args.megabytes * MB, args.record_bytes)
             print(f"produced {sent / MB:,.0f} MB with acks=1 in {time.monotonic() - started:.1f} s while node {follower.node_id} was down")
+            wait_until("the other follower caught up", lambda: log_bytes(other) >= log_bytes(leader) or None, TIMEOUT_S)
 
-            leader_cpu = [cpu_seconds(n.proc.pid) for n in leader_nodes]  # type: ignore[union-attr]
+            assert leader.proc is not None
+            leader_cpu = cpu_seconds(leader.proc.pid)
             held = log_bytes(follower)
             launched = time.monotonic()
             follower.launch()
@@ -165,7 +170,7 @@ def main() -> None:
             follower_cpu = [0.0]
             wait_until("the follower back in the ISR", back, TIMEOUT_S, interval_s=0.05)
             rejoined = time.monotonic()
-            leader_cpu_s = sum(cpu_seconds(n.proc.pid) for n in leader_nodes) - sum(leader_cpu)  # type: ignore[union-attr]
+            leader_cpu_s = cpu_seconds(leader.proc.pid) - leader_cpu
             megabytes = sent / MB
             copied = (log_bytes(follower) - held) / MB
             transfer_s = rejoined - first_byte[0]
