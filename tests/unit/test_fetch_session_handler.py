@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from broker.fetch_session import CachedPartition, FetchSessionCache
 from replication.fetch_session_handler import INITIAL_EPOCH, INVALID_SESSION_ID, FetchMetadata, FetchSessionHandler, PartitionData
 
 T1 = uuid.uuid4()
@@ -138,3 +142,60 @@ def test_epoch_wraps_to_one() -> None:
     handler.build({A0: data(0)})
     assert handler.handle_response(ErrorCode.none, 77, [])
     assert handler.metadata == FetchMetadata(77, 1)
+
+
+# -- the follower's handler against the leader's cache, under lost requests and restarts ---------
+
+PARTITIONS = [("a", 0), ("a", 1), ("b", 0), ("c", 2)]
+IDS = {"a": T1, "b": T2, "c": uuid.uuid4()}
+# (partition number -> fetch offset wanted, what happens to the request, which partitions an incremental answer names)
+Step = tuple[dict[int, int], str, int]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.dictionaries(st.integers(0, len(PARTITIONS) - 1), st.integers(0, 3), max_size=len(PARTITIONS)),
+            st.sampled_from(["answered", "answered", "answered", "lost_before", "lost_after", "leader_restart"]),
+            st.integers(0, 2**len(PARTITIONS) - 1),
+        ),
+        max_size=25,
+    )
+)
+def test_after_every_answered_fetch_the_leader_reads_what_the_follower_wants(steps: list[Step]) -> None:
+    handler = FetchSessionHandler()
+    cache = FetchSessionCache(4)
+    for wanted_offsets, outcome, answered_bits in steps:
+        wanted = {PARTITIONS[i]: data(offset, IDS[PARTITIONS[i][0]]) for i, offset in sorted(wanted_offsets.items())}
+        request = handler.build(wanted)
+        if outcome == "leader_restart":
+            cache = FetchSessionCache(4)
+        requested = OrderedDict(
+            (tp, CachedPartition(p.fetch_offset, p.max_bytes, p.current_leader_epoch, p.last_fetched_epoch, p.log_start_offset))
+            for tp, p in request.to_send.items()
+        )
+        if outcome == "lost_before":
+            handler.handle_error()
+            continue
+        context = cache.new_context(
+            request.metadata.session_id, request.metadata.epoch, requested, [tp for _, tp in request.to_forget], True, 0
+        )
+        if outcome == "lost_after":
+            handler.handle_error()
+            continue
+        if context.error:
+            assert not handler.handle_response(context.error, 0, [])
+            continue
+        if context.incremental:
+            answered = [tp for i, tp in enumerate(context.partitions) if answered_bits >> i & 1]
+        else:
+            answered = list(context.partitions)
+        assert handler.handle_response(ErrorCode.none, context.session_id, answered)
+        assert set(context.partitions) == set(wanted)
+        for tp, cached in context.partitions.items():
+            assert (cached.fetch_offset, cached.current_leader_epoch, cached.last_fetched_epoch) == (
+                wanted[tp].fetch_offset,
+                wanted[tp].current_leader_epoch,
+                wanted[tp].last_fetched_epoch,
+            )
