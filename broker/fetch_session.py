@@ -7,9 +7,9 @@ epochs included, so an incremental fetch reads its unnamed partitions as last as
 
 The cache holds `max.incremental.fetch.session.cache.slots` sessions. As in Kafka's
 FetchSessionCache, a full cache gives a new session the slot of one unused for two minutes,
-else of the least valuable evictable one: followers' sessions are privileged (a consumer can
-never evict one younger than two minutes, a follower evicts any consumer's), then larger
-sessions are worth more than smaller ones.
+else of the least valuable evictable one (those older than two minutes, and for a follower any
+consumer's): followers' sessions are privileged, so a consumer never displaces one in use,
+then larger sessions are worth more than smaller ones.
 """
 
 from __future__ import annotations
