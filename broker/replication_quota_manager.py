@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import time
 
+from broker.dynamic_broker_config import FOLLOWER_REPLICATION_THROTTLED_RATE, LEADER_REPLICATION_THROTTLED_RATE
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_image import BROKER_RESOURCE, MetadataImage
 from replication.replication_quota import (
-    FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
-    LEADER_THROTTLED_RATE,
     LEADER_THROTTLED_REPLICAS,
     NONE,
     UNLIMITED,
     ReplicationQuota,
     ThrottledReplicas,
-    parse_throttled_rate,
     parse_throttled_replicas,
 )
 
@@ -43,11 +41,11 @@ class ReplicationQuotaManager:
 
     @classmethod
     def leader(cls, metadata: MetadataCache) -> ReplicationQuotaManager:
-        return cls(LEADER_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS, metadata)
+        return cls(LEADER_REPLICATION_THROTTLED_RATE, LEADER_THROTTLED_REPLICAS, metadata)
 
     @classmethod
     def follower(cls, metadata: MetadataCache) -> ReplicationQuotaManager:
-        return cls(FOLLOWER_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS, metadata)
+        return cls(FOLLOWER_REPLICATION_THROTTLED_RATE, FOLLOWER_THROTTLED_REPLICAS, metadata)
 
     def is_throttled(self, topic: str, partition: int) -> bool:
         self._refresh()
@@ -78,4 +76,5 @@ class ReplicationQuotaManager:
         value = image.configs.get((BROKER_RESOURCE, str(self._metadata.node_id)), {}).get(self._rate_config)
         if value is None:
             value = image.configs.get((BROKER_RESOURCE, ""), {}).get(self._rate_config)
-        self._quota.bound = parse_throttled_rate(value) if value is not None else UNLIMITED
+        # The controller took only a LONG of at least 0 (broker/dynamic_broker_config.py).
+        self._quota.bound = int(value.strip()) if value is not None else UNLIMITED

@@ -14,26 +14,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-LEADER_THROTTLED_RATE = "leader.replication.throttled.rate"
-FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
 LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
-THROTTLED_RATE_CONFIGS = (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE)
 # Kafka's QuotaConfig.QUOTA_BYTES_PER_SECOND_DEFAULT (Long.MAX_VALUE): no throttle.
 UNLIMITED = 2**63 - 1
 DEFAULT_SAMPLES = 11
 DEFAULT_WINDOW_MS = 1000
-
-
-def parse_throttled_rate(value: str) -> int:
-    """A `*.replication.throttled.rate` value: bytes per second, a non-negative long."""
-    try:
-        rate = int(value)
-    except ValueError:
-        raise ValueError("Not a number of type LONG") from None
-    if not 0 <= rate <= UNLIMITED:
-        raise ValueError("Value must be at least 0")
-    return rate
 
 
 @dataclass(frozen=True, slots=True)

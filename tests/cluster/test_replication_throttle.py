@@ -23,9 +23,9 @@ from kio.schema.incremental_alter_configs.v1 import request as iac
 from kio.static.primitive import i8
 
 from broker.controller.configuration_control_manager import OP_DELETE, OP_SET
+from broker.dynamic_broker_config import FOLLOWER_REPLICATION_THROTTLED_RATE, LEADER_REPLICATION_THROTTLED_RATE
 from broker.metadata.metadata_image import BROKER_RESOURCE
 from broker.wire_client import request
-from replication.replication_quota import THROTTLED_RATE_CONFIGS
 from tests.cluster.cluster import ClusterNode, KafkaCluster, leader_id, wait_until
 from tests.cluster.test_replication import admin, create, partition_state
 from tests.integration.helpers import unique_topic
@@ -71,7 +71,7 @@ def produce_behind(bootstrap: str, name: str, total: int) -> None:
 def set_rates(bootstrap: str, rate: int | None) -> None:
     configs = tuple(
         iac.AlterableConfig(name=key, config_operation=i8(OP_SET if rate is not None else OP_DELETE), value=str(rate) if rate is not None else None)
-        for key in THROTTLED_RATE_CONFIGS
+        for key in (LEADER_REPLICATION_THROTTLED_RATE, FOLLOWER_REPLICATION_THROTTLED_RATE)
     )
     body = iac.IncrementalAlterConfigsRequest(
         resources=(iac.AlterConfigsResource(resource_type=i8(BROKER_RESOURCE), resource_name="", configs=configs),), validate_only=False

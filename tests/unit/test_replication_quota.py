@@ -1,20 +1,14 @@
-"""Replication throttles, sans-IO: the windowed rate, the throttled-replica lists, the rate config."""
+"""Replication throttles: the sans-IO windowed rate and throttled-replica lists, and the manager reading them from the image."""
 
 from __future__ import annotations
 
 import pytest
 
+from broker.dynamic_broker_config import FOLLOWER_REPLICATION_THROTTLED_RATE, LEADER_REPLICATION_THROTTLED_RATE
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.replication_quota_manager import ReplicationQuotaManager
-from replication.replication_quota import (
-    FOLLOWER_THROTTLED_RATE,
-    LEADER_THROTTLED_RATE,
-    UNLIMITED,
-    ReplicationQuota,
-    parse_throttled_rate,
-    parse_throttled_replicas,
-)
+from replication.replication_quota import UNLIMITED, ReplicationQuota, parse_throttled_replicas
 
 
 def test_unlimited_is_never_exceeded() -> None:
@@ -67,14 +61,6 @@ def test_throttled_replicas() -> None:
     assert 0 not in parse_throttled_replicas("", 1)
 
 
-def test_rate_config() -> None:
-    assert parse_throttled_rate("1048576") == 1048576
-    with pytest.raises(ValueError, match="LONG"):
-        parse_throttled_rate("fast")
-    with pytest.raises(ValueError, match="at least 0"):
-        parse_throttled_rate("-1")
-
-
 def test_manager_reads_rates_and_replicas_from_each_new_image() -> None:
     cache = MetadataCache(2, "cluster", BrokerEndpoint(2, "127.0.0.1", 9092))
     leader = ReplicationQuotaManager.leader(cache)
@@ -82,8 +68,8 @@ def test_manager_reads_rates_and_replicas_from_each_new_image() -> None:
     assert not leader.is_throttled("t", 0)
     cache.image = MetadataImage(
         configs={
-            (BROKER_RESOURCE, ""): {LEADER_THROTTLED_RATE: "1000", FOLLOWER_THROTTLED_RATE: "1000"},
-            (BROKER_RESOURCE, "2"): {FOLLOWER_THROTTLED_RATE: "50"},
+            (BROKER_RESOURCE, ""): {LEADER_REPLICATION_THROTTLED_RATE: "1000", FOLLOWER_REPLICATION_THROTTLED_RATE: "1000"},
+            (BROKER_RESOURCE, "2"): {FOLLOWER_REPLICATION_THROTTLED_RATE: "50"},
             (TOPIC_RESOURCE, "t"): {"leader.replication.throttled.replicas": "0:2,1:3", "follower.replication.throttled.replicas": "*"},
         }
     )
