@@ -15,7 +15,7 @@ import itertools
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import structlog
 
@@ -89,6 +89,8 @@ class KafkaRaftManager:
         self._network = network
         self._log_config = log_config
         self._listeners: list[RaftListener] = []
+        # Called after each round of actions, once the listeners have seen them.
+        self._poll_hooks: list[Callable[[], None]] = []
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._handles = itertools.count()
         self._wake = asyncio.Event()
@@ -102,6 +104,13 @@ class KafkaRaftManager:
 
     def register_listener(self, listener: RaftListener) -> None:
         self._listeners.append(listener)
+
+    def add_poll_hook(self, hook: Callable[[], None]) -> None:
+        self._poll_hooks.append(hook)
+
+    def high_watermark(self) -> int | None:
+        """The Raft log's high watermark, None until this node knows it."""
+        return None if self.client is None else self.client.high_watermark
 
     def start(self) -> None:
         self.metadata_log = KafkaMetadataLog.open(metadata_log_dir(self._metadata_dir), self._log_config)
@@ -208,6 +217,8 @@ class KafkaRaftManager:
                 actions = client.poll(now_ms())
                 for action in actions:
                     self._carry_out(action)
+                for hook in self._poll_hooks:
+                    hook()
             except Exception:
                 # A bug in the core must not leave this node silently out of the quorum with no trace.
                 self._log.exception("raft.poll_failed")

@@ -58,7 +58,10 @@ class SharedServer:
         self.network: NetworkClient | None = None  # broker to controller, transaction markers
         self.raft_network: NetworkClient | None = None
         self.raft_manager: KafkaRaftManager | None = None
-        self.metadata_loader = MetadataLoader()
+        self.metadata_loader = MetadataLoader(high_watermark=self._raft_high_watermark)
+
+    def _raft_high_watermark(self) -> int | None:
+        return None if self.raft_manager is None else self.raft_manager.high_watermark()
 
     def check_storage(self) -> str:
         """Every log dir formatted for this node and cluster (the zero-config node formats its own); the cluster id."""
@@ -107,6 +110,7 @@ class SharedServer:
         )
         raft.register_listener(self.snapshot_generator)
         raft.register_listener(self.metadata_loader)
+        raft.add_poll_hook(self.metadata_loader.maybe_finish_catching_up)
         self.metadata_loader.install_publisher(self.snapshot_generator)
         self.raft_manager = raft
         return raft

@@ -10,7 +10,12 @@ along.
 
 A snapshot replaces the image: it is built from the empty image, and publishers get a delta
 from their previous image to the new one (MetadataDelta.diff), so they still act on
-differences only. A record that contradicts the image raises MetadataImageError and nothing
+differences only.
+
+Until it first reaches the Raft high watermark, the loader publishes nothing (Kafka's
+"catching up"): a restarted broker replaying its metadata log would otherwise become, one
+batch at a time, leader of partitions it lost long ago. Once caught up, publishers get one
+delta from the image they last saw to the current one. A record that contradicts the image raises MetadataImageError and nothing
 of its batch is published past the last complete point. A publisher that raises is logged
 and the others still run: the image is already the new one (Kafka's fault handler).
 """
@@ -18,7 +23,7 @@ and the others still run: the image is already the new one (Kafka's fault handle
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import structlog
 
@@ -47,11 +52,16 @@ class Batch:
 
 
 class MetadataLoader:
-    def __init__(self) -> None:
+    def __init__(self, high_watermark: Callable[[], int | None] | None = None) -> None:
+        """``high_watermark`` gives the Raft log's; without it every batch is published at once."""
         self.image: MetadataImage = EMPTY_IMAGE
+        # What the publishers last saw: behind ``image`` only while catching up.
+        self._published: MetadataImage = EMPTY_IMAGE
         self._publishers: list[MetadataPublisher] = []
         # An open metadata transaction: its records, replayed over ``image`` and not yet published.
         self._transaction: MetadataDelta | None = None
+        self._high_watermark = high_watermark
+        self._catching_up = high_watermark is not None
 
     @property
     def in_transaction(self) -> bool:
@@ -61,8 +71,8 @@ class MetadataLoader:
         """Add a publisher; one installed after images were published first catches up with a
         delta from the empty image."""
         self._publishers.append(publisher)
-        if self.image is not EMPTY_IMAGE:
-            self._call(publisher, MetadataDelta.diff(EMPTY_IMAGE, self.image), self.image)
+        if self._published is not EMPTY_IMAGE:
+            self._call(publisher, MetadataDelta.diff(EMPTY_IMAGE, self._published), self._published)
 
     def handle_commit(self, batch: CommittedBatch | Sequence[tuple[int, MetadataRecord]]) -> MetadataImage:
         """Replay one committed batch; returns the image published last (the current one)."""
@@ -114,8 +124,36 @@ class MetadataLoader:
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
         """Raft's listener call; the image does not record the quorum's leader."""
 
+    def maybe_finish_catching_up(self) -> None:
+        """Publish what was held back once the high watermark is known and reached: after a
+        restart whose snapshot covers the whole log, no batch may follow to do it."""
+        if self._catching_up and self._still_catching_up():
+            return
+        if self._published is not self.image and self._transaction is None:
+            self._publish_now(MetadataDelta.diff(self._published, self.image), self.image)
+
+    def _still_catching_up(self) -> bool:
+        if not self._catching_up:
+            return False
+        high_watermark = self._high_watermark() if self._high_watermark is not None else None
+        # Kafka's loader too waits while it does not know the high watermark yet.
+        if high_watermark is None or self.image.provenance + 1 < high_watermark:
+            return True
+        self._catching_up = False
+        log.info("metadata_loader.caught_up", offset=self.image.provenance, high_watermark=high_watermark)
+        return False
+
     def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        previous = self.image
         self.image = image
+        if self._still_catching_up():
+            return
+        if self._published is not previous:
+            delta = MetadataDelta.diff(self._published, image)
+        self._publish_now(delta, image)
+
+    def _publish_now(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        self._published = image
         for publisher in self._publishers:
             self._call(publisher, delta, image)
 

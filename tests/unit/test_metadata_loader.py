@@ -197,3 +197,50 @@ def test_the_loader_gives_the_same_image_however_the_log_is_cut_into_batches(scr
         expected.next_producer_id,
     )
     assert image.provenance == len(committed) - 1 or not committed
+
+
+def catching_up_loader(high_watermark: list[int | None]) -> tuple[MetadataLoader, list[tuple[str, MetadataDelta, MetadataImage]]]:
+    loader = MetadataLoader(high_watermark=lambda: high_watermark[0])
+    calls: list[tuple[str, MetadataDelta, MetadataImage]] = []
+    loader.install_publisher(Recorder(calls, "replicas"))
+    return loader, calls
+
+
+def test_a_restarted_node_publishes_nothing_until_it_reaches_the_high_watermark() -> None:
+    """Replaying an old leadership batch by batch would make the node, for a moment, leader of a
+    partition it lost long ago: publishers get one delta once the log is read to the high watermark."""
+    hw: list[int | None] = [None]
+    loader, calls = catching_up_loader(hw)
+    loader.handle_commit([(0, TopicRecord(name="a", topic_id=A)), (1, partition(A, 0, (1, 2)))])
+    hw[0] = 4
+    loader.handle_commit([(2, PartitionChangeRecord(partition_id=0, topic_id=A, leader=2))])
+    assert calls == [] and loader.image.provenance == 2
+    loader.handle_commit([(3, PartitionChangeRecord(partition_id=0, topic_id=A, isr=(2,)))])
+    assert len(calls) == 1
+    _, delta, image = calls[0]
+    assert delta.image is EMPTY_IMAGE and image is loader.image
+    assert image.topics["a"].partitions[0].leader == 2 and image.topics["a"].partitions[0].isr == (2,)
+    loader.handle_commit([(4, PartitionChangeRecord(partition_id=0, topic_id=A, leader=1))])
+    assert len(calls) == 2 and calls[1][1].image is image, "caught up once, every batch is published again"
+
+
+def test_a_snapshot_that_covers_the_whole_log_is_published_when_the_high_watermark_is_learned() -> None:
+    hw: list[int | None] = [None]
+    loader, calls = catching_up_loader(hw)
+    loader.handle_load_snapshot(OffsetAndEpoch(2, 1), [TopicRecord(name="a", topic_id=A), partition(A, 0)])
+    loader.maybe_finish_catching_up()
+    assert calls == []
+    hw[0] = 2
+    loader.maybe_finish_catching_up()
+    assert len(calls) == 1 and calls[0][2].has_partition("a", 0)
+    loader.maybe_finish_catching_up()
+    assert len(calls) == 1
+
+
+def test_a_publisher_installed_while_catching_up_sees_only_published_images() -> None:
+    hw: list[int | None] = [10]
+    loader, calls = catching_up_loader(hw)
+    loader.handle_commit([(0, TopicRecord(name="a", topic_id=A))])
+    late: list[tuple[str, MetadataDelta, MetadataImage]] = []
+    loader.install_publisher(Recorder(late, "late"))
+    assert late == [] and calls == []
