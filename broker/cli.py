@@ -186,6 +186,27 @@ def _leader_election(args: argparse.Namespace) -> int:
     return cc.leader_election(args.bootstrap_server, args.election_type, partitions)
 
 
+def _features(args: argparse.Namespace) -> int:
+    from broker import features_command as fc
+    from broker.controller.feature_control_manager import UpgradeType
+
+    try:
+        if args.action == "describe":
+            fc.describe(args.bootstrap_server, sys.stdout)
+            return 0
+        if args.action == "upgrade":
+            updates = fc.updates_for(args.feature or [], args.metadata, UpgradeType.UPGRADE)
+        elif args.action == "downgrade":
+            updates = fc.updates_for(args.feature or [], args.metadata, UpgradeType.UNSAFE_DOWNGRADE if args.unsafe else UpgradeType.SAFE_DOWNGRADE)
+        else:
+            updates = fc.disables_for(args.feature or [], args.unsafe)
+        fc.update(args.bootstrap_server, updates, args.dry_run, sys.stdout)
+    except fc.FeatureCommandError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    return 0
+
+
 def _reassign_partitions(args: argparse.Namespace) -> int:
     from broker import reassign_partitions_command as rp
 
@@ -364,6 +385,19 @@ def build_parser() -> argparse.ArgumentParser:
     election.add_argument("--partition", type=int)
     election.add_argument("--path-to-json-file", metavar="FILE", help='the partitions: {"partitions": [{"topic": "t", "partition": 0}, ...]}')
     election.set_defaults(func=_leader_election)
+
+    features = client(sub.add_parser("features", help="describe, upgrade, downgrade or disable the cluster's feature levels (like kafka-features.sh)"))
+    features_sub = features.add_subparsers(dest="action", required=True)
+    features_sub.add_parser("describe", help="each feature's supported range and finalized level")
+    for action, text in (("upgrade", "raise finalized levels"), ("downgrade", "lower finalized levels"), ("disable", "set features to level 0")):
+        p = features_sub.add_parser(action, help=text)
+        p.add_argument("--feature", action="append", metavar="NAME=LEVEL" if action != "disable" else "NAME", help="repeatable")
+        if action != "disable":
+            p.add_argument("--metadata", metavar="VERSION", help="metadata.version by release, as 3.9 or 3.9-IV0")
+        if action != "upgrade":
+            p.add_argument("--unsafe", action="store_true", help="an unsafe (lossy) downgrade")
+        p.add_argument("--dry-run", action="store_true", help="validate only")
+    features.set_defaults(func=_features, unsafe=False, metadata=None)
 
     reassign = client(sub.add_parser("reassign-partitions", help="move partitions between brokers (like kafka-reassign-partitions.sh)"))
     for action, text in (

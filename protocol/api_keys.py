@@ -59,6 +59,7 @@ class ApiKey(IntEnum):
     END_QUORUM_EPOCH = 54
     DESCRIBE_QUORUM = 55
     ALTER_PARTITION = 56
+    UPDATE_FEATURES = 57
     FETCH_SNAPSHOT = 59
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
@@ -135,6 +136,8 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.ADD_RAFT_VOTER, 0, 0, 0),
         ApiRange(ApiKey.REMOVE_RAFT_VOTER, 0, 0, 0),
         ApiRange(ApiKey.UNREGISTER_BROKER, 0, 0, 0),
+        # Forwarded to the active controller, as Kafka's brokers do for kafka-features.sh.
+        ApiRange(ApiKey.UPDATE_FEATURES, 0, 2, 0),
         ApiRange(ApiKey.DESCRIBE_PRODUCERS, 0, 0, 0),
         ApiRange(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, 0),
         ApiRange(ApiKey.LIST_TRANSACTIONS, 0, 1, 0),
@@ -170,6 +173,7 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.BROKER_REGISTRATION, 0, 4, 0),
         ApiRange(ApiKey.BROKER_HEARTBEAT, 0, 1, 0),
         SUPPORTED_APIS[ApiKey.UNREGISTER_BROKER],
+        SUPPORTED_APIS[ApiKey.UPDATE_FEATURES],
         ApiRange(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, 0),
         # Partition leaders' ISR changes. Kafka 4 serves v2-3 only, as kio knows them; never
         # offered to clients, as in Kafka.

@@ -24,12 +24,19 @@ from kio.schema.errors import ErrorCode
 from broker.config import BrokerConfig
 from broker.controller.cluster_control_manager import BrokerRegistrationRequest
 from broker.controller.controller_result import ApiError
+from broker.controller.feature_control_manager import UpgradeType
 from broker.controller.quorum_controller import NotControllerError, QuorumController
 from broker.controller.reassignment_control_manager import ReassignablePartition, ReassignableTopic
 from broker.controller.replication_control_manager import AlterPartitionTopic, IsrMember, PartitionIsrChange
 from broker.handlers.admin_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from broker.handlers.admin_topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
-from broker.handlers.forwarding import alter_partition_reassignments_response, elect_leaders_response, error_response, list_partition_reassignments_response
+from broker.handlers.forwarding import (
+    alter_partition_reassignments_response,
+    elect_leaders_response,
+    error_response,
+    list_partition_reassignments_response,
+    update_features_response,
+)
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_records import BrokerEndpoint
 from protocol.api_keys import ApiKey, response_schema
@@ -54,6 +61,7 @@ _ITEMIZED = frozenset(
         ApiKey.ELECT_LEADERS,
         ApiKey.ALTER_PARTITION_REASSIGNMENTS,
         ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        ApiKey.UPDATE_FEATURES,
     }
 )
 # ElectLeaders v0 predates election types: it always asks for preferred leaders.
@@ -93,6 +101,7 @@ class ControllerApis:
             ApiKey.ELECT_LEADERS: self._elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
+            ApiKey.UPDATE_FEATURES: self._update_features,
             ApiKey.BROKER_REGISTRATION: self._broker_registration,
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.UNREGISTER_BROKER: self._unregister_broker,
@@ -226,6 +235,19 @@ class ControllerApis:
         answers = ((t.name, ((p.partition_index, p.replicas, p.adding_replicas, p.removing_replicas) for p in t.partitions)) for t in ongoing)
         return list_partition_reassignments_response(ctx.version, ErrorCode.none, None, answers)
 
+    async def _update_features(self, ctx: RequestContext, request: Any) -> Any:
+        """UpdateFeatures v0-2, forwarded by a broker: each feature answers NONE or
+        INVALID_UPDATE_VERSION with Kafka's messages; a feature named twice, or with no name, fails
+        the whole request INVALID_REQUEST. v0's allow_downgrade is a safe downgrade."""
+        names = [u.feature for u in request.feature_updates]
+        if len(set(names)) != len(names) or "" in names:
+            message = "The request names a feature more than once." if "" not in names else "A feature name can not be empty."
+            return update_features_response(ctx.version, ErrorCode.invalid_request, message, {})
+        updates = {u.feature: int(u.max_version_level) for u in request.feature_updates}
+        upgrade_types = {u.feature: _upgrade_type(ctx.version, u) for u in request.feature_updates}
+        results = await self._controller.update_features(updates, upgrade_types, bool(getattr(request, "validate_only", False)))
+        return update_features_response(ctx.version, ErrorCode.none, None, {name: (r.error_code, r.error_message) for name, r in results.items()})
+
     async def _alter_partition(self, ctx: RequestContext, request: Any) -> Any:
         """AlterPartition v2-3 from a partition leader, answered once its ISR changes are committed.
 
@@ -272,6 +294,12 @@ class ControllerApis:
             cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
             **{**common, "controller_id": controller_id, "brokers": nodes},
         )
+
+
+def _upgrade_type(version: int, update: Any) -> int:
+    if version == 0:
+        return UpgradeType.SAFE_DOWNGRADE if update.allow_downgrade else UpgradeType.UPGRADE
+    return int(update.upgrade_type)
 
 
 def _isr_change(version: int, partition: Any) -> PartitionIsrChange:

@@ -4,13 +4,19 @@ metadata.version is a FeatureLevelRecord and must be the first record of a metad
 kraft.version is not: as in Kafka, it belongs to the Raft layer (its KRaftVersionRecord
 control record), so it is never written here; the controller adds the Raft layer's level
 to the finalized features it checks brokers against. A new cluster also finalizes
-transaction.version 2, as Kafka 4.0 does. UpdateFeatures is not handled.
+transaction.version 2, as Kafka 4.0 does. UpdateFeatures (update_features) moves a finalized
+level once this controller and every registered broker support it, as Kafka's does.
 """
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
 from typing import Mapping
 
+from kio.schema.errors import ErrorCode
+
+from broker.controller.controller_result import ControllerResult
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import FeatureLevelRecord
 
@@ -49,6 +55,38 @@ BROKER_SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
 MINIMUM_KRAFT_METADATA_VERSION_LEVEL = 1
 
 
+class UpgradeType(enum.IntEnum):
+    """UpdateFeatures' upgrade_type (KIP-778): any other value is Kafka's UNKNOWN."""
+
+    UPGRADE = 1
+    SAFE_DOWNGRADE = 2
+    UNSAFE_DOWNGRADE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureUpdateResult:
+    error_code: int
+    error_message: str | None = None
+
+
+def _reason_not_supported(level: int, what: str, supported: tuple[int, int]) -> str | None:
+    """Kafka's QuorumFeatures.reasonNotSupported: (0, 0) is a feature the node does not have."""
+    low, high = supported
+    if low <= level <= high:
+        return None
+    if high == 0:
+        return f"{what} does not support this feature."
+    return f"{what} only supports versions {low}-{high}"
+
+
+def _invalid_update_version(name: str, level: int, message: str) -> FeatureUpdateResult:
+    return FeatureUpdateResult(ErrorCode.invalid_update_version, f"Invalid update version {level} for feature {name}. {message}")
+
+
+def _invalid_metadata_version(level: int, message: str) -> FeatureUpdateResult:
+    return FeatureUpdateResult(ErrorCode.invalid_update_version, f"Invalid metadata.version {level}. {message}")
+
+
 class FeatureControlManager:
     def __init__(self, *, kraft_version: int = 0) -> None:
         self._kraft_version = kraft_version
@@ -61,6 +99,67 @@ class FeatureControlManager:
             if name not in (METADATA_VERSION_FEATURE, KRAFT_VERSION_FEATURE) and level > 0:
                 records.append(FeatureLevelRecord(name=name, feature_level=level))
         return records
+
+    def update_features(
+        self, image: MetadataImage, updates: Mapping[str, int], upgrade_types: Mapping[str, int], *, validate_only: bool = False
+    ) -> ControllerResult[dict[str, FeatureUpdateResult]]:
+        """UpdateFeatures: each feature's answer, and a FeatureLevelRecord for each accepted one
+        (none when validate_only). Features fail or pass one by one, as in Kafka."""
+        records: list[FeatureLevelRecord] = []
+        results: dict[str, FeatureUpdateResult] = {}
+        for name in sorted(updates):
+            result, record = self._update_feature(image, name, updates[name], upgrade_types.get(name, UpgradeType.UPGRADE))
+            results[name] = result
+            if record is not None:
+                records.append(record)
+        return ControllerResult([] if validate_only else records, results)
+
+    def _update_feature(self, image: MetadataImage, name: str, level: int, upgrade_type: int) -> tuple[FeatureUpdateResult, FeatureLevelRecord | None]:
+        if upgrade_type not in UpgradeType.__members__.values():
+            return _invalid_update_version(name, level, "The controller does not support the given upgrade type."), None
+        current = image.features.get(name, 0)
+        if level < 0:
+            return _invalid_update_version(name, level, "A feature version cannot be less than 0."), None
+        reason = self._reason_not_supported(image, name, level)
+        if reason is not None:
+            return _invalid_update_version(name, level, reason), None
+        if level < current and upgrade_type == UpgradeType.UPGRADE:
+            return (
+                _invalid_update_version(
+                    name, level, "Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade."
+                ),
+                None,
+            )
+        if level > current and upgrade_type != UpgradeType.UPGRADE:
+            return _invalid_update_version(name, level, "Can't downgrade to a newer version."), None
+        if name == METADATA_VERSION_FEATURE and level < current:
+            # kbroker does not track which metadata.version levels changed the record formats, so every
+            # downgrade is one that might lose metadata (Kafka's checkIfMetadataChanged answering true).
+            if upgrade_type == UpgradeType.UNSAFE_DOWNGRADE:
+                return _invalid_metadata_version(level, "Unsafe metadata downgrade is not supported in this version."), None
+            return (
+                _invalid_metadata_version(
+                    level,
+                    "Refusing to perform the requested downgrade because it might delete metadata information. "
+                    "Retry using UNSAFE_DOWNGRADE if you want to force the downgrade to proceed.",
+                ),
+                None,
+            )
+        return FeatureUpdateResult(ErrorCode.none), FeatureLevelRecord(name=name, feature_level=level)
+
+    @staticmethod
+    def _reason_not_supported(image: MetadataImage, name: str, level: int) -> str | None:
+        """This controller runs this build, so it supports BROKER_SUPPORTED_FEATURES; every registered
+        broker, fenced or not, must support the level too."""
+        reason = _reason_not_supported(level, "Local controller", BROKER_SUPPORTED_FEATURES.get(name, (0, 0)))
+        if reason is not None:
+            return reason
+        for broker_id in sorted(image.brokers):
+            ranges = {f.name: (f.min_supported_version, f.max_supported_version) for f in image.brokers[broker_id].supported_features}
+            reason = _reason_not_supported(level, f"broker{broker_id}", ranges.get(name, (0, 0)))
+            if reason is not None:
+                return reason
+        return None
 
     def finalized_features(self, image: MetadataImage) -> dict[str, int]:
         """The image's finalized levels plus kraft.version from the Raft layer (0, static quorum: absent)."""
@@ -75,6 +174,7 @@ __all__ = [
     "ELIGIBLE_LEADER_REPLICAS_FEATURE",
     "ELIGIBLE_LEADER_REPLICAS_LEVEL",
     "FeatureControlManager",
+    "FeatureUpdateResult",
     "KRAFT_VERSION_FEATURE",
     "METADATA_VERSION_FEATURE",
     "METADATA_VERSION_LEVEL",
@@ -83,4 +183,5 @@ __all__ = [
     "NEW_CLUSTER_FEATURES",
     "TRANSACTION_VERSION_FEATURE",
     "TRANSACTION_VERSION_LEVEL",
+    "UpgradeType",
 ]

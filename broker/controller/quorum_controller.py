@@ -46,7 +46,7 @@ from broker.controller.cluster_control_manager import (
 )
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
 from broker.controller.controller_result import ControllerResult
-from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, NEW_CLUSTER_FEATURES
+from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, NEW_CLUSTER_FEATURES, FeatureUpdateResult
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
 from broker.controller.reassignment_control_manager import OngoingTopicReassignment, ReassignableTopic, ReassignableTopicResult
 from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
@@ -552,6 +552,23 @@ class QuorumController:
     async def list_partition_reassignments(self, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[OngoingTopicReassignment]:
         """ListPartitionReassignments, read by the active controller over everything it committed."""
         return await self._write(lambda image: ([], self._logic.reassignment.list_partition_reassignments(image, topics)))
+
+    # -- features ----------------------------------------------------------------------------------
+
+    async def update_features(self, updates: dict[str, int], upgrade_types: dict[str, int], validate_only: bool) -> dict[str, FeatureUpdateResult]:
+        """UpdateFeatures: each feature's answer, once the accepted levels are committed."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], dict[str, FeatureUpdateResult]]:
+            result = self._logic.features.update_features(image, updates, upgrade_types, validate_only=validate_only)
+            return result.records, result.response
+
+        results = await self._write(decide)
+        for name, result in results.items():
+            if result.error_code == ErrorCode.none and not validate_only:
+                self._log.info("controller.feature_updated", feature=name, level=updates[name])
+            elif result.error_code != ErrorCode.none:
+                self._log.warning("controller.feature_update_refused", feature=name, message=result.error_message)
+        return results
 
     # -- producer ids -------------------------------------------------------------------------------
 

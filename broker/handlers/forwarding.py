@@ -1,7 +1,7 @@
 """Admin writes a broker forwards to the active controller, as Kafka's brokers do.
 
 CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-ElectLeaders and the partition reassignments (Alter/ListPartitionReassignments) are the
+ElectLeaders, the partition reassignments (Alter/ListPartitionReassignments) and UpdateFeatures are the
 controller's decisions, as is UnregisterBroker; DescribeQuorum, AddRaftVoter
 and RemoveRaftVoter are the quorum leader's (the active controller) to answer. A broker passes
 the client's request on unchanged (the controller listener serves the same versions) and hands
@@ -57,6 +57,8 @@ def error_response(api_key: ApiKey, version: int, request: Any, error_code: Erro
     if api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
         topics = ((t.name, ((int(p.partition_index), error_code, message) for p in t.partitions)) for t in request.topics)
         return alter_partition_reassignments_response(version, error_code, message, topics, bool(getattr(request, "allow_replication_factor_change", True)))
+    if api_key == ApiKey.UPDATE_FEATURES:
+        return update_features_response(version, error_code, message, {u.feature: (error_code, message) for u in request.feature_updates})
     if api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
         # Kafka's ListPartitionReassignmentsRequest.getErrorResponse: the asked partitions, with no replicas.
         listed = ((t.name, ((int(p), (), (), ()) for p in t.partition_indexes)) for t in request.topics or ())
@@ -122,6 +124,19 @@ def alter_partition_reassignments_response(
         error_message=error_message,
         responses=responses,
     )
+
+
+def update_features_response(version: int, error_code: int, error_message: str | None, results: dict[str, tuple[int, str | None]]) -> Any:
+    """An UpdateFeatures answer. v0-1 answer each feature; v2 (KIP-1022) has only the top-level
+    code, so a refused feature's error goes there."""
+    schema = response_schema(ApiKey.UPDATE_FEATURES, version)
+    if version >= 2:
+        if error_code == ErrorCode.none:
+            error_code, error_message = next(((c, m) for c, m in results.values() if c != ErrorCode.none), (error_code, error_message))
+        return build(schema, throttle_time=0, error_code=error_code, error_message=error_message)
+    result_cls = nested(schema, "UpdatableFeatureResult")
+    answers = tuple(build(result_cls, feature=name, error_code=c, error_message=m) for name, (c, m) in results.items())
+    return build(schema, throttle_time=0, error_code=error_code, error_message=error_message, results=answers)
 
 
 ReplicaLists = tuple[int, Iterable[int], Iterable[int], Iterable[int]]  # partition, replicas, adding, removing

@@ -1,0 +1,116 @@
+"""UpdateFeatures and `kbroker features` against one node: levels move, ApiVersions shows them."""
+
+from __future__ import annotations
+
+import time
+
+from kio.schema.api_versions.v3 import request as api_versions_v3
+from kio.schema.errors import ErrorCode
+from kio.schema.update_features.v0 import request as update_v0
+from kio.schema.update_features.v1 import request as update_v1
+from kio.schema.update_features.v2 import request as update_v2
+from kio.static.primitive import i8, i16
+
+from tests.integration.conftest import BrokerProcess
+from tests.integration.test_cli import kbroker
+from tests.integration.wire import request
+
+WAIT_S = 30.0
+
+
+def finalized(bs: str) -> tuple[dict[str, int], int]:
+    r = request(bs, api_versions_v3.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    return {f.name: int(f.max_version_level) for f in r.finalized_features}, int(r.finalized_features_epoch)
+
+
+def await_finalized(bs: str, feature: str, level: int) -> int:
+    """The finalized epoch once this broker's ApiVersions shows ``feature`` at ``level`` (0: absent)."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        features, epoch = finalized(bs)
+        if features.get(feature, 0) == level:
+            return epoch
+        assert time.monotonic() < deadline, f"{feature} still at {features.get(feature, 0)}, not {level}"
+        time.sleep(0.1)
+
+
+def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess) -> None:
+    bs = ["--bootstrap-server", broker.bootstrap]
+    before = await_finalized(broker.bootstrap, "transaction.version", 2)
+
+    refused = kbroker("features", *bs, "downgrade", "--feature", "transaction.version=0", "--unsafe", "--dry-run")
+    assert refused.returncode == 0, refused.stderr
+    assert refused.stdout == "transaction.version can be disabled.\n"
+    assert finalized(broker.bootstrap)[0]["transaction.version"] == 2  # a dry run writes nothing
+
+    down = kbroker("features", *bs, "disable", "--feature", "transaction.version")
+    assert down.returncode == 0, down.stderr
+    assert down.stdout == "transaction.version was disabled.\n"
+    lowered = await_finalized(broker.bootstrap, "transaction.version", 0)
+    assert lowered > before
+
+    up = kbroker("features", *bs, "upgrade", "--feature", "transaction.version=2")
+    assert up.returncode == 0, up.stderr
+    assert up.stdout == "transaction.version was upgraded to 2.\n"
+    assert await_finalized(broker.bootstrap, "transaction.version", 2) > lowered
+
+    described = kbroker("features", *bs, "describe")
+    assert described.returncode == 0, described.stderr
+    lines = {line.split("\t")[0]: line for line in described.stdout.splitlines()}
+    assert lines["Feature: metadata.version"].startswith(
+        "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.0-IV3\tFinalizedVersionLevel: 4.0-IV3\tEpoch: "
+    )
+    assert lines["Feature: transaction.version"].startswith(
+        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\tEpoch: "
+    )
+    assert "Feature: eligible.leader.replicas.version" in lines
+
+
+def test_cli_reports_refusals(broker: BrokerProcess) -> None:
+    bs = ["--bootstrap-server", broker.bootstrap]
+    too_high = kbroker("features", *bs, "upgrade", "--feature", "transaction.version=3")
+    assert too_high.returncode == 1
+    assert too_high.stdout == (
+        "Could not upgrade transaction.version. Invalid update version 3 for feature transaction.version. Local controller only supports versions 0-2\n"
+    )
+    assert too_high.stderr.strip() == "1 out of 1 operation(s) failed."
+    no_downgrade_type = kbroker("features", *bs, "upgrade", "--feature", "eligible.leader.replicas.version=0")
+    assert no_downgrade_type.returncode == 1
+    assert "Can't downgrade the version of this feature without setting the upgrade type" in no_downgrade_type.stdout
+    assert finalized(broker.bootstrap)[0]["eligible.leader.replicas.version"] == 1
+
+
+def test_update_features_on_the_wire(broker: BrokerProcess) -> None:
+    bs = broker.bootstrap
+    await_finalized(bs, "transaction.version", 2)
+    # v0's allow_downgrade is a safe downgrade.
+    v0 = request(bs, update_v0.UpdateFeaturesRequest(feature_updates=(update_v0.FeatureUpdateKey(feature="transaction.version", max_version_level=i16(1), allow_downgrade=True),)))
+    assert v0.error_code == ErrorCode.none
+    assert [(r.feature, r.error_code) for r in v0.results] == [("transaction.version", ErrorCode.none)]
+    await_finalized(bs, "transaction.version", 1)
+
+    v1 = request(
+        bs,
+        update_v1.UpdateFeaturesRequest(
+            feature_updates=(
+                update_v1.FeatureUpdateKey(feature="transaction.version", max_version_level=i16(2), upgrade_type=i8(1)),
+                update_v1.FeatureUpdateKey(feature="metadata.version", max_version_level=i16(20), upgrade_type=i8(2)),
+            ),
+            validate_only=True,
+        ),
+    )
+    answers = {r.feature: r.error_code for r in v1.results}
+    assert answers == {"transaction.version": ErrorCode.none, "metadata.version": ErrorCode.invalid_update_version}
+    assert finalized(bs)[0]["transaction.version"] == 1
+
+    duplicate = update_v1.FeatureUpdateKey(feature="transaction.version", max_version_level=i16(2), upgrade_type=i8(1))
+    twice = request(bs, update_v1.UpdateFeaturesRequest(feature_updates=(duplicate, duplicate)))
+    assert twice.error_code == ErrorCode.invalid_request and twice.results == ()
+
+    # v2 has only the top-level code.
+    v2 = request(bs, update_v2.UpdateFeaturesRequest(feature_updates=(update_v2.FeatureUpdateKey(feature="transaction.version", max_version_level=i16(5), upgrade_type=i8(1)),)))
+    assert v2.error_code == ErrorCode.invalid_update_version
+    assert v2.error_message == "Invalid update version 5 for feature transaction.version. Local controller only supports versions 0-2"
+    ok = request(bs, update_v2.UpdateFeaturesRequest(feature_updates=(update_v2.FeatureUpdateKey(feature="transaction.version", max_version_level=i16(2), upgrade_type=i8(1)),)))
+    assert ok.error_code == ErrorCode.none
+    await_finalized(bs, "transaction.version", 2)
