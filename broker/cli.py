@@ -237,7 +237,7 @@ def _reassign_partitions(args: argparse.Namespace) -> int:
 
     try:
         if action == "generate":
-            rp.generate(args.bootstrap_server, read(args.topics_to_move_json_file), args.broker_list, sys.stdout)
+            rp.generate(args.bootstrap_server, read(args.topics_to_move_json_file), args.broker_list, sys.stdout, rack_aware=not args.disable_rack_aware)
         elif action == "execute":
             throttle = -1 if args.throttle is None else args.throttle
             rp.execute(
@@ -415,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     reassign.add_argument("--additional", action="store_true", help="execute while other reassignments are in progress")
     reassign.add_argument("--disallow-replication-factor-change", action="store_true", help="refuse moves that change a partition's replica count (KIP-860)")
     reassign.add_argument("--preserve-throttles", action="store_true", help="leave the broker and topic throttles as they are")
-    reassign.add_argument("--disable-rack-aware", action="store_true", help="accepted for compatibility: --generate is rack-unaware")
+    reassign.add_argument("--disable-rack-aware", action="store_true", help="--generate: place replicas without regard to the brokers' racks")
     reassign.set_defaults(func=_reassign_partitions)
     return parser
 

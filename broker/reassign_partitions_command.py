@@ -1,7 +1,8 @@
 """`kbroker reassign-partitions`: kafka-reassign-partitions.sh, over the wire.
 
 Its actions, JSON formats, checks and output: --generate proposes a placement of the listed
-topics over --broker-list (Kafka's rack-unaware AdminUtils assignment); --execute starts the
+topics over --broker-list (Kafka's AdminUtils assignment, rack-aware when the brokers have racks
+unless --disable-rack-aware); --execute starts the
 moves of a reassignment JSON (AlterPartitionReassignments) after printing the current
 assignment for a rollback, and with --throttle sets the replication throttles Kafka's tool
 sets; --verify tells each partition's state and, once no move is left in the cluster, clears
@@ -15,7 +16,7 @@ import datetime
 import json
 import random
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence, TextIO
+from typing import Any, Iterable, Mapping, Sequence, TextIO
 
 from kio.schema.alter_partition_reassignments.v0 import request as alter_v0
 from kio.schema.alter_partition_reassignments.v1 import request as alter_v1
@@ -153,17 +154,22 @@ def check_execute_args(parts: list[tuple[TopicPartition, list[int]]]) -> Assignm
 # -- --generate ---------------------------------------------------------------------------------------
 
 
+def _start_and_shift(replication_factor: int, brokers: int, rng: random.Random) -> tuple[int, int]:
+    """Kafka's checks of a placement's replication factor, then its random first leader's index
+    and second replica's shift."""
+    if replication_factor <= 0:
+        raise ReassignCommandError("Replication factor must be larger than 0.")
+    if replication_factor > brokers:
+        raise ReassignCommandError(f"Replication factor: {replication_factor} larger than available brokers: {brokers}.")
+    return rng.randrange(brokers), rng.randrange(brokers)
+
+
 def assign_replicas_to_brokers(partitions: int, replication_factor: int, brokers: Sequence[int], rng: random.Random) -> dict[int, list[int]]:
     """Kafka's AdminUtils.assignReplicasToBrokersRackUnaware: partition i's first replica at
     (i + a random start) round the brokers, the others shifted by an amount that grows every
     time the partitions wrap round, so that leaders and followers spread evenly."""
-    if replication_factor <= 0:
-        raise ReassignCommandError("Replication factor must be larger than 0.")
-    if replication_factor > len(brokers):
-        raise ReassignCommandError(f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}.")
     n = len(brokers)
-    start = rng.randrange(n)
-    shift = rng.randrange(n)
+    start, shift = _start_and_shift(replication_factor, n, rng)
     placed: dict[int, list[int]] = {}
     for partition in range(partitions):
         if partition > 0 and partition % n == 0:
@@ -173,7 +179,64 @@ def assign_replicas_to_brokers(partitions: int, replication_factor: int, brokers
     return placed
 
 
-def generate(bootstrap: str, topics_json: str, broker_list: str, out: TextIO) -> tuple[Assignment, Assignment]:
+def rack_alternated_brokers(racks: Mapping[int, str]) -> list[int]:
+    """Kafka's getRackAlternatedBrokerList: one broker of each rack in turn (racks by name,
+    brokers of a rack by id), so that neighbours in the list are in different racks."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(racks):
+        by_rack.setdefault(racks[broker], []).append(broker)
+    queues = [iter(by_rack[rack]) for rack in sorted(by_rack)]
+    arranged: list[int] = []
+    while len(arranged) < len(racks):
+        for queue in queues:
+            broker = next(queue, None)
+            if broker is not None:
+                arranged.append(broker)
+    return arranged
+
+
+def assign_replicas_to_brokers_rack_aware(partitions: int, replication_factor: int, racks: Mapping[int, str], rng: random.Random) -> dict[int, list[int]]:
+    """Kafka's AdminUtils.assignReplicasToBrokersRackAware: leaders round the rack-alternated
+    list as in the rack-unaware placement; each further replica is the next broker, at the
+    same growing shift, that adds a rack while some rack has no replica yet and a broker while
+    some broker has none."""
+    arranged = rack_alternated_brokers(racks)
+    n = len(arranged)
+    start, shift = _start_and_shift(replication_factor, n, rng)
+    rack_count = len(set(racks.values()))
+    placed: dict[int, list[int]] = {}
+    for partition in range(partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + start) % n
+        replicas = [arranged[first]]
+        racks_used = {racks[arranged[first]]}
+        k = 0
+        while len(replicas) < replication_factor:
+            broker = arranged[(first + 1 + (shift * rack_count + k) % (n - 1)) % n]
+            k += 1
+            if racks[broker] in racks_used and len(racks_used) < rack_count:
+                continue
+            if broker in replicas and len(replicas) < n:
+                continue
+            replicas.append(broker)
+            racks_used.add(racks[broker])
+        placed[partition] = replicas
+    return placed
+
+
+def assign_replicas(partitions: int, replication_factor: int, brokers: Mapping[int, str | None], rng: random.Random) -> dict[int, list[int]]:
+    """Kafka's AdminUtils.assignReplicasToBrokers: rack-aware when every broker has a rack,
+    rack-unaware when none has (or the racks are left out); a mix is an error."""
+    racks = {b: rack for b, rack in brokers.items() if rack is not None}
+    if not racks:
+        return assign_replicas_to_brokers(partitions, replication_factor, sorted(brokers), rng)
+    if len(racks) < len(brokers):
+        raise ReassignCommandError("Not all brokers have rack information for replica rack aware assignment.")
+    return assign_replicas_to_brokers_rack_aware(partitions, replication_factor, racks, rng)
+
+
+def generate(bootstrap: str, topics_json: str, broker_list: str, out: TextIO, *, rack_aware: bool = True) -> tuple[Assignment, Assignment]:
     """--generate: print the current assignment of the topics and one over the listed brokers; (proposed, current)."""
     try:
         wanted_brokers = [int(b) for b in broker_list.split(",")]
@@ -188,12 +251,12 @@ def generate(bootstrap: str, topics_json: str, broker_list: str, out: TextIO) ->
         raise ReassignCommandError(f"List of topics to reassign contains duplicate entries: {_java_list(repeated_topics)}")
     metadata = _metadata(bootstrap, topics)
     current = _assignment_of(metadata, topics)
-    brokers = sorted(b.node_id for b in metadata.brokers if b.node_id in wanted_brokers)
+    brokers = {int(b.node_id): b.rack if rack_aware else None for b in metadata.brokers if b.node_id in wanted_brokers}
     proposed: Assignment = {}
     chooser = random.Random()
     for topic in dict.fromkeys(topics):
         partitions = sorted(p for t, p in current if t == topic)
-        placed = assign_replicas_to_brokers(len(partitions), len(current[(topic, partitions[0])]), brokers, chooser)
+        placed = assign_replicas(len(partitions), len(current[(topic, partitions[0])]), brokers, chooser)
         proposed.update(((topic, p), replicas) for p, replicas in placed.items())
     print(f"Current partition replica assignment\n{format_reassignment_json(current)}\n", file=out)
     print(f"Proposed partition reassignment configuration\n{format_reassignment_json(proposed)}", file=out)
