@@ -1,7 +1,6 @@
 """Replication under faults (issue #17): a follower cut off from its leader, a leader stopped
 (SIGSTOP) past its session and resumed, two of three replicas down, the last ISR member lost with
-and without unclean leader election, and the leader killed (SIGKILL) five times under an
-idempotent producer.
+and without unclean leader election. Repeated leader kills are test_failover_campaign's.
 
 Three combined nodes; brokers reach each other's inter-broker listener through proxies, so a
 test can cut one broker's replica fetches from another while every node still heartbeats to the
@@ -390,24 +389,3 @@ def test_enabling_unclean_leader_election_gives_a_leaderless_partition_a_leader(
         lambda: replica_bytes(cluster, leader, name, 0) == replica_bytes(cluster, new_leader, name, 0) or None,
         TIMEOUT_S,
     )
-
-
-# -- 5. the leader killed five times under an idempotent producer -----------------------------------
-
-
-def test_killing_the_leader_five_times_under_an_idempotent_producer_loses_and_duplicates_nothing(cluster: KafkaCluster) -> None:
-    name = unique_topic("kill5")
-    create(cluster.bootstrap, name)
-    wait_for_isr(cluster, name, {1, 2, 3})
-    with Load(cluster.bootstrap, name) as load:
-        for round_ in range(5):
-            load.wait_for_more(100, f"before kill {round_ + 1}")
-            leader, _ = partition_state(cluster.bootstrap, name)
-            cluster.nodes[leader].kill()
-            wait_until(f"a new leader after kill {round_ + 1}", lambda: partition_state(cluster.bootstrap, name)[0] not in (leader, -1) or None, TIMEOUT_S)
-            load.wait_for_more(100, f"after kill {round_ + 1}")
-            restart(cluster, leader)
-            wait_for_isr(cluster, name, {1, 2, 3})
-    assert len(load.acked) >= 1000
-    records, _ = read_to_end(cluster.bootstrap, name, [0])
-    assert_acked_once_at_their_offsets(records, load.acked)
