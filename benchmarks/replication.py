@@ -1,9 +1,10 @@
 """Replication's cost and its failover: acks=all with RF=3 beside acks=1 with RF=1, and how long a
 partition takes no acks=all write after its leader is killed.
 
-    python -m benchmarks.replication [--records 1000000] [--trials 5] [--override key=value ...]
+    python -m benchmarks.replication [--target kbroker|kafka] [--records 1000000] [--trials 5] [--override key=value ...]
 
-Three combined nodes on loopback (the cluster of tests/cluster). Throughput: workload 1's
+Three combined nodes on loopback: kbroker's (the cluster of tests/cluster) or, with
+``--target kafka``, Apache Kafka 4.4's own (benchmarks/apache_kafka.py), measured the same way. Throughput: workload 1's
 producer (1,000,000 x 100 B, linger.ms=5, one partition, librdkafka) once with acks=1 to an RF=1
 topic, once with acks=all and idempotence to an RF=3 topic with min.insync.replicas=2, in the
 same run; the rate is counted from the first acknowledged record. Issue #17's goal: acks=all
@@ -35,8 +36,12 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from benchmarks.apache_kafka import KafkaReferenceCluster, fetch_jars
+from benchmarks.controller_failover import quorum_leader
 from benchmarks.workloads import produce
-from tests.cluster.cluster import KafkaCluster, leader_id, wait_until
+from tests.cluster.cluster import KafkaCluster, wait_until
+
+Cluster = KafkaCluster | KafkaReferenceCluster
 
 VALUE = b"x" * 100
 SEND_EVERY_S = 0.05
@@ -61,11 +66,13 @@ def rate(bootstrap: str, topic: str, records: int, conf: dict[str, object]) -> f
     return (records - 1) / (time.monotonic() - started[0])
 
 
-def failover_ms(cluster: KafkaCluster, topic: str) -> tuple[float, bool]:
+def failover_ms(cluster: Cluster, topic: str) -> tuple[float, bool]:
     """(ms from the kill to the next acknowledged record, whether the killed node was the active controller)."""
     leader, _ = partition_state(cluster.bootstrap, topic)
-    survivor = next(n for n in cluster.brokers if n.node_id != leader)
-    was_controller = wait_until("the active controller", lambda: leader_id(cluster, survivor.node_id), TIMEOUT_S) == leader
+    survivor = next(n for n in cluster.nodes.values() if n.node_id != leader)
+    # Only the quorum's leader answers DescribeQuorum without an error: every node is asked.
+    active = wait_until("the active controller", lambda: next(filter(None, (quorum_leader(cluster.controller_bootstrap(n)) for n in cluster.nodes)), None), TIMEOUT_S)
+    was_controller = active == leader
     acked = threading.Event()
     producers: list[Producer] = []
 
@@ -92,9 +99,9 @@ def failover_ms(cluster: KafkaCluster, topic: str) -> tuple[float, bool]:
     return elapsed, was_controller
 
 
-def shutdown_gap_ms(cluster: KafkaCluster, topic: str) -> float:
+def shutdown_gap_ms(cluster: Cluster, topic: str) -> float:
     leader, _ = partition_state(cluster.bootstrap, topic)
-    survivor = next(n for n in cluster.brokers if n.node_id != leader)
+    survivor = next(n for n in cluster.nodes.values() if n.node_id != leader)
     producer = Producer({"bootstrap.servers": survivor.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 0, "log_level": 0})
     acked: list[float] = []
     stop = threading.Event()
@@ -122,13 +129,18 @@ def shutdown_gap_ms(cluster: KafkaCluster, topic: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", choices=("kbroker", "kafka"), default="kbroker", help="whose cluster to measure (kafka: Apache Kafka 4.4.0)")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--override", action="append", default=[], help="a broker property for every node, key=value")
     args = parser.parse_args()
     overrides = dict(o.split("=", 1) for o in args.override)
     with tempfile.TemporaryDirectory(prefix="kbroker-replication-") as root:
-        cluster = KafkaCluster(Path(root), combined=3, overrides=overrides)
+        cluster: Cluster
+        if args.target == "kafka":
+            cluster = KafkaReferenceCluster(Path(root), fetch_jars(), nodes=3, overrides=overrides)
+        else:
+            cluster = KafkaCluster(Path(root), combined=3, overrides=overrides)
         try:
             cluster.start()
             create(cluster.bootstrap, "rf1", 1, 1)
