@@ -83,11 +83,8 @@ class LocalLog:
     # -- append, roll, read -------------------------------------------------------------------------------
 
     def append(self, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, records: memoryview, batches: list[tuple[int, int, int]]) -> None:
-        segment = self.segments[-1]
-        try:
-            segment.append(last_offset, max_timestamp, offset_of_max_timestamp, records, batches)
-        except OSError as e:
-            raise KafkaStorageError(f"error while appending to {segment}: {e}") from e
+        # An OSError goes up to UnifiedLog, whose LogDirFailureChannel takes the dir offline.
+        self.segments[-1].append(last_offset, max_timestamp, offset_of_max_timestamp, records, batches)
         self._log_end_offset = last_offset + 1
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:

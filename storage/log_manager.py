@@ -18,6 +18,7 @@ from storage.local_log import parse_topic_partition
 from storage.unified_log import UnifiedLog, wall_clock_ms
 from storage.log_cleaner import CleanerConfig, LogCleaner, RunOnOwner, describe_cleaning
 from storage.log_config import LONG_MAX, LogConfig
+from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 from storage.meta_properties import check_startup, directories_of
 from storage.partition_metadata import PartitionMetadataFile
 
@@ -33,9 +34,16 @@ DELETE_DIR_SUFFIX = "-delete"
 
 
 class LogManager:
-    def __init__(self, log_dir: Path, default_config: LogConfig, now_ms: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        default_config: LogConfig,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        failure_channel: LogDirFailureChannel | None = None,
+    ) -> None:
         self.log_dir = log_dir
         self.default_config = default_config
+        self.failure_channel = failure_channel if failure_channel is not None else LogDirFailureChannel()
         self._now_ms = now_ms
         self.logs: dict[tuple[str, int], UnifiedLog] = {}
         self.had_clean_shutdown = False
@@ -58,6 +66,10 @@ class LogManager:
     @property
     def log_dirs(self) -> list[Path]:
         return [self.log_dir]
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if not self.failure_channel.has_offline_log_dir(d)]
 
     # -- startup ------------------------------------------------------------------------------------------
 
@@ -95,6 +107,7 @@ class LogManager:
                 had_clean_shutdown=self.had_clean_shutdown,
                 now_ms=self._now_ms,
                 listener=self,
+                failure_channel=self.failure_channel,
             )
             plog.update_high_watermark(high_watermarks.get(key, 0))
             self.logs[key] = plog
@@ -154,16 +167,18 @@ class LogManager:
             # Left over from an earlier topic of the same name, deleted while we were away.
             log.warning("log_manager.stale_log_replaced", topic=topic, partition=partition, old_topic_id=str(existing.topic_id), topic_id=str(topic_id))
             self.delete_log(topic, partition)
-        plog = UnifiedLog.open(
-            self.log_dir / f"{topic}-{partition}",
-            config,
-            topic_id=topic_id,
-            recovery_point=0,
-            log_start_offset=0,
-            had_clean_shutdown=True,
-            now_ms=self._now_ms,
-            listener=self,
-        )
+        with maybe_handle_io_exception(self.failure_channel, self.log_dir, f"Error while creating log for {topic}-{partition} in dir {self.log_dir}"):
+            plog = UnifiedLog.open(
+                self.log_dir / f"{topic}-{partition}",
+                config,
+                topic_id=topic_id,
+                recovery_point=0,
+                log_start_offset=0,
+                had_clean_shutdown=True,
+                now_ms=self._now_ms,
+                listener=self,
+                failure_channel=self.failure_channel,
+            )
         self.logs[key] = plog
         self.on_config_changed(plog)
         if plog.partition_metadata_file.dirty:
@@ -190,7 +205,8 @@ class LogManager:
         self._with_flush_ms.discard(plog)
         plog.partition_metadata_file.discard()
         target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        os.rename(plog.dir, target)
+        with maybe_handle_io_exception(self.failure_channel, self.log_dir, f"Error while deleting log for {topic}-{partition} in dir {self.log_dir}"):
+            os.rename(plog.dir, target)
         shutil.rmtree(target, ignore_errors=True)
         self._logs_to_close.append((self._now_ms() + plog.config.file_delete_delay_ms, plog))
         if self.cleaner is not None:
@@ -288,13 +304,13 @@ class LogManager:
         offsets = {k: v.recovery_point for k, v in self.logs.items()}
         # The last write was fsynced: writing the same content again would add nothing.
         if offsets != self._written_recovery_points:
-            write_offset_checkpoint(self.log_dir / RECOVERY_POINT_CHECKPOINT, offsets)
+            self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, offsets, "recovery offsets")
             self._written_recovery_points = offsets
 
     def checkpoint_log_start_offsets(self) -> None:
         offsets = {k: v.log_start_offset for k, v in self.logs.items()}
         if offsets != self._written_log_start_offsets:
-            write_offset_checkpoint(self.log_dir / LOG_START_OFFSET_CHECKPOINT, offsets)
+            self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, offsets, "log start offsets")
             self._written_log_start_offsets = offsets
 
     def checkpoint_high_watermarks(self) -> None:
@@ -302,14 +318,26 @@ class LogManager:
         watermark it last knew, never from its log end (records past it may not be committed)."""
         offsets = {k: v.high_watermark for k, v in self.logs.items()}
         if offsets != self._written_high_watermarks:
-            write_offset_checkpoint(self.log_dir / HIGH_WATERMARK_CHECKPOINT, offsets)
+            self._write_checkpoint(HIGH_WATERMARK_CHECKPOINT, offsets, "high watermarks")
             self._written_high_watermarks = offsets
+
+    def _write_checkpoint(self, name: str, offsets: dict[tuple[str, int], int], what: str) -> None:
+        # Kafka's OffsetCheckpointFile.write: a failed write takes the dir offline.
+        with maybe_handle_io_exception(self.failure_channel, self.log_dir, f"Error while writing {what} checkpoint in dir {self.log_dir}"):
+            write_offset_checkpoint(self.log_dir / name, offsets)
 
     # -- shutdown -----------------------------------------------------------------------------------------
 
     def shutdown(self, broker_epoch: int = -1) -> None:
         """Flush and close every log, write both checkpoints, then the clean-shutdown marker."""
         self.stop_cleaner()
+        if not self.live_log_dirs:
+            # Kafka shuts down only the live dirs: an offline one may end in a torn write, and
+            # its next start must recover it, so it gets no checkpoint and no clean-shutdown marker.
+            for plog in self.logs.values():
+                plog.close_handlers()
+            log.warning("log_manager.stopped_offline", log_dir=str(self.log_dir), logs=len(self.logs))
+            return
         for plog in self.logs.values():
             plog.flush()
         self.checkpoint_recovery_points()

@@ -9,12 +9,13 @@ segment files. Opening a directory is the LogLoader's job.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, Sequence
+from typing import Callable, Concatenate, Iterator, ParamSpec, Protocol, Sequence, TypeVar
 
 import structlog
 
@@ -25,6 +26,7 @@ from storage.fetch_data_info import FetchDataInfo
 from storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.local_log import LocalLog
 from storage.log_config import LogConfig
+from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_segment import LogSegment
 from storage.log_validator import LogValidator
@@ -44,6 +46,29 @@ EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _handles_io(what: str) -> Callable[[Callable[Concatenate[UnifiedLog, P], R]], Callable[Concatenate[UnifiedLog, P], R]]:
+    """Kafka's UnifiedLog.maybeHandleIOException around a method: on an offline log dir it fails
+    fast, and an OSError takes the dir offline (LogDirFailureChannel) and raises KafkaStorageError."""
+
+    def decorate(method: Callable[Concatenate[UnifiedLog, P], R]) -> Callable[Concatenate[UnifiedLog, P], R]:
+        @functools.wraps(method)
+        def guarded(self: UnifiedLog, *args: P.args, **kwargs: P.kwargs) -> R:
+            channel = self.failure_channel
+            channel.check_online(self.parent_dir)
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as e:
+                raise channel.io_failed(self.parent_dir, f"Error while {what} {self._tp} in dir {self.parent_dir}", e) from e
+
+        return guarded
+
+    return decorate
 
 
 class LogListener(Protocol):
@@ -86,8 +111,13 @@ class UnifiedLog:
         partition_metadata_file: PartitionMetadataFile,
         topic_id: uuid.UUID | None,
         listener: LogListener | None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self._local = local_log
+        # The log dir this partition's folder is in: what an I/O error takes offline.
+        self.parent_dir = local_log.dir.parent
+        # Kafka's tests give each log a channel of its own; a broker shares one across its logs.
+        self.failure_channel = failure_channel if failure_channel is not None else LogDirFailureChannel()
         self.log_start_offset = log_start_offset
         # Below it every record is on enough replicas to survive an election; the partition
         # leader moves it, a follower takes its leader's, and replication-offset-checkpoint keeps it.
@@ -115,6 +145,7 @@ class UnifiedLog:
         had_clean_shutdown: bool,
         now_ms: Callable[[], int] = wall_clock_ms,
         listener: LogListener | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> UnifiedLog:
         try:
             directory.mkdir(parents=True)
@@ -150,7 +181,7 @@ class UnifiedLog:
         except BaseException:
             local.close_handlers()
             raise
-        return cls(local, log_start_offset, epochs, producer_state, metadata_file, topic_id, listener)
+        return cls(local, log_start_offset, epochs, producer_state, metadata_file, topic_id, listener, failure_channel)
 
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         self.topic_id = topic_id
@@ -206,6 +237,7 @@ class UnifiedLog:
 
     # -- append ---------------------------------------------------------------------------------------------
 
+    @_handles_io("appending records to")
     def append_as_leader(
         self, records: memoryview, leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT, verification_guard: VerificationGuard | None = None
     ) -> LogAppendInfo:
@@ -267,6 +299,7 @@ class UnifiedLog:
             first_offset, next_offset - 1, max_timestamp, offset_of_max_timestamp, log_append_time, self.log_start_offset, records_count, valid_bytes
         )
 
+    @_handles_io("appending records as a follower to")
     def append_as_follower(self, records: memoryview | bytes) -> LogAppendInfo:
         """Append batches whose offsets a leader assigned (replication, the Raft follower).
 
@@ -372,6 +405,7 @@ class UnifiedLog:
         if self.unflushed_messages >= self._local.config.flush_messages:
             self.flush()
 
+    @_handles_io("rolling a segment of")
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset)."""
         before = self._local.segments[-1]
@@ -387,6 +421,7 @@ class UnifiedLog:
 
     # -- read -------------------------------------------------------------------------------------------------
 
+    @_handles_io("reading")
     def read(self, start_offset: int, max_length: int, max_offset: int | None, min_one_message: bool) -> FetchDataInfo:
         """Regions holding the batches from ``start_offset``, never reaching ``max_offset`` (exclusive).
 
@@ -442,6 +477,7 @@ class UnifiedLog:
 
     # -- offsets by time and epoch (ListOffsets, OffsetForLeaderEpoch) ---------------------------------------
 
+    @_handles_io("fetching offset by timestamp for")
     def fetch_offset_by_timestamp(self, target_timestamp: int) -> tuple[int, int, int] | None:
         """Kafka's fetchOffsetByTimestamp: (timestamp, offset, leader epoch), -1 for unknown parts.
 
@@ -500,6 +536,7 @@ class UnifiedLog:
 
     # -- retention ----------------------------------------------------------------------------------------------
 
+    @_handles_io("deleting segments for")
     def delete_old_segments(self) -> int:
         """Delete segments past retention.ms / retention.bytes (when cleanup.policy has delete)
         and those wholly below the log start offset. Returns how many were deleted.
@@ -566,6 +603,7 @@ class UnifiedLog:
         self._log.info("log.segments_deleted", reason=reason, count=len(deletable), log_start_offset=self.log_start_offset)
         return len(deletable)
 
+    @_handles_io("increasing log start offset for")
     def maybe_increment_log_start_offset(self, new_offset: int) -> None:
         """DeleteRecords, a follower taking its leader's, the metadata log's snapshots: move the log
         start forward, never past the high watermark.
@@ -593,12 +631,14 @@ class UnifiedLog:
         if doomed and self._listener is not None:
             self._listener.on_segments_scheduled_for_deletion(self)
 
+    @_handles_io("deleting pending segments for")
     def delete_pending_segments(self, now_ms: int | None = None) -> int:
         """Close and unlink deleted segments whose file.delete.delay.ms has passed; returns how many."""
         return self._local.delete_pending_segments(now_ms)
 
     # -- truncation (replication) and cleaning ------------------------------------------------------------------
 
+    @_handles_io("truncating")
     def truncate_to(self, target_offset: int) -> bool:
         """Drop everything from ``target_offset`` on (a follower diverged); False when nothing was past it."""
         if target_offset < 0:
@@ -617,6 +657,7 @@ class UnifiedLog:
         self.producer_state.on_high_watermark_updated(self.high_watermark)
         return True
 
+    @_handles_io("truncating the entire log")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         self._log.info("log.truncate_fully", new_offset=new_offset)
@@ -634,6 +675,7 @@ class UnifiedLog:
 
     # -- durability and lifecycle ------------------------------------------------------------------------------
 
+    @_handles_io("flushing")
     def flush(self, up_to: int | None = None) -> None:
         """fsync the segments holding [recovery point, up_to) and move the recovery point to ``up_to``
         (default: the log end)."""
@@ -641,6 +683,7 @@ class UnifiedLog:
         self.leader_epoch_cache.flush()
         self._local.flush(self._local.log_end_offset if up_to is None else up_to)
 
+    @_handles_io("flushing rolled segments of")
     def flush_rolled_segments(self) -> bool:
         """Flush segments rolled since the last flush (Kafka schedules this right after a roll)."""
         rolled = self._local.rolled_unflushed_up_to
