@@ -77,6 +77,7 @@ from broker.transaction.transaction_marker_channel_manager import TransactionMar
 from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
 from broker.transaction.transaction_state_manager import TransactionStateManager
 from protocol.api_keys import ApiKey
+from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.partition_metadata import flush_partition_metadata
@@ -120,7 +121,7 @@ class BrokerServer:
         raft = shared.raft_manager
         assert raft is not None and shared.network is not None
         defaults = LogConfig.from_properties(cfg.topic_defaults())
-        self.log_manager = LogManager(cfg.data_dir, defaults, now_ms)
+        self.log_manager = LogManager(cfg.data_dir, defaults, now_ms, shared.log_dir_failure_channel)
         self.log_manager.startup()
         listener = cfg.advertised_listener
         self.metadata = MetadataCache(cfg.node_id, shared.cluster_id, BrokerEndpoint(cfg.node_id, listener.host, listener.port, cfg.broker_rack), listener_name=listener.name)
@@ -322,6 +323,9 @@ class BrokerServer:
                     result = job()
                     if result is not None:
                         await result
+                except KafkaStorageError as e:
+                    # Its cause is logged once by the LogDirFailureChannel; no traceback each run.
+                    log.warning("scheduler.job_failed", job=name, error=str(e))
                 except Exception:
                     log.exception("scheduler.job_failed", job=name)
 

@@ -36,6 +36,8 @@ from raft.quorum_state import LeaderState
 from raft.raft_config import RaftConfig
 from raft.replicated_log import OffsetAndEpoch
 from raft.voter_set import VoterSet
+from storage.errors import KafkaStorageError
+from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 
 log = structlog.get_logger()
 
@@ -78,6 +80,7 @@ class KafkaRaftManager:
         bootstrap_servers: list[tuple[str, int]],
         network: NetworkClient,
         log_config: MetadataLogConfig,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self.node_id = node_id
         self._directory_id = directory_id
@@ -88,6 +91,8 @@ class KafkaRaftManager:
         self._bootstrap_servers = bootstrap_servers
         self._network = network
         self._log_config = log_config
+        # The process's one channel; a node's handler of it halts when the metadata log dir fails.
+        self._failure_channel = failure_channel if failure_channel is not None else LogDirFailureChannel()
         self._listeners: list[RaftListener] = []
         # Called after each round of actions, once the listeners have seen them.
         self._poll_hooks: list[Callable[[], None]] = []
@@ -113,7 +118,7 @@ class KafkaRaftManager:
         return None if self.client is None else self.client.high_watermark
 
     def start(self) -> None:
-        self.metadata_log = KafkaMetadataLog.open(metadata_log_dir(self._metadata_dir), self._log_config)
+        self.metadata_log = KafkaMetadataLog.open(metadata_log_dir(self._metadata_dir), self._log_config, failure_channel=self._failure_channel)
         store = FileQuorumStateStore(metadata_log_dir(self._metadata_dir) / DEFAULT_FILE_NAME)
         self.client = KafkaRaftClient(
             node_id=self.node_id,
@@ -214,11 +219,17 @@ class KafkaRaftManager:
         while not self._stopped:
             self._wake.clear()
             try:
-                actions = client.poll(now_ms())
+                # The quorum-state file and the log are written in poll: an I/O error takes the
+                # metadata log dir offline like any log dir's (Kafka's raft IO thread then halts).
+                with maybe_handle_io_exception(self._failure_channel, self._metadata_dir, f"Error while writing the metadata log in dir {self._metadata_dir}"):
+                    actions = client.poll(now_ms())
                 for action in actions:
                     self._carry_out(action)
                 for hook in self._poll_hooks:
                     hook()
+            except KafkaStorageError:
+                # Logged once by the LogDirFailureChannel, whose handler halts this process.
+                return
             except Exception:
                 # A bug in the core must not leave this node silently out of the quorum with no trace.
                 self._log.exception("raft.poll_failed")

@@ -23,6 +23,7 @@ import structlog
 from broker.broker_server import BrokerServer
 from broker.config import BrokerConfig
 from broker.controller_server import ControllerServer
+from broker.log_dir_failure_handler import LogDirFailureHandler
 from broker.network import TransferMetrics
 from broker.shared_server import SharedServer
 
@@ -46,6 +47,9 @@ class KafkaRaftServer:
         cfg = self.config
         started = time.monotonic()
         self.shared.check_storage()
+        LogDirFailureHandler(
+            self.shared.log_dir_failure_channel, asyncio.get_running_loop(), log_dirs=[cfg.data_dir], metadata_dir=cfg.metadata_dir
+        ).install()
         self.shared.start_raft()
         if cfg.is_controller:
             self.controller = ControllerServer(self.shared, self.metrics)

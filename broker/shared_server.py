@@ -27,6 +27,7 @@ from raft.kafka_metadata_log import MetadataLogConfig
 from raft.raft_config import RaftConfig
 from raft.voter_set import Endpoint, VoterNode, VoterSet
 from broker.storage_tool import verify_storage
+from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.meta_properties import parse_kafka_uuid, read_meta_properties
 
 log = structlog.get_logger()
@@ -53,6 +54,8 @@ def _in_worker_thread(work: Callable[[], None], done: Callable[[BaseException | 
 class SharedServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        # One per process, as Kafka's: every log of every dir, and the metadata log, report to it.
+        self.log_dir_failure_channel = LogDirFailureChannel()
         self.cluster_id = ""
         self.directory_id = uuid.UUID(int=0)
         self.network: NetworkClient | None = None  # broker to controller, transaction markers
@@ -98,6 +101,7 @@ class SharedServer:
                 segment_min_bytes=cfg.metadata_log_segment_min_bytes,
                 segment_ms=cfg.metadata_log_segment_ms,
             ),
+            failure_channel=self.log_dir_failure_channel,
         )
         # Before the loader: the generator counts a committed batch's bytes before the loader
         # publishes the image that batch produced.

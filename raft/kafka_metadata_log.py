@@ -34,6 +34,7 @@ from storage.errors import (
 )
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
 from storage.producer_state_manager import AppendOrigin
+from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.unified_log import UnifiedLog, wall_clock_ms
 from storage.log_config import LogConfig
 
@@ -107,6 +108,7 @@ class KafkaMetadataLog:
         *,
         topic_id: uuid.UUID = METADATA_TOPIC_ID,
         now_ms: Callable[[], int] = wall_clock_ms,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> "KafkaMetadataLog":
         """Open (or create) the log in ``directory``, the ``__cluster_metadata-0`` folder itself."""
         storage_log = UnifiedLog.open(
@@ -117,6 +119,7 @@ class KafkaMetadataLog:
             log_start_offset=0,
             had_clean_shutdown=False,
             now_ms=now_ms,
+            failure_channel=failure_channel,
         )
         try:
             metadata_log = cls(storage_log, _recover_snapshots(storage_log))
