@@ -80,7 +80,6 @@ from protocol.api_keys import ApiKey
 from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
-from storage.partition_metadata import flush_partition_metadata
 
 log = structlog.get_logger()
 
@@ -342,7 +341,7 @@ class BrokerServer:
         files = self.log_manager.take_unflushed_partition_metadata()
         if files:
             # fsync releases the GIL: 50 new partitions' files no longer stall every client.
-            await asyncio.to_thread(flush_partition_metadata, files)
+            await asyncio.to_thread(self.log_manager.flush_partition_metadata, files)
 
     def _checkpoint(self) -> None:
         self.log_manager.checkpoint_recovery_points()

@@ -27,6 +27,7 @@ from storage.cleaner import CleanAborted, CleanerStats, CleanResult, CleanSpec, 
 from storage.cleaner_checkpoint import CleanerCheckpoint
 from storage.cleaner_manager import LogToClean, grab_filthiest_log, log_to_clean
 from storage.errors import KafkaStorageError
+from storage.log_dir_failure_channel import maybe_handle_io_exception
 from storage.unified_log import UnifiedLog
 from storage.log_segment import LogSegment
 
@@ -153,6 +154,9 @@ class LogCleaner:
         while not self._stopping.is_set():
             try:
                 cleaned = self.clean_filthiest_log()
+            except KafkaStorageError as e:
+                log.warning("log_cleaner.failed", error=str(e))
+                cleaned = False
             except Exception:
                 log.exception("log_cleaner.failed")
                 cleaned = False
@@ -170,6 +174,11 @@ class LogCleaner:
             result = self._execute(plan.spec)
         except CleanAborted as e:
             log.info("log_cleaner.aborted", topic=plan.key[0], partition=plan.key[1], reason=str(e))
+        except OSError as e:
+            # Kafka's cleaner: an I/O error takes the log's dir offline, logged once by the channel.
+            plog = plan.plog
+            plog.failure_channel.maybe_add_offline_log_dir(plog.parent_dir, f"Failed to clean up log for {plog.topic_partition} in dir {plog.parent_dir}", e)
+            failed = True
         except Exception:
             log.exception("log_cleaner.failed_cleaning", topic=plan.key[0], partition=plan.key[1])
             failed = True
@@ -178,7 +187,8 @@ class LogCleaner:
         if checkpoints is not None:
             # Written here, not on the loop: it fsyncs. Two threads may write in turn; the file
             # is replaced atomically, and every copy is a superset of what was cleaned before it.
-            with self._checkpoint_lock:
+            plog = plan.plog
+            with self._checkpoint_lock, maybe_handle_io_exception(plog.failure_channel, plog.parent_dir, f"Error while writing cleaner offsets checkpoint in dir {plog.parent_dir}"):
                 self._checkpoint_file.write(checkpoints)
         return True
 

@@ -20,7 +20,7 @@ from storage.log_cleaner import CleanerConfig, LogCleaner, RunOnOwner, describe_
 from storage.log_config import LONG_MAX, LogConfig
 from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 from storage.meta_properties import check_startup, directories_of
-from storage.partition_metadata import PartitionMetadataFile
+from storage.partition_metadata import PartitionMetadataFile, flush_partition_metadata
 
 log = structlog.get_logger()
 
@@ -287,11 +287,15 @@ class LogManager:
                 plog.flush()
 
     def take_unflushed_partition_metadata(self) -> list[PartitionMetadataFile]:
-        """The partition.metadata files of logs created since the last call, to fsync off the event
-        loop (PartitionMetadataFile.maybe_flush; one that fails stays dirty and its log's next
-        flush tries again)."""
+        """The partition.metadata files of logs created since the last call, for
+        ``flush_partition_metadata`` off the event loop."""
         files, self._unflushed_metadata = self._unflushed_metadata, []
         return files
+
+    def flush_partition_metadata(self, files: list[PartitionMetadataFile]) -> None:
+        """fsync them (safe from any thread); a failed write takes the dir offline, as Kafka's PartitionMetadataFile.maybeFlush."""
+        with maybe_handle_io_exception(self.failure_channel, self.log_dir, f"Error while writing partition metadata in dir {self.log_dir}"):
+            flush_partition_metadata(files)
 
     def _flush_rolled_segments(self) -> None:
         for plog in list(self._rolled):

@@ -667,6 +667,7 @@ class UnifiedLog:
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(new_offset)
 
+    @_handles_io("replacing cleaned segments of")
     def replace_cleaned_segments(self, old: Sequence[LogSegment], end_offset: int, on_step: Callable[[str], None] | None = None) -> LogSegment:
         """Swap the log cleaner's ``.cleaned`` segment in for ``old`` (see LocalLog.replace_segments)."""
         new = self._local.replace_segments(old, end_offset, on_step)

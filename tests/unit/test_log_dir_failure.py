@@ -1,0 +1,209 @@
+"""A failed log dir (Kafka's LogDirFailureChannel): an I/O error takes the dir offline once, every
+request on its partitions answers KAFKA_STORAGE_ERROR, nothing more is written to it, and the node
+halts when it has no live log dir left. ENOSPC is injected in the syscalls the storage uses."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from structlog.testing import capture_logs
+from kio.schema.errors import ErrorCode
+
+import storage.abstract_index
+import storage.checkpoints
+import storage.log_segment
+from broker.log_dir_failure_handler import LogDirFailureHandler, decide
+from broker.metadata.metadata_records import TopicRecord
+from raft.kafka_metadata_log import KafkaMetadataLog, metadata_log_dir
+from storage.errors import KafkaStorageError
+from storage.log_config import LogConfig
+from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.unified_log import UnifiedLog
+from tests.unit.batch_factory import FakeClock, make_batch
+from tests.unit.test_replica_manager_delta import A, Node, partition
+
+
+def enospc(*_args: Any, **_kwargs: Any) -> Any:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.fixture
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Call it to make segment, index and checkpoint writes fail with ENOSPC, as on a full filesystem."""
+
+    def fill() -> None:
+        monkeypatch.setattr(storage.log_segment.os, "pwrite", enospc)
+        monkeypatch.setattr(storage.abstract_index.os, "pwrite", enospc)
+        monkeypatch.setattr(storage.checkpoints.os, "fsync", enospc)
+
+    return fill
+
+
+def batch() -> memoryview:
+    return memoryview(bytearray(make_batch([b"v" * 100])))
+
+
+# -- the channel ------------------------------------------------------------------------------------------
+
+
+def test_a_dir_goes_offline_once_and_its_listener_hears_it_once(tmp_path: Path) -> None:
+    channel = LogDirFailureChannel()
+    heard: list[Path] = []
+    channel.listener = heard.append
+    cause = OSError(errno.ENOSPC, "No space left on device")
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(channel.maybe_add_offline_log_dir(tmp_path, "full", cause))) for _ in range(8)]
+    with capture_logs() as logged:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(results) == [False] * 7 + [True]
+    assert heard == [tmp_path] and channel.offline_log_dirs == [tmp_path]
+    assert channel.has_offline_log_dir(tmp_path) and not channel.has_offline_log_dir(tmp_path / "other")
+    assert logged == [{"event": "log_dir.offline", "log_level": "error", "dir": str(tmp_path), "error": "full", "cause": "ENOSPC: No space left on device"}]
+
+
+def test_maybe_handle_io_exception_turns_an_os_error_into_kafka_storage_error(tmp_path: Path) -> None:
+    channel = LogDirFailureChannel()
+    with maybe_handle_io_exception(channel, tmp_path, "fine"):
+        pass
+    assert not channel.offline_log_dirs
+    with pytest.raises(KafkaStorageError) as failed, maybe_handle_io_exception(channel, tmp_path, "Error while writing x"):
+        enospc()
+    assert failed.value.error_code == ErrorCode.kafka_storage_error and "ENOSPC" in str(failed.value)
+    # Offline now: the body does not even run.
+    ran = []
+    with pytest.raises(KafkaStorageError, match="already offline"), maybe_handle_io_exception(channel, tmp_path, "again"):
+        ran.append(1)
+    assert not ran
+
+
+# -- UnifiedLog --------------------------------------------------------------------------------------------
+
+
+def test_an_append_that_meets_a_full_disk_takes_the_dir_offline_and_leaves_the_log_as_it_was(tmp_path: Path, full_disk: Callable[[], None]) -> None:
+    channel = LogDirFailureChannel()
+    plog = UnifiedLog.open(tmp_path / "t-0", LogConfig(), topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=True, now_ms=FakeClock(), failure_channel=channel)
+    plog.append_as_leader(batch(), 0)
+    size = plog.active_segment.size
+    full_disk()
+    with pytest.raises(KafkaStorageError, match="Error while appending records to t-0"):
+        plog.append_as_leader(batch(), 0)
+    assert channel.offline_log_dirs == [tmp_path]
+    assert plog.log_end_offset == 1 and plog.active_segment.size == size == os.path.getsize(plog.active_segment.log_path)
+    # Every later operation fails fast, before any I/O: reads, follower appends, flushes, truncation, rolls.
+    for operation in (
+        lambda: plog.read(0, 1 << 20, None, True),
+        lambda: plog.append_as_follower(bytes(make_batch([b"w"], base_offset=1))),
+        plog.flush,
+        lambda: plog.truncate_to(0),
+        plog.roll,
+        lambda: plog.fetch_offset_by_timestamp(0),
+    ):
+        with pytest.raises(KafkaStorageError, match="already offline"):
+            operation()
+    assert plog.log_end_offset == 1 and os.path.getsize(plog.active_segment.log_path) == size
+    plog.close_handlers()
+
+
+def test_a_roll_that_meets_a_full_disk_takes_the_dir_offline(tmp_path: Path, full_disk: Callable[[], None]) -> None:
+    channel = LogDirFailureChannel()
+    plog = UnifiedLog.open(tmp_path / "t-0", LogConfig(), topic_id=None, recovery_point=0, log_start_offset=0, had_clean_shutdown=True, now_ms=FakeClock(), failure_channel=channel)
+    for _ in range(300):
+        plog.append_as_leader(batch(), 0)  # enough for an index entry, which the roll writes out
+    full_disk()
+    with pytest.raises(KafkaStorageError, match="rolling a segment"):
+        plog.roll()
+    assert channel.offline_log_dirs == [tmp_path]
+    plog.close_handlers()
+
+
+def test_the_metadata_log_reports_to_the_channel_with_its_dir(tmp_path: Path, full_disk: Callable[[], None]) -> None:
+    channel = LogDirFailureChannel()
+    metadata_log = KafkaMetadataLog.open(metadata_log_dir(tmp_path), failure_channel=channel)
+    full_disk()
+    with pytest.raises(KafkaStorageError):
+        metadata_log.append_as_leader(bytes(make_batch([b"record"])), 1)
+    assert channel.offline_log_dirs == [tmp_path]
+
+
+# -- LogManager and ReplicaManager ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    n = Node(tmp_path)
+    n.commit(TopicRecord(name="a", topic_id=A), partition(0, (1, 2)), partition(1, (2, 1)))
+    yield n
+    n.log_manager.shutdown()
+
+
+def test_a_full_log_dir_answers_kafka_storage_error_to_produce_fetch_and_list_offsets(node: Node, full_disk: Callable[[], None]) -> None:
+    assert node.produce("a", 0) == 0
+    full_disk()
+    assert node.produce("a", 0) == ErrorCode.kafka_storage_error
+    channel = node.log_manager.failure_channel
+    assert channel.offline_log_dirs == [node.log_manager.log_dir] and node.log_manager.live_log_dirs == []
+    assert node.fetch("a", 0) == ErrorCode.kafka_storage_error
+    leader = node.rm.get_partition("a", 0)
+    assert leader is not None
+    with pytest.raises(KafkaStorageError):
+        leader.fetch_offset_for_timestamp(0, 0, -1)
+    # A follower's append from its fetcher fails the same way.
+    follower = node.rm.get_replica("a", 1)
+    assert follower is not None
+    with pytest.raises(KafkaStorageError):
+        follower.append_records_as_follower(memoryview(make_batch([b"w"])), 1, 0)
+
+
+def test_a_checkpoint_that_meets_a_full_disk_takes_the_dir_offline_and_no_clean_shutdown_is_recorded(tmp_path: Path, full_disk: Callable[[], None]) -> None:
+    manager = LogManager(tmp_path, LogConfig(), FakeClock())
+    manager.startup()
+    plog = manager.get_or_create_log("t", 0, manager.default_config, None)
+    plog.append_as_leader(batch(), 0)
+    plog.update_high_watermark(1)
+    full_disk()
+    with pytest.raises(KafkaStorageError, match="high watermarks checkpoint"):
+        manager.checkpoint_high_watermarks()
+    assert manager.live_log_dirs == []
+    with pytest.raises(KafkaStorageError, match="already offline"):
+        manager.get_or_create_log("t", 1, manager.default_config, None)
+    manager.shutdown()
+    # A torn write may be anywhere in it: the next start must recover every log.
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+# -- the handler -------------------------------------------------------------------------------------------------
+
+
+def test_the_node_halts_when_no_log_dir_is_left_or_the_metadata_log_dir_fails(tmp_path: Path) -> None:
+    data, meta, other = tmp_path / "data", tmp_path / "meta", tmp_path / "other"
+    assert "all log dirs in" in str(decide(data, [data], [data], data))
+    assert "all log dirs in" in str(decide(data, [data], [data], meta))
+    assert "the metadata log dir" in str(decide(meta, [data], [meta], meta))
+    assert decide(data, [data, other], [data], meta) is None
+
+
+def test_the_handler_decides_on_the_loop_whichever_thread_reported(tmp_path: Path) -> None:
+    channel = LogDirFailureChannel()
+    halted: list[tuple[str, threading.Thread]] = []
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        LogDirFailureHandler(channel, loop, log_dirs=[tmp_path], metadata_dir=tmp_path, on_halt=lambda r: halted.append((r, threading.current_thread()))).install()
+        await asyncio.to_thread(channel.maybe_add_offline_log_dir, tmp_path, "full", OSError(errno.ENOSPC, "No space left on device"))
+        for _ in range(10):
+            if halted:
+                break
+            await asyncio.sleep(0)
+
+    asyncio.run(run())
+    assert halted == [(f"Shutdown broker because all log dirs in {tmp_path} have failed", threading.main_thread())]
