@@ -55,7 +55,8 @@ class LogDirFailureChannel:
         return True
 
     def check_online(self, log_dir: Path) -> None:
-        if log_dir in self._offline:
+        # On every append and read: the empty dict is tested before a Path is hashed.
+        if self._offline and log_dir in self._offline:
             raise KafkaStorageError(f"The log dir {log_dir} is already offline due to a previous IO exception.")
 
     def io_failed(self, log_dir: Path, message: str, cause: OSError) -> KafkaStorageError:
