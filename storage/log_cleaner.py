@@ -177,7 +177,7 @@ class LogCleaner:
         except OSError as e:
             # Kafka's cleaner: an I/O error takes the log's dir offline, logged once by the channel.
             plog = plan.plog
-            plog.failure_channel.maybe_add_offline_log_dir(plog.parent_dir, f"Failed to clean up log for {plog.topic_partition} in dir {plog.parent_dir}", e)
+            plog.failure_channel.maybe_add_offline_log_dir(plog.parent_dir, f"Failed to clean up log for {plan.key[0]}-{plan.key[1]} in dir {plog.parent_dir}", e)
             failed = True
         except Exception:
             log.exception("log_cleaner.failed_cleaning", topic=plan.key[0], partition=plan.key[1])

@@ -8,6 +8,7 @@ import asyncio
 import errno
 import os
 import threading
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -20,13 +21,18 @@ import storage.checkpoints
 import storage.log_segment
 from broker.log_dir_failure_handler import LogDirFailureHandler, decide
 from broker.metadata.metadata_records import TopicRecord
-from raft.kafka_metadata_log import KafkaMetadataLog, metadata_log_dir
+from broker.raft_manager import KafkaRaftManager
+from raft.kafka_metadata_log import KafkaMetadataLog, MetadataLogConfig, metadata_log_dir
+from raft.raft_config import RaftConfig
 from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from storage.unified_log import UnifiedLog
 from tests.unit.batch_factory import FakeClock, make_batch
+from tests.unit.test_log_cleaner import TS as CLEANER_TS
+from tests.unit.test_log_cleaner import manager_with as cleaner_manager_with
+from tests.unit.test_log_cleaner import produce as cleaner_produce
 from tests.unit.test_replica_manager_delta import A, Node, partition
 
 
@@ -207,3 +213,45 @@ def test_the_handler_decides_on_the_loop_whichever_thread_reported(tmp_path: Pat
 
     asyncio.run(run())
     assert halted == [(f"Shutdown broker because all log dirs in {tmp_path} have failed", threading.main_thread())]
+
+
+def test_an_io_error_in_the_raft_poll_takes_the_metadata_log_dir_offline_without_a_traceback(tmp_path: Path) -> None:
+    class FullDiskClient:
+        def poll(self, now_ms: int) -> list[object]:
+            raise OSError(errno.ENOSPC, "No space left on device")  # the quorum-state file, the log
+
+    channel = LogDirFailureChannel()
+    manager = KafkaRaftManager(
+        node_id=1,
+        directory_id=uuid.uuid4(),
+        cluster_id="c",
+        metadata_dir=tmp_path,
+        raft_config=RaftConfig(),
+        voters=None,
+        bootstrap_servers=[],
+        network=None,  # type: ignore[arg-type]
+        log_config=MetadataLogConfig(),
+        failure_channel=channel,
+    )
+    manager.client = FullDiskClient()  # type: ignore[assignment]
+    with capture_logs() as logged:
+        asyncio.run(asyncio.wait_for(manager._drive(), 5))
+    assert channel.offline_log_dirs == [tmp_path]
+    assert [e["event"] for e in logged] == ["log_dir.offline"] and "exc_info" not in logged[0]
+
+
+def test_a_cleaning_that_meets_a_full_disk_takes_the_dir_offline_and_leaves_the_segments_alone(tmp_path: Path, full_disk: Callable[[], None]) -> None:
+    manager, plog = cleaner_manager_with(tmp_path, FakeClock(CLEANER_TS))
+    cleaner_produce(plog, [(b"k%d" % (i % 10), b"v%d" % i) for i in range(300)])
+    plog.roll()
+    before = {p.name: p.read_bytes() for p in (tmp_path / "t-0").glob("*.log")}
+    full_disk()
+    assert manager.cleaner is not None
+    with capture_logs() as logged:
+        assert manager.cleaner.clean_filthiest_log()
+    assert manager.failure_channel.offline_log_dirs == [tmp_path]
+    assert [e for e in logged if e["log_level"] == "error"] == [
+        {"event": "log_dir.offline", "log_level": "error", "dir": str(tmp_path), "error": f"Failed to clean up log for t-0 in dir {tmp_path}", "cause": "ENOSPC: No space left on device"}
+    ]
+    assert {p.name: p.read_bytes() for p in (tmp_path / "t-0").glob("*.log")} == before
+    assert ("t", 0) not in manager.cleaner.checkpoints
