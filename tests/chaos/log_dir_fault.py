@@ -41,6 +41,8 @@ class FullDisk:
 
     def fill(self) -> None:
         """Write the filler until the filesystem refuses a byte; the node's next write gets ENOSPC."""
+        if not self.mounted:
+            raise RuntimeError(f"{self.log_dir} is not on the tmpfs: filling it would fill the machine's disk")
         fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             chunk = b"\0" * CHUNK
