@@ -39,7 +39,7 @@ from tests.integration.helpers import unique_topic
 FULL_NODE = 3
 DISK_MB = 16
 PARTITIONS = 3
-HW_CHECKPOINT_MS = 1000
+HW_CHECKPOINT_MS = 500
 
 
 class Phase(Load):
@@ -125,8 +125,8 @@ def test_a_full_log_dir_takes_its_node_out_and_loses_no_acknowledged_record(tmp_
 
         with Phase(cluster.bootstrap, topic, led, "after") as on_full, Phase(cluster.bootstrap, topic, followed, "after") as on_healthy:
             # Both partitions keep taking acks=all writes on the two healthy nodes.
-            on_full.wait_for_more(200, f"with node {FULL_NODE} down")
-            on_healthy.wait_for_more(200, f"with node {FULL_NODE} down")
+            on_full.wait_for_more(100, f"with node {FULL_NODE} down")
+            on_healthy.wait_for_more(100, f"with node {FULL_NODE} down")
             disk.free()
             restart_mark = node.log_path.stat().st_size
             restart(cluster, FULL_NODE)
