@@ -3,6 +3,15 @@
 Mount before the node's storage is formatted (KafkaCluster.start formats), fill while it runs,
 free and unmount once it has stopped. ``mount`` returns False where the machine refuses a mount
 (not root, no CAP_SYS_ADMIN, a container without it): the caller reports the fault as not run.
+
+With tests/cluster/cluster.py, no hook is needed: a node's log dir is created by the format step
+of ``KafkaCluster.start``, so ``FullDisk(cluster.nodes[n].data_dir, mb).mount()`` goes between
+building the cluster and starting it, and ``unmount`` after ``cluster.close()``. The node's own
+log file and config sit beside the log dir, off the tmpfs.
+
+The node reacts as Kafka's broker with a single log dir: its first write that meets ENOSPC takes
+the dir offline (KAFKA_STORAGE_ERROR for what touches it) and the process halts with exit code 1;
+``free`` then a restart brings it back through log recovery.
 """
 
 from __future__ import annotations
