@@ -27,13 +27,13 @@ from tests.chaos.workload import Verdict
 from tests.chaos.workloads.kafka_io import TIMEOUT_S, Feeder, committed_offsets, create_topic, read_to_end, unique
 
 REPO = Path(__file__).resolve().parents[3]
-# The broker's group.min.session.timeout.ms: a killed member is noticed after this.
+# Kafka's default group.min.session.timeout.ms; a cluster that allows less may be given less.
 SESSION_TIMEOUT_MS = 6000
 LEAVE_TIMEOUT_S = 30.0
 
 
 class GroupsWorkload:
-    def __init__(self, *, members: int = 3, partitions: int = 4, rate: int = 100, lifetime_s: tuple[float, float] = (2.0, 8.0), kill_probability: float = 0.5, max_poll: int = 20, seed: int = 0, name: str = "groups", log_dir: Path | None = None) -> None:
+    def __init__(self, *, members: int = 3, partitions: int = 4, rate: int = 100, lifetime_s: tuple[float, float] = (3.0, 10.0), kill_probability: float = 0.4, session_timeout_ms: int = SESSION_TIMEOUT_MS, max_poll: int = 20, seed: int = 0, name: str = "groups", log_dir: Path | None = None) -> None:
         self.name = name
         self.members = members
         self.partitions = partitions
@@ -41,6 +41,8 @@ class GroupsWorkload:
         self.lifetime_s = lifetime_s
         self.kill_probability = kill_probability
         self.max_poll = max_poll
+        # A killed member holds its partitions this long: sessions should live longer than it.
+        self.session_timeout_ms = session_timeout_ms
         self.seed = seed
         self.topic = unique(f"{name}-topic")
         self.group = unique(f"{name}-group")
@@ -108,7 +110,7 @@ class _Session:
         self.session = session
         self.process = f"{workload.name}-{session}"
         self.history = history
-        config = {"session": session, "topic": workload.topic, "group": workload.group, "bootstrap": bootstrap, "seed": seed, "max_poll": workload.max_poll, "session_timeout_ms": SESSION_TIMEOUT_MS}
+        config = {"session": session, "topic": workload.topic, "group": workload.group, "bootstrap": bootstrap, "seed": seed, "max_poll": workload.max_poll, "session_timeout_ms": workload.session_timeout_ms}
         self.log = (workload.log_dir / f"member-{session}.log").open("w")
         self.child = subprocess.Popen(
             [sys.executable, "-m", "tests.chaos.workloads.group_member", json.dumps(config)],
