@@ -1,15 +1,16 @@
 """The transactions workload: consume-transform-produce loops that commit and abort at random.
 
-Each loop (process ``<name>-<i>``) owns input partition i: a read_committed consumer assigned to it
-in the workload's group, and a transactional producer of its own ``transactional.id``. A
-transaction takes a few input records, writes one output per input to the output topic's single
-partition (``<txn id>/<partition>/<offset>``, so an output names its transaction and its input),
-sends the consumer's next offset to the transaction, and then commits or aborts as a seeded coin
-decides. It is recorded as one ``txn`` operation: ``ok`` committed, ``fail`` certainly not (aborted,
+Each loop (process ``<name>-<i>``) has a read_committed consumer subscribed to the input topic in
+the workload's group, and a transactional producer of its own ``transactional.id``: KIP-447's
+pattern, in which the group's generation, sent with the offsets, fences a loop that lost its
+partitions to another. A transaction takes a few input records, writes one output per input to
+the output topic's single partition (``<txn id>/<partition>/<offset>``, so an output names its
+transaction and its input), sends the consumer's next offsets to the transaction, and then
+commits or aborts as a seeded coin decides. It is recorded as one ``txn`` operation: ``ok`` committed, ``fail`` certainly not (aborted,
 or failed before EndTxn was asked), ``info`` unknown (commit_transaction raised).
 
 After any transaction that did not commit, the loop does what a correct application does: it
-rewinds its consumer to the group's committed offset, and, after a fatal error (fenced) or an
+rewinds its consumer to the group's committed offsets, and, after a fatal error (fenced) or an
 unknown outcome, replaces its producer, whose init_transactions resolves whatever the old one
 left open. The drain reads the output topic with both isolation levels and the group's committed
 offsets; checks_transactions judges them.
@@ -22,7 +23,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.chaos import checks_transactions
 from tests.chaos.history import History, Op
@@ -106,8 +107,8 @@ class _Loop:
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
             })
+            self.consumer.subscribe([self.w.input])
             self.producer = self._new_producer()
-            self._rewind()
             while not self.w._stop.is_set():
                 messages = [m for m in self.consumer.consume(self.rng.randint(1, self.w.max_txn_size), 0.5) if m.error() is None]
                 if messages:
@@ -132,14 +133,16 @@ class _Loop:
         retry(f"{self.process}: init_transactions", lambda: producer.init_transactions(API_TIMEOUT_S))
         return producer
 
-    def _rewind(self) -> None:
-        """Back to the group's committed offset: what the last committed transaction consumed."""
+    def _rewind(self, partitions: list[int]) -> None:
+        """Back to the group's committed offsets on the transaction's partitions: what the last
+        committed transaction consumed. No rebalance can happen in between (rebalance callbacks
+        run in consume()), so the partitions are still this loop's."""
         assert self.consumer is not None
-        tp = TopicPartition(self.w.input, self.index)
-        [committed] = retry(f"{self.process}: the committed offset", lambda: self.consumer.committed([tp], timeout=API_TIMEOUT_S))  # type: ignore[union-attr]
-        if committed.error is not None:
-            raise KafkaException(committed.error)
-        self.consumer.assign([TopicPartition(self.w.input, self.index, committed.offset if committed.offset >= 0 else 0)])
+        tps = [TopicPartition(self.w.input, p) for p in partitions]
+        for tp in retry(f"{self.process}: the committed offsets", lambda: self.consumer.committed(tps, timeout=API_TIMEOUT_S)):  # type: ignore[union-attr]
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
 
     def _transaction(self, messages: list[Any]) -> None:
         assert self.consumer is not None and self.producer is not None
@@ -147,20 +150,23 @@ class _Loop:
         txn_id = f"{self.index}.{self.txns}"
         inputs = [[m.partition(), m.offset(), m.value().decode()] for m in messages]
         outputs = [f"{txn_id}/{p}/{o}" for p, o, _ in inputs]
-        offsets = {str(self.index): messages[-1].offset() + 1}
+        nexts: dict[int, int] = {}
+        for m in messages:
+            nexts[m.partition()] = m.offset() + 1
+        offsets = {str(p): o for p, o in nexts.items()}
         commit = self.rng.random() >= self.w.abort_probability
         self.history.invoke(self.process, "txn", {"id": txn_id, "inputs": inputs, "outputs": outputs, "offsets": offsets, "commit": commit})
         try:
             self.producer.begin_transaction()
             for out in outputs:
                 self.producer.produce(self.w.output, value=out.encode(), partition=0)
-            positions = [TopicPartition(self.w.input, self.index, messages[-1].offset() + 1)]
+            positions = [TopicPartition(self.w.input, p, o) for p, o in nexts.items()]
             self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), API_TIMEOUT_S)
         except KafkaException as e:
             # EndTxn(commit) was never asked: the transaction cannot have committed.
             self._abandon(e.args[0])
             self.history.fail(self.process, "txn", {"id": txn_id, "error": str(e.args[0])})
-            self._rewind()
+            self._rewind(list(nexts))
             return
         if not commit:
             try:
@@ -168,7 +174,7 @@ class _Loop:
             except KafkaException as e:
                 self._abandon(e.args[0])
             self.history.fail(self.process, "txn", {"id": txn_id, "aborted": True})
-            self._rewind()
+            self._rewind(list(nexts))
             return
         error = self._commit()
         if error is None:
@@ -178,7 +184,7 @@ class _Loop:
         # completes or aborts it before this loop reads the committed offset again.
         self.history.info(self.process, "txn", {"id": txn_id, "error": str(error)})
         self.producer = self._new_producer()
-        self._rewind()
+        self._rewind(list(nexts))
 
     def _commit(self) -> KafkaError | None:
         """commit_transaction, retried while its error is retriable; the error it ended with."""
