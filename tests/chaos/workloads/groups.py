@@ -131,19 +131,15 @@ class _Session:
         try:
             self.w._stop.wait(lifetime_s)
             if kill and not self.w._stop.is_set():
-                self.child.kill()
-                self.child.wait(TIMEOUT_S)
-                self.reader.join(TIMEOUT_S)
-                if self.pending is not None:
-                    self.history.info(self.process, self.pending["f"], {**self.pending["value"], "killed": True})
-                self.history.info(self.process, "kill", {"session": self.session})
+                self._kill()
                 return
             self.child.send_signal(signal.SIGTERM)
             try:
                 self.child.wait(LEAVE_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                self.child.kill()
-                self.child.wait(TIMEOUT_S)
+                # A close stuck behind a fault: the session ends as a crash would.
+                self._kill()
+                return
             self.reader.join(TIMEOUT_S)
             if self.pending is not None:
                 self.history.info(self.process, self.pending["f"], {**self.pending["value"], "exited": self.child.returncode})
@@ -151,3 +147,12 @@ class _Session:
                 raise AssertionError(f"group member {self.session} exited with {self.child.returncode}; see {self.log.name}")
         finally:
             self.log.close()
+
+    def _kill(self) -> None:
+        """SIGKILL: no LeaveGroup, and the operation under way left unknown."""
+        self.child.kill()
+        self.child.wait(TIMEOUT_S)
+        self.reader.join(TIMEOUT_S)
+        if self.pending is not None:
+            self.history.info(self.process, self.pending["f"], {**self.pending["value"], "killed": True})
+        self.history.info(self.process, "kill", {"session": self.session})
