@@ -71,6 +71,34 @@ def in_every_isr(cluster: KafkaCluster, partitions: list[tuple[str, int]]) -> bo
     return all(set(partition_state(cluster.bootstrap, t, p)[1]) == ALL for t, p in partitions)
 
 
+def kill_each(victims: list[tuple[str, tuple[str, int]]], cluster: KafkaCluster, history: History, watched: list[tuple[str, int]]) -> None:
+    """SIGKILL the leader of each victim's partition in turn; the workloads must go on while it is
+    down, and again once it is back in every ISR of ``watched``."""
+    mark = 0
+    wait_until("both workloads under way", lambda: progressed(history, mark), TIMEOUT_S)
+    for victim, (topic, partition) in victims:
+        node, _ = partition_state(cluster.bootstrap, topic, partition)
+        history.info(NEMESIS, "start-kill", {"node": node, "as": victim})
+        cluster.nodes[node].kill()
+        wait_until(f"a new leader of {topic}-{partition} after killing the {victim}", lambda: partition_state(cluster.bootstrap, topic, partition)[0] not in (node, -1) or None, TIMEOUT_S)
+        mark = len(history.ops)
+        wait_until(f"both workloads progressing with the {victim} down", lambda: progressed(history, mark), TIMEOUT_S)
+        cluster.nodes[node].launch()
+        cluster.nodes[node].await_started()
+        history.info(NEMESIS, "stop-kill", {"node": node})
+        wait_until(f"node {node} back in every ISR", lambda: in_every_isr(cluster, watched), TIMEOUT_S)
+        mark = len(history.ops)
+        wait_until(f"both workloads progressing after node {node} came back", lambda: progressed(history, mark), TIMEOUT_S)
+
+
+def restart_the_dead(cluster: KafkaCluster) -> None:
+    down = [node for node in cluster.nodes.values() if not node.running]
+    for node in down:
+        node.launch()
+    for node in down:
+        node.await_started()
+
+
 @pytest.mark.timeout(300)
 def test_transactions_and_groups_through_coordinator_and_leader_kills(cluster: KafkaCluster, tmp_path: Path) -> None:
     started = time.monotonic()
@@ -80,7 +108,7 @@ def test_transactions_and_groups_through_coordinator_and_leader_kills(cluster: K
     workloads: list[Workload] = [txns, groups]
     for w in workloads:
         w.setup(cluster.bootstrap)
-    txn_coordinator = (TRANSACTION_STATE_TOPIC, partition_for(f"{txns.output}-0", INTERNAL_TOPIC_PARTITIONS))
+    txn_coordinator = (TRANSACTION_STATE_TOPIC, partition_for(txns.transactional_id(0), INTERNAL_TOPIC_PARTITIONS))
     group_coordinator = (GROUP_METADATA_TOPIC, partition_for(groups.group, INTERNAL_TOPIC_PARTITIONS))
     watched = [
         txn_coordinator, group_coordinator, (txns.output, 0),
@@ -89,28 +117,17 @@ def test_transactions_and_groups_through_coordinator_and_leader_kills(cluster: K
     for w in workloads:
         w.start(history, lambda: cluster.bootstrap)
     try:
-        mark = 0
-        wait_until("both workloads under way", lambda: progressed(history, mark), TIMEOUT_S)
-        for victim, (topic, partition) in [("transaction coordinator", txn_coordinator), ("output partition leader", (txns.output, 0)), ("group coordinator", group_coordinator)]:
-            node, _ = partition_state(cluster.bootstrap, topic, partition)
-            history.info(NEMESIS, "start-kill", {"node": node, "as": victim})
-            cluster.nodes[node].kill()
-            wait_until(f"a new leader of {topic}-{partition} after killing the {victim}", lambda: partition_state(cluster.bootstrap, topic, partition)[0] not in (node, -1) or None, TIMEOUT_S)
-            mark = len(history.ops)
-            wait_until(f"both workloads progressing with the {victim} down", lambda: progressed(history, mark), TIMEOUT_S)
-            cluster.nodes[node].launch()
-            cluster.nodes[node].await_started()
-            history.info(NEMESIS, "stop-kill", {"node": node})
-            wait_until(f"node {node} back in every ISR", lambda: in_every_isr(cluster, watched), TIMEOUT_S)
-            mark = len(history.ops)
-            wait_until(f"both workloads progressing after node {node} came back", lambda: progressed(history, mark), TIMEOUT_S)
-    finally:
+        try:
+            kill_each([("transaction coordinator", txn_coordinator), ("output partition leader", (txns.output, 0)), ("group coordinator", group_coordinator)], cluster, history, watched)
+        finally:
+            for w in workloads:
+                w.stop()
+        cluster.heal()
+        restart_the_dead(cluster)
         for w in workloads:
-            w.stop()
-    cluster.heal()
-    for w in workloads:
-        w.drain(history, cluster.bootstrap)
-    history.dump(tmp_path / "history.jsonl")
+            w.drain(history, cluster.bootstrap)
+    finally:
+        history.dump(tmp_path / "history.jsonl")
     verdicts: list[Verdict] = [v for w in workloads for v in w.check(history.ops)]
     print(f"\nchaos workloads in {time.monotonic() - started:.0f}s, {len(history.ops)} ops in {tmp_path / 'history.jsonl'}")
     for v in verdicts:
