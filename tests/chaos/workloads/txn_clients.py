@@ -71,6 +71,7 @@ class ConfluentClient:
         self.bootstrap, self.topic, self.transactional_id, self.stop = bootstrap, topic, transactional_id, stop
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
         self.consumer.subscribe([topic])
+        self.wedged = False
         self.producer = self._producer()
 
     def _producer(self) -> Producer:
@@ -86,11 +87,34 @@ class ConfluentClient:
             self.producer.begin_transaction()
             for value in values:
                 self.producer.produce(topic, value=value.encode(), partition=0)
-            positions = [TopicPartition(self.topic, p, o) for p, o in offsets.items()]
-            self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), API_TIMEOUT_S)
         except KafkaException as e:
             error: KafkaError = e.args[0]
             raise ClientError(str(error), error.fatal()) from e
+        self._send_offsets([TopicPartition(self.topic, p, o) for p, o in offsets.items()])
+
+    def _send_offsets(self, positions: list[TopicPartition]) -> None:
+        """send_offsets_to_transaction, watched: librdkafka's may wait past its timeout for ever
+        when the group coordinator's node dies (confluentinc/librdkafka#5456, #5511). A producer
+        stuck in it is given up, as fenced: the loop replaces it, and the new one's
+        init_transactions fences it for good."""
+        outcome: list[KafkaException | None] = []
+        metadata = self.consumer.consumer_group_metadata()
+
+        def call() -> None:
+            try:
+                self.producer.send_offsets_to_transaction(positions, metadata, API_TIMEOUT_S)
+                outcome.append(None)
+            except KafkaException as e:
+                outcome.append(e)
+
+        caller = threading.Thread(target=call, name=f"{self.transactional_id}-send-offsets", daemon=True)
+        caller.start()
+        caller.join(API_TIMEOUT_S + 5)
+        if caller.is_alive():
+            self.wedged = True
+            raise ClientError(f"send_offsets_to_transaction still waiting after {API_TIMEOUT_S + 5} s", fatal=True)
+        if (error := outcome[0]) is not None:
+            raise ClientError(str(error.args[0]), error.args[0].fatal()) from error
 
     def commit(self) -> str | None:
         deadline = time.monotonic() + 2 * API_TIMEOUT_S
@@ -111,7 +135,10 @@ class ConfluentClient:
             raise ClientError(str(e.args[0]), e.args[0].fatal()) from e
 
     def replace_producer(self) -> None:
-        self.producer.purge()
+        if not self.wedged:
+            self.producer.purge()
+        # A wedged producer stays with the thread stuck in it; it cannot be destroyed meanwhile.
+        self.wedged = False
         self.producer = self._producer()
 
     def rewind(self, partitions: list[int]) -> None:
@@ -123,4 +150,5 @@ class ConfluentClient:
 
     def close(self) -> None:
         self.consumer.close()
-        self.producer.flush(API_TIMEOUT_S)
+        if not self.wedged:
+            self.producer.flush(API_TIMEOUT_S)
