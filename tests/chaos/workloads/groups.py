@@ -2,7 +2,7 @@
 
 A feeder writes to the topic's partitions throughout. ``members`` slots each run consumer
 sessions one after another (group_member processes, so that a session can die without a
-LeaveGroup); each session lives a seeded random while, then either leaves (SIGTERM: close,
+LeaveGroup; confluent-kafka's consumer, or kafka-python's for a seeded share of them); each session lives a seeded random while, then either leaves (SIGTERM: close,
 LeaveGroup) or is killed (SIGKILL). Session n is history process ``<name>-<n>``; the parent records
 its operations as it writes them, and when it kills a session, the operation it was in as
 ``info`` followed by a ``kill`` info. The workload never resets the group's offsets. The drain
@@ -33,13 +33,14 @@ LEAVE_TIMEOUT_S = 30.0
 
 
 class GroupsWorkload:
-    def __init__(self, *, members: int = 3, partitions: int = 4, rate: int = 100, lifetime_s: tuple[float, float] = (3.0, 10.0), kill_probability: float = 0.4, session_timeout_ms: int = SESSION_TIMEOUT_MS, max_poll: int = 20, seed: int = 0, name: str = "groups", log_dir: Path | None = None) -> None:
+    def __init__(self, *, members: int = 3, partitions: int = 4, rate: int = 100, lifetime_s: tuple[float, float] = (3.0, 10.0), kill_probability: float = 0.4, kafka_python_share: float = 0.3, session_timeout_ms: int = SESSION_TIMEOUT_MS, max_poll: int = 20, seed: int = 0, name: str = "groups", log_dir: Path | None = None) -> None:
         self.name = name
         self.members = members
         self.partitions = partitions
         self.rate = rate
         self.lifetime_s = lifetime_s
         self.kill_probability = kill_probability
+        self.kafka_python_share = kafka_python_share
         self.max_poll = max_poll
         # A killed member holds its partitions this long: sessions should live longer than it.
         self.session_timeout_ms = session_timeout_ms
@@ -97,7 +98,8 @@ class GroupsWorkload:
                     session = str(self._sessions)
                 lifetime = rng.uniform(*self.lifetime_s)
                 kill = rng.random() < self.kill_probability
-                _Session(self, session, history, bootstrap(), rng.randrange(2**32)).run(lifetime, kill)
+                client = "kafka-python" if rng.random() < self.kafka_python_share else "confluent-kafka"
+                _Session(self, session, client, history, bootstrap(), rng.randrange(2**32)).run(lifetime, kill)
         except BaseException as e:
             self.failures.append(e)
 
@@ -105,12 +107,12 @@ class GroupsWorkload:
 class _Session:
     """One group_member process and the thread recording what it writes."""
 
-    def __init__(self, workload: GroupsWorkload, session: str, history: History, bootstrap: str, seed: int) -> None:
+    def __init__(self, workload: GroupsWorkload, session: str, client: str, history: History, bootstrap: str, seed: int) -> None:
         self.w = workload
         self.session = session
         self.process = f"{workload.name}-{session}"
         self.history = history
-        config = {"session": session, "topic": workload.topic, "group": workload.group, "bootstrap": bootstrap, "seed": seed, "max_poll": workload.max_poll, "session_timeout_ms": workload.session_timeout_ms}
+        config = {"session": session, "client": client, "topic": workload.topic, "group": workload.group, "bootstrap": bootstrap, "seed": seed, "max_poll": workload.max_poll, "session_timeout_ms": workload.session_timeout_ms}
         self.log = (workload.log_dir / f"member-{session}.log").open("w")
         self.child = subprocess.Popen(
             [sys.executable, "-m", "tests.chaos.workloads.group_member", json.dumps(config)],
