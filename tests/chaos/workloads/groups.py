@@ -2,8 +2,9 @@
 
 A feeder writes to the topic's partitions throughout. ``members`` slots each run consumer
 sessions one after another (group_member processes, so that a session can die without a
-LeaveGroup; confluent-kafka's consumer, or kafka-python's for a seeded share of them); each session lives a seeded random while, then either leaves (SIGTERM: close,
-LeaveGroup) or is killed (SIGKILL). Session n is history process ``<name>-<n>``; the parent records
+LeaveGroup; confluent-kafka's consumer, or kafka-python's for a seeded share of them); each
+session lives a seeded random while, then either leaves (SIGTERM: close, LeaveGroup) or is
+killed (SIGKILL). Session n is history process ``<name>-<n>``; the parent records
 its operations as it writes them, and when it kills a session, the operation it was in as
 ``info`` followed by a ``kill`` info. The workload never resets the group's offsets. The drain
 lists the group's committed offsets and reads the whole topic; checks_groups judges them.
