@@ -86,6 +86,8 @@ def check(ops: list[Op], workload: str = "transactions") -> list[Verdict]:
         "visible": len(visible),
         "read_committed": len(committed_read),
         "read_uncommitted": len(uncommitted_read),
+        # Outputs of aborted transactions that reached the log: read_uncommitted shows them, read_committed must not.
+        "aborted seen by read_uncommitted": len({v for _, _, v in uncommitted_read} & {out for t in h.txns if t.outcome == "fail" for out in t.outputs}),
     }
     return [
         _verdict(workload, "aborted-read", _aborted_reads(h, seen), stats),

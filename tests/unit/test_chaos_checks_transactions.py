@@ -66,6 +66,7 @@ def test_a_clean_history_with_commits_aborts_and_unknown_outcomes_is_valid() -> 
     assert not anomalies(ops)
     stats = check(ops)[0].stats
     assert (stats["committed"], stats["aborted"], stats["unknown"], stats["visible"]) == (2, 1, 2, 3)
+    assert stats["aborted seen by read_uncommitted"] == len(aborted)
 
 
 def test_read_committed_showing_an_aborted_transaction_is_an_aborted_read() -> None:
