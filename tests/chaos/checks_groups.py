@@ -5,7 +5,9 @@ carrying its ``session``):
 
 - ``poll`` oks with the ``records`` ``[partition, offset, value]`` delivered;
 - ``commit`` operations; the invoke's ``offsets`` ``{partition: next offset}``, committed when ok,
-  certainly not when fail, perhaps when info;
+  certainly not when fail, perhaps when info, and ``at``, when the session began it (a clock all
+  sessions share: their operations reach the history through pipes of their own, so history
+  order across sessions is only nearly the order they happened in);
 - membership: ``assign`` and ``revoke`` oks with their ``partitions``, ``join``, ``leave`` and
   ``kill`` operations;
 - the drain (process ``<workload>-drain``): a ``committed-offsets`` ok with the group's
@@ -33,6 +35,8 @@ class GroupHistory:
     events: list[tuple[int, str, str, Any]] = field(default_factory=list)
     # Commits as (completion index, session, type, offsets).
     commits: list[tuple[int, str, str, dict[int, int]]] = field(default_factory=list)
+    # The same, in the order the sessions began them (``at``), where every commit has one.
+    commits_begun: list[tuple[int, str, str, dict[int, int]]] = field(default_factory=list)
     final_offsets: dict[int, int] | None = None
     log: dict[tuple[int, int], str] | None = None
     ends: dict[int, int] | None = None
@@ -42,11 +46,14 @@ def parse(ops: list[Op], workload: str = "groups") -> GroupHistory:
     prefix = workload + "-"
     mine = [op for op in ops if op.process.startswith(prefix)]
     h = GroupHistory()
+    begun: list[tuple[float, int]] = []
     for invoke, completion in completions(mine):
         if invoke.f == "commit":
             index = completion.index if completion is not None else len(ops)
             kind = completion.type if completion is not None else "info"
             h.commits.append((index, str(invoke.value["session"]), kind, {int(p): int(o) for p, o in invoke.value["offsets"].items()}))
+            begun.append((invoke.value.get("at", float("nan")), len(h.commits) - 1))
+    h.commits_begun = [h.commits[i] for _, i in sorted(begun)] if all(at == at for at, _ in begun) else sorted(h.commits)
     h.commits.sort()
     for op in mine:
         if op.type != "ok" or op.value is None:
@@ -95,7 +102,7 @@ def _regressions(h: GroupHistory) -> list[Any]:
     committed offset below the last successful one (the workload never resets the group)."""
     highest: dict[int, tuple[int, str]] = {}
     anomalies = []
-    for _, session, kind, offsets in h.commits:
+    for _, session, kind, offsets in h.commits_begun:
         if kind != "ok":
             continue
         for p, o in offsets.items():

@@ -25,8 +25,10 @@ class Scenario:
         self.history.invoke(f"groups-{session}", "poll", {"session": session})
         self.history.ok(f"groups-{session}", "poll", {"session": session, "records": records})
 
-    def commit(self, session: str, offsets: dict[int, int], outcome: str = "ok") -> None:
-        value = {"session": session, "offsets": {str(p): o for p, o in offsets.items()}}
+    def commit(self, session: str, offsets: dict[int, int], outcome: str = "ok", at: float | None = None) -> None:
+        value: dict[str, Any] = {"session": session, "offsets": {str(p): o for p, o in offsets.items()}}
+        if at is not None:
+            value["at"] = at
         self.history.invoke(f"groups-{session}", "commit", value)
         if outcome != "pending":
             self.history.record(f"groups-{session}", outcome, "commit", value)  # type: ignore[arg-type]
@@ -85,6 +87,18 @@ def test_a_final_committed_offset_below_the_last_successful_commit_is_a_regressi
     s.commit("1", {0: 6})
     found = anomalies(s.drain({0: 3}))
     assert found["offset-regression"] == [{"partition": 0, "from": 6, "to": 3, "sessions": ["1", "final"]}]
+
+
+def test_commits_are_ordered_by_when_their_sessions_began_them_not_by_when_they_were_recorded() -> None:
+    s = Scenario()
+    s.assign("1", [0])
+    s.poll("1", 0, range(0, 6))
+    s.assign("2", [0])
+    s.poll("2", 0, range(6, 8))
+    # Session 1's commit reached the history after session 2's, though it began first.
+    s.commit("2", {0: 8}, at=2.0)
+    s.commit("1", {0: 6}, at=1.0)
+    assert "offset-regression" not in anomalies(s.drain({0: 8}))
 
 
 def test_failed_and_unknown_commits_do_not_count_as_regressions() -> None:

@@ -85,7 +85,8 @@ class Member:
         self.flush_events()
 
     def commit(self, offsets: dict[int, int]) -> None:
-        value = {"offsets": {str(p): o for p, o in offsets.items()}}
+        # CLOCK_MONOTONIC is the machine's: the checker orders every session's commits by it.
+        value = {"offsets": {str(p): o for p, o in offsets.items()}, "at": time.monotonic()}
         self.emit("invoke", "commit", value)
         try:
             self.commit_sync(offsets)
