@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import fcntl
 import hashlib
 import io
 import os
@@ -105,6 +106,13 @@ def fetch_jars(cache: Path = CACHE_DIR) -> Path:
     if lib is not None:
         return lib
     cache.mkdir(parents=True, exist_ok=True)
+    # Test processes running side by side (pytest-xdist workers) download it once between them.
+    with open(cache / ".fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return cached_lib(cache) or _download_jars(cache)
+
+
+def _download_jars(cache: Path) -> Path:
     mvn = shutil.which("mvn") or str(maven(cache.parent))
     (cache / "pom.xml").write_text(POM)
     partial = cache / "lib.partial"

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
-from tests.cluster.link_proxy import LinkProxy, ProxyLoop, free_ports
+from tests.cluster.link_proxy import LinkProxy, ProxyLoop
 from tests.integration.conftest import REPO, BrokerProcess, retire
+from tests.ports import free_ports
 
 FORMAT_TIMEOUT_S = 60.0
 T = TypeVar("T")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -198,17 +197,3 @@ class ProxyLoop:
         asyncio.run_coroutine_threadsafe(stop_all(), self._loop).result(CONTROL_TIMEOUT_S)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(CONTROL_TIMEOUT_S)
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports, all held open until every one is chosen."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()

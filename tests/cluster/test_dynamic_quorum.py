@@ -18,9 +18,9 @@ from typing import Iterator
 import pytest
 
 from tests.cluster.cluster import FORMAT_TIMEOUT_S, ClusterNode, NodeSpec, quorum_status, wait_until
-from tests.cluster.link_proxy import free_ports
 from tests.integration.conftest import REPO, retire
 from tests.integration.helpers import unique_topic
+from tests.ports import free_ports
 
 COMMAND_TIMEOUT_S = 60.0
 QUORUM_CHANGE_TIMEOUT_S = 60.0

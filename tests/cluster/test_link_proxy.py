@@ -10,7 +10,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.cluster.link_proxy import ProxyLoop, free_ports
+from tests.cluster.link_proxy import ProxyLoop
+from tests.ports import free_ports
 
 TIMEOUT_S = 5.0
 

@@ -19,6 +19,7 @@ from typing import IO, Any, Callable, Iterator, Mapping
 import pytest
 
 from tests.integration.helpers import unique_topic
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 # Generous: a cluster test starts up to seven Python processes at once on a 2-core machine.
@@ -30,12 +31,6 @@ TAIL_LINES = 60
 # Every broker made in this session, in creation order, so a failing test can show the logs
 # of the brokers it used (fixture teardowns run after the failure is reported).
 _REGISTRY: list["BrokerProcess"] = []
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _connects(port: int) -> bool:

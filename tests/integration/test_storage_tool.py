@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from storage.meta_properties import read_meta_properties
-from tests.integration.conftest import REPO, BrokerProcess, free_port
+from tests.integration.conftest import REPO, BrokerProcess
+from tests.ports import free_port
 
 CLUSTER = "YkPyqKnMQoiOMOHdAoXkEg"
 TIMEOUT_S = 60
