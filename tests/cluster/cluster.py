@@ -192,8 +192,14 @@ class KafkaCluster:
     def partition(self, side: Iterable[int]) -> None:
         """Cut every link between ``side`` and the rest."""
         group = set(side)
+        self.cut_between(group, set(self.nodes) - group)
+
+    def cut_between(self, one: Iterable[int], other: Iterable[int]) -> None:
+        """Cut every link between a node of ``one`` and a node of ``other``, both ways; nodes in
+        neither still reach both (a bridge)."""
+        first, second = set(one), set(other)
         for (a, b), link in self._all_links():
-            if (a in group) != (b in group):
+            if (a in first and b in second) or (a in second and b in first):
                 link.cut()
 
     def heal(self) -> None:

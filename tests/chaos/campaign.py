@@ -1,0 +1,270 @@
+"""The chaos campaign: a cluster, its workloads, the nemesis schedule, then heal, drain and check.
+
+    python -m tests.chaos.campaign --faults 100 --topology combined-3 --out DIR
+
+A topology is ``combined-N`` (N broker+controller nodes) or ``separate-C+B`` (C controllers, B
+brokers); every inter-node link, controller and inter-broker, goes through a cuttable proxy.
+The schedule holds ``--faults`` faults of each kind, drawn in an order seeded by ``--seed``
+(default CHAOS_SEED, else random; always printed, so a run can be replayed). Between fault
+windows the cluster recovers: links healed, nodes resumed and restarted, every workload
+partition's ISR full again, and every producer acknowledged again.
+
+The output directory gets history.jsonl (every operation), verdicts.json (one per check, with
+counts and examples) and timeline.png; a summary is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from tests.chaos.history import NEMESIS, History
+from tests.chaos.log_dir_fault import FullDisk
+from tests.chaos.nemesis import KINDS, Env, await_full_isr, recover, run_window, schedule
+from tests.chaos.probes import Observer
+from tests.chaos.timeline import draw
+from tests.chaos.workload import Verdict
+from tests.chaos.workloads.queue import QueueWorkload
+from tests.cluster.cluster import KafkaCluster
+
+SESSION_MS = 2000
+DISK_MB = 256
+# Acknowledgements every producer must get after a window's recovery before the next fault: the
+# proof that the clients, not only the cluster, came back.
+PROGRESS = 20
+PROGRESS_TIMEOUT_S = 60.0
+CLUSTER_OVERRIDES = {
+    # A dead or cut-off broker is fenced, and its partitions move, within two seconds.
+    "broker.session.timeout.ms": str(SESSION_MS),
+    "broker.heartbeat.interval.ms": "250",
+    "replica.lag.time.max.ms": "4000",
+    # A fetch lost in a cut link is given up after this, so a healed follower fetches again soon.
+    "replica.socket.timeout.ms": "5000",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    # Leadership returns to the preferred replicas soon after a restart, so leader kills rotate.
+    "leader.imbalance.check.interval.seconds": "2",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@dataclass
+class Topology:
+    combined: int = 3
+    controllers: int = 0
+    brokers: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> "Topology":
+        kind, _, sizes = text.partition("-")
+        if kind == "combined":
+            return cls(combined=int(sizes))
+        if kind == "separate":
+            controllers, _, brokers = sizes.partition("+")
+            return cls(combined=0, controllers=int(controllers), brokers=int(brokers))
+        raise ValueError(f"topology {text!r}: combined-N or separate-C+B")
+
+    def __str__(self) -> str:
+        return f"combined-{self.combined}" if self.combined else f"separate-{self.controllers}+{self.brokers}"
+
+
+@dataclass
+class Campaign:
+    topology: Topology
+    faults_per_kind: int
+    seed: int
+    out: Path
+    kinds: tuple[str, ...] = KINDS
+    mixed: float = 0.3
+
+
+@dataclass
+class Result:
+    verdicts: list[Verdict]
+    windows: list[tuple[str, ...]]
+    counts: dict[str, int]  # faults run, per kind
+    elapsed_s: float
+    stalls: int
+    client_failures: list[str]
+    out: Path
+
+    @property
+    def valid(self) -> bool:
+        return all(v.valid for v in self.verdicts)
+
+
+def make_cluster(root: Path, topology: Topology) -> KafkaCluster:
+    return KafkaCluster(
+        root,
+        combined=topology.combined,
+        controllers=topology.controllers,
+        brokers=topology.brokers,
+        overrides=CLUSTER_OVERRIDES,
+        proxy_inter_broker=True,
+    )
+
+
+@dataclass
+class Bench:
+    """A started cluster, and the broker whose log dir is a tmpfs the disk-full fault fills (None
+    where the machine refused the mount)."""
+
+    cluster: KafkaCluster
+    disk: FullDisk | None = None
+    disk_node: int | None = None
+
+    @classmethod
+    def start(cls, root: Path, topology: Topology, with_disk: bool) -> "Bench":
+        bench = cls(make_cluster(root, topology))
+        if with_disk:
+            node = bench.cluster.brokers[-1]
+            disk = FullDisk(node.data_dir, DISK_MB)
+            # Mounted before the node's storage is formatted.
+            if disk.mount():
+                bench.disk, bench.disk_node = disk, node.node_id
+        try:
+            bench.cluster.start()
+        except BaseException:
+            bench.close()
+            raise
+        return bench
+
+    def close(self) -> None:
+        self.cluster.close()
+        if self.disk is not None:
+            self.disk.unmount()
+
+
+def await_progress(env: Env, workloads: list[QueueWorkload], what: str) -> None:
+    """Until every producer has ``PROGRESS`` more acknowledgements; a stall is recorded, not raised."""
+    targets = {name: n + PROGRESS for w in workloads for name, n in w.progress().items()}
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while time.monotonic() < deadline:
+        now = {name: n for w in workloads for name, n in w.progress().items()}
+        if all(now[name] >= t for name, t in targets.items()):
+            return
+        time.sleep(0.1)
+    stalled = {name: now[name] for name, t in targets.items() if now[name] < t}
+    env.history.info(NEMESIS, "stalled", {"after": what, "producers": stalled})
+
+
+def run(campaign: Campaign, bench: Bench, workloads: list[QueueWorkload], history: History) -> Result:
+    started = time.monotonic()
+    cluster = bench.cluster
+    rng = random.Random(campaign.seed)
+    topics = {t: n for w in workloads for t, n in w.topics.items()}
+    kinds = tuple(k for k in campaign.kinds if k != "disk-full" or bench.disk is not None)
+    env = Env(cluster, history, topics, rng, SESSION_MS / 1000, bench.disk, bench.disk_node)
+    windows = schedule(rng, kinds, campaign.faults_per_kind, campaign.mixed)
+    print(f"chaos campaign: seed {campaign.seed} (CHAOS_SEED), {campaign.topology}, {len(windows)} windows, {campaign.faults_per_kind} faults of each of {', '.join(kinds)}", flush=True)
+    for w in workloads:
+        w.setup(cluster.bootstrap)
+    await_full_isr(env)
+    observer = Observer(cluster, history, topics)
+    observer.start()
+    everyone = ",".join(b.bootstrap for b in cluster.brokers)
+    for w in workloads:
+        w.start(history, lambda: everyone)
+    ran: list[tuple[str, ...]] = []
+    error: BaseException | None = None
+    try:
+        await_progress(env, workloads, "start")
+        for i, window in enumerate(windows, 1):
+            run_window(env, window, time.sleep)
+            ran.append(window)
+            recover(env)
+            await_progress(env, workloads, "+".join(window))
+            print(f"  window {i}/{len(windows)} {'+'.join(window)} done at {history.now():.0f}s", flush=True)
+    except BaseException as e:  # the history so far is still checked and written
+        error = e
+    finally:
+        for w in workloads:
+            w.stop()
+        observer.stop()
+    recover(env)
+    for w in workloads:
+        w.drain(history, cluster.bootstrap)
+    ops = history.ops
+    verdicts = [v for w in workloads for v in w.check(ops)]
+    counts = {k: sum(window.count(k) for window in ran) for k in kinds}
+    result = Result(
+        verdicts, ran, counts, time.monotonic() - started,
+        stalls=sum(1 for op in ops if op.process == NEMESIS and op.f == "stalled"),
+        client_failures=[f for w in workloads for f in w.failures()],
+        out=campaign.out,
+    )
+    write(result, history, campaign, workloads)
+    if error is not None:
+        raise error
+    return result
+
+
+def write(result: Result, history: History, campaign: Campaign, workloads: list[QueueWorkload]) -> None:
+    campaign.out.mkdir(parents=True, exist_ok=True)
+    history.dump(campaign.out / "history.jsonl")
+    (campaign.out / "verdicts.json").write_text(
+        json.dumps(
+            {
+                "seed": campaign.seed,
+                "topology": str(campaign.topology),
+                "faults": result.counts,
+                "windows": ["+".join(w) for w in result.windows],
+                "elapsed_s": round(result.elapsed_s, 1),
+                "stalls": result.stalls,
+                "client_failures": result.client_failures,
+                "verdicts": [asdict(v) for v in result.verdicts],
+            },
+            indent=1,
+            default=str,
+        )
+    )
+    draw(history.ops, campaign.out / "timeline.png", title=f"{campaign.topology}, seed {campaign.seed}")
+    print(summary(result, workloads), flush=True)
+
+
+def summary(result: Result, workloads: list[QueueWorkload]) -> str:
+    lines = [f"chaos campaign: {len(result.windows)} windows in {result.elapsed_s:.0f}s, faults {result.counts}"]
+    lines += [f"  {w.describe()}" for w in workloads]
+    for v in result.verdicts:
+        lines.append(f"  {v.workload}/{v.check}: {'ok' if v.valid else 'INVALID'} {v.count} {v.stats}" + (f" e.g. {v.examples}" if v.examples else ""))
+    if result.stalls:
+        lines.append(f"  {result.stalls} times a producer did not recover within {PROGRESS_TIMEOUT_S:.0f}s (nemesis 'stalled' ops)")
+    lines += [f"  client failed: {f}" for f in result.client_failures]
+    lines.append(f"  output: {result.out}")
+    return "\n".join(lines)
+
+
+def seed_from_env() -> int:
+    return int(os.environ["CHAOS_SEED"]) if os.environ.get("CHAOS_SEED") else random.SystemRandom().randrange(2**31)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--faults", type=int, default=int(os.environ.get("CHAOS_FAULTS", "100")), help="faults of each kind")
+    parser.add_argument("--topology", default="combined-3")
+    parser.add_argument("--seed", type=int, default=seed_from_env())
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds")
+    parser.add_argument("--mixed", type=float, default=0.3, help="share of windows with a second, overlapping fault")
+    parser.add_argument("--out", type=Path, default=Path("chaos-out"))
+    args = parser.parse_args()
+    topology = Topology.parse(args.topology)
+    kinds = tuple(args.kinds.split(","))
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        parser.error(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+    campaign = Campaign(topology, args.faults, args.seed, args.out.resolve(), kinds, args.mixed)
+    bench = Bench.start(campaign.out / "cluster", topology, with_disk="disk-full" in kinds)
+    try:
+        result = run(campaign, bench, [QueueWorkload()], History())
+    finally:
+        bench.close()
+    raise SystemExit(0 if result.valid and not result.client_failures else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""A consumer group member polling all through the faults, and the final drain, both recording
+what they read in the History.
+
+A member (confluent-kafka, manual commits) records each non-empty ``poll`` with the records it
+delivered, then commits their next offsets synchronously as a ``commit`` operation (value
+``{partition: next offset}``; an error is ``info``, the commit may have landed). Its process is
+its *session*, ``<name>.<n>``: a rebalance hands it partitions that start over from the committed
+offsets, so offsets may only be compared within one assignment, and n moves on at every assign,
+revoke or loss. Records a poll returns after a rebalance belong to the new session.
+
+The drain reads each partition from offset 0 to its high watermark with a fresh consumer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from tests.chaos.history import History
+from tests.integration.helpers import unique_topic
+
+POLL_TIMEOUT_S = 0.2
+POLL_MAX = 200
+CLOSE_TIMEOUT_S = 60.0
+DRAIN_TIMEOUT_S = 90.0
+SESSION_TIMEOUT_MS = 6000
+
+
+class GroupMember:
+    def __init__(self, history: History, name: str, bootstrap: str, topic: str, group: str) -> None:
+        self.history = history
+        self.name = name
+        self.topic = topic
+        self.polled = 0
+        self.failure: BaseException | None = None
+        self._session = 0
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": SESSION_TIMEOUT_MS,
+                "heartbeat.interval.ms": 1000,
+                "socket.timeout.ms": 6000,
+            }
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._guarded_run, name=name, daemon=True)
+
+    @property
+    def process(self) -> str:
+        return f"{self.name}.{self._session}"
+
+    def start(self) -> None:
+        self._consumer.subscribe([self.topic], on_assign=self._rebalanced, on_revoke=self._rebalanced, on_lost=self._rebalanced)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(CLOSE_TIMEOUT_S)
+
+    def _rebalanced(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._session += 1
+
+    def _guarded_run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._poll_and_commit()
+        except BaseException as e:  # reported by the campaign
+            self.failure = e
+        finally:
+            self._consumer.close()
+
+    def _poll_and_commit(self) -> None:
+        process = self.process
+        self.history.invoke(process, "poll")
+        messages = [m for m in self._consumer.consume(POLL_MAX, POLL_TIMEOUT_S) if m.error() is None]
+        records = [[m.partition(), m.offset(), m.value().decode()] for m in messages]
+        if process != self.process:
+            # Rebalanced within the poll: what it returned was read in the new session.
+            self.history.info(process, "poll")
+            process = self.process
+            self.history.invoke(process, "poll")
+        self.history.ok(process, "poll", records)
+        self.polled += len(records)
+        if not records:
+            return
+        offsets = {p: o + 1 for p, o, _ in records}
+        self.history.invoke(process, "commit", offsets)
+        try:
+            self._consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in offsets.items()], asynchronous=False)
+            self.history.ok(process, "commit", offsets)
+        except KafkaException:
+            self.history.info(process, "commit", offsets)
+
+
+def drain(history: History, process: str, bootstrap: str, topic: str, partitions: list[int]) -> None:
+    """Read every partition from offset 0 to its high watermark; one ``drain`` op per partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("drain"), "enable.auto.commit": False})
+    try:
+        for p in partitions:
+            history.invoke(process, "drain", p)
+            end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DRAIN_TIMEOUT_S)[1]
+            consumer.assign([TopicPartition(topic, p, 0)])
+            records: list[list[object]] = []
+            deadline = time.monotonic() + DRAIN_TIMEOUT_S
+            while end > 0:
+                records.extend([m.partition(), m.offset(), m.value().decode()] for m in consumer.consume(POLL_MAX * 5, 0.5) if m.error() is None)
+                [position] = consumer.position([TopicPartition(topic, p)])
+                if position.offset >= end:
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"the drain of {topic}-{p} did not reach its high watermark {end} in {DRAIN_TIMEOUT_S}s (at {position.offset})")
+            history.ok(process, "drain", {"partition": p, "end": end, "records": [r for r in records if r[1] < end]})  # type: ignore[operator]
+    finally:
+        consumer.close()

@@ -1,0 +1,304 @@
+"""The nemesis: faults over a KafkaCluster, each recorded in the History as ``start-<kind>`` and
+``stop-<kind>`` info operations of process ``nemesis`` whose value names the nodes or links hit.
+
+A fault's ``start`` does the damage and ``stop`` undoes it; between the two the campaign holds the
+fault for ``hold_s`` (longer than broker.session.timeout.ms where the fault is meant to get a node
+fenced or a leader moved). ``victims`` are the nodes it makes faulty: a mixed window adds a second
+fault on one of them, so the window never has more faulty nodes than one fault alone, which is
+what RF=3 with min.insync.replicas=2 promises to survive.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tests.chaos.history import NEMESIS, History
+from tests.chaos.log_dir_fault import FullDisk
+from tests.chaos.probes import active_controller, admin, partition_states
+from tests.cluster.cluster import KafkaCluster, wait_until
+
+RECOVERY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Env:
+    """What every fault acts on."""
+
+    cluster: KafkaCluster
+    history: History
+    topics: dict[str, int]  # the workload partitions: topic -> partition count
+    rng: random.Random
+    session_s: float  # broker.session.timeout.ms
+    disk: FullDisk | None = None  # mounted at disk_node's log dir, if the machine allowed it
+    disk_node: int | None = None
+
+    def start(self, kind: str, value: Any) -> None:
+        self.history.info(NEMESIS, f"start-{kind}", value)
+
+    def stop(self, kind: str, value: Any) -> None:
+        self.history.info(NEMESIS, f"stop-{kind}", value)
+
+    def nodes(self) -> list[int]:
+        return sorted(self.cluster.nodes)
+
+    def leader_of_a_partition(self) -> tuple[str, int, int]:
+        """A random workload partition and its leader."""
+        states = partition_states(admin(self.cluster.bootstrap), self.topics)
+        (topic, p), (leader, _, _) = self.rng.choice(sorted((tp, s) for tp, s in states.items() if s[0] >= 0))
+        return topic, p, leader
+
+
+@dataclass
+class Fault:
+    kind: str = ""
+    victims: set[int] = field(default_factory=set)
+    value: dict[str, Any] = field(default_factory=dict)
+
+    def hold_s(self, env: Env) -> float:
+        return env.session_s + 1
+
+    def start(self, env: Env, among: set[int] | None) -> None:
+        """Do the damage, to one of ``among`` if given (the first fault's victims in a mixed window)."""
+        raise NotImplementedError
+
+    def stop(self, env: Env) -> None:
+        raise NotImplementedError
+
+
+def relaunch(env: Env, node_id: int) -> None:
+    node = env.cluster.nodes[node_id]
+    if not node.running:
+        node.launch()
+        node.await_started()
+
+
+class Kill(Fault):
+    """SIGKILL of one node: kill-random, kill-leader (of a workload partition), kill-controller."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+
+    def start(self, env: Env, among: set[int] | None) -> None:
+        if among is not None or self.kind == "kill-random":
+            node = env.rng.choice(sorted(among if among is not None else env.nodes()))
+            self.value = {"node": node}
+        elif self.kind == "kill-leader":
+            topic, p, node = env.leader_of_a_partition()
+            self.value = {"node": node, "topic": topic, "partition": p}
+        else:
+            node = wait_until("an active controller", lambda: active_controller(env.cluster), RECOVERY_TIMEOUT_S)
+            self.value = {"node": node}
+        self.victims = {node}
+        env.cluster.nodes[node].kill()
+        env.start(self.kind, self.value)
+
+    def stop(self, env: Env) -> None:
+        relaunch(env, self.value["node"])
+        env.stop(self.kind, self.value)
+
+
+class Pause(Fault):
+    """SIGSTOP of one node, SIGCONT once it has been silent longer than its broker session."""
+
+    def __init__(self) -> None:
+        super().__init__("pause")
+
+    def hold_s(self, env: Env) -> float:
+        return 2 * env.session_s
+
+    def start(self, env: Env, among: set[int] | None) -> None:
+        node = env.rng.choice(sorted(among if among is not None else env.nodes()))
+        self.victims, self.value = {node}, {"node": node}
+        self._signal(env, node, signal.SIGSTOP)
+        env.start(self.kind, self.value)
+
+    def stop(self, env: Env) -> None:
+        self._signal(env, self.value["node"], signal.SIGCONT)
+        env.stop(self.kind, self.value)
+
+    @staticmethod
+    def _signal(env: Env, node_id: int, sig: signal.Signals) -> None:
+        proc = env.cluster.nodes[node_id].proc
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, sig)
+
+
+class Partition(Fault):
+    """A network partition over the proxied links (controller and inter-broker, both directions):
+    partition-leader-isolated, partition-majority-minority, partition-bridge."""
+
+    def hold_s(self, env: Env) -> float:
+        return 2 * env.session_s
+
+    def start(self, env: Env, among: set[int] | None) -> None:
+        nodes = env.nodes()
+        if self.kind == "partition-leader-isolated":
+            topic, p, leader = env.leader_of_a_partition()
+            env.cluster.isolate(leader)
+            self.victims, self.value = {leader}, {"isolated": [leader], "topic": topic, "partition": p}
+        elif self.kind == "partition-majority-minority":
+            minority = sorted(env.rng.sample(nodes, (len(nodes) - 1) // 2))
+            env.cluster.partition(minority)
+            self.victims, self.value = set(minority), {"minority": minority, "majority": [n for n in nodes if n not in minority]}
+        else:
+            shuffled = env.rng.sample(nodes, len(nodes))
+            bridge, rest = shuffled[0], shuffled[1:]
+            one, other = sorted(rest[: len(rest) // 2]), sorted(rest[len(rest) // 2 :])
+            env.cluster.cut_between(one, other)
+            self.victims, self.value = {bridge}, {"bridge": bridge, "halves": [one, other]}
+        env.start(self.kind, self.value)
+
+    def stop(self, env: Env) -> None:
+        env.cluster.heal()
+        env.stop(self.kind, self.value)
+
+
+class Restart(Fault):
+    """A clean restart: SIGTERM (a controlled shutdown, which must exit 0), then start again."""
+
+    def __init__(self) -> None:
+        super().__init__("restart")
+
+    def hold_s(self, env: Env) -> float:
+        return 0.5
+
+    def start(self, env: Env, among: set[int] | None) -> None:
+        node = env.rng.choice(sorted(among if among is not None else env.nodes()))
+        self.victims, self.value = {node}, {"node": node}
+        env.cluster.nodes[node].stop()
+        env.start(self.kind, self.value)
+
+    def stop(self, env: Env) -> None:
+        relaunch(env, self.value["node"])
+        env.stop(self.kind, self.value)
+
+
+class RollingRestart(Fault):
+    """Every node restarted cleanly, one at a time, each once the workload partitions' ISRs are
+    full again; all of it inside ``start``."""
+
+    def __init__(self) -> None:
+        super().__init__("rolling-restart")
+
+    def hold_s(self, env: Env) -> float:
+        return 0.0
+
+    def start(self, env: Env, among: set[int] | None) -> None:
+        order = env.rng.sample(env.nodes(), len(env.nodes()))
+        self.victims, self.value = set(order), {"order": order}
+        env.start(self.kind, self.value)
+        for node in order:
+            env.cluster.nodes[node].stop()
+            relaunch(env, node)
+            await_full_isr(env)
+
+    def stop(self, env: Env) -> None:
+        env.stop(self.kind, self.value)
+
+
+class DiskFull(Fault):
+    """The log directory of the node mounted on a small tmpfs filled to ENOSPC, then freed. Kafka
+    takes a failed log directory offline until the broker restarts, so ``stop`` restarts it."""
+
+    def __init__(self) -> None:
+        super().__init__("disk-full")
+
+    def start(self, env: Env, among: set[int] | None) -> None:
+        assert env.disk is not None and env.disk_node is not None, "disk-full scheduled without a mounted log dir"
+        self.victims, self.value = {env.disk_node}, {"node": env.disk_node}
+        env.disk.fill()
+        env.start(self.kind, self.value)
+
+    def stop(self, env: Env) -> None:
+        assert env.disk is not None and env.disk_node is not None
+        env.disk.free()
+        env.cluster.nodes[env.disk_node].kill()
+        relaunch(env, env.disk_node)
+        env.stop(self.kind, self.value)
+
+
+FAULTS: dict[str, Callable[[], Fault]] = {
+    "kill-random": lambda: Kill("kill-random"),
+    "kill-leader": lambda: Kill("kill-leader"),
+    "kill-controller": lambda: Kill("kill-controller"),
+    "pause": Pause,
+    "partition-leader-isolated": lambda: Partition("partition-leader-isolated"),
+    "partition-majority-minority": lambda: Partition("partition-majority-minority"),
+    "partition-bridge": lambda: Partition("partition-bridge"),
+    "restart": Restart,
+    "rolling-restart": RollingRestart,
+    "disk-full": DiskFull,
+}
+KINDS = tuple(FAULTS)
+# The second fault of a mixed window, by the first's kind: it hits one of the first's victims,
+# which must still be running for it.
+MIXES: dict[str, tuple[str, ...]] = {
+    "partition-leader-isolated": ("kill-random", "pause", "restart"),
+    "partition-majority-minority": ("kill-random", "pause", "restart"),
+    "partition-bridge": ("kill-random", "pause", "restart"),
+    "pause": ("kill-random",),
+    "disk-full": ("kill-random", "pause"),
+}
+
+
+def schedule(rng: random.Random, kinds: tuple[str, ...], per_kind: int, mixed: float) -> list[tuple[str, ...]]:
+    """Fault windows holding ``per_kind`` faults of each kind in a seeded random order; about
+    ``mixed`` of the windows that can take a second, overlapping fault get one."""
+    pending = [k for k in kinds for _ in range(per_kind)]
+    rng.shuffle(pending)
+    windows: list[tuple[str, ...]] = []
+    while pending:
+        first = pending.pop(0)
+        second = next((k for k in pending if k in MIXES.get(first, ())), None)
+        if second is not None and rng.random() < mixed:
+            pending.remove(second)
+            windows.append((first, second))
+        else:
+            windows.append((first,))
+    return windows
+
+
+def await_full_isr(env: Env) -> None:
+    """Until every workload partition has a leader and all its replicas in the ISR."""
+    client = admin(",".join(b.bootstrap for b in env.cluster.brokers))
+
+    def full() -> bool:
+        states = partition_states(client, env.topics)
+        return len(states) == sum(env.topics.values()) and all(leader >= 0 and isr == replicas for leader, isr, replicas in states.values())
+
+    wait_until("every workload partition's ISR full", full, RECOVERY_TIMEOUT_S, interval_s=0.25)
+
+
+def recover(env: Env) -> None:
+    """Heal every link, resume every paused node, start every dead one, and wait for full ISRs."""
+    env.cluster.heal()
+    for node in env.cluster.nodes.values():
+        if node.running and node.proc is not None:
+            os.kill(node.proc.pid, signal.SIGCONT)
+    down = [node for node in env.cluster.nodes.values() if not node.running]
+    for node in down:
+        node.launch()
+    for node in down:
+        node.await_started()
+    await_full_isr(env)
+
+
+def run_window(env: Env, kinds: tuple[str, ...], sleep: Callable[[float], None]) -> list[Fault]:
+    """Start the window's faults (the second on one of the first's victims), hold them, and stop
+    the ones that started, in reverse order, whatever happened."""
+    started: list[Fault] = []
+    try:
+        for kind in kinds:
+            fault = FAULTS[kind]()
+            among = started[0].victims if started else None
+            fault.start(env, among)
+            started.append(fault)
+        sleep(max(f.hold_s(env) for f in started))
+    finally:
+        for fault in reversed(started):
+            fault.stop(env)
+    return started
