@@ -644,6 +644,11 @@ class UnifiedLog:
         if target_offset < 0:
             raise ValueError(f"cannot truncate {self._tp} to a negative offset {target_offset}")
         if target_offset >= self._local.log_end_offset:
+            # Nothing to cut, but an epoch this replica marked at its log end when it led, and
+            # never wrote a record in, must go: left behind, it is the follower's last fetched
+            # epoch, which the leader never had, and every fetch diverges again (as Kafka's
+            # UnifiedLog.truncateTo does).
+            self.leader_epoch_cache.truncate_from_end(self._local.log_end_offset)
             return False
         self._log.info("log.truncating", target_offset=target_offset, log_end_offset=self._local.log_end_offset)
         if self._local.segments[0].base_offset > target_offset:

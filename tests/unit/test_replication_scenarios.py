@@ -221,3 +221,27 @@ def test_a_restarted_replica_replaying_an_old_leadership_keeps_its_later_epochs(
     fetch(b, a)
     assert b.end == a.end == 3, "the follower truncated records it shared with the leader"
     assert b.values() == a.values() == [b"m1", b"m2", b"m3"]
+
+
+def test_a_follower_whose_last_epoch_was_marked_at_its_log_end_and_never_written_catches_up(tmp_path: Path) -> None:
+    """Found by the chaos campaign (tests/chaos, seed 1263367407: a disk-full window, then the
+    node's restart replayed an old leadership and lost it within milliseconds). A leader marks its
+    epoch at its log end when elected; B lost the leadership before writing anything in it, so
+    that epoch is B's last fetched epoch and the leader never had it. The leader answers
+    DivergingEpoch with an epoch ending past B's log end, B truncates to its log end, which cut
+    nothing and kept the epoch: it fetched, diverged and 'truncated' thousands of times a minute
+    and never rejoined the ISR."""
+    a, b = Replica(tmp_path, 1), Replica(tmp_path, 2)
+    a.lead(0, (1, 2), (1, 2))
+    b.follow(1, 0, (1, 2), (1, 2))
+    a.append(b"m1")
+    catch_up(b, a)
+    a.lead(1, (1, 2), (1, 2))
+    a.append(b"m2")  # not fetched by B
+    b.lead(2, (1, 2), (2,))  # marks epoch 2 at its log end, 1, and writes nothing
+    b.follow(1, 3, (1, 2), (1,))
+    a.lead(3, (1, 2), (1,))
+    a.append(b"m3")
+    catch_up(b, a)
+    assert b.partition.log.leader_epoch_cache.latest_epoch == 3
+    assert b.end == a.end == 3 and b.values() == a.values() == [b"m1", b"m2", b"m3"]
