@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import time
@@ -90,6 +91,7 @@ class Result:
     counts: dict[str, int]  # faults run, per kind
     elapsed_s: float
     stalls: int
+    crashes: list[dict[str, int]]  # nodes found dead that no fault had stopped
     client_failures: list[str]
     out: Path
 
@@ -186,15 +188,23 @@ def run(campaign: Campaign, bench: Bench, workloads: list[QueueWorkload], histor
         for w in workloads:
             w.stop()
         observer.stop()
-    recover(env)
-    for w in workloads:
-        w.drain(history, cluster.bootstrap)
+    try:
+        recover(env)
+        for w in workloads:
+            w.drain(history, cluster.bootstrap)
+    except BaseException:
+        # No drain, no verdicts: the history is what is left to look at.
+        campaign.out.mkdir(parents=True, exist_ok=True)
+        history.dump(campaign.out / "history.jsonl")
+        print(f"chaos campaign: the cluster did not recover for the drain{f' after {error!r}' if error else ''}; history in {campaign.out}", flush=True)
+        raise
     ops = history.ops
     verdicts = [v for w in workloads for v in w.check(ops)]
     counts = {k: sum(window.count(k) for window in ran) for k in kinds}
     result = Result(
         verdicts, ran, counts, time.monotonic() - started,
         stalls=sum(1 for op in ops if op.process == NEMESIS and op.f == "stalled"),
+        crashes=[op.value for op in ops if op.process == NEMESIS and op.f == "crashed"],
         client_failures=[f for w in workloads for f in w.failures()],
         out=campaign.out,
     )
@@ -216,6 +226,7 @@ def write(result: Result, history: History, campaign: Campaign, workloads: list[
                 "windows": ["+".join(w) for w in result.windows],
                 "elapsed_s": round(result.elapsed_s, 1),
                 "stalls": result.stalls,
+                "crashes": result.crashes,
                 "client_failures": result.client_failures,
                 "verdicts": [asdict(v) for v in result.verdicts],
             },
@@ -234,6 +245,7 @@ def summary(result: Result, workloads: list[QueueWorkload]) -> str:
         lines.append(f"  {v.workload}/{v.check}: {'ok' if v.valid else 'INVALID'} {v.count} {v.stats}" + (f" e.g. {v.examples}" if v.examples else ""))
     if result.stalls:
         lines.append(f"  {result.stalls} times a producer did not recover within {PROGRESS_TIMEOUT_S:.0f}s (nemesis 'stalled' ops)")
+    lines += [f"  node {c['node']} exited by itself with {c['exit']}, restarted" for c in result.crashes]
     lines += [f"  client failed: {f}" for f in result.client_failures]
     lines.append(f"  output: {result.out}")
     return "\n".join(lines)
@@ -244,6 +256,8 @@ def seed_from_env() -> int:
 
 
 def main() -> None:
+    # kafka-python and aiokafka log every connection a fault breaks: the history says it all.
+    logging.basicConfig(level=logging.CRITICAL)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--faults", type=int, default=int(os.environ.get("CHAOS_FAULTS", "100")), help="faults of each kind")
     parser.add_argument("--topology", default="combined-3")

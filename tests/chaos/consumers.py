@@ -45,6 +45,7 @@ class GroupMember:
                 "session.timeout.ms": SESSION_TIMEOUT_MS,
                 "heartbeat.interval.ms": 1000,
                 "socket.timeout.ms": 6000,
+                "log_level": 2,
             }
         )
         self._stop = threading.Event()
@@ -99,7 +100,7 @@ class GroupMember:
 
 def drain(history: History, process: str, bootstrap: str, topic: str, partitions: list[int]) -> None:
     """Read every partition from offset 0 to its high watermark; one ``drain`` op per partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("drain"), "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("drain"), "enable.auto.commit": False, "log_level": 2})
     try:
         for p in partitions:
             history.invoke(process, "drain", p)

@@ -70,10 +70,11 @@ class Fault:
 
 
 def relaunch(env: Env, node_id: int) -> None:
+    """Start a dead node again, not waiting for it: in a mixed window it may still be cut off
+    from the quorum it needs to finish starting. ``recover`` waits for every node."""
     node = env.cluster.nodes[node_id]
     if not node.running:
         node.launch()
-        node.await_started()
 
 
 class Kill(Fault):
@@ -169,8 +170,8 @@ class Restart(Fault):
     def start(self, env: Env, among: set[int] | None) -> None:
         node = env.rng.choice(sorted(among if among is not None else env.nodes()))
         self.victims, self.value = {node}, {"node": node}
-        env.cluster.nodes[node].stop()
         env.start(self.kind, self.value)
+        env.cluster.nodes[node].stop()
 
     def stop(self, env: Env) -> None:
         relaunch(env, self.value["node"])
@@ -194,6 +195,7 @@ class RollingRestart(Fault):
         for node in order:
             env.cluster.nodes[node].stop()
             relaunch(env, node)
+            env.cluster.nodes[node].await_started()
             await_full_isr(env)
 
     def stop(self, env: Env) -> None:
@@ -274,15 +276,19 @@ def await_full_isr(env: Env) -> None:
 
 
 def recover(env: Env) -> None:
-    """Heal every link, resume every paused node, start every dead one, and wait for full ISRs."""
+    """Heal every link, resume every paused node, start every dead one, and wait for every node
+    to have started and every workload partition's ISR to be full."""
     env.cluster.heal()
     for node in env.cluster.nodes.values():
         if node.running and node.proc is not None:
             os.kill(node.proc.pid, signal.SIGCONT)
-    down = [node for node in env.cluster.nodes.values() if not node.running]
-    for node in down:
-        node.launch()
-    for node in down:
+    for node in env.cluster.nodes.values():
+        if not node.running:
+            # Every fault that stops a node starts it again: this one exited by itself.
+            assert node.proc is not None
+            env.history.info(NEMESIS, "crashed", {"node": node.node_id, "exit": node.proc.returncode})
+            node.launch()
+    for node in env.cluster.nodes.values():
         node.await_started()
     await_full_isr(env)
 

@@ -24,7 +24,7 @@ PartitionState = tuple[int, tuple[int, ...], tuple[int, ...]]  # leader, ISR, re
 
 
 def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "log_level": 2})
 
 
 def partition_states(client: AdminClient, topics: dict[str, int]) -> dict[tuple[str, int], PartitionState]:

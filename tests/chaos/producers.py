@@ -120,6 +120,8 @@ class ConfluentProducer(ChaosProducer):
                 # in flight to the old one are answered or given up: a stopped leader answers none.
                 "socket.timeout.ms": REQUEST_TIMEOUT_MS + 1000,
                 "request.timeout.ms": REQUEST_TIMEOUT_MS,
+                # Every fault makes librdkafka log connection failures: the history says it all.
+                "log_level": 2,
             }
         )
         while not self._stop.is_set():

@@ -1,0 +1,47 @@
+"""The short chaos campaign every CI run makes: three combined nodes, every inter-node link through
+a cuttable proxy, the queue workload (idempotent producers of confluent-kafka, kafka-python and
+aiokafka, a consumer group with manual commits), ``CHAOS_FAULTS`` faults of every kind (kills of
+a random node, of a partition leader and of the active controller, pauses, three network
+partitions, clean and rolling restarts, a full disk), some windows mixing two; then heal, drain,
+check. ``make chaos FAULTS=100`` runs the long campaign with tests/chaos/campaign.py.
+
+Every check must find nothing; the history, verdicts and timeline stay in pytest's tmp directory,
+whose path is printed. CHAOS_SEED replays a campaign's schedule.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import pytest
+
+from tests.chaos.campaign import Bench, Campaign, Topology, run, seed_from_env
+from tests.chaos.history import History
+from tests.chaos.nemesis import KINDS
+from tests.chaos.workloads.queue import QueueWorkload
+
+FAULTS = int(os.environ.get("CHAOS_FAULTS", "2"))
+TOPOLOGY = Topology.parse(os.environ.get("CHAOS_TOPOLOGY", "combined-3"))
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
+    b = Bench.start(tmp_path_factory.mktemp("chaos-cluster"), TOPOLOGY, with_disk=True)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.mark.timeout(300 + 60 * FAULTS * len(KINDS))
+def test_the_queue_loses_duplicates_and_reorders_nothing_through_every_kind_of_fault(bench: Bench, tmp_path_factory: pytest.TempPathFactory) -> None:
+    out = tmp_path_factory.mktemp("chaos-out")
+    print(f"\nchaos campaign output: {out}")
+    result = run(Campaign(TOPOLOGY, FAULTS, seed_from_env(), out), bench, [QueueWorkload()], History())
+    invalid = [f"{v.workload}/{v.check}: {v.count}, e.g. {v.examples}" for v in result.verdicts if not v.valid]
+    assert not invalid, f"anomalies (history in {out}): {invalid}"
+    assert not result.client_failures, f"a client thread died, so the history is incomplete: {result.client_failures}"
+    assert result.stalls == 0, f"a producer did not recover after a fault window healed (nemesis 'stalled' ops in {out}/history.jsonl)"
+    expected = {k: FAULTS for k in KINDS if k != "disk-full" or bench.disk is not None}
+    assert result.counts == expected
