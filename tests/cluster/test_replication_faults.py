@@ -1,6 +1,6 @@
 """Replication under faults (issue #17): a follower cut off from its leader, a leader stopped
 (SIGSTOP) past its session and resumed, two of three replicas down, the last ISR member lost with
-and without unclean leader election. Repeated leader kills are test_failover_campaign's.
+and without unclean leader election. Repeated leader kills are the chaos campaign's (tests/chaos).
 
 Three combined nodes; brokers reach each other's inter-broker listener through proxies, so a
 test can cut one broker's replica fetches from another while every node still heartbeats to the
