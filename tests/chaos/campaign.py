@@ -23,15 +23,18 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 from tests.chaos.history import NEMESIS, History
 from tests.chaos.log_dir_fault import FullDisk
 from tests.chaos.nemesis import KINDS, Env, await_full_isr, recover, run_window, schedule
 from tests.chaos.probes import Observer
 from tests.chaos.timeline import draw
-from tests.chaos.workload import Verdict
+from tests.chaos.workload import Verdict, Workload
 from tests.chaos.workloads.queue import QueueWorkload
 from tests.cluster.cluster import KafkaCluster
 
+# The workloads a campaign can run, by name (--workloads).
+WORKLOADS: dict[str, Callable[[], Workload]] = {"queue": QueueWorkload}
 SESSION_MS = 2000
 DISK_MB = 256
 # Acknowledgements every producer must get after a window's recovery before the next fault: the
@@ -142,12 +145,26 @@ class Bench:
             self.disk.unmount()
 
 
-def await_progress(env: Env, workloads: list[QueueWorkload], what: str) -> None:
-    """Until every producer has ``PROGRESS`` more acknowledgements; a stall is recorded, not raised."""
-    targets = {name: n + PROGRESS for w in workloads for name, n in w.progress().items()}
+def topics(w: Workload) -> dict[str, int]:
+    return dict(getattr(w, "topics", {}))
+
+
+def progress(workloads: list[Workload]) -> dict[str, int]:
+    return {name: n for w in workloads if hasattr(w, "progress") for name, n in w.progress().items()}
+
+
+def failures(workloads: list[Workload]) -> list[str]:
+    return [f for w in workloads if hasattr(w, "failures") for f in w.failures()]
+
+
+def await_progress(env: Env, workloads: list[Workload], what: str) -> None:
+    """Until every client counted by a workload's ``progress`` has moved ``PROGRESS`` further; a
+    stall is recorded, not raised."""
+    targets = {name: n + PROGRESS for name, n in progress(workloads).items()}
     deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    now = dict(targets)
     while time.monotonic() < deadline:
-        now = {name: n for w in workloads for name, n in w.progress().items()}
+        now = progress(workloads)
         if all(now[name] >= t for name, t in targets.items()):
             return
         time.sleep(0.1)
@@ -155,19 +172,19 @@ def await_progress(env: Env, workloads: list[QueueWorkload], what: str) -> None:
     env.history.info(NEMESIS, "stalled", {"after": what, "producers": stalled})
 
 
-def run(campaign: Campaign, bench: Bench, workloads: list[QueueWorkload], history: History) -> Result:
+def run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: History) -> Result:
     started = time.monotonic()
     cluster = bench.cluster
     rng = random.Random(campaign.seed)
-    topics = {t: n for w in workloads for t, n in w.topics.items()}
+    aimed = {t: n for w in workloads for t, n in topics(w).items()}
     kinds = tuple(k for k in campaign.kinds if k != "disk-full" or bench.disk is not None)
-    env = Env(cluster, history, topics, rng, SESSION_MS / 1000, bench.disk, bench.disk_node)
+    env = Env(cluster, history, aimed, rng, SESSION_MS / 1000, bench.disk, bench.disk_node)
     windows = schedule(rng, kinds, campaign.faults_per_kind, campaign.mixed)
     print(f"chaos campaign: seed {campaign.seed} (CHAOS_SEED), {campaign.topology}, {len(windows)} windows, {campaign.faults_per_kind} faults of each of {', '.join(kinds)}", flush=True)
     for w in workloads:
         w.setup(cluster.bootstrap)
     await_full_isr(env)
-    observer = Observer(cluster, history, topics)
+    observer = Observer(cluster, history, aimed)
     observer.start()
     everyone = ",".join(b.bootstrap for b in cluster.brokers)
     for w in workloads:
@@ -205,7 +222,7 @@ def run(campaign: Campaign, bench: Bench, workloads: list[QueueWorkload], histor
         verdicts, ran, counts, time.monotonic() - started,
         stalls=sum(1 for op in ops if op.process == NEMESIS and op.f == "stalled"),
         crashes=[op.value for op in ops if op.process == NEMESIS and op.f == "crashed"],
-        client_failures=[f for w in workloads for f in w.failures()],
+        client_failures=failures(workloads),
         out=campaign.out,
     )
     write(result, history, campaign, workloads)
@@ -214,7 +231,7 @@ def run(campaign: Campaign, bench: Bench, workloads: list[QueueWorkload], histor
     return result
 
 
-def write(result: Result, history: History, campaign: Campaign, workloads: list[QueueWorkload]) -> None:
+def write(result: Result, history: History, campaign: Campaign, workloads: list[Workload]) -> None:
     campaign.out.mkdir(parents=True, exist_ok=True)
     history.dump(campaign.out / "history.jsonl")
     (campaign.out / "verdicts.json").write_text(
@@ -238,9 +255,9 @@ def write(result: Result, history: History, campaign: Campaign, workloads: list[
     print(summary(result, workloads), flush=True)
 
 
-def summary(result: Result, workloads: list[QueueWorkload]) -> str:
+def summary(result: Result, workloads: list[Workload]) -> str:
     lines = [f"chaos campaign: {len(result.windows)} windows in {result.elapsed_s:.0f}s, faults {result.counts}"]
-    lines += [f"  {w.describe()}" for w in workloads]
+    lines += [f"  {w.describe()}" for w in workloads if hasattr(w, "describe")]
     for v in result.verdicts:
         lines.append(f"  {v.workload}/{v.check}: {'ok' if v.valid else 'INVALID'} {v.count} {v.stats}" + (f" e.g. {v.examples}" if v.examples else ""))
     if result.stalls:
@@ -263,6 +280,7 @@ def main() -> None:
     parser.add_argument("--topology", default="combined-3")
     parser.add_argument("--seed", type=int, default=seed_from_env())
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds")
+    parser.add_argument("--workloads", default="queue", help=f"comma-separated, of {', '.join(WORKLOADS)}")
     parser.add_argument("--mixed", type=float, default=0.3, help="share of windows with a second, overlapping fault")
     parser.add_argument("--out", type=Path, default=Path("chaos-out"))
     args = parser.parse_args()
@@ -271,10 +289,13 @@ def main() -> None:
     unknown = set(kinds) - set(KINDS)
     if unknown:
         parser.error(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+    unknown_workloads = set(args.workloads.split(",")) - set(WORKLOADS)
+    if unknown_workloads:
+        parser.error(f"unknown workloads {sorted(unknown_workloads)}; known: {', '.join(WORKLOADS)}")
     campaign = Campaign(topology, args.faults, args.seed, args.out.resolve(), kinds, args.mixed)
     bench = Bench.start(campaign.out / "cluster", topology, with_disk="disk-full" in kinds)
     try:
-        result = run(campaign, bench, [QueueWorkload()], History())
+        result = run(campaign, bench, [WORKLOADS[name]() for name in args.workloads.split(",")], History())
     finally:
         bench.close()
     raise SystemExit(0 if result.valid and not result.client_failures else 1)

@@ -18,7 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from tests.chaos.history import NEMESIS, Op, completions  # noqa: E402
 
-FAULT_COLOURS = ["#f4a582", "#92c5de", "#b8e186", "#fdb863", "#c2a5cf", "#d9d9d9", "#fee08b", "#80cdc1", "#f1b6da", "#bababa"]
+# One distinct colour per fault kind (ten kinds, ten colours).
+FAULT_COLOURS = [matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["tab10"].colors]  # type: ignore[attr-defined]
 
 
 def fault_windows(ops: list[Op]) -> list[tuple[str, float, float]]:
@@ -42,9 +43,9 @@ def draw(ops: list[Op], path: Path, title: str = "") -> None:
     per_second = Counter(int(done.time) for _, done in sends)
     end = int(ops[-1].time) + 1 if ops else 1
     fig, (rate, latency) = plt.subplots(2, 1, figsize=(14, 7), sharex=True)
-    rate.plot(range(end), [per_second.get(s, 0) for s in range(end)], color="#2166ac", linewidth=0.8)
+    rate.plot(range(end), [per_second.get(s, 0) for s in range(end)], color="#08306b", linewidth=0.8)
     rate.set_ylabel("acknowledged / s")
-    latency.scatter([done.time for _, done in sends], [(done.time - invoke.time) * 1000 for invoke, done in sends], s=1, color="#2166ac", alpha=0.3, linewidths=0)
+    latency.scatter([done.time for _, done in sends], [(done.time - invoke.time) * 1000 for invoke, done in sends], s=1, color="#08306b", alpha=0.4, linewidths=0)
     latency.set_yscale("log")
     latency.set_ylabel("send latency (ms)")
     latency.set_xlabel("seconds since the campaign began")
@@ -52,7 +53,7 @@ def draw(ops: list[Op], path: Path, title: str = "") -> None:
     for kind, start, stop in fault_windows(ops):
         colour = colours.setdefault(kind, FAULT_COLOURS[len(colours) % len(FAULT_COLOURS)])
         for ax in (rate, latency):
-            ax.axvspan(start, max(stop, start + 0.2), color=colour, alpha=0.45, linewidth=0, label=kind if ax is rate else None)
+            ax.axvspan(start, max(stop, start + 0.2), color=colour, alpha=0.3, linewidth=0, label=kind if ax is rate else None)
     for op in ops:
         if op.process == NEMESIS and op.f == "observe" and op.value.get("previous") is not None:
             style = {"color": "black", "linestyle": "--", "linewidth": 0.8} if "controller" in op.value else {"color": "#b2182b", "linewidth": 0.4}

@@ -5,6 +5,14 @@ every operation in the shared History, and knows how to judge the history it pro
 campaign calls, in order: ``setup`` (topics), ``start``, then (while the nemesis runs) nothing,
 then ``stop`` (clients finish and close), the cluster is healed and every node restarted,
 ``drain`` (a final read of everything), and ``check`` over the whole history.
+
+The campaign also uses, where a workload has them (tests/chaos/campaign.py):
+- ``topics: dict[str, int]``, topic -> partition count: the partitions whose leaders the nemesis
+  kills or isolates, and whose ISRs must be full again before the next fault;
+- ``progress() -> dict[str, int]``, a count per client that grows while it makes progress: after
+  each fault window every count must grow again (else a ``stalled`` nemesis op is recorded);
+- ``failures() -> list[str]``, client threads that died (the history is then incomplete);
+- ``describe() -> str``, one line for the printed summary.
 """
 
 from __future__ import annotations
