@@ -7,7 +7,8 @@ brokers); every inter-node link, controller and inter-broker, goes through a cut
 The schedule holds ``--faults`` faults of each kind, drawn in an order seeded by ``--seed``
 (default CHAOS_SEED, else random; always printed, so a run can be replayed). Between fault
 windows the cluster recovers: links healed, nodes resumed and restarted, every workload
-partition's ISR full again, and every producer acknowledged again.
+partition's ISR full again, and every producer acknowledged again. After the last window the
+clients stop, every node is killed at once and restarted, and the workloads drain.
 
 The output directory gets history.jsonl (every operation), verdicts.json (one per check, with
 counts and examples) and timeline.png; a summary is printed.
@@ -24,9 +25,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
+from tests.chaos.consumers import SESSION_TIMEOUT_MS as MEMBER_SESSION_MS
 from tests.chaos.history import NEMESIS, History
 from tests.chaos.log_dir_fault import FullDisk
-from tests.chaos.nemesis import KINDS, Env, await_full_isr, recover, run_window, schedule
+from tests.chaos.nemesis import KINDS, Env, await_full_isr, crash_all, recover, run_window, schedule
 from tests.chaos.probes import Observer
 from tests.chaos.timeline import draw
 from tests.chaos.workload import Verdict, Workload
@@ -36,6 +38,7 @@ from tests.cluster.cluster import KafkaCluster
 # The workloads a campaign can run, by name (--workloads).
 WORKLOADS: dict[str, Callable[[], Workload]] = {"queue": QueueWorkload}
 SESSION_MS = 2000
+PAUSE_S = max(2 * SESSION_MS, MEMBER_SESSION_MS) / 1000 + 1
 DISK_MB = 256
 # Acknowledgements every producer must get after a window's recovery before the next fault: the
 # proof that the clients, not only the cluster, came back.
@@ -178,7 +181,7 @@ def run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: Hi
     rng = random.Random(campaign.seed)
     aimed = {t: n for w in workloads for t, n in topics(w).items()}
     kinds = tuple(k for k in campaign.kinds if k != "disk-full" or bench.disk is not None)
-    env = Env(cluster, history, aimed, rng, SESSION_MS / 1000, bench.disk, bench.disk_node)
+    env = Env(cluster, history, aimed, rng, SESSION_MS / 1000, PAUSE_S, bench.disk, bench.disk_node)
     windows = schedule(rng, kinds, campaign.faults_per_kind, campaign.mixed)
     print(f"chaos campaign: seed {campaign.seed} (CHAOS_SEED), {campaign.topology}, {len(windows)} windows, {campaign.faults_per_kind} faults of each of {', '.join(kinds)}", flush=True)
     for w in workloads:
@@ -207,6 +210,7 @@ def run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: Hi
         observer.stop()
     try:
         recover(env)
+        crash_all(env)
         for w in workloads:
             w.drain(history, cluster.bootstrap)
     except BaseException:

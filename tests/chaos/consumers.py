@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -106,7 +107,7 @@ def drain(history: History, process: str, bootstrap: str, topic: str, partitions
             history.invoke(process, "drain", p)
             end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DRAIN_TIMEOUT_S)[1]
             consumer.assign([TopicPartition(topic, p, 0)])
-            records: list[list[object]] = []
+            records: list[list[Any]] = []
             deadline = time.monotonic() + DRAIN_TIMEOUT_S
             while end > 0:
                 records.extend([m.partition(), m.offset(), m.value().decode()] for m in consumer.consume(POLL_MAX * 5, 0.5) if m.error() is None)
@@ -115,6 +116,6 @@ def drain(history: History, process: str, bootstrap: str, topic: str, partitions
                     break
                 if time.monotonic() > deadline:
                     raise AssertionError(f"the drain of {topic}-{p} did not reach its high watermark {end} in {DRAIN_TIMEOUT_S}s (at {position.offset})")
-            history.ok(process, "drain", {"partition": p, "end": end, "records": [r for r in records if r[1] < end]})  # type: ignore[operator]
+            history.ok(process, "drain", {"partition": p, "end": end, "records": [r for r in records if r[1] < end]})
     finally:
         consumer.close()

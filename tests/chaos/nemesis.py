@@ -33,6 +33,7 @@ class Env:
     topics: dict[str, int]  # the workload partitions: topic -> partition count
     rng: random.Random
     session_s: float  # broker.session.timeout.ms
+    pause_s: float  # how long a node stays stopped: past the broker's and the group members' sessions
     disk: FullDisk | None = None  # mounted at disk_node's log dir, if the machine allowed it
     disk_node: int | None = None
 
@@ -80,9 +81,6 @@ def relaunch(env: Env, node_id: int) -> None:
 class Kill(Fault):
     """SIGKILL of one node: kill-random, kill-leader (of a workload partition), kill-controller."""
 
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
-
     def start(self, env: Env, among: set[int] | None) -> None:
         if among is not None or self.kind == "kill-random":
             node = env.rng.choice(sorted(among if among is not None else env.nodes()))
@@ -109,7 +107,7 @@ class Pause(Fault):
         super().__init__("pause")
 
     def hold_s(self, env: Env) -> float:
-        return 2 * env.session_s
+        return env.pause_s
 
     def start(self, env: Env, among: set[int] | None) -> None:
         node = env.rng.choice(sorted(among if among is not None else env.nodes()))
@@ -291,6 +289,20 @@ def recover(env: Env) -> None:
     for node in env.cluster.nodes.values():
         node.await_started()
     await_full_isr(env)
+
+
+def crash_all(env: Env) -> None:
+    """Every node killed at once (SIGKILL) and started again, as after a power cut that spared
+    the page cache: what each node recovers from its own log must still hold every
+    acknowledged record."""
+    value = {"nodes": env.nodes()}
+    env.start("crash-all", value)
+    for node in env.cluster.nodes.values():
+        node.kill()
+    for node in env.cluster.nodes.values():
+        node.launch()
+    env.stop("crash-all", value)
+    recover(env)
 
 
 def run_window(env: Env, kinds: tuple[str, ...], sleep: Callable[[float], None]) -> list[Fault]:

@@ -65,10 +65,6 @@ class ChaosProducer:
         self._stop.set()
         self._thread.join(CLOSE_TIMEOUT_S + 30)
 
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
     def _guarded_run(self) -> None:
         try:
             self._run()

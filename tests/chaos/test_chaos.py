@@ -2,8 +2,8 @@
 a cuttable proxy, the queue workload (idempotent producers of confluent-kafka, kafka-python and
 aiokafka, a consumer group with manual commits), ``CHAOS_FAULTS`` faults of every kind (kills of
 a random node, of a partition leader and of the active controller, pauses, three network
-partitions, clean and rolling restarts, a full disk), some windows mixing two; then heal, drain,
-check. ``make chaos FAULTS=100`` runs the long campaign with tests/chaos/campaign.py.
+partitions, clean and rolling restarts, a full disk), some windows mixing two; then heal, kill
+every node at once and restart them, drain, check. ``make chaos FAULTS=100`` runs the long campaign with tests/chaos/campaign.py.
 
 Every check must find nothing; the history, verdicts and timeline stay in pytest's tmp directory,
 whose path is printed. CHAOS_SEED replays a campaign's schedule.
