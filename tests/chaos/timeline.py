@@ -18,8 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from tests.chaos.history import NEMESIS, Op, completions  # noqa: E402
 
-# One distinct colour per fault kind (ten kinds, ten colours).
-FAULT_COLOURS = [matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["tab10"].colors]  # type: ignore[attr-defined]
+# One distinct colour per fault kind: the ten kinds and the final crash of every node.
+FAULT_COLOURS = [matplotlib.colors.to_hex(c) for c in matplotlib.colormaps["tab10"].colors] + ["#000000"]  # type: ignore[attr-defined]
 
 
 def fault_windows(ops: list[Op]) -> list[tuple[str, float, float]]:
