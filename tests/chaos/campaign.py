@@ -24,7 +24,7 @@ import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 from tests.chaos.consumers import SESSION_TIMEOUT_MS as MEMBER_SESSION_MS
 from tests.chaos.history import NEMESIS, History
 from tests.chaos.log_dir_fault import FullDisk
@@ -97,7 +97,7 @@ class Result:
     counts: dict[str, int]  # faults run, per kind
     elapsed_s: float
     stalls: int
-    crashes: list[dict[str, int]]  # nodes found dead that no fault had stopped
+    crashes: list[dict[str, Any]]  # nodes found dead that no fault had stopped
     client_failures: list[str]
     out: Path
 
@@ -199,7 +199,7 @@ def run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: Hi
         for i, window in enumerate(windows, 1):
             run_window(env, window, time.sleep)
             ran.append(window)
-            recover(env)
+            recover(env, window)
             await_progress(env, workloads, "+".join(window))
             print(f"  window {i}/{len(windows)} {'+'.join(window)} done at {history.now():.0f}s", flush=True)
     except BaseException as e:  # the history so far is still checked and written
@@ -266,7 +266,7 @@ def summary(result: Result, workloads: list[Workload]) -> str:
         lines.append(f"  {v.workload}/{v.check}: {'ok' if v.valid else 'INVALID'} {v.count} {v.stats}" + (f" e.g. {v.examples}" if v.examples else ""))
     if result.stalls:
         lines.append(f"  {result.stalls} times a producer did not recover within {PROGRESS_TIMEOUT_S:.0f}s (nemesis 'stalled' ops)")
-    lines += [f"  node {c['node']} exited by itself with {c['exit']}, restarted" for c in result.crashes]
+    lines += [f"  node {c['node']} exited by itself with {c['exit']} (after {'+'.join(c['after'])}), restarted" for c in result.crashes]
     lines += [f"  client failed: {f}" for f in result.client_failures]
     lines.append(f"  output: {result.out}")
     return "\n".join(lines)

@@ -273,9 +273,10 @@ def await_full_isr(env: Env) -> None:
     wait_until("every workload partition's ISR full", full, RECOVERY_TIMEOUT_S, interval_s=0.25)
 
 
-def recover(env: Env) -> None:
+def recover(env: Env, after: tuple[str, ...] = ()) -> None:
     """Heal every link, resume every paused node, start every dead one, and wait for every node
-    to have started and every workload partition's ISR to be full."""
+    to have started and every workload partition's ISR to be full. ``after``: the window's kinds,
+    recorded with any node found to have exited by itself."""
     env.cluster.heal()
     for node in env.cluster.nodes.values():
         if node.running and node.proc is not None:
@@ -284,7 +285,7 @@ def recover(env: Env) -> None:
         if not node.running:
             # Every fault that stops a node starts it again: this one exited by itself.
             assert node.proc is not None
-            env.history.info(NEMESIS, "crashed", {"node": node.node_id, "exit": node.proc.returncode})
+            env.history.info(NEMESIS, "crashed", {"node": node.node_id, "exit": node.proc.returncode, "after": list(after)})
             node.launch()
     for node in env.cluster.nodes.values():
         node.await_started()
