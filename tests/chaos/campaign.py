@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
+
 from tests.chaos.consumers import SESSION_TIMEOUT_MS as MEMBER_SESSION_MS
 from tests.chaos.history import NEMESIS, History
 from tests.chaos.log_dir_fault import FullDisk
@@ -32,11 +33,13 @@ from tests.chaos.nemesis import KINDS, Env, await_full_isr, crash_all, recover, 
 from tests.chaos.probes import Observer
 from tests.chaos.timeline import draw
 from tests.chaos.workload import Verdict, Workload
+from tests.chaos.workloads.groups import GroupsWorkload
 from tests.chaos.workloads.queue import QueueWorkload
+from tests.chaos.workloads.transactions import TransactionsWorkload
 from tests.cluster.cluster import KafkaCluster
 
 # The workloads a campaign can run, by name (--workloads).
-WORKLOADS: dict[str, Callable[[], Workload]] = {"queue": QueueWorkload}
+WORKLOADS: dict[str, Callable[[], Workload]] = {"queue": QueueWorkload, "transactions": TransactionsWorkload, "groups": GroupsWorkload}
 SESSION_MS = 2000
 PAUSE_S = max(2 * SESSION_MS, MEMBER_SESSION_MS) / 1000 + 1
 DISK_MB = 256
@@ -57,6 +60,8 @@ CLUSTER_OVERRIDES = {
     # Leadership returns to the preferred replicas soon after a restart, so leader kills rotate.
     "leader.imbalance.check.interval.seconds": "2",
     "group.initial.rebalance.delay.ms": "0",
+    # A transaction whose producer died mid-way is aborted soon, and its partitions' LSO moves.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
 
 
@@ -284,7 +289,7 @@ def main() -> None:
     parser.add_argument("--topology", default="combined-3")
     parser.add_argument("--seed", type=int, default=seed_from_env())
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds")
-    parser.add_argument("--workloads", default="queue", help=f"comma-separated, of {', '.join(WORKLOADS)}")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}")
     parser.add_argument("--mixed", type=float, default=0.3, help="share of windows with a second, overlapping fault")
     parser.add_argument("--out", type=Path, default=Path("chaos-out"))
     args = parser.parse_args()

@@ -123,6 +123,7 @@ def test_transactions_and_groups_through_coordinator_and_leader_kills(cluster: K
         finally:
             for w in workloads:
                 w.stop()
+        assert not [f for w in workloads for f in w.failures()], "a workload's client died"
         cluster.heal()
         restart_the_dead(cluster)
         for w in workloads:
