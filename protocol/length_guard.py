@@ -1,4 +1,4 @@
-"""Check every length prefix of a request body before kio decodes it.
+"""Check every length prefix of a request body before kio decodes it, nulls included.
 
 kio's native reader reserves memory for an array's declared count before it reads a
 single element; a 13-byte Metadata request declaring 2^32 topics makes it ask for 32 GiB
@@ -7,6 +7,11 @@ catch. So each body is first walked field by field (its layout taken from the sa
 entity classes) and refused when an array, string or bytes field claims more than the
 bytes left. The walk reads only length prefixes and skips over everything else: it costs
 O(fields), never O(bytes), and allocates nothing.
+
+It also refuses null (length -1) where the message spec allows none: kio reads a null
+array into None whatever the spec says, and a handler iterating ``request.topics`` then
+fails with a TypeError instead of the client getting its connection closed, as Kafka's
+generated readers do ("non-nullable field ... was serialized as null").
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import struct
 from functools import cache
-from typing import Any, Callable
+from types import NoneType, UnionType
+from typing import Any, Callable, Union, get_args, get_origin
 
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field, is_optional
 from kio.serial.readers import compact_array_reader, legacy_array_reader, read_compact_array_length, read_legacy_array_length
@@ -79,9 +85,15 @@ def _fixed(size: int) -> Step:
     return step
 
 
-def _sized(flexible: bool, wide: bool) -> Step:
+def _null(what: str) -> LengthError:
+    return LengthError(f"null {what} where the spec allows none")
+
+
+def _sized(flexible: bool, wide: bool, nullable: bool) -> Step:
     def step(buf: memoryview, pos: int, end: int) -> int:
         length, pos = _length(buf, pos, end, flexible, wide)
+        if length == -1 and not nullable:
+            raise _null("string or bytes")
         if length < -1 or pos + max(length, 0) > end:
             raise LengthError(f"length {length} exceeds the {end - pos} bytes left")
         return pos + max(length, 0)
@@ -89,12 +101,14 @@ def _sized(flexible: bool, wide: bool) -> Step:
     return step
 
 
-def _array(element: Step | int, flexible: bool) -> Step:
+def _array(element: Step | int, flexible: bool, nullable: bool) -> Step:
     """An array; elements of a fixed size are skipped over in one step."""
     min_size = element if isinstance(element, int) else 1
 
     def step(buf: memoryview, pos: int, end: int) -> int:
         count, pos = _length(buf, pos, end, flexible, wide=True)
+        if count == -1 and not nullable:
+            raise _null("array")
         if count < -1 or count * max(min_size, 1) > end - pos:
             raise LengthError(f"array of {count} elements cannot fit in the {end - pos} bytes left")
         if isinstance(element, int):
@@ -119,29 +133,43 @@ def _nullable_struct(struct_step: Step | int) -> Step:
     return step
 
 
-def _primitive(kafka_type: str, flexible: bool) -> Step | int:
+def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> Step | int:
     """A fixed-size type is its size in bytes; a sized one a step reading its length prefix."""
     if kafka_type in _FIXED_SIZES:
         return _FIXED_SIZES[kafka_type]
     if kafka_type == "string":
-        return _sized(flexible, wide=False)
+        return _sized(flexible, wide=False, nullable=nullable)
     if kafka_type in ("bytes", "records"):
-        return _sized(flexible, wide=True)
+        return _sized(flexible, wide=True, nullable=nullable)
     raise LengthError(f"unknown kafka type {kafka_type}")
+
+
+def _allows_none(annotation: Any) -> bool:
+    return get_origin(annotation) in (UnionType, Union) and NoneType in get_args(annotation)
+
+
+def _element_type(annotation: Any) -> Any:
+    """``X`` of ``tuple[X, ...]`` or ``tuple[X, ...] | None``."""
+    if _allows_none(annotation):
+        (annotation,) = (arg for arg in get_args(annotation) if arg is not NoneType)
+    return get_args(annotation)[0]
 
 
 def _field_step(field: dataclasses.Field[Any], flexible: bool) -> Step | int:
     kind = classify_field(field)
+    # kio's annotations carry the spec's nullableVersions for this version: ``X | None`` is nullable.
+    nullable = _allows_none(field.type)
     if isinstance(kind, PrimitiveField):
-        return _primitive(field.metadata["kafka_type"], flexible)
+        return _primitive(field.metadata["kafka_type"], flexible, nullable)
     if isinstance(kind, PrimitiveTupleField):
-        return _array(_primitive(field.metadata["kafka_type"], flexible), flexible)
+        element = _primitive(field.metadata["kafka_type"], flexible, _allows_none(_element_type(field.type)))
+        return _array(element, flexible, nullable)
     if isinstance(kind, EntityField):
         if is_optional(field) and "tag" not in field.metadata:
             return _nullable_struct(entity_step(kind.type_))
         return entity_step(kind.type_)
     assert isinstance(kind, EntityTupleField)
-    return _array(entity_step(kind.type_), flexible)
+    return _array(entity_step(kind.type_), flexible, nullable)
 
 
 def _is_wire_field(field: dataclasses.Field[Any]) -> bool:

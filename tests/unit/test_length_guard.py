@@ -111,3 +111,31 @@ def test_damaged_requests_decode_or_are_refused(api: tuple[int, int], data: st.D
         decode_request(api[0], api[1], bytes(body[:cut]), 0)
     except InvalidRequest:
         pass
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [
+        # The fuzzer's first find: ListOffsets v1 with topics null reached the handler as None
+        # and failed with a TypeError traceback. replica_id -1, then topics: -1.
+        ((2, 1), struct.pack(">ii", -1, -1)),
+        # The same in a flexible version: replica_id, isolation_level, topics compact null (0), no tags.
+        ((2, 6), struct.pack(">ib", -1, 0) + b"\x00\x00"),
+        # OffsetFetch v1: group_id "g", topics null (nullable only from v2).
+        ((9, 1), struct.pack(">h", 1) + b"g" + struct.pack(">i", -1)),
+        # SyncGroup v0: group "g", generation 1, member "m", one assignment whose bytes are null.
+        ((14, 0), struct.pack(">h", 1) + b"g" + struct.pack(">ih", 1, 1) + b"m" + struct.pack(">ih", 1, 1) + b"m" + struct.pack(">i", -1)),
+    ],
+    ids=["list-offsets-v1-topics", "list-offsets-v6-topics", "offset-fetch-v1-topics", "sync-group-v0-assignment"],
+)
+def test_null_where_the_spec_allows_none_is_refused(api: tuple[int, int], body: bytes) -> None:
+    with pytest.raises(LengthError, match="null"):
+        check_lengths(request_schema(*api), memoryview(body), 0)
+    with pytest.raises(InvalidRequest, match="null"):
+        decode_request(api[0], api[1], bytearray(body), 0)
+
+
+def test_null_where_the_spec_allows_it_still_decodes() -> None:
+    # Metadata v4 topics null: all topics. OffsetFetch v2 topics null: all of the group's offsets.
+    assert decode_request(3, 4, bytearray(struct.pack(">ib", -1, 1)), 0).topics is None
+    assert decode_request(9, 2, bytearray(struct.pack(">h", 1) + b"g" + struct.pack(">i", -1)), 0).topics is None
