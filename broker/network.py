@@ -102,6 +102,8 @@ class Connection:
         self._loop = asyncio.get_running_loop()
         # Answers in request order: chunks ready to go, or a future of them (None: nothing to send).
         self._pending: deque[Response | asyncio.Future[Response]] = deque()
+        # The request behind each answer still awaited: named in the log if it fails.
+        self._awaited: dict[asyncio.Future[Response], RequestHeader] = {}
         # What is being written now: the rest of one or more answers' chunks.
         self._out: deque[OutChunk] = deque()
         self._reading = False
@@ -110,7 +112,7 @@ class Connection:
         self._closed: asyncio.Future[None] = self._loop.create_future()
         self._client: ClientInfo | None = None
         self.id = f"{address}-{self._fd}"
-        self._log = log.bind(connection=self.id)
+        self._log = log.bind(connection=self.id, peer=address)
 
     async def run(self) -> None:
         self._resume_reading()
@@ -152,32 +154,45 @@ class Connection:
             self.stop_reading()
             return
         try:
-            for frame in decoder.received(n):
-                self._handle(frame)
-        except (FrameTooLarge, InvalidRequest, CloseConnection) as e:
+            frames = decoder.received(n)
+        except FrameTooLarge as e:
             self._drop("connection.closed_bad_request", e)
             return
-        except Exception as e:
-            self._drop("connection.handler_failed", e)
-            return
+        for frame in frames:
+            if not self._handle(frame):
+                return
         if len(self._pending) >= self._max_in_flight:
             self._pause_reading()  # queued.max.requests: the client waits for its answers
         self._write()
 
-    def _handle(self, frame: bytearray) -> None:
-        header = parse_request_header(frame)
+    def _handle(self, frame: bytearray) -> bool:
+        """Dispatch one request; False when it cost the connection."""
+        try:
+            header = parse_request_header(frame)
+        except InvalidRequest as e:
+            self._drop("connection.closed_bad_request", e)
+            return False
         client = self._client
         if client is None or client.client_id != header.client_id:
             client = self._client = ClientInfo(self.id, header.client_id, self._address)
-        result = self._dispatch(header, frame, client)
+        try:
+            result = self._dispatch(header, frame, client)
+        except (InvalidRequest, CloseConnection) as e:
+            self._drop("connection.closed_bad_request", e, header)
+            return False
+        except Exception as e:
+            self._drop("connection.handler_failed", e, header)
+            return False
         if result is None:
-            return  # acks=0: no answer at all
+            return True  # acks=0: no answer at all
         if isinstance(result, list):
             self._pending.append(result)
-            return
+            return True
         future = asyncio.ensure_future(result)
         future.add_done_callback(self._on_answer_ready)
+        self._awaited[future] = header
         self._pending.append(future)
+        return True
 
     def _on_answer_ready(self, _future: asyncio.Future[Response]) -> None:
         if not self._writing:
@@ -190,6 +205,7 @@ class Connection:
         if self._closed.done():
             return
         pending, out = self._pending, self._out
+        failed: RequestHeader | None = None  # the request whose answer raised, for the log
         try:
             while True:
                 while pending:
@@ -198,7 +214,9 @@ class Connection:
                         if not head.done():
                             break
                         pending.popleft()
+                        failed = self._awaited.pop(head, None)
                         chunks = head.result()
+                        failed = None
                     else:
                         chunks = head
                         pending.popleft()
@@ -212,14 +230,14 @@ class Connection:
                         self._writing = True
                     return
         except CloseConnection as e:
-            self._drop("connection.closed_by_handler", e)
+            self._drop("connection.closed_by_handler", e, failed)
             return
         except (ConnectionError, OSError) as e:
             self._log.debug("connection.write_error", error=str(e))
             self._close()
             return
         except Exception as e:
-            self._drop("connection.handler_failed", e)
+            self._drop("connection.handler_failed", e, failed)
             return
         if self._writing:
             self._loop.remove_writer(self._fd)
@@ -283,12 +301,15 @@ class Connection:
 
     # -- closing ------------------------------------------------------------------------------------
 
-    def _drop(self, event: str, error: Exception) -> None:
+    def _drop(self, event: str, error: Exception, request: RequestHeader | None = None) -> None:
+        """Log why the connection goes (once) and close it."""
+        context = {} if request is None else {"api_key": request.api_key, "api_version": request.api_version, "correlation_id": request.correlation_id}
         if isinstance(error, (FrameTooLarge, InvalidRequest, CloseConnection)):
-            self._log.warning(event, reason=str(error))
+            # The client's fault: a warning with the reason, never a traceback.
+            self._log.warning(event, reason=str(error), **context)
         else:
             # A handler bug must not take the broker down; this client reconnects.
-            self._log.error(event, exc_info=error)
+            self._log.error(event, exc_info=error, **context)
         self._close()
 
     def _close(self) -> None:
@@ -302,6 +323,7 @@ class Connection:
             if isinstance(item, asyncio.Future):
                 item.cancel()
         self._pending.clear()
+        self._awaited.clear()
         self._out.clear()
         self._sock.close()
         self._closed.set_result(None)

@@ -22,7 +22,7 @@ from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import consume, consumer, create_topic, poll_messages, produce_acked, unique_topic, watermarks
 
 IO_TIMEOUT_S = 10.0
-API_PRODUCE, API_METADATA, API_VERSIONS = 0, 3, 18
+API_PRODUCE, API_LIST_OFFSETS, API_METADATA, API_VERSIONS = 0, 2, 3, 18
 UNSUPPORTED_VERSION, CORRUPT_MESSAGE, INVALID_RECORD = 35, 2, 87
 
 
@@ -392,3 +392,21 @@ def test_many_random_garbage_connections_while_producing(module_broker: BrokerPr
     for _ in range(20):
         poll_messages(bystander.consumer, 1)
     bystander.assert_healthy("garbage-spray")
+
+
+def test_list_offsets_with_null_topics_closes_with_one_warning(module_broker: BrokerProcess, bystander: Bystander) -> None:
+    """The fuzzer's first find: topics null (-1, which the spec does not allow) reached the
+    handler as None and failed with a TypeError traceback at error level. Kafka's reader
+    refuses it and the connection is closed; one warning names the request and the reason."""
+    correlation_id = 0x5EED
+    s = connect(module_broker)
+    s.sendall(frame(header_v1(API_LIST_OFFSETS, 1, correlation_id) + struct.pack(">ii", -1, -1)))
+    closed, data = closed_by_broker(s)
+    s.close()
+    assert closed and data == b"", (closed, data)
+    bystander.assert_healthy("list-offsets-null-topics")
+    refused = [e for e in module_broker.events_named("connection.closed_bad_request") if e.get("correlation_id") == correlation_id]
+    assert len(refused) == 1, refused
+    assert refused[0]["level"] == "warning" and "null array" in refused[0]["reason"], refused
+    assert (refused[0]["api_key"], refused[0]["api_version"], refused[0]["peer"].split(":")[0]) == (API_LIST_OFFSETS, 1, "127.0.0.1")
+    assert [e for e in module_broker.log_events() if e.get("level") in ("error", "critical")] == []
