@@ -167,10 +167,12 @@ class Connection:
 
     def _handle(self, frame: bytearray) -> bool:
         """Dispatch one request; False when it cost the connection."""
+        # A refused request closes the connection once the requests read before it are answered:
+        # Kafka reads one request at a time per connection, so its clients get those answers too.
         try:
             header = parse_request_header(frame)
         except InvalidRequest as e:
-            self._drop("connection.closed_bad_request", e)
+            self._drop("connection.closed_bad_request", e, answer_earlier=True)
             return False
         client = self._client
         if client is None or client.client_id != header.client_id:
@@ -178,10 +180,10 @@ class Connection:
         try:
             result = self._dispatch(header, frame, client)
         except (InvalidRequest, CloseConnection) as e:
-            self._drop("connection.closed_bad_request", e, header)
+            self._drop("connection.closed_bad_request", e, header, answer_earlier=True)
             return False
         except Exception as e:
-            self._drop("connection.handler_failed", e, header)
+            self._drop("connection.handler_failed", e, header, answer_earlier=True)
             return False
         if result is None:
             return True  # acks=0: no answer at all
@@ -301,8 +303,8 @@ class Connection:
 
     # -- closing ------------------------------------------------------------------------------------
 
-    def _drop(self, event: str, error: Exception, request: RequestHeader | None = None) -> None:
-        """Log why the connection goes (once) and close it."""
+    def _drop(self, event: str, error: Exception, request: RequestHeader | None = None, answer_earlier: bool = False) -> None:
+        """Log why the connection goes (once) and close it, at once or after the answers already owed."""
         context = {} if request is None else {"api_key": request.api_key, "api_version": request.api_version, "correlation_id": request.correlation_id}
         if isinstance(error, (FrameTooLarge, InvalidRequest, CloseConnection)):
             # The client's fault: a warning with the reason, never a traceback.
@@ -310,7 +312,10 @@ class Connection:
         else:
             # A handler bug must not take the broker down; this client reconnects.
             self._log.error(event, exc_info=error, **context)
-        self._close()
+        if answer_earlier:
+            self.stop_reading()
+        else:
+            self._close()
 
     def _close(self) -> None:
         if self._closed.done():

@@ -410,3 +410,17 @@ def test_list_offsets_with_null_topics_closes_with_one_warning(module_broker: Br
     assert refused[0]["level"] == "warning" and "null array" in refused[0]["reason"], refused
     assert (refused[0]["api_key"], refused[0]["api_version"], refused[0]["peer"].split(":")[0]) == (API_LIST_OFFSETS, 1, "127.0.0.1")
     assert [e for e in module_broker.log_events() if e.get("level") in ("error", "critical")] == []
+
+
+def test_requests_before_a_refused_one_are_answered_then_closed(module_broker: BrokerProcess, bystander: Bystander) -> None:
+    """Kafka reads one request at a time per connection, so a client that pipelines a good
+    request and then garbage gets the good one's answer before the close. The fuzzer saw the
+    broker drop such answers: the refusal closed the connection with answers still owed."""
+    s = connect(module_broker)
+    s.sendall(frame(header_v1(API_VERSIONS, 0, 61)) + frame(header_v1(API_LIST_OFFSETS, 1, 62) + struct.pack(">ii", -1, -1)))
+    error, keys = parse_api_versions_v0(read_response(s, 61))
+    assert error == 0 and API_PRODUCE in keys
+    closed, data = closed_by_broker(s)
+    s.close()
+    assert closed and data == b"", (closed, data)
+    bystander.assert_healthy("answer-then-close")
