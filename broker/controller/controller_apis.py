@@ -8,7 +8,7 @@ calls here. While this controller is not the active one every write answers NOT_
 item where the API has items), which is what makes a broker's ControllerChannel look for the
 leader again.
 DescribeCluster answers with the controllers (KIP-919). The Raft APIs are the Raft manager's,
-routed by the controller server.
+routed by the controller server (and by ``handle`` for the ones a broker forwards).
 """
 
 from __future__ import annotations
@@ -64,6 +64,10 @@ _ITEMIZED = frozenset(
         ApiKey.UPDATE_FEATURES,
     }
 )
+# The Raft APIs a broker forwards (kafka-metadata-quorum's describe, add-controller and
+# remove-controller). Over a socket the controller listener routes them to the Raft manager; a
+# combined node's broker asks its own controller here, which must route them the same way.
+FORWARDED_RAFT_APIS = frozenset({ApiKey.DESCRIBE_QUORUM, ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER})
 # ElectLeaders v0 predates election types: it always asks for preferred leaders.
 PREFERRED_ELECTION_TYPE = 0
 
@@ -76,6 +80,10 @@ class QuorumLeader(Protocol):
 
     def voter_endpoints(self) -> list[tuple[int, str, int]]:
         """(id, host, port) of every current voter."""
+        ...
+
+    async def handle_request(self, body: Any) -> Any:
+        """Answer a Raft request."""
         ...
 
 
@@ -121,7 +129,10 @@ class ControllerApis:
 
     async def handle(self, body: Any) -> Any:
         """A request from this node's own broker, answered at the version it was built at."""
-        handler = self._handlers[ApiKey(int(body.__api_key__))]
+        key = ApiKey(int(body.__api_key__))
+        if key in FORWARDED_RAFT_APIS:
+            return await self._raft.handle_request(body)
+        handler = self._handlers[key]
         return await handler(_LocalContext(int(body.__version__)), body)  # type: ignore[arg-type]
 
     def _guarded(self, key: ApiKey, handler: Handler) -> Handler:

@@ -18,6 +18,18 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
 
 
+# Metadata v10 and v11 carry a topic id field, but only v12 may name a topic by it.
+FIRST_TOPIC_ID_VERSION = 12
+
+
+def _names_by_id(entry) -> bool:  # type: ignore[no-untyped-def]
+    """A v10/v11 topic given by id (a null name or a non-zero id): Kafka's KafkaApis throws
+    InvalidRequestException, answered by MetadataRequest.getErrorResponse with INVALID_REQUEST
+    for every requested topic (a null name answered as "", the response allowing none)."""
+    topic_id = getattr(entry, "topic_id", None)
+    return entry.name is None or (topic_id is not None and topic_id.int != 0)
+
+
 class MetadataHandler:
     def __init__(self, metadata: MetadataCache, controller: AutoTopicCreationManager, auto_create_enabled: bool) -> None:
         self._metadata = metadata
@@ -32,6 +44,8 @@ class MetadataHandler:
         requested = request.topics
         if requested is None or (version == 0 and not requested):
             return self._all_topics(ctx, image)
+        if version < FIRST_TOPIC_ID_VERSION and any(_names_by_id(entry) for entry in requested):
+            return self._response(version, [(entry.name or "", entry.topic_id, ErrorCode.invalid_request, None) for entry in requested])
         topics: list[tuple[str | None, uuid.UUID | None, int, TopicImage | None]] = []
         missing: list[str] = []
         for entry in requested:
