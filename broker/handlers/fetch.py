@@ -27,6 +27,8 @@ from storage.fetch_data_info import FetchDataInfo, FileRegion
 from storage.log_segment import whole_batches
 
 TopicPartition = tuple[str, int]
+# A Fetch v13+ topic the client gave the all-zero id (Kafka's Uuid.ZERO_UUID): unknown, answered under that id.
+ZERO_TOPIC_ID = uuid.UUID(int=0)
 FIRST_RACK_AWARE_VERSION = 11
 
 
@@ -63,7 +65,8 @@ class FetchHandler:
             if version >= 13:
                 topic = image.topics_by_id.get(t.topic_id)
                 if topic is None:
-                    unknown_ids[t.topic_id] = [p.partition for p in t.partitions]
+                    # The all-zero id reads as None; the answer names it as the client did.
+                    unknown_ids[t.topic_id or ZERO_TOPIC_ID] = [p.partition for p in t.partitions]
                     continue
                 name = topic.name
             else:

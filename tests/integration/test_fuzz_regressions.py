@@ -89,3 +89,18 @@ def test_metadata_v10_topic_with_an_id_gets_invalid_request(module_broker: Broke
     response = answer(module_broker, struct.pack(">i", len(header) + len(body)) + header + body, 3, version, header_size=5)
     assert [(t.name, t.error_code) for t in response.topics] == [("t", ErrorCode.invalid_request)]
     no_errors_logged(module_broker)
+
+
+# Fetch v17 whose first topic has the all-zero id (read as None, as kio reads it): the unknown
+# topic was answered under None and the response encoder failed on None.bytes. Kafka answers
+# UNKNOWN_TOPIC_ID under the id the client sent. Found by FUZZ_SEED=2, frame 761.
+FETCH_V17_ZERO_TOPIC_ID = bytes.fromhex(
+    "000000f600010011000002f9000466757a7a0000000000ffffffff0000000efb00000035ffffffff0200000000000000000000000000000000048000000100000062000000000000004200000000000000000000000200000000010010000000000000000000000000000000017fffffff000000630000000000000002000000020000000000000004000000000000000002000000007ffffffffffffffe00000002ffffffffffffffff00000001000004000000000000000000000000000000010200000002000000000000000000000000000000000002000000080000000000000000000000000000000000020000000d000672616e676500"
+)
+
+
+def test_fetch_v17_with_the_zero_topic_id_gets_unknown_topic_id(module_broker: BrokerProcess) -> None:
+    response = answer(module_broker, FETCH_V17_ZERO_TOPIC_ID, 1, 17, header_size=5)
+    zero = [t for t in response.responses if t.topic_id is None]  # kio reads the zero id as None
+    assert zero and all(p.error_code == ErrorCode.unknown_topic_id for t in zero for p in t.partitions), response
+    no_errors_logged(module_broker)
