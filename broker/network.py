@@ -153,14 +153,17 @@ class Connection:
         if n == 0:
             self.stop_reading()
             return
+        refused: FrameTooLarge | None = None
         try:
             frames = decoder.received(n)
         except FrameTooLarge as e:
-            self._drop("connection.closed_bad_request", e)
-            return
+            refused, frames = e, e.complete
         for frame in frames:
             if not self._handle(frame):
                 return
+        if refused is not None:
+            self._drop("connection.closed_bad_request", refused, answer_earlier=True)
+            return
         if len(self._pending) >= self._max_in_flight:
             self._pause_reading()  # queued.max.requests: the client waits for its answers
         self._write()

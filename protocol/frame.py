@@ -10,7 +10,14 @@ DEFAULT_BUFFER_SIZE = 64 * 1024
 
 
 class FrameTooLarge(Exception):
-    """A frame announced a size over ``socket.request.max.bytes`` (or a negative one)."""
+    """A frame announced a size over ``socket.request.max.bytes`` (or a negative one).
+
+    ``complete`` holds the frames received whole before it: they are still requests to answer.
+    """
+
+    def __init__(self, message: str, complete: list[bytearray]) -> None:
+        super().__init__(message)
+        self.complete = complete
 
 
 class FrameDecoder:
@@ -58,7 +65,7 @@ class FrameDecoder:
         while end - start >= 4:
             (size,) = _SIZE.unpack_from(staging, start)
             if size < 0 or size > self._max:
-                raise FrameTooLarge(f"frame size {size} outside 0..{self._max}")
+                raise FrameTooLarge(f"frame size {size} outside 0..{self._max}", frames)
             if end - start - 4 >= size:
                 frames.append(staging[start + 4 : start + 4 + size])
                 start += 4 + size

@@ -424,3 +424,14 @@ def test_requests_before_a_refused_one_are_answered_then_closed(module_broker: B
     s.close()
     assert closed and data == b"", (closed, data)
     bystander.assert_healthy("answer-then-close")
+
+
+def test_request_before_an_oversized_frame_is_answered_then_closed(module_broker: BrokerProcess, bystander: Bystander) -> None:
+    s = connect(module_broker)
+    s.sendall(frame(header_v1(API_VERSIONS, 0, 63)) + struct.pack(">i", -1) + b"\x00" * 8)
+    error, keys = parse_api_versions_v0(read_response(s, 63))
+    assert error == 0 and API_PRODUCE in keys
+    closed, data = closed_by_broker(s)
+    s.close()
+    assert closed and data == b"", (closed, data)
+    bystander.assert_healthy("answer-then-oversized")

@@ -70,6 +70,18 @@ def test_frame_size_out_of_bounds_is_refused_before_buffering(size: int) -> None
         FrameDecoder(1 << 20).feed(struct.pack(">i", size) + b"xx")
 
 
+def test_frames_before_an_oversized_one_come_with_the_refusal() -> None:
+    # Found by the fuzzer: a good request and a bad size in one read lost the good request,
+    # which Kafka (reading one request at a time) would have answered before closing.
+    decoder = FrameDecoder(1 << 20)
+    data = struct.pack(">i", 3) + b"one" + struct.pack(">i", -1) + b"xx"
+    target = decoder.buffer()
+    target[: len(data)] = data
+    with pytest.raises(FrameTooLarge) as refused:
+        decoder.received(len(data))
+    assert refused.value.complete == [bytearray(b"one")]
+
+
 def _header(api_key: int, version: int, correlation: int, client_id: bytes | None, tagged: bytes = b"") -> bytes:
     cid = struct.pack(">h", -1) if client_id is None else struct.pack(">h", len(client_id)) + client_id
     return struct.pack(">hhi", api_key, version, correlation) + cid + tagged
