@@ -162,7 +162,7 @@ class Connection:
             if not self._handle(frame):
                 return
         if refused is not None:
-            self._drop("connection.closed_bad_request", refused, answer_earlier=True)
+            self._refuse("connection.closed_bad_request", refused)
             return
         if len(self._pending) >= self._max_in_flight:
             self._pause_reading()  # queued.max.requests: the client waits for its answers
@@ -170,12 +170,10 @@ class Connection:
 
     def _handle(self, frame: bytearray) -> bool:
         """Dispatch one request; False when it cost the connection."""
-        # A refused request closes the connection once the requests read before it are answered:
-        # Kafka reads one request at a time per connection, so its clients get those answers too.
         try:
             header = parse_request_header(frame)
         except InvalidRequest as e:
-            self._drop("connection.closed_bad_request", e, answer_earlier=True)
+            self._refuse("connection.closed_bad_request", e)
             return False
         client = self._client
         if client is None or client.client_id != header.client_id:
@@ -183,10 +181,10 @@ class Connection:
         try:
             result = self._dispatch(header, frame, client)
         except (InvalidRequest, CloseConnection) as e:
-            self._drop("connection.closed_bad_request", e, header, answer_earlier=True)
+            self._refuse("connection.closed_bad_request", e, header)
             return False
         except Exception as e:
-            self._drop("connection.handler_failed", e, header, answer_earlier=True)
+            self._refuse("connection.handler_failed", e, header)
             return False
         if result is None:
             return True  # acks=0: no answer at all
@@ -210,7 +208,6 @@ class Connection:
         if self._closed.done():
             return
         pending, out = self._pending, self._out
-        failed: RequestHeader | None = None  # the request whose answer raised, for the log
         try:
             while True:
                 while pending:
@@ -219,9 +216,7 @@ class Connection:
                         if not head.done():
                             break
                         pending.popleft()
-                        failed = self._awaited.pop(head, None)
-                        chunks = head.result()
-                        failed = None
+                        chunks = self._answer(head)
                     else:
                         chunks = head
                         pending.popleft()
@@ -234,15 +229,13 @@ class Connection:
                         self._loop.add_writer(self._fd, self._on_writable)
                         self._writing = True
                     return
-        except CloseConnection as e:
-            self._drop("connection.closed_by_handler", e, failed)
-            return
         except (ConnectionError, OSError) as e:
             self._log.debug("connection.write_error", error=str(e))
             self._close()
             return
         except Exception as e:
-            self._drop("connection.handler_failed", e, failed)
+            self._log_drop("connection.write_failed", e)
+            self._close()
             return
         if self._writing:
             self._loop.remove_writer(self._fd)
@@ -251,6 +244,25 @@ class Connection:
             self._close()
         elif len(pending) < self._max_in_flight:
             self._resume_reading()
+
+    def _answer(self, future: asyncio.Future[Response]) -> Response:
+        """A finished handler's answer. One that raised ends the connection: the answers before it
+        still go out, the requests after it are dropped unanswered (Kafka would not have read them)."""
+        request = self._awaited.pop(future, None)
+        try:
+            return future.result()
+        except CloseConnection as e:
+            self._log_drop("connection.closed_by_handler", e, request)
+        except Exception as e:
+            self._log_drop("connection.handler_failed", e, request)
+        for item in self._pending:
+            if isinstance(item, asyncio.Future):
+                item.cancel()
+        self._pending.clear()
+        self._awaited.clear()
+        self._pause_reading()
+        self._draining = True
+        return None
 
     def _on_writable(self) -> None:
         self._write()
@@ -306,8 +318,14 @@ class Connection:
 
     # -- closing ------------------------------------------------------------------------------------
 
-    def _drop(self, event: str, error: Exception, request: RequestHeader | None = None, answer_earlier: bool = False) -> None:
-        """Log why the connection goes (once) and close it, at once or after the answers already owed."""
+    def _refuse(self, event: str, error: Exception, request: RequestHeader | None = None) -> None:
+        """Take no more requests and close once the answers already owed are out: Kafka reads one
+        request at a time per connection, so its clients get those answers before the close."""
+        self._log_drop(event, error, request)
+        self.stop_reading()
+
+    def _log_drop(self, event: str, error: Exception, request: RequestHeader | None = None) -> None:
+        """Why the connection goes, logged once."""
         context = {} if request is None else {"api_key": request.api_key, "api_version": request.api_version, "correlation_id": request.correlation_id}
         if isinstance(error, (FrameTooLarge, InvalidRequest, CloseConnection)):
             # The client's fault: a warning with the reason, never a traceback.
@@ -315,10 +333,6 @@ class Connection:
         else:
             # A handler bug must not take the broker down; this client reconnects.
             self._log.error(event, exc_info=error, **context)
-        if answer_earlier:
-            self.stop_reading()
-        else:
-            self._close()
 
     def _close(self) -> None:
         if self._closed.done():

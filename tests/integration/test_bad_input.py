@@ -435,3 +435,25 @@ def test_request_before_an_oversized_frame_is_answered_then_closed(module_broker
     s.close()
     assert closed and data == b"", (closed, data)
     bystander.assert_healthy("answer-then-oversized")
+
+
+def test_acks_zero_failure_after_a_waiting_request_still_answers_it(module_broker: BrokerProcess, bystander: Bystander) -> None:
+    """A CreateTopics (answered later, by the controller) then an acks=0 produce with a bad CRC,
+    pipelined: the produce's failure closes the connection, but only after the CreateTopics
+    answer is out. The fuzzer saw that answer dropped: both became ready in one write pass and
+    the close discarded what was queued but not yet sent."""
+    victim = unique_topic("victim")
+    create_topic(module_broker.bootstrap, victim)
+    created = unique_topic("created")
+    create_v2 = struct.pack(">i", 1) + kstring(created) + struct.pack(">ihii", 1, 1, 0, 0) + struct.pack(">ib", 10_000, 0)
+    corrupt = bytearray(record_batch([(b"k1", b"will-be-flipped")], int(time.time() * 1000)))
+    corrupt[-5] ^= 0xFF
+    s = connect(module_broker)
+    s.sendall(frame(header_v1(19, 2, 71) + create_v2) + produce_v3(victim, 0, bytes(corrupt), 72, acks=0))
+    body = read_response(s, 71)
+    (throttle, count) = struct.unpack_from(">ii", body)
+    assert count == 1
+    closed, data = closed_by_broker(s)
+    s.close()
+    assert closed and data == b"", (closed, data)
+    bystander.assert_healthy("acks0-after-create-topics")
