@@ -38,7 +38,7 @@ def main() -> int:
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="kbroker-fuzz-"))
     print(f"fuzz: broker data and log under {workdir}", flush=True)
     try:
-        result, seconds = fuzz_broker(workdir, seed, args.frames, deadline_s)
+        result, seconds = fuzz_broker(workdir, seed, args.frames, deadline_s, progress_every=10_000)
     except (AssertionError, Unhealthy) as e:
         print(f"fuzz: FAILED (seed {seed}): {e}")
         return 1

@@ -23,7 +23,7 @@ HEALTHY_TOPIC = "fuzz-healthy"
 BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
 
 
-def fuzz_broker(workdir: Path, seed: int, frames: int, deadline_s: float, burst: int = 64) -> tuple[Outcomes, float]:
+def fuzz_broker(workdir: Path, seed: int, frames: int, deadline_s: float, burst: int = 64, progress_every: int = 0) -> tuple[Outcomes, float]:
     """The outcomes and the seconds the fuzzing took; raises AssertionError on a broken broker."""
     broker = BrokerProcess(workdir / "data", BROKER_OVERRIDES).start()
     try:
@@ -33,7 +33,7 @@ def fuzz_broker(workdir: Path, seed: int, frames: int, deadline_s: float, burst:
         (started_event,) = broker.events_named("broker.started")
         runner = NetworkRunner("127.0.0.1", broker.port, int(started_event["node_id"]), seed, SUPPORTED_APIS, healthy)
         started = time.monotonic()
-        result = runner.run(frames, deadline_s, burst, alive=lambda: broker.running)
+        result = runner.run(frames, deadline_s, burst, alive=lambda: broker.running, progress_every=progress_every)
         seconds = time.monotonic() - started
         healthy.check("end")
         if healthy.read_all() != healthy.produced:

@@ -30,6 +30,12 @@ INPROCESS_DEADLINE_S = 20.0
 NETWORK_DEADLINE_S = 25.0
 
 
+@pytest.fixture(autouse=True)
+def _print_seed() -> None:
+    # Shown with the output of a failing test, whatever failed.
+    print(f"FUZZ_SEED={SEED} replays this run")
+
+
 def test_every_valid_request_decodes_as_built() -> None:
     """The generator is right: each valid request of every API version decodes to the entity it was built from."""
     corpus = Corpus(SEED)
