@@ -427,6 +427,12 @@ class ReplicationControlManager:
         brokers: BrokerView | None = None,
     ) -> ControllerResult[list[CreatePartitionsResult]]:
         """Each entry is (name, new total count, one replica list per new partition or None)."""
+        additional = sum(max(count - len(image.topics[name].partitions), 0) for name, count, _ in topics if name in image.topics)
+        if additional > MAX_PARTITIONS_PER_BATCH:
+            # Kafka's BoundedList of a user operation's records: the whole request is refused, before
+            # placing anything (a count of 2^31 - 1 once had the controller place two billion partitions).
+            names = dict.fromkeys(name for name, _, _ in topics)
+            return ControllerResult([], [CreatePartitionsResult(n, ErrorCode.policy_violation, "Excessively large number of partitions per request.") for n in names])
         view = brokers or BrokerView.from_image(image)
         dups = duplicates(name for name, _, _ in topics)
         records: list[MetadataRecord] = []

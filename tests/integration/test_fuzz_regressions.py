@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from tests.integration.conftest import BrokerProcess
+from tests.integration.helpers import create_topic
 
 IO_TIMEOUT_S = 10.0
 
@@ -103,4 +104,17 @@ def test_fetch_v17_with_the_zero_topic_id_gets_unknown_topic_id(module_broker: B
     response = answer(module_broker, FETCH_V17_ZERO_TOPIC_ID, 1, 17, header_size=5)
     zero = [t for t in response.responses if t.topic_id is None]  # kio reads the zero id as None
     assert zero and all(p.error_code == ErrorCode.unknown_topic_id for t in zero for p in t.partitions), response
+    no_errors_logged(module_broker)
+
+
+# CreatePartitions v1 growing topic "fuzz" to 2^31 - 1 partitions (a valid request, its count at
+# the int32 limit): the controller placed partitions until the broker stopped answering anyone.
+# Kafka refuses an operation of more than 10,000 records: POLICY_VIOLATION. FUZZ_SEED=20261126, frame 20014.
+CREATE_PARTITIONS_V1_INT32_MAX = bytes.fromhex("000000250025000100004e2e000466757a7a00000001000466757a7a7fffffffffffffff0000000000")
+
+
+def test_create_partitions_to_int32_max_is_refused(module_broker: BrokerProcess) -> None:
+    create_topic(module_broker.bootstrap, "fuzz")
+    response = answer(module_broker, CREATE_PARTITIONS_V1_INT32_MAX, 37, 1, header_size=4)
+    assert [(r.name, r.error_code) for r in response.results] == [("fuzz", ErrorCode.policy_violation)]
     no_errors_logged(module_broker)

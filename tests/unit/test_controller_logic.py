@@ -515,3 +515,17 @@ def test_random_admin_operations_keep_the_image_consistent(ops: list[tuple[objec
             assert len(rfs) == 1
             assert all(p.leader == p.replicas[0] and len(set(p.replicas)) == len(p.replicas) for p in t.partitions.values())
         assert not any(k[0] == TOPIC_RESOURCE and k[1] not in log.image.topics for k in log.image.configs)
+
+
+def test_create_partitions_of_an_excessive_count_are_refused_before_placing() -> None:
+    """Found by the fuzzer: CreatePartitions to 2^31 - 1 partitions had the controller place two
+    billion partitions on the event loop (the broker stopped answering). Kafka's bound on a user
+    operation's records refuses it, as CreateTopics above 10,000 partitions is refused."""
+    log = cluster(1, 2)
+    ctl = logic()
+    create(ctl, log, topic("t", 1, 1), topic("u", 1, 1), brokers=(1, 2))
+    for request in ([("t", 2**31 - 1, None)], [("t", 6_000, None), ("u", 6_000, None)]):
+        records, results = ctl.create_partitions(log.image, request, validate_only=False, broker_ids=[1, 2])
+        assert records == [] and {(r.error_code, r.error_message) for r in results} == {(44, "Excessively large number of partitions per request.")}
+    records, results = ctl.create_partitions(log.image, [("t", 10_001, None)], validate_only=False, broker_ids=[1, 2])
+    assert len(records) == 10_000 and results[0].error_code == 0
