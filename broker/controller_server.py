@@ -56,7 +56,8 @@ class ControllerServer:
         handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_response(ctx.version, CONTROLLER_APIS)
         raft = self._raft
         for key in RAFT_APIS:
-            handlers[key] = lambda ctx, req: raft.handle_request(req)
+            # Answered in the request's version: a Fetch v4-v16 from a client got v17's bytes.
+            handlers[key] = lambda ctx, req: raft.handle_request(req, ctx.version)
         return handlers
 
     async def start_listeners(self) -> None:

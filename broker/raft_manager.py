@@ -178,13 +178,14 @@ class KafkaRaftManager:
         assert self.client is not None
         return self.client.create_snapshot(snapshot_id, last_contained_log_time_ms)
 
-    async def handle_request(self, body: Any) -> Any:
-        """A Raft request from the controller listener; its answer may wait (a long-polling Fetch)."""
+    async def handle_request(self, body: Any, version: int | None = None) -> Any:
+        """A Raft request from the controller listener; its answer may wait (a long-polling Fetch).
+        ``version`` is the request's: a Fetch read by the broker's own reader does not carry it."""
         assert self.client is not None
         handle = next(self._handles)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[handle] = future
-        self.client.handle_request(handle, body, now_ms())
+        self.client.handle_request(handle, body, now_ms(), version)
         self._wake.set()
         try:
             return await future

@@ -73,7 +73,7 @@ from raft.voter_set import Endpoint, VoterNode, VoterSet, directory_or_none
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 METADATA_PARTITION = 0
-FETCH_RESPONSE_VERSION = 17  # the server's Fetch reader does not keep the version; every node sends v17
+FETCH_RESPONSE_VERSION = 17  # when the caller gives no version (every node sends v17)
 _RECORD_OVERHEAD = 21
 _BATCH_OVERHEAD = 61
 
@@ -371,7 +371,9 @@ class KafkaRaftClient(Generic[T]):
 
     # -- events ------------------------------------------------------------------------------------------
 
-    def handle_request(self, handle: int, body: Any, now_ms: int) -> None:
+    def handle_request(self, handle: int, body: Any, now_ms: int, version: int | None = None) -> None:
+        """``version``: the request's, when ``body`` does not carry it (the broker's own Fetch
+        reader's requests): the answer is built in that version."""
         self._now = max(self._now, now_ms)
         self._dirty = True
         api_key = getattr(type(body), "__api_key__", None)
@@ -390,6 +392,9 @@ class KafkaRaftClient(Generic[T]):
         }.get(api_key)  # type: ignore[call-overload]
         if handler is None:
             raise TypeError(f"{type(body).__name__} is not a Raft request")
+        if handler == self._handle_fetch_request:
+            self._handle_fetch_request(handle, body, self._now, version)
+            return
         handler(handle, body, self._now)
 
     def handle_response(self, correlation_id: int, body: Any | None, now_ms: int) -> None:
@@ -1104,8 +1109,9 @@ class KafkaRaftClient(Generic[T]):
             responses = (build(nested(schema, "FetchableTopicResponse"), topic_id=METADATA_TOPIC_ID, topic=METADATA_TOPIC, partitions=(partition,)),)
         return build(schema, throttle_time=0, error_code=error, session_id=0, responses=responses, node_endpoints=self._node_endpoints(schema))
 
-    def _handle_fetch_request(self, handle: int, body: Any, now: int) -> None:
-        version = _request_version(body, FETCH_RESPONSE_VERSION)
+    def _handle_fetch_request(self, handle: int, body: Any, now: int, version: int | None = None) -> None:
+        if version is None:
+            version = _request_version(body, FETCH_RESPONSE_VERSION)
         if not self._valid_cluster_id(getattr(body, "cluster_id", None)):
             return self._respond(handle, self._fetch_response(version, ErrorCode.inconsistent_cluster_id))
         topics = getattr(body, "topics", ())

@@ -15,6 +15,7 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
+from kio.index import load_response_schema
 from kio.schema.begin_quorum_epoch.v1.request import BeginQuorumEpochRequest
 from kio.schema.begin_quorum_epoch.v1.request import PartitionData as BeginPartition
 from kio.schema.begin_quorum_epoch.v1.request import TopicData as BeginTopic
@@ -28,6 +29,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.vote.v2.request import PartitionData as VotePartition
 from kio.schema.vote.v2.request import TopicData as VoteTopic
 from kio.schema.vote.v2.request import VoteRequest
+from kio.serial import entity_reader
 from kio.static.primitive import i32, i64
 
 from broker import wire_client
@@ -145,3 +147,31 @@ def test_malformed_frames_close_only_their_connection(node: KafkaCluster, steady
             assert sock.recv(1 << 16) == b""
         except ConnectionResetError:
             pass
+
+
+# Found by the fuzzer (tests/fuzz/, on the controller listener): the Raft layer answered every
+# Fetch in v17, whatever version the request was, and the bytes went out under the request's
+# version: a v6 answer that no client can read. FUZZ_SEED=31, frames 1 (v6) and 49 (v14).
+FETCH_V6 = bytes.fromhex(
+    "0000006b0001000600000001000466757a7a0000000200000000c6f8c570000000010000000002000666757a7a2d61000000010000004b"
+    "0000000000000001000000000000005000000001000666757a7a2d62000000010000003d8000000000000001000000000000000200000000"
+)
+FETCH_V14 = bytes.fromhex(
+    "000000a20001000e00000031000466757a7a000000000100000000000000020000000000ffffffff000000010200000000000000000000"
+    "0000000000000300000002000000310000000000000000000040027ffffffffffffffe000000010000000001ffffffff80000000000000"
+    "0100000002ffffffffffffffff96638b10000002000000000000000000000000000000010400000000000000460000000000026101000101"
+)
+
+
+@pytest.mark.parametrize(("frame", "version"), [(FETCH_V6, 6), (FETCH_V14, 14)], ids=["v6", "v14"])
+def test_a_fetch_is_answered_in_its_own_version(node: KafkaCluster, steady: tuple[int, str], frame: bytes, version: int) -> None:
+    host, port = controller(node).rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=IO_TIMEOUT_S) as sock:
+        sock.sendall(frame)
+        (size,) = struct.unpack(">i", wire_client.recv_exact(sock, 4))
+        answer = wire_client.recv_exact(sock, size)
+    assert struct.unpack_from(">i", answer)[0] == struct.unpack_from(">i", frame, 8)[0]
+    header_size = 5 if version >= 12 else 4
+    # The whole answer reads in the request's version, to its last byte.
+    response, size = entity_reader(load_response_schema(1, version))(memoryview(answer[header_size:]).toreadonly(), 0)
+    assert size == len(answer) - header_size, response
