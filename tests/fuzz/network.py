@@ -47,10 +47,16 @@ class Prediction:
 
 
 def disrupts_the_node(request: object, node_id: int) -> bool:
-    """A request that legitimately takes the node out of service: UnregisterBroker naming the
-    node itself (Kafka's too obeys it, unauthenticated). The healthy client could not be served
-    after it, so the runner does not send it; every other UnregisterBroker goes out."""
-    return isinstance(request, UnregisterBrokerRequest) and request.broker_id == node_id
+    """A request that legitimately takes the node out of service, as it would in Kafka (nothing
+    authenticates it): UnregisterBroker naming the node itself, or, on a controller listener, a
+    BrokerRegistration or BrokerHeartbeat speaking for it (a heartbeat can fence it or shut it
+    down). The healthy client could not be served after one, so the runner does not send it;
+    every one naming another broker goes out."""
+    if isinstance(request, UnregisterBrokerRequest):
+        return request.broker_id == node_id
+    if type(request).__name__ in ("BrokerRegistrationRequest", "BrokerHeartbeatRequest"):
+        return getattr(request, "broker_id", None) == node_id
+    return False
 
 
 def predict(data: bytes, apis: dict[int, ApiRange], node_id: int = -1) -> Prediction:

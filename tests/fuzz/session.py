@@ -11,7 +11,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from protocol.api_keys import SUPPORTED_APIS
+from protocol.api_keys import CONTROLLER_APIS, SUPPORTED_APIS
+from tests.cluster.cluster import KafkaCluster
 from tests.fuzz.healthy import HealthyClient, Unhealthy
 from tests.fuzz.network import NetworkRunner
 from tests.fuzz.outcomes import Outcomes
@@ -23,15 +24,30 @@ HEALTHY_TOPIC = "fuzz-healthy"
 BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
 
 
-def fuzz_broker(workdir: Path, seed: int, frames: int, deadline_s: float, burst: int = 64, progress_every: int = 0) -> tuple[Outcomes, float]:
-    """The outcomes and the seconds the fuzzing took; raises AssertionError on a broken broker."""
-    broker = BrokerProcess(workdir / "data", BROKER_OVERRIDES).start()
+def fuzz_broker(
+    workdir: Path, seed: int, frames: int, deadline_s: float, burst: int = 64, progress_every: int = 0, controller_listener: bool = False
+) -> tuple[Outcomes, float]:
+    """The outcomes and the seconds the fuzzing took; raises AssertionError on a broken broker.
+
+    By default the frames go to the client listener of a zero-config node. With
+    ``controller_listener`` the node is a configured combined node (node 1, formatted, with a
+    CONTROLLER listener) and the frames go there, with the Raft APIs among them; the healthy
+    client still uses the client listener.
+    """
+    cluster = KafkaCluster(workdir, combined=1, overrides=BROKER_OVERRIDES) if controller_listener else None
+    broker: BrokerProcess = cluster.nodes[1] if cluster else BrokerProcess(workdir / "data", BROKER_OVERRIDES)
+    if cluster:
+        cluster.start()
+    else:
+        broker.start()
     try:
         healthy = HealthyClient("127.0.0.1", broker.port, HEALTHY_TOPIC)
         healthy.create_topic()
         healthy.check("start")
         (started_event,) = broker.events_named("broker.started")
-        runner = NetworkRunner("127.0.0.1", broker.port, int(started_event["node_id"]), seed, SUPPORTED_APIS, healthy)
+        target = int(cluster.controller_bootstrap(1).rsplit(":", 1)[1]) if cluster else broker.port
+        apis = CONTROLLER_APIS if cluster else SUPPORTED_APIS
+        runner = NetworkRunner("127.0.0.1", target, int(started_event["node_id"]), seed, apis, healthy)
         started = time.monotonic()
         result = runner.run(frames, deadline_s, burst, alive=lambda: broker.running, progress_every=progress_every)
         seconds = time.monotonic() - started
@@ -55,4 +71,7 @@ def fuzz_broker(workdir: Path, seed: int, frames: int, deadline_s: float, burst:
         print(f"broker log {broker.log_path}:\n{broker.tail()}")
         raise
     finally:
-        retire(broker)
+        if cluster:
+            cluster.close()
+        else:
+            retire(broker)
