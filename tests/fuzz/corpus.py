@@ -19,6 +19,8 @@ PER_VERSION = 3
 
 
 class Corpus:
+    """Build through ``corpus()``: a run's requests are built once per process."""
+
     def __init__(self, seed: int, apis: dict[int, ApiRange] = KNOWN_APIS, topics: tuple[str, ...] = FUZZ_TOPICS) -> None:
         self.seed = seed
         generator = RequestGenerator(random.Random(seed), topics)
@@ -33,3 +35,13 @@ class Corpus:
         rng = random.Random(f"{self.seed}/{index}")
         request, other = rng.choice(self.requests), rng.choice(self.requests)
         return Mutator(rng).mutate(request, other, index & 0x7FFFFFFF)
+
+
+_BUILT: dict[tuple[int, tuple[tuple[int, int, int], ...]], Corpus] = {}
+
+
+def corpus(seed: int, apis: dict[int, ApiRange] = KNOWN_APIS) -> Corpus:
+    key = (seed, tuple((k, r.min_version, r.max_version) for k, r in sorted(apis.items())))
+    if key not in _BUILT:
+        _BUILT[key] = Corpus(seed, apis)
+    return _BUILT[key]

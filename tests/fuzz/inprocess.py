@@ -15,7 +15,7 @@ from protocol.api_keys import KNOWN_APIS, is_supported
 from protocol.frame import FrameDecoder, FrameTooLarge
 from protocol.headers import InvalidRequest, parse_request_header
 from protocol.messages import decode_request
-from tests.fuzz.corpus import Corpus
+from tests.fuzz.corpus import corpus
 from tests.fuzz.mutate import Mutant
 from tests.fuzz.outcomes import Failure, Outcomes
 
@@ -51,15 +51,15 @@ def decode_frames(data: bytes) -> list[str]:
     return outcomes
 
 
-def run_in_process(seed: int, frames: int, deadline_s: float, corpus: Corpus | None = None) -> Outcomes:
+def run_in_process(seed: int, frames: int, deadline_s: float) -> Outcomes:
     """Up to ``frames`` mutated frames (fewer if ``deadline_s`` passes first)."""
-    corpus = corpus or Corpus(seed)
+    requests = corpus(seed)
     result = Outcomes()
     stop = time.monotonic() + deadline_s
     for index in range(frames):
         if index % 256 == 0 and time.monotonic() > stop:
             break
-        mutant = corpus.mutant(index)
+        mutant = requests.mutant(index)
         check_frame(seed, index, mutant, result)
     return result
 
@@ -75,8 +75,4 @@ def check_frame(seed: int, index: int, mutant: Mutant, result: Outcomes) -> None
         return
     for outcome in outcomes:
         result.count(outcome)
-
-
-def replay(seed: int, index: int) -> Mutant:
-    return Corpus(seed).mutant(index)
 

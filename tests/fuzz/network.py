@@ -26,7 +26,7 @@ from protocol.frame import FrameDecoder, FrameTooLarge
 from protocol.headers import InvalidRequest, parse_request_header
 from protocol.messages import decode_request
 from protocol.produce_request import ProduceRequest
-from tests.fuzz.corpus import Corpus
+from tests.fuzz.corpus import corpus
 from tests.fuzz.healthy import HealthyClient
 from tests.fuzz.inprocess import MAX_REQUEST_BYTES, check_frame
 from tests.fuzz.mutate import Mutant
@@ -171,7 +171,7 @@ class NetworkRunner:
         self.node_id = node_id
         self.seed = seed
         self.apis = apis
-        self.corpus = Corpus(seed, apis)
+        self.corpus = corpus(seed, apis)
         self.healthy = healthy
         self.answer_timeout_s = answer_timeout_s
         self.result = Outcomes()
