@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import gzip
 import random
 import struct
 import uuid
@@ -76,8 +77,6 @@ def record_batch(rng: random.Random, count: int | None = None, codec: int | None
 
 def _compress(codec: int, data: bytes) -> bytes:
     if codec == 1:
-        import gzip
-
         return gzip.compress(data)
     if codec == 2:
         return snappy.compress(data)

@@ -56,7 +56,7 @@ class Mutator:
             ("bad-header", self._bad_header, 4),
             ("frame-size", self._frame_size, 2),
         ]
-        self._names = [m[0] for m in self._mutations]
+        self.names = [m[0] for m in self._mutations]
         self._weights = [m[2] for m in self._mutations]
 
     def mutate(self, request: Request, other: Request, correlation_id: int) -> Mutant:

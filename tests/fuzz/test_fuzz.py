@@ -64,7 +64,7 @@ def test_decoders_in_process() -> None:
     print(report)
     assert not result.failures, report
     assert result.counts["decoded"] and result.counts["decode error"], report
-    assert set(result.mutations) == set(Mutator(random.Random(0))._names), report
+    assert set(result.mutations) == set(Mutator(random.Random(0)).names), report
 
 
 def test_broker_over_the_network(tmp_path: Path) -> None:
