@@ -68,7 +68,8 @@ def error_response(api_key: ApiKey, version: int, request: Any, error_code: Erro
     if api_key == ApiKey.DELETE_TOPICS and version < 6:
         names = [(name, None) for name in request.topic_names]
     else:
-        names = [(getattr(i, "name", None) or getattr(i, "resource_name", None), i) for i in getattr(request, request_field)]
+        # By the field the item has: an empty name is a name (the fuzzer's "" became None here).
+        names = [(i.name if hasattr(i, "name") else i.resource_name, i) for i in getattr(request, request_field)]
     items = []
     for name, item in names:
         items.append(

@@ -118,3 +118,18 @@ def test_create_partitions_to_int32_max_is_refused(module_broker: BrokerProcess)
     response = answer(module_broker, CREATE_PARTITIONS_V1_INT32_MAX, 37, 1, header_size=4)
     assert [(r.name, r.error_code) for r in response.results] == [("fuzz", ErrorCode.policy_violation)]
     no_errors_logged(module_broker)
+
+
+# CreatePartitions v3 with a negative timeout (so the forwarding gives up at once) naming topic "":
+# the error answer looked items up by `name or resource_name` and put None in the non-nullable
+# name. FUZZ_SEED=20261126, frame 134397 (of the long run).
+CREATE_PARTITIONS_V3_EMPTY_NAME = bytes.fromhex(
+    "000000450025000300020cfd000466757a7a0003017ffffffe01000a504c41494e544558540000004c03038000000000000000000400000000ffffffff0000ff000000800000640000"
+)
+
+
+def test_create_partitions_timing_out_for_an_empty_name_is_answered(module_broker: BrokerProcess) -> None:
+    response = answer(module_broker, CREATE_PARTITIONS_V3_EMPTY_NAME, 37, 3, header_size=5)
+    assert [r.name for r in response.results] == ["", "PLAINTEXT"]
+    assert all(r.error_code != ErrorCode.none for r in response.results)
+    no_errors_logged(module_broker)
