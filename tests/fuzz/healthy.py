@@ -91,7 +91,9 @@ class HealthyClient:
         if meta.topics[0].error_code != ErrorCode.none:
             raise Unhealthy(f"{label}: Metadata answered {meta.topics[0].error_code!r}")
         value = f"healthy-{len(self.produced)}-{label}".encode()
-        partition = produce.PartitionProduceData(index=0, records=bytes(make_batch([value])))
+        # Stamped now: a batch from the past would be removed by retention.ms during a long run.
+        batch = make_batch([value], base_timestamp=int(time.time() * 1000))
+        partition = produce.PartitionProduceData(index=0, records=bytes(batch))
         request = produce.ProduceRequest(
             transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=(produce.TopicProduceData(name=self.topic, partition_data=(partition,)),)
         )

@@ -41,6 +41,7 @@ def fuzz_broker(
         cluster.start()
     else:
         broker.start()
+    runner: NetworkRunner | None = None
     try:
         healthy = HealthyClient("127.0.0.1", broker.port, HEALTHY_TOPIC)
         healthy.create_topic()
@@ -62,6 +63,8 @@ def fuzz_broker(
         return result, seconds
     except BaseException:
         print(f"broker log {broker.log_path}:\n{broker.tail()}")
+        if runner is not None:
+            print(runner.result.report(f"until the failure, seed {seed}", 0.0))
         raise
     finally:
         if cluster:
