@@ -182,13 +182,15 @@ class FuzzConnection:
 
 
 class NetworkRunner:
-    def __init__(self, host: str, port: int, node_id: int, seed: int, apis: dict[int, ApiRange], healthy: HealthyClient, answer_timeout_s: float = 2.0) -> None:
+    def __init__(self, host: str, port: int, node_id: int, seed: int, apis: dict[int, ApiRange], healthy: HealthyClient, answer_timeout_s: float = 10.0) -> None:
         self.address = (host, port)
         self.node_id = node_id
         self.seed = seed
         self.apis = apis
         self.corpus = corpus(seed, apis)
         self.healthy = healthy
+        # Waited only when an answer or a close is late: on this shared 2-core machine the broker
+        # went unscheduled for 2-3 s twice in a million frames, and closed on time for it.
         self.answer_timeout_s = answer_timeout_s
         self.result = Outcomes()
 
