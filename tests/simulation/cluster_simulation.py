@@ -1,0 +1,545 @@
+"""Deterministic simulation of a whole kbroker cluster: Raft, the quorum controller, metadata,
+replication and ISR, producers, on one virtual clock.
+
+Apache Kafka simulates its Raft layer alone this way (RaftEventSimulationTest), and
+tests/unit/raft_simulation.py does the same for raft/. Here every node of a KRaft cluster runs
+in one process: a KafkaRaftClient over a MemoryLog per node, the quorum controller's decisions
+(QuorumControllerLogic and the control managers) committing records through Raft, every node's
+MetadataLoader applying them to its MetadataImage through MetadataDelta, and from the image
+each broker leads or follows its partitions (PartitionLeaderState, the follower fetch state,
+storage's leader epoch cache). Producers append with acks=all or acks=1.
+
+One event queue ordered by (virtual ms, sequence); one random.Random seeded by the seed makes
+every choice (scenario, sizes, timings, faults), so a seed replays exactly. After every event
+the invariants of tests/simulation/invariants.py are checked; a violation raises
+SimulationFailure with the seed, the scenario, the invariant, the last events and the command
+that replays the seed alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import logging
+import random
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import structlog
+
+from broker.controller.controller_logic import CreatableTopic
+from raft.raft_config import RaftConfig
+from raft.voter_set import Endpoint, VoterNode, VoterSet
+from tests.simulation.invariants import InvariantViolation, Invariants
+from tests.simulation.sim_broker import ControllerRequest, ProduceRequest, ProduceResponse, SimNode
+from tests.simulation.simulated_network import NetworkFaults, SimulatedNetwork
+
+CLUSTER_ID = "cluster-simulation"
+REPLAY_COMMAND = "CLUSTER_SIM_SEED={seed} .venv/bin/python -m pytest tests/simulation -k replay"
+TOPIC = "events"
+MIN_INSYNC = 2
+REPLICATION_FACTOR = 3
+DEFAULT_WINDOW_MS = 3000
+LIVENESS_BOUND_MS = 20_000
+TRACE_LENGTH = 60
+PRODUCER = -1  # the producer's address on the network: outside the cluster, never cut
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    lossy: bool = False  # message loss, duplication and delay (so reordering)
+    isolate: bool = False  # a leader (of the metadata quorum or of a partition) cut off, then back
+    split: bool = False  # a minority cut from the majority
+    kill: bool = False  # crashes that keep unflushed writes (a killed process), then restarts
+    power: bool = False  # crashes that lose unflushed writes (a lost machine), then restarts
+    pause: bool = False  # a process stops for a while (a long GC, a stopped VM)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("steady"),
+    Scenario("lossy", lossy=True),
+    Scenario("isolate", isolate=True),
+    Scenario("split", split=True),
+    Scenario("kill", kill=True),
+    Scenario("power", power=True),
+    Scenario("pause", pause=True),
+    Scenario("chaos", lossy=True, isolate=True, split=True, kill=True, power=True, pause=True),
+)
+SCENARIO_NAMES = tuple(s.name for s in SCENARIOS)
+
+
+def scenario_for(seed: int) -> Scenario:
+    """The seed alone picks the scenario, so a seed is all a replay needs."""
+    return SCENARIOS[seed % len(SCENARIOS)]
+
+
+@dataclass(slots=True)
+class Params:
+    nodes: int
+    voters: int
+    partitions: int
+    raft: RaftConfig
+    network: NetworkFaults
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    request_timeout_ms: int
+    replica_lag_time_max_ms: int
+    isr_check_ms: int
+    fetch_backoff_ms: int
+    fetch_max_records: int
+    produce_timeout_ms: int
+    produce_gap_ms: tuple[int, int]
+    acks_all_share: float
+    flush_gap_ms: tuple[int, int]
+    fault_gap_ms: tuple[int, int]
+    window_ms: int
+
+    @classmethod
+    def draw(cls, rng: random.Random, scenario: Scenario, window_ms: int) -> "Params":
+        nodes = rng.choice((3, 3, 4))
+        # A tenth of Kafka's timeouts, or about: several elections and fencings fit a fault window of a few virtual seconds.
+        raft = RaftConfig(
+            election_timeout_ms=200,
+            fetch_timeout_ms=400,
+            election_backoff_max_ms=100,
+            request_timeout_ms=300,
+            retry_backoff_ms=20,
+            append_linger_ms=rng.choice((0, 5)),
+            fetch_max_wait_ms=100,
+        )
+        network = NetworkFaults(
+            loss=rng.choice((0.02, 0.05, 0.1)) if scenario.lossy else 0.0,
+            duplicate=rng.choice((0.01, 0.05)) if scenario.lossy else 0.0,
+            delay=rng.choice((0.05, 0.2)) if scenario.lossy else 0.0,
+            max_delay_ms=rng.choice((30, 150, 400)),
+            latency_ms=(1, rng.choice((2, 5))),
+        )
+        return cls(
+            nodes=nodes,
+            voters=3,
+            partitions=rng.randint(1, 3),
+            raft=raft,
+            network=network,
+            session_timeout_ms=rng.choice((600, 900)),
+            heartbeat_interval_ms=100,
+            request_timeout_ms=300,
+            replica_lag_time_max_ms=rng.choice((300, 500)),
+            isr_check_ms=100,
+            fetch_backoff_ms=rng.choice((10, 30)),
+            fetch_max_records=rng.choice((3, 20)),
+            produce_timeout_ms=600,
+            produce_gap_ms=(10, rng.choice((40, 100))),
+            acks_all_share=0.8,
+            flush_gap_ms=(20, rng.choice((100, 400))),
+            fault_gap_ms=(150, 600),
+            window_ms=window_ms,
+        )
+
+
+class SimulationFailure(AssertionError):
+    def __init__(self, seed: int, scenario: str, invariant: str, message: str, trace: Sequence[str], window_ms: int = DEFAULT_WINDOW_MS) -> None:
+        self.seed = seed
+        self.scenario = scenario
+        self.invariant = invariant
+        self.message = message
+        self.trace = list(trace)
+        replay = REPLAY_COMMAND.format(seed=seed)
+        if window_ms != DEFAULT_WINDOW_MS:
+            replay = f"CLUSTER_SIM_WINDOW_MS={window_ms} {replay}"
+        self.replay = replay
+        super().__init__(
+            f"seed {seed} (scenario {scenario}) broke the invariant '{invariant}': {message}\nreplay: {replay}\nlast events:\n  " + "\n  ".join(self.trace)
+        )
+
+
+@dataclass(slots=True)
+class Stats:
+    events: int = 0
+    messages: int = 0
+    metadata_records: int = 0
+    raft_elections: int = 0
+    partition_elections: int = 0
+    acked_all: int = 0
+    acked_one: int = 0
+    truncations: int = 0
+    crashes: int = 0
+    lossy_crashes: int = 0
+    isolations: int = 0
+    pauses: int = 0
+    virtual_ms: int = 0
+
+
+class Simulation:
+    def __init__(self, seed: int, *, window_ms: int = DEFAULT_WINDOW_MS, trace_length: int = TRACE_LENGTH) -> None:
+        self.seed = seed
+        self.scenario = scenario_for(seed)
+        self.rng = random.Random(seed)
+        self.params = Params.draw(self.rng, self.scenario, window_ms)
+        self.cluster_id = CLUSTER_ID
+        self.now = 0
+        self.stats = Stats()
+        self.invariants = Invariants(self._invariant_failed)
+        self.network = SimulatedNetwork(self.rng, self.params.network)
+        self.touched: set[int] = set()
+        self._queue: list[tuple[int, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._seq = 0
+        self._trace: deque[tuple[int, str, tuple[Any, ...]]] = deque(maxlen=trace_length)
+        p = self.params
+        self.nodes = {i: SimNode(self, i, i < p.voters) for i in range(p.nodes)}
+        self.by_address = {n.address: i for i, n in self.nodes.items()}
+        self.voter_set = VoterSet(VoterNode(i, None, (Endpoint("CONTROLLER", *self.nodes[i].address),)) for i in range(p.voters))
+        self.topic_ready = False
+        self._next_value = 0
+        self._correlation = 0
+        self._produces: dict[int, tuple[ProduceRequest, int]] = {}  # correlation id -> (request, the node asked)
+        self._faults_on = True
+        self._healed_acked: set[tuple[str, int]] = set()  # partitions with an acks=all record acknowledged after the heal
+        self._producing = True  # producers stop once the healed cluster acknowledged an acks=all record on every partition
+        self._done = False
+        self._failure: SimulationFailure | None = None
+
+    # -- the event loop ----------------------------------------------------------------------------
+
+    def at(self, time_ms: int, action: Callable[..., None], *args: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (time_ms, self._seq, action, args))
+
+    def run(self) -> Stats:
+        with quiet_logging():
+            return self._run()
+
+    def _run(self) -> Stats:
+        p = self.params
+        for node in self.nodes.values():
+            self.at(self.rng.randrange(0, 50), self._start, node.node_id)
+        self.at(100, self._create_topic_event)
+        self.at(self.rng.randint(*p.produce_gap_ms), self._produce_event)
+        self.at(self.rng.randint(*p.fault_gap_ms), self._fault_event)
+        self.at(p.window_ms, self._heal_event)
+        deadline = p.window_ms + LIVENESS_BOUND_MS
+        try:
+            while self._queue and not self._done:
+                time_ms, _, action, args = heapq.heappop(self._queue)
+                if time_ms > deadline:
+                    self.fail("liveness", f"{LIVENESS_BOUND_MS} ms after the faults stopped the cluster has not settled: {self._unsettled()}")
+                self.now = max(self.now, time_ms)
+                self.stats.events += 1
+                action(*args)
+                if self._failure is not None:
+                    raise self._failure  # raised inside a core that catches what its callbacks raise (the loader's publishers)
+                self._check_step()
+            if not self._done:
+                self.fail("liveness", f"the event queue ran dry: {self._unsettled()}")
+            self._check_end()
+        except SimulationFailure:
+            raise
+        except Exception as e:
+            self.fail("no exception escapes a core", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+        self.stats.messages = self.network.messages
+        self.stats.virtual_ms = self.now
+        self.stats.metadata_records = len(self.invariants.metadata)
+        return self.stats
+
+    def node_event(self, node_id: int, incarnation: int, action: Callable[..., None], args: tuple[Any, ...]) -> None:
+        """A timer or delivery of one node: dropped if the node restarted since, held while it is paused."""
+        node = self.nodes[node_id]
+        if not node.running or node.incarnation != incarnation:
+            return
+        if node.paused_until > self.now:
+            self.at(node.paused_until, self.node_event, node_id, incarnation, action, args)
+            return
+        self.touched.add(node_id)
+        action(*args)
+
+    # -- the network ---------------------------------------------------------------------------------
+
+    def transmit(self, source: int, target: int, method: str, *args: Any) -> None:
+        """A request to whatever incarnation of ``target`` is running when it arrives."""
+        for delay in self.network.delays(source, target):
+            self.at(self.now + delay, self._arrive, source, target, None, method, args)
+
+    def transmit_to(self, source: int, target: int, incarnation: int, method: str, *args: Any) -> None:
+        """A response: only the incarnation that asked may get it (a restart closed the connection)."""
+        if target == PRODUCER:
+            for delay in self.network.delays(source, target):
+                self.at(self.now + delay, getattr(self, method), *args)
+            return
+        for delay in self.network.delays(source, target):
+            self.at(self.now + delay, self._arrive, source, target, incarnation, method, args)
+
+    def _arrive(self, source: int, target: int, incarnation: int | None, method: str, args: tuple[Any, ...]) -> None:
+        if self.network.is_cut(source, target):
+            return
+        node = self.nodes[target]
+        if not node.running or (incarnation is not None and node.incarnation != incarnation):
+            return
+        self.node_event(target, node.incarnation, getattr(node, method), args)
+
+    # -- tracing and failing -------------------------------------------------------------------------
+
+    def note(self, kind: str, *details: Any) -> None:
+        self._trace.append((self.now, kind, details))
+
+    def trace(self) -> list[str]:
+        lines = [f"{t:>7} {kind} " + " ".join(str(d) for d in details) for t, kind, details in self._trace]
+        lines.append(f"-- at {self.now} ms; nodes: " + " | ".join(n.summary() for n in self.nodes.values()))
+        return lines
+
+    def fail(self, invariant: str, message: str) -> None:
+        if self._failure is None:
+            self._failure = SimulationFailure(self.seed, self.scenario.name, invariant, message, self.trace(), self.params.window_ms)
+        raise self._failure
+
+    def fail_plain(self, message: str) -> None:
+        self.fail("the cores keep their contracts", message)
+
+    def _invariant_failed(self, invariant: str, detail: str) -> None:
+        self.fail(invariant, detail)
+
+    # -- nodes -----------------------------------------------------------------------------------------
+
+    def _start(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        if not node.running:
+            node.start()
+
+    def running(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.running]
+
+    def _latest_image_node(self) -> SimNode | None:
+        """The running node whose published image is the most recent: the cluster's metadata as a client would learn it."""
+        nodes = [n for n in self.running() if n.loader is not None]
+        return max(nodes, key=lambda n: (n.image.provenance, -n.node_id), default=None)
+
+    def is_current_leader_epoch(self, tp: tuple[str, int], leader_epoch: int) -> bool:
+        """No newer leader epoch of the partition is known committed: a leader of an older one is a zombie
+        nobody follows (its followers fence it by epoch), so it can acknowledge nothing and lose nothing."""
+        latest = self._latest_image_node()
+        topic = latest.image.topics.get(tp[0]) if latest is not None else None
+        reg = topic.partitions.get(tp[1]) if topic is not None else None
+        return reg is None or reg.leader_epoch <= leader_epoch
+
+    # -- the administrator: one topic, RF 3, min.insync.replicas 2 -------------------------------------
+
+    def _create_topic_event(self) -> None:
+        if self.topic_ready:
+            return
+        self.at(self.now + 200, self._create_topic_event)
+        latest = self._latest_image_node()
+        if latest is None or TOPIC in latest.image.topics:
+            self.topic_ready = latest is not None and TOPIC in latest.image.topics
+            return
+        unfenced = [b for b in latest.image.brokers.values() if not b.fenced]
+        if len(unfenced) < REPLICATION_FACTOR:
+            return
+        topic = CreatableTopic(TOPIC, self.params.partitions, REPLICATION_FACTOR, None, {"min.insync.replicas": str(MIN_INSYNC)})
+        target = latest._to_controller("create_topics", topic) if latest.client is not None else None
+        if target is not None:
+            self.note("create-topic", f"asked through node {latest.node_id}")
+
+    def topics_created(self, results: list[Any]) -> None:
+        self.note("create-topic", ", ".join(f"{r.name}: error {r.error_code}" for r in results))
+
+    # -- producers -------------------------------------------------------------------------------------
+
+    def _produce_event(self) -> None:
+        if not self._producing:
+            return
+        self.at(self.now + self.rng.randint(*self.params.produce_gap_ms), self._produce_event)
+        latest = self._latest_image_node()
+        topic = latest.image.topics.get(TOPIC) if latest is not None else None
+        if topic is None:
+            return
+        partition = self.rng.randrange(len(topic.partitions))
+        leader = topic.partitions[partition].leader
+        if leader < 0:
+            return
+        count = self.rng.randint(1, 3)
+        values = tuple(range(self._next_value, self._next_value + count))
+        self._next_value += count
+        acks_all = self.rng.random() < self.params.acks_all_share or not self._faults_on
+        request = ProduceRequest((TOPIC, partition), values, acks_all)
+        self._correlation += 1
+        self._produces[self._correlation] = (request, leader)
+        self.transmit(PRODUCER, leader, "produce_request", PRODUCER, 0, self._correlation, request)
+
+    def produce_response(self, correlation_id: int, request: ProduceRequest, response: ProduceResponse) -> None:
+        if self._produces.pop(correlation_id, None) is None:
+            return  # a duplicate answer
+        if response.error_code != 0:
+            return
+        self.note("acked", f"{request.tp[0]}-{request.tp[1]} [{response.base_offset}..{response.base_offset + len(request.values) - 1}]", "acks=all" if request.acks_all else "acks=1")
+        if not request.acks_all:
+            self.stats.acked_one += len(request.values)
+            return
+        self.stats.acked_all += len(request.values)
+        self.invariants.acknowledged(request.tp, response.base_offset, list(request.values))
+        if not self._faults_on:
+            self._healed_acked.add(request.tp)
+
+    # -- faults --------------------------------------------------------------------------------------
+
+    def _fault_event(self) -> None:
+        if not self._faults_on:
+            return
+        self.at(self.now + self.rng.randint(*self.params.fault_gap_ms), self._fault_event)
+        s = self.scenario
+        kinds = [k for k, on in (("lossy", False), ("isolate", s.isolate), ("split", s.split), ("kill", s.kill), ("power", s.power), ("pause", s.pause)) if on]
+        if not kinds:
+            return
+        kind = self.rng.choice(kinds)
+        ids = list(self.nodes)
+        if kind in ("isolate", "split"):
+            if self.network.cut:
+                self.network.heal()
+                self.note("heal-links")
+                return
+            if kind == "isolate":
+                victim = self._a_leader()
+                self.network.isolate(victim, ids + [PRODUCER])
+                self.stats.isolations += 1
+                self.note("isolate", f"node {victim}")
+            else:
+                side = self.rng.sample(ids, 1 if len(ids) <= 3 else self.rng.randint(1, 2))
+                self.network.partition(side, ids)
+                self.stats.isolations += 1
+                self.note("split", f"{sorted(side)} from the rest")
+            return
+        running = self.running()
+        if kind == "pause":
+            node = self.rng.choice(running) if running else None
+            if node is not None and node.paused_until <= self.now:
+                node.paused_until = self.now + self.rng.randint(50, self.params.session_timeout_ms * 2)
+                self.stats.pauses += 1
+                self.note("pause", f"node {node.node_id} until {node.paused_until}")
+            return
+        down = [n for n in self.nodes.values() if not n.running]
+        if down:
+            self._start(self.rng.choice(down).node_id)
+            return
+        lossy = kind == "power"
+        self._heal_damaged()
+        if lossy and any(n.damaged for n in self.nodes.values()):
+            return  # one damaged node at a time: fewer than min.insync.replicas
+        victim_id = self._a_leader() if self.rng.random() < 0.5 else self.rng.choice(ids)
+        victim = self.nodes[victim_id]
+        victim.crash(lossy)
+        self.stats.crashes += 1
+        if lossy:
+            self.stats.lossy_crashes += 1
+        self.at(self.now + self.rng.randint(50, 800), self._start, victim_id)
+
+    def _heal_damaged(self) -> None:
+        """A node that lost unflushed writes is whole again once, registered anew (which took it out of
+        every ISR), it is back in the ISR of every partition it hosts: it fetched again what it lost."""
+        latest = self._latest_image_node()
+        if latest is None:
+            return
+        image = latest.image
+        topic = image.topics.get(TOPIC)
+        for node in self.nodes.values():
+            if not node.damaged or not node.running or node.broker_epoch < 0:
+                continue
+            registration = image.brokers.get(node.node_id)
+            if registration is None or registration.epoch != node.broker_epoch:
+                continue
+            hosted = [reg for reg in topic.partitions.values() if node.node_id in reg.replicas] if topic is not None else []
+            if all(node.node_id in reg.isr for reg in hosted):
+                node.damaged = False
+                self.note("whole-again", f"node {node.node_id}")
+
+    def _a_leader(self) -> int:
+        """The metadata quorum's leader or a partition's, as the running nodes see them."""
+        leaders = [n.node_id for n in self.running() if n.client is not None and n.client.is_leader()]
+        latest = self._latest_image_node()
+        topic = latest.image.topics.get(TOPIC) if latest is not None else None
+        if topic is not None:
+            leaders += [p.leader for p in topic.partitions.values() if p.leader >= 0]
+        return self.rng.choice(leaders) if leaders else self.rng.choice(list(self.nodes))
+
+    def _heal_event(self) -> None:
+        self._faults_on = False
+        self.network.faults_on = False
+        self.network.heal()
+        self.note("heal", "faults stop; every node starts")
+        for node in self.nodes.values():
+            node.paused_until = min(node.paused_until, self.now)
+            if not node.running:
+                self._start(node.node_id)
+        self.at(self.now + 100, self._settled_event)
+
+    # -- the end: liveness, then the final checks -----------------------------------------------------
+
+    def _unsettled(self) -> str:
+        reasons = []
+        latest = self._latest_image_node()
+        topic = latest.image.topics.get(TOPIC) if latest is not None else None
+        if not self.topic_ready or topic is None:
+            return "the topic was never created; " + " | ".join(n.summary() for n in self.nodes.values())
+        for index, reg in sorted(topic.partitions.items()):
+            if reg.leader < 0 or sorted(reg.isr) != sorted(reg.replicas):
+                reasons.append(f"{TOPIC}-{index} leader={reg.leader} isr={list(reg.isr)} replicas={list(reg.replicas)}")
+            elif (TOPIC, index) not in self._healed_acked:
+                reasons.append(f"{TOPIC}-{index}: no acks=all record acknowledged since the heal")
+        provenances = {n.image.provenance for n in self.nodes.values()}
+        if len(provenances) != 1 or any(not n.running for n in self.nodes.values()):
+            reasons.append(f"nodes at metadata offsets {sorted(provenances)}")
+        if not reasons and self._producing:
+            self._producing = False
+            return "the producers stop; the followers catch up"
+        if not reasons:
+            for index, reg in sorted(topic.partitions.items()):
+                logs = {n.node_id: n.replicas.get((TOPIC, index)) for n in self.nodes.values() if n.node_id in reg.replicas}
+                ends = {i: (r.log.end_offset, r.log.high_watermark) if r is not None else None for i, r in logs.items()}
+                if len({e for e in ends.values()}) != 1:
+                    reasons.append(f"{TOPIC}-{index} replicas not level: {ends}")
+        return "; ".join(reasons)
+
+    def _settled_event(self) -> None:
+        if self._unsettled():
+            self.at(self.now + 100, self._settled_event)
+            return
+        self._done = True
+
+    def _check_step(self) -> None:
+        """After every event: the high watermark of every leader replica on the nodes the event touched."""
+        for node_id in self.touched:
+            node = self.nodes[node_id]
+            for tp, replica in node.replicas.items():
+                if replica.leader_state is not None:
+                    self.invariants.high_watermark(tp, replica.leader_epoch, node_id, node.incarnation, replica.log.high_watermark)
+        self.touched.clear()
+
+    def _check_end(self) -> None:
+        images = {n.node_id: n.image for n in self.nodes.values()}
+        first = images[0]
+        for node_id, image in images.items():
+            if image != first:
+                self.fail("committed metadata identical on every node", f"node {node_id}'s image at offset {image.provenance} differs from node 0's")
+        topic = first.topics[TOPIC]
+        for index, reg in topic.partitions.items():
+            for node_id in reg.replicas:
+                replica = self.nodes[node_id].replicas[(TOPIC, index)]
+                self.invariants.holds_acknowledged((TOPIC, index), node_id, "a replica of the healed cluster", replica.log.entry)
+        for node in self.nodes.values():
+            if node.client is not None and node.client.is_leader():
+                self.stats.raft_elections = len(self.invariants.raft_leaders)
+        self.stats.partition_elections = len(self.invariants.partition_leaders)
+
+
+@contextlib.contextmanager
+def quiet_logging() -> Any:
+    """The cores log as they would in a server; thousands of seeds would print (and pay for) millions of lines."""
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL), cache_logger_on_first_use=False)
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+
+
+def run_seed(seed: int, *, window_ms: int = DEFAULT_WINDOW_MS, trace_length: int = TRACE_LENGTH) -> Stats:
+    return Simulation(seed, window_ms=window_ms, trace_length=trace_length).run()

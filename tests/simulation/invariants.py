@@ -1,0 +1,104 @@
+"""The invariants the cluster simulation holds after every step, and what each one means exactly.
+
+- committed metadata identical on every node: the record each node's loader applies at a
+  metadata offset is the record every other node applied there (a global history by offset);
+  the Raft layer also has at most one leader per epoch.
+- at most one leader per partition epoch: no two brokers ever take leadership of the same
+  (partition, leader epoch).
+- high watermarks never go down within a leader epoch: a leader replica's high watermark,
+  from the moment it takes the epoch until it gives it up or its process dies, only grows.
+- no record acknowledged with acks=all is lost while fewer than min.insync.replicas replicas
+  have failed: every replica that becomes leader, and at the end every replica of the
+  healed cluster, holds each such record at its offset. The fault model keeps the premise:
+  a crash that keeps unflushed writes (a killed process; the page cache survives) loses no
+  replica's data, so any number of those may happen; a crash that loses unflushed writes
+  (a lost machine) damages its replicas, and such crashes are scheduled so that fewer than
+  min.insync.replicas nodes are damaged at once (a damaged node is healed once it is back in
+  the ISR of every partition it hosts).
+- a follower never keeps data past a divergence point: when a follower appends what its
+  leader sent from offset o, its log below o is the leader's log below o (digests compared).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from broker.metadata.metadata_records import MetadataRecord
+
+TopicPartition = tuple[str, int]
+
+
+class InvariantViolation(AssertionError):
+    def __init__(self, invariant: str, detail: str) -> None:
+        super().__init__(f"{invariant}: {detail}")
+        self.invariant = invariant
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class AckedRecord:
+    tp: TopicPartition
+    offset: int
+    value: int
+
+
+@dataclass(slots=True)
+class Invariants:
+    fail: Callable[[str, str], None]
+    metadata: list[MetadataRecord | None] = field(default_factory=list)  # None: an offset holding a Raft control record
+    raft_leaders: dict[int, int] = field(default_factory=dict)  # Raft epoch -> leader
+    partition_leaders: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
+    high_watermarks: dict[tuple[TopicPartition, int, int, int], int] = field(default_factory=dict)  # (tp, epoch, node, incarnation) -> hw
+    acked: dict[TopicPartition, dict[int, int]] = field(default_factory=dict)  # tp -> offset -> value, acks=all only
+    checks: int = 0
+
+    def metadata_committed(self, node: int, offset: int, record: MetadataRecord | None) -> None:
+        history = self.metadata
+        if offset < len(history):
+            if history[offset] != record:
+                self.fail("committed metadata identical on every node", f"node {node} applied {record!r} at offset {offset}, where {history[offset]!r} was applied")
+            return
+        if offset > len(history):
+            self.fail("committed metadata identical on every node", f"node {node} applied offset {offset} past the committed history's end {len(history)}")
+        history.append(record)
+
+    def raft_leader(self, node: int, epoch: int) -> None:
+        known = self.raft_leaders.setdefault(epoch, node)
+        if known != node:
+            self.fail("one metadata leader per Raft epoch", f"nodes {known} and {node} both lead Raft epoch {epoch}")
+
+    def partition_leader(self, tp: TopicPartition, epoch: int, node: int) -> None:
+        known = self.partition_leaders.setdefault((tp, epoch), node)
+        if known != node:
+            self.fail("at most one leader per partition epoch", f"brokers {known} and {node} both led {tp[0]}-{tp[1]} in leader epoch {epoch}")
+
+    def high_watermark(self, tp: TopicPartition, epoch: int, node: int, incarnation: int, hw: int) -> None:
+        key = (tp, epoch, node, incarnation)
+        before = self.high_watermarks.get(key, -1)
+        if hw < before:
+            self.fail("high watermarks never go down within a leader epoch", f"{tp[0]}-{tp[1]} on leader {node} in epoch {epoch}: high watermark {before} -> {hw}")
+        self.high_watermarks[key] = hw
+
+    def acknowledged(self, tp: TopicPartition, base: int, values: list[int]) -> None:
+        offsets = self.acked.setdefault(tp, {})
+        for i, value in enumerate(values):
+            known = offsets.setdefault(base + i, value)
+            if known != value:
+                self.fail("no record acknowledged with acks=all is lost", f"{tp[0]}-{tp[1]} offset {base + i} acknowledged as {known} and later as {value}")
+
+    def holds_acknowledged(self, tp: TopicPartition, node: int, why: str, entry: Callable[[int], tuple[int, int] | None]) -> None:
+        for offset, value in self.acked.get(tp, {}).items():
+            held = entry(offset)
+            if held is None or held[1] != value:
+                self.fail(
+                    "no record acknowledged with acks=all is lost",
+                    f"{tp[0]}-{tp[1]} offset {offset} was acknowledged as value {value}; broker {node} ({why}) holds {held}",
+                )
+
+    def follower_append(self, tp: TopicPartition, node: int, leader: int, offset: int, local_digest: int, leader_digest: int) -> None:
+        if local_digest != leader_digest:
+            self.fail(
+                "a follower never keeps data past a divergence point",
+                f"{tp[0]}-{tp[1]}: follower {node} appended from leader {leader} at offset {offset} but its log below {offset} differs from the leader's",
+            )
