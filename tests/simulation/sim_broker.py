@@ -458,6 +458,7 @@ class SimNode:
             pass
         elif response.diverging is not None:
             offset = replica.truncate_on_divergence(response.diverging)
+            sim.stats.truncations += 1
             sim.note("truncate", f"broker {self.node_id} {tp[0]}-{tp[1]} to {offset} (diverging {response.diverging.end_offset}@{response.diverging.epoch})")
             delay = 0
         else:

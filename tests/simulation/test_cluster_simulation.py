@@ -1,0 +1,147 @@
+"""The whole cluster under simulated faults: a seeded campaign over tests/simulation/cluster_simulation.py.
+
+Each seed picks its scenario (seed % len(SCENARIOS)), the cluster's size, the timeouts and the
+faults, runs a few virtual seconds of faults, then the healed cluster until every partition has
+its whole ISR and an acks=all record acknowledged again. A failing seed prints itself with the
+command that replays it alone:
+
+    CLUSTER_SIM_SEED=1234 .venv/bin/python -m pytest tests/simulation -k replay
+
+``CLUSTER_SIM_SEEDS`` sets the campaign's size (CI_SEEDS by default; ``make chaos`` runs many
+more), ``CLUSTER_SIM_FIRST_SEED`` where it starts, ``CLUSTER_SIM_WINDOW_MS`` how long the faults
+last in each seed and ``CLUSTER_SIM_TRACE`` how many events a failure shows.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from replication.partition_state import PartitionLeaderState
+from tests.simulation.cluster_simulation import DEFAULT_WINDOW_MS, SCENARIO_NAMES, SCENARIOS, Simulation, SimulationFailure, Stats
+from tests.simulation.sim_broker import SimNode
+from tests.simulation.sim_replica import SimReplica
+
+CI_SEEDS = 1200
+SEEDS = int(os.environ.get("CLUSTER_SIM_SEEDS", str(CI_SEEDS)))
+FIRST_SEED = int(os.environ.get("CLUSTER_SIM_FIRST_SEED", "0"))
+TRACE = int(os.environ.get("CLUSTER_SIM_TRACE", "60"))
+WINDOW_MS = int(os.environ.get("CLUSTER_SIM_WINDOW_MS", str(DEFAULT_WINDOW_MS)))
+# Generous for a busy machine: a seed takes about 60 ms; a long campaign gets what it needs.
+CAMPAIGN_TIMEOUT_S = max(300, SEEDS // len(SCENARIOS) // 2)
+SHOWN_FAILURES = 20
+
+
+def _run(seed: int) -> Stats:
+    return Simulation(seed, window_ms=WINDOW_MS, trace_length=TRACE).run()
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT_S)
+@pytest.mark.parametrize("scenario", SCENARIO_NAMES)
+def test_campaign(scenario: str) -> None:
+    index = SCENARIO_NAMES.index(scenario)
+    seeds = [s for s in range(FIRST_SEED, FIRST_SEED + SEEDS) if s % len(SCENARIOS) == index]
+    failures: list[SimulationFailure] = []
+    totals = Stats()
+    for seed in seeds:
+        try:
+            stats = _run(seed)
+        except SimulationFailure as failure:
+            failures.append(failure)
+            continue
+        for name in totals.__dataclass_fields__:
+            setattr(totals, name, getattr(totals, name) + getattr(stats, name))
+    if failures:
+        others = "\n".join(f"  seed {f.seed}: {f.invariant}: {f.message.splitlines()[0]}" for f in failures[1:SHOWN_FAILURES])
+        more = f"\n  ... and {len(failures) - SHOWN_FAILURES} more" if len(failures) > SHOWN_FAILURES else ""
+        pytest.fail(f"{len(failures)} of {len(seeds)} seeds failed; the first:\n{failures[0]}\nthe others:\n{others}{more}", pytrace=False)
+    _check_coverage(scenario, totals, len(seeds))
+
+
+def _check_coverage(scenario: str, totals: Stats, seeds: int) -> None:
+    """The campaign did what it says: a harness that stopped injecting faults would pass vacuously."""
+    if seeds < 20:
+        return
+    assert totals.raft_elections >= seeds and totals.partition_elections >= seeds, totals
+    assert totals.acked_all > 20 * seeds and totals.metadata_records > 10 * seeds, totals
+    kind = next(s for s in SCENARIOS if s.name == scenario)
+    if kind.kill or kind.power:
+        assert totals.crashes >= seeds // 2, totals
+    if kind.power:
+        assert totals.lossy_crashes >= seeds // 2 and totals.truncations > 0, totals
+    if kind.isolate or kind.split:
+        assert totals.isolations >= seeds // 2, totals
+    if kind.pause:
+        assert totals.pauses >= seeds // 2, totals
+
+
+@pytest.mark.skipif("CLUSTER_SIM_SEED" not in os.environ, reason="set CLUSTER_SIM_SEED to replay one seed of the campaign")
+def test_replay() -> None:
+    _run(int(os.environ["CLUSTER_SIM_SEED"]))
+
+
+def test_a_seed_runs_the_same_every_time() -> None:
+    for seed in (5, 7, 13):
+        first, second = Simulation(seed), Simulation(seed)
+        assert first.run() == second.run()
+        assert first.trace() == second.trace()
+
+
+def _first_failure(seeds: range) -> SimulationFailure:
+    for seed in seeds:
+        try:
+            _run(seed)
+        except SimulationFailure as failure:
+            return failure
+    raise AssertionError(f"no seed in {seeds} noticed the fault")
+
+
+def test_it_notices_a_follower_that_does_not_truncate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower told of a diverging epoch that keeps its log: the next append sits on data the leader never had."""
+
+    def keep(self: SimReplica, diverging: object) -> int:
+        return self.log.end_offset
+
+    monkeypatch.setattr(SimReplica, "truncate_on_divergence", keep)
+    failure = _first_failure(range(5, 400, len(SCENARIOS)))  # the scenario that loses unflushed writes
+    assert failure.invariant == "a follower never keeps data past a divergence point", failure
+    assert f"CLUSTER_SIM_SEED={failure.seed} " in str(failure)
+
+
+def test_it_notices_a_high_watermark_that_goes_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader that steps its high watermark back once it passed 20."""
+    original = PartitionLeaderState.maybe_increment_high_watermark
+
+    def stumbling(self: PartitionLeaderState, leader_end_offset: int, now_ms: int, is_eligible: object) -> bool:
+        moved = original(self, leader_end_offset, now_ms, is_eligible)  # type: ignore[arg-type]
+        if self.high_watermark > 20 and not moved:
+            self.high_watermark -= 1
+            return True
+        return moved
+
+    monkeypatch.setattr(PartitionLeaderState, "maybe_increment_high_watermark", stumbling)
+    failure = _first_failure(range(0, 40))
+    assert failure.invariant == "high watermarks never go down within a leader epoch", failure
+
+
+def test_it_notices_acknowledged_records_lost_by_a_broker_that_serves_before_it_is_unfenced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restarted broker that lost unflushed writes and serves at once, as leader of the epoch it had
+    before the crash: its followers truncate to its shorter log. The listeners that open only once
+    the controller has unfenced it (after its new registration took it out of every ISR) prevent it."""
+    original = SimNode._reset
+
+    def eager(self: SimNode) -> None:
+        original(self)
+        self.serving = True
+
+    monkeypatch.setattr(SimNode, "_reset", eager)
+    failure = _first_failure(range(5, 800, len(SCENARIOS)))
+    assert failure.invariant == "no record acknowledged with acks=all is lost", failure
+
+
+def test_a_failure_names_the_seed_the_invariant_and_the_command_that_reruns_it() -> None:
+    failure = SimulationFailure(1234, "power", "at most one leader per partition epoch", "brokers 1 and 2 both led", ["   10 start node 0 #1"])
+    text = str(failure)
+    assert "CLUSTER_SIM_SEED=1234 .venv/bin/python -m pytest tests/simulation -k replay" in text
+    assert "scenario power" in text and "at most one leader per partition epoch" in text and "start node 0" in text
