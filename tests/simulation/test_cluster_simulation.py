@@ -15,13 +15,14 @@ last in each seed and ``CLUSTER_SIM_TRACE`` how many events a failure shows.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
 from replication.partition_state import PartitionLeaderState
 from tests.simulation.cluster_simulation import DEFAULT_WINDOW_MS, SCENARIO_NAMES, SCENARIOS, Simulation, SimulationFailure, Stats
 from tests.simulation.sim_broker import SimNode
-from tests.simulation.sim_replica import SimReplica
+from tests.simulation.sim_replica import FetchRequest, SimReplica
 
 CI_SEEDS = 1200
 SEEDS = int(os.environ.get("CLUSTER_SIM_SEEDS", str(CI_SEEDS)))
@@ -98,13 +99,15 @@ def _first_failure(seeds: range) -> SimulationFailure:
 
 
 def test_it_notices_a_follower_that_does_not_truncate(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A follower told of a diverging epoch that keeps its log: the next append sits on data the leader never had."""
+    """A follower that fetches without its last fetched epoch (no KIP-320 check, so no truncation): it
+    appends the new leader's records after those of the old epoch it should have cut."""
+    original = SimReplica.fetch_request
 
-    def keep(self: SimReplica, diverging: object) -> int:
-        return self.log.end_offset
+    def without_epoch(self: SimReplica, broker_epoch: int) -> FetchRequest:
+        return replace(original(self, broker_epoch), last_fetched_epoch=-1)
 
-    monkeypatch.setattr(SimReplica, "truncate_on_divergence", keep)
-    failure = _first_failure(range(5, 400, len(SCENARIOS)))  # the scenario that loses unflushed writes
+    monkeypatch.setattr(SimReplica, "fetch_request", without_epoch)
+    failure = _first_failure(range(0, 800))
     assert failure.invariant == "a follower never keeps data past a divergence point", failure
     assert f"CLUSTER_SIM_SEED={failure.seed} " in str(failure)
 
