@@ -24,7 +24,7 @@ import logging
 import random
 import traceback
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import structlog
@@ -32,8 +32,8 @@ import structlog
 from broker.controller.controller_logic import CreatableTopic
 from raft.raft_config import RaftConfig
 from raft.voter_set import Endpoint, VoterNode, VoterSet
-from tests.simulation.invariants import InvariantViolation, Invariants
-from tests.simulation.sim_broker import ControllerRequest, ProduceRequest, ProduceResponse, SimNode
+from tests.simulation.invariants import Invariants
+from tests.simulation.sim_broker import ProduceRequest, ProduceResponse, SimNode
 from tests.simulation.simulated_network import NetworkFaults, SimulatedNetwork
 
 CLUSTER_ID = "cluster-simulation"
@@ -340,7 +340,7 @@ class Simulation:
         if len(unfenced) < REPLICATION_FACTOR:
             return
         topic = CreatableTopic(TOPIC, self.params.partitions, REPLICATION_FACTOR, None, {"min.insync.replicas": str(MIN_INSYNC)})
-        target = latest._to_controller("create_topics", topic) if latest.client is not None else None
+        target = latest.to_controller("create_topics", topic) if latest.client is not None else None
         if target is not None:
             self.note("create-topic", f"asked through node {latest.node_id}")
 

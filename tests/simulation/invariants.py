@@ -29,20 +29,6 @@ from broker.metadata.metadata_records import MetadataRecord
 TopicPartition = tuple[str, int]
 
 
-class InvariantViolation(AssertionError):
-    def __init__(self, invariant: str, detail: str) -> None:
-        super().__init__(f"{invariant}: {detail}")
-        self.invariant = invariant
-        self.detail = detail
-
-
-@dataclass(slots=True)
-class AckedRecord:
-    tp: TopicPartition
-    offset: int
-    value: int
-
-
 @dataclass(slots=True)
 class Invariants:
     fail: Callable[[str, str], None]

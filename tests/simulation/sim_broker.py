@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from tests.simulation.cluster_simulation import Simulation
 
 SERDE = MetadataRecordSerde()
+ALTER_PARTITION_RETRY_MS = 50  # alter_partition_manager.RETRY_BACKOFF_S
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
@@ -107,7 +108,9 @@ class SimNode:
         self.incarnation_id = uuid.UUID(int=self.sim.rng.getrandbits(128))
         self.lifecycle_inflight: int | None = None
         self.fetch_inflight: dict[TopicPartition, int] = {}
-        self.alter_inflight: dict[TopicPartition, tuple[int, AlterPartitionIntent]] = {}
+        # broker/alter_partition_manager.py: the latest change per partition, and the one request in flight.
+        self.alter_waiting: dict[TopicPartition, AlterPartitionIntent] = {}
+        self.alter_inflight: tuple[int, dict[TopicPartition, AlterPartitionIntent]] | None = None
         self.produces: dict[TopicPartition, list[PendingProduce]] = {}
 
     # -- life -------------------------------------------------------------------------------------
@@ -313,7 +316,7 @@ class SimNode:
 
     # -- the broker's lifecycle: registration and heartbeats ----------------------------------------
 
-    def _to_controller(self, kind: str, payload: Any) -> int | None:
+    def to_controller(self, kind: str, payload: Any) -> int | None:
         assert self.client is not None
         leader, _ = self.client.leader_and_epoch
         if leader is None:
@@ -336,10 +339,10 @@ class SimNode:
                 features=dict(BROKER_SUPPORTED_FEATURES),
                 log_dirs=(self.directory_id,),
             )
-            self.lifecycle_inflight = self._to_controller("register", request)
+            self.lifecycle_inflight = self.to_controller("register", request)
         else:
             assert self.loader is not None
-            self.lifecycle_inflight = self._to_controller("heartbeat", (self.node_id, self.broker_epoch, self.loader.image.provenance))
+            self.lifecycle_inflight = self.to_controller("heartbeat", (self.node_id, self.broker_epoch, self.loader.image.provenance))
         if self.lifecycle_inflight is not None:
             self.schedule(sim.now + sim.params.request_timeout_ms, self._lifecycle_timeout, self.lifecycle_inflight)
 
@@ -362,10 +365,9 @@ class SimNode:
                     if replica.is_leader and self.sim.is_current_leader_epoch(tp, replica.leader_epoch):
                         self.sim.invariants.holds_acknowledged(tp, self.node_id, f"leader in epoch {replica.leader_epoch} opening its listeners", replica.log.entry)
             return
-        for tp, (sent, intent) in list(self.alter_inflight.items()):
-            if sent == correlation_id:
-                self._alter_partition_answered(tp, intent, answer)
-                return
+        if self.alter_inflight is not None and self.alter_inflight[0] == correlation_id:
+            self._alter_partition_answered(answer)
+            return
         if isinstance(answer, list):  # CreateTopics: the simulation asked through this node
             self.sim.topics_created(answer)
 
@@ -393,7 +395,6 @@ class SimNode:
             was_leader = replica.is_leader
             if replica.make_follower(info.registration):
                 self.fetch_inflight.pop(tp, None)
-                self.alter_inflight.pop(tp, None)
                 if was_leader:
                     self._fail_produces(tp, int(ErrorCode.not_leader_or_follower))
                 if info.registration.leader >= 0:
@@ -437,7 +438,7 @@ class SimNode:
         else:
             response, intent = replica.read_for_follower(request, sim.params.fetch_max_records, sim.now, self.is_eligible)
             if intent is not None:
-                self._send_alter_partition(request.tp, intent)
+                self._submit_alter_partition(request.tp, intent)
             self._complete_produces(request.tp)
         sim.transmit_to(self.node_id, source, source_incarnation, "fetch_response", correlation_id, request, response)
 
@@ -476,41 +477,62 @@ class SimNode:
         for tp, replica in sorted(self.replicas.items()):
             intent = replica.maybe_shrink_isr(sim.now)
             if intent is not None:
-                self._send_alter_partition(tp, intent)
-        for tp, (_, intent) in sorted(self.alter_inflight.items()):
-            self._send_alter_partition(tp, intent, retry=True)
+                self._submit_alter_partition(tp, intent)
 
-    def _send_alter_partition(self, tp: TopicPartition, intent: AlterPartitionIntent, retry: bool = False) -> None:
-        """As Kafka's AlterPartitionManager: the same request again until answered, while the leader still wants it."""
-        replica = self.replicas.get(tp)
-        state = replica.leader_state if replica is not None else None
-        if state is None or state.isr.pending != intent.isr or state.partition_epoch != intent.partition_epoch or state.leader_epoch != intent.leader_epoch:
-            self.alter_inflight.pop(tp, None)
-            return
-        topic = self.image.topics.get(tp[0])
-        if topic is None:
-            return
-        change = PartitionIsrChange(tp[1], intent.leader_epoch, tuple(IsrMember(b, e) for b, e in intent.new_isr), intent.leader_recovery_state, intent.partition_epoch)
-        correlation = self._to_controller("alter_partition", (self.node_id, state.local_broker_epoch, [AlterPartitionTopic(topic.topic_id, (change,))]))
-        self.alter_inflight[tp] = (correlation if correlation is not None else -1, intent)
-        if not retry:
-            self.sim.note("alter-partition", f"broker {self.node_id} asks {tp[0]}-{tp[1]} isr={list(intent.isr)}")
+    def _submit_alter_partition(self, tp: TopicPartition, intent: AlterPartitionIntent) -> None:
+        self.alter_waiting[tp] = intent
+        self.sim.note("alter-partition", f"broker {self.node_id} asks {tp[0]}-{tp[1]} isr={list(intent.isr)} at partition epoch {intent.partition_epoch}")
+        self._send_alter_partition()
 
-    def _alter_partition_answered(self, tp: TopicPartition, intent: AlterPartitionIntent, answer: Any) -> None:
+    def _send_alter_partition(self) -> None:
+        """AlterPartitionManager._run: what waits goes out in one request, one request at a time; a
+        request that gets no answer goes again after a backoff, unchanged."""
+        if self.alter_inflight is not None or not self.alter_waiting:
+            return
+        batch = dict(self.alter_waiting)
+        by_topic: dict[Any, list[PartitionIsrChange]] = {}
+        for (topic_name, index), intent in sorted(batch.items()):
+            topic = self.image.topics.get(topic_name)
+            if topic is None:
+                continue
+            members = tuple(IsrMember(b, e) for b, e in intent.new_isr)
+            by_topic.setdefault(topic.topic_id, []).append(PartitionIsrChange(index, intent.leader_epoch, members, intent.leader_recovery_state, intent.partition_epoch))
+        topics = [AlterPartitionTopic(topic_id, tuple(changes)) for topic_id, changes in by_topic.items()]
+        correlation = self.to_controller("alter_partition", (self.node_id, self.broker_epoch, topics))
+        self.alter_inflight = (correlation if correlation is not None else -1, batch)
+        self.schedule(self.sim.now + (self.sim.params.request_timeout_ms if correlation is not None else ALTER_PARTITION_RETRY_MS), self._alter_partition_timeout, self.alter_inflight[0])
+
+    def _alter_partition_timeout(self, correlation_id: int) -> None:
+        if self.alter_inflight is not None and self.alter_inflight[0] == correlation_id:
+            self.alter_inflight = None
+            self.schedule(self.sim.now + ALTER_PARTITION_RETRY_MS, self._send_alter_partition)
+
+    def _alter_partition_answered(self, answer: Any) -> None:
+        """AlterPartitionManager._handle: each partition of the batch gets its answer."""
+        assert self.alter_inflight is not None
+        batch = self.alter_inflight[1]
+        self.alter_inflight = None
         if isinstance(answer, NotController):
-            return  # asked again at the next ISR check, of the next active controller
-        del self.alter_inflight[tp]
-        replica = self.replicas.get(tp)
-        if replica is None or replica.leader_state is None or replica.leader_state.isr.pending != intent.isr:
-            return
+            self.schedule(self.sim.now + ALTER_PARTITION_RETRY_MS, self._send_alter_partition)
+            return  # the channel's ControllerUnavailableError: the same batch again, to the next active controller
         assert isinstance(answer, AlterPartitionReply)
-        results = [p for t in answer.topics for p in t.partitions]
-        if answer.error_code != 0 or not results or results[0].error_code != 0:
-            replica.alter_partition_failed()
-            return
-        result = results[0]
-        replica.alter_partition_succeeded(result.isr, result.leader_epoch, result.partition_epoch, self.sim.now, self.is_eligible)
-        self._complete_produces(tp)
+        answered = {} if answer.error_code != 0 else {(t.topic_id, p.partition_index): p for t in answer.topics for p in t.partitions}
+        for tp, intent in batch.items():
+            if self.alter_waiting.get(tp) == intent:
+                del self.alter_waiting[tp]
+            replica = self.replicas.get(tp)
+            if replica is None:
+                continue
+            topic = self.image.topics.get(tp[0])
+            result = answered.get((topic.topic_id, tp[1])) if topic is not None else None
+            if result is None or result.error_code != 0:
+                self.sim.note("alter-partition", f"broker {self.node_id} {tp[0]}-{tp[1]} isr={list(intent.isr)} refused: {answer.error_code if result is None else result.error_code}")
+                replica.alter_partition_failed()
+                continue
+            self.sim.note("alter-partition", f"broker {self.node_id} {tp[0]}-{tp[1]} isr={list(result.isr)} at partition epoch {result.partition_epoch}")
+            replica.alter_partition_succeeded(result.isr, result.leader_epoch, result.partition_epoch, self.sim.now, self.is_eligible)
+            self._complete_produces(tp)
+        self._send_alter_partition()
 
     # -- produce -----------------------------------------------------------------------------------
 

@@ -87,7 +87,6 @@ class SimReplica:
                 now_ms=now_ms,
                 leader_recovery_state=registration.leader_recovery_state,
             )
-            self.log.update_high_watermark(self.leader_state.high_watermark)
         else:
             assert state is not None
             state.partition_epoch = registration.partition_epoch
