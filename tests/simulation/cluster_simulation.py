@@ -517,7 +517,22 @@ class Simulation:
         self._done = True
 
     def _check_step(self) -> None:
-        """After every event: the high watermark of every leader replica on the nodes the event touched."""
+        """After every event: the high watermark of every leader replica on the nodes the event touched,
+        and of the current leaders against the committed ISR."""
+        latest = self._latest_image_node()
+        topic = latest.image.topics.get(TOPIC) if latest is not None else None
+        if topic is not None:
+            for index, reg in topic.partitions.items():
+                leader = self.nodes[reg.leader] if reg.leader >= 0 else None
+                replica = leader.replicas.get((TOPIC, index)) if leader is not None and leader.running else None
+                if replica is None or replica.leader_state is None or replica.leader_epoch != reg.leader_epoch:
+                    continue
+                ends = {
+                    b: plog.end_offset
+                    for b in reg.isr
+                    if b != reg.leader and not self.nodes[b].damaged and (plog := self.nodes[b].disk.partition_logs.get((TOPIC, index))) is not None
+                }
+                self.invariants.isr_holds_high_watermark((TOPIC, index), reg.leader, reg.leader_epoch, replica.log.high_watermark, ends)
         for node_id in self.touched:
             node = self.nodes[node_id]
             for tp, replica in node.replicas.items():

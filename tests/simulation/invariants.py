@@ -15,6 +15,9 @@
   (a lost machine) damages its replicas, and such crashes are scheduled so that fewer than
   min.insync.replicas nodes are damaged at once (a damaged node is healed once it is back in
   the ISR of every partition it hosts).
+  Between those moments the same is checked in the form that makes it hold: after every step,
+  every record below the current leader's high watermark is on every replica of the ISR the
+  controller committed (a damaged node excepted), so whichever of them is elected has it.
 - a follower never keeps data past a divergence point: when a follower appends what its
   leader sent from offset o, its log below o is the leader's log below o (digests compared).
 """
@@ -80,6 +83,14 @@ class Invariants:
                 self.fail(
                     "no record acknowledged with acks=all is lost",
                     f"{tp[0]}-{tp[1]} offset {offset} was acknowledged as value {value}; broker {node} ({why}) holds {held}",
+                )
+
+    def isr_holds_high_watermark(self, tp: TopicPartition, leader: int, epoch: int, hw: int, ends: dict[int, int]) -> None:
+        for replica, end in ends.items():
+            if end < hw:
+                self.fail(
+                    "no record acknowledged with acks=all is lost",
+                    f"{tp[0]}-{tp[1]}: leader {leader} of epoch {epoch} has high watermark {hw}, but replica {replica}, in the committed ISR, ends at {end}: electing it would lose acknowledged records",
                 )
 
     def follower_append(self, tp: TopicPartition, node: int, leader: int, offset: int, local_digest: int, leader_digest: int) -> None:
