@@ -74,7 +74,9 @@ class AlterPartitionManager:
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 self._wake.set()
                 continue
-            self._handle(batch, response)
+            if self._handle(batch, response):
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                self._wake.set()
 
     def _request(self, batch: dict[tuple[str, int], tuple[Partition, AlterPartitionIntent]]) -> AlterPartitionRequest:
         by_topic: defaultdict[Any, list[PartitionData]] = defaultdict(list)
@@ -94,27 +96,34 @@ class AlterPartitionManager:
             topics=tuple(TopicData(topic_id=topic_id, partitions=tuple(parts)) for topic_id, parts in by_topic.items()),
         )
 
-    def _handle(self, batch: dict[tuple[str, int], tuple[Partition, AlterPartitionIntent]], response: Any) -> None:
-        answered: dict[tuple[Any, int], Any] = {}
+    def _handle(self, batch: dict[tuple[str, int], tuple[Partition, AlterPartitionIntent]], response: Any) -> bool:
+        """Hand each partition its answer; True if some change got none and must go again."""
         if response.error_code != ErrorCode.none:
+            # As Kafka's: a top-level error (a stale broker epoch) answers no partition; the batch goes
+            # again, with the broker epoch of the registration by then.
             log.warning("alter_partition.refused", error=ErrorCode(response.error_code).name, partitions=len(batch))
-        else:
-            for topic in response.topics:
-                for part in topic.partitions:
-                    answered[(topic.topic_id, int(part.partition_index))] = part
+            return True
+        answered: dict[tuple[Any, int], Any] = {}
+        for topic in response.topics:
+            for part in topic.partitions:
+                answered[(topic.topic_id, int(part.partition_index))] = part
+        unanswered = False
         for key, (partition, intent) in batch.items():
+            part = answered.get((partition.topic_id, partition.index))
+            if part is None:
+                unanswered = True  # it stays waiting and goes again
+                continue
             if self._waiting.get(key) == (partition, intent):
                 del self._waiting[key]
-            part = answered.get((partition.topic_id, partition.index))
-            if part is None or part.error_code != ErrorCode.none:
-                error = ErrorCode(response.error_code if part is None else part.error_code).name
-                log.info("alter_partition.failed", topic=partition.topic, partition=partition.index, error=error, isr=intent.isr)
-                partition.alter_partition_failed()
+            if part.error_code != ErrorCode.none:
+                log.info("alter_partition.failed", topic=partition.topic, partition=partition.index, error=ErrorCode(part.error_code).name, isr=intent.isr)
+                partition.alter_partition_failed(int(part.error_code))
                 continue
             isr = tuple(int(b) for b in part.isr)
             log.info("alter_partition.done", topic=partition.topic, partition=partition.index, isr=isr, partition_epoch=int(part.partition_epoch))
             if partition.alter_partition_succeeded(isr, int(part.leader_epoch), int(part.partition_epoch), _now_ms()):
                 self._on_hw_moved(partition)
+        return unanswered
 
 
 def _now_ms() -> int:

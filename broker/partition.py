@@ -125,6 +125,8 @@ class Partition:
         """Lead as ``registration`` says; True if this is a new leadership (a new leader epoch)."""
         state = self.leader_state
         new_epoch = state is None or self.leader_epoch != registration.leader_epoch
+        if not new_epoch and state is not None and registration.partition_epoch <= state.partition_epoch:
+            return False  # what this leader knows already, maybe from an AlterPartition answer: see update_registration
         self._update(registration)
         leo = self.log.log_end_offset
         if new_epoch:
@@ -149,8 +151,7 @@ class Partition:
             )
         else:
             assert state is not None
-            state.partition_epoch = registration.partition_epoch
-            state.update_assignment(registration.replicas, registration.isr, leo, now_ms)
+            state.update_registration(registration.replicas, registration.isr, registration.partition_epoch, leo, now_ms)
         self.maybe_increment_high_watermark(now_ms)
         return new_epoch
 
@@ -371,9 +372,9 @@ class Partition:
         self.partition_epoch = partition_epoch
         return self._sync_high_watermark()
 
-    def alter_partition_failed(self) -> None:
+    def alter_partition_failed(self, error_code: int) -> None:
         if self.leader_state is not None:
-            self.leader_state.alter_partition_failed()
+            self.leader_state.alter_partition_failed(error_code)
 
     # -- follower side ---------------------------------------------------------------------------------
 

@@ -24,6 +24,9 @@ from typing import Callable, Iterable
 from replication.replica_state import UNKNOWN_OFFSET, ReplicaState
 
 RECOVERED = 0
+# The errors with which the controller says it did not apply a change (Kafka's handleAlterPartitionError):
+# OPERATION_NOT_ATTEMPTED and INELIGIBLE_REPLICA. Any other may answer a retry of a change that was applied.
+NOT_APPLIED_ERRORS = frozenset({55, 107})
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,18 @@ class PartitionLeaderState:
         self.update_assignment(replicas, self.isr.committed, leader_end_offset, now_ms)
 
     # -- the metadata's word -------------------------------------------------------------------
+
+    def update_registration(self, replicas: Iterable[int], isr: Iterable[int], partition_epoch: int, leader_end_offset: int, now_ms: int) -> bool:
+        """A registration of this leader epoch from the metadata log; False (skipped) unless it is
+        newer than the partition epoch this leader knows. An AlterPartition answer often arrives
+        before the metadata log's record of the same change, and the leader may have asked for the
+        next change since: the record, not newer than what it knows, must not settle that one, or
+        the high watermark would pass a replica the controller is writing into the ISR."""
+        if partition_epoch <= self.partition_epoch:
+            return False
+        self.partition_epoch = partition_epoch
+        self.update_assignment(replicas, isr, leader_end_offset, now_ms)
+        return True
 
     def update_assignment(self, replicas: Iterable[int], isr: Iterable[int], leader_end_offset: int, now_ms: int) -> None:
         """Take the replicas and ISR from a newer registration; a change in flight is settled by it."""
@@ -198,17 +213,27 @@ class PartitionLeaderState:
     # -- the controller's answer ---------------------------------------------------------------------
 
     def alter_partition_succeeded(self, isr: Iterable[int], leader_epoch: int, partition_epoch: int, leader_end_offset: int, now_ms: int, is_eligible: Callable[[int], bool]) -> bool:
-        """Commit the ISR the controller wrote; False (ignored) if the answer is older than what
-        is known already. The high watermark may move: a smaller ISR holds it back less."""
+        """Commit the ISR the controller wrote; False (ignored) if the answer is older than what is
+        known already, or at the partition epoch known without being the change in flight (the
+        controller had nothing to write): such an answer is to an earlier change, whose record
+        came first, and taking it would drop the change asked since. The high watermark may move:
+        a smaller ISR holds it back less."""
+        isr = tuple(isr)
         if leader_epoch != self.leader_epoch or partition_epoch < self.partition_epoch:
             return False
+        if partition_epoch == self.partition_epoch and (self.isr.pending is None or set(isr) != set(self.isr.pending)):
+            return False
         self.partition_epoch = partition_epoch
-        self.isr = IsrState(tuple(isr))
+        self.isr = IsrState(isr)
         self.maybe_increment_high_watermark(leader_end_offset, now_ms, is_eligible)
         return True
 
-    def alter_partition_failed(self) -> None:
-        """The controller refused (stale epochs, an ineligible replica): forget the change; a
-        later fetch or shrink check asks again from the committed ISR, and a newer
-        registration from the metadata log settles the epochs."""
-        self.isr = IsrState(self.isr.committed)
+    def alter_partition_failed(self, error_code: int) -> None:
+        """The controller refused. Only when it says it did not apply the change (an ineligible
+        replica, an operation not attempted) is the change forgotten, and a later fetch or shrink
+        check asks again from the committed ISR. Any other refusal (INVALID_UPDATE_VERSION, a fenced
+        leader epoch) may answer a retry of a change the controller did apply: the change stays in
+        flight, holding the high watermark by the maximal ISR, until a newer registration from the
+        metadata log settles it, as Kafka's Partition does."""
+        if error_code in NOT_APPLIED_ERRORS:
+            self.isr = IsrState(self.isr.committed)

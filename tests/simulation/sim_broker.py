@@ -516,18 +516,24 @@ class SimNode:
             self.schedule(self.sim.now + ALTER_PARTITION_RETRY_MS, self._send_alter_partition)
             return  # the channel's ControllerUnavailableError: the same batch again, to the next active controller
         assert isinstance(answer, AlterPartitionReply)
-        answered = {} if answer.error_code != 0 else {(t.topic_id, p.partition_index): p for t in answer.topics for p in t.partitions}
+        if answer.error_code != 0:
+            self.sim.note("alter-partition", f"broker {self.node_id} refused as a whole: {answer.error_code}")
+            self.schedule(self.sim.now + ALTER_PARTITION_RETRY_MS, self._send_alter_partition)
+            return
+        answered = {(t.topic_id, p.partition_index): p for t in answer.topics for p in t.partitions}
         for tp, intent in batch.items():
+            topic = self.image.topics.get(tp[0])
+            result = answered.get((topic.topic_id, tp[1])) if topic is not None else None
+            if result is None:
+                continue
             if self.alter_waiting.get(tp) == intent:
                 del self.alter_waiting[tp]
             replica = self.replicas.get(tp)
             if replica is None:
                 continue
-            topic = self.image.topics.get(tp[0])
-            result = answered.get((topic.topic_id, tp[1])) if topic is not None else None
-            if result is None or result.error_code != 0:
-                self.sim.note("alter-partition", f"broker {self.node_id} {tp[0]}-{tp[1]} isr={list(intent.isr)} refused: {answer.error_code if result is None else result.error_code}")
-                replica.alter_partition_failed()
+            if result.error_code != 0:
+                self.sim.note("alter-partition", f"broker {self.node_id} {tp[0]}-{tp[1]} isr={list(intent.isr)} refused: {result.error_code}")
+                replica.alter_partition_failed(result.error_code)
                 continue
             self.sim.note("alter-partition", f"broker {self.node_id} {tp[0]}-{tp[1]} isr={list(result.isr)} at partition epoch {result.partition_epoch}")
             replica.alter_partition_succeeded(result.isr, result.leader_epoch, result.partition_epoch, self.sim.now, self.is_eligible)

@@ -68,6 +68,8 @@ class SimReplica:
     def make_leader(self, registration: PartitionRegistration, broker_epoch: int, min_insync_replicas: int, now_ms: int, is_eligible: Callable[[int], bool]) -> bool:
         state = self.leader_state
         new_epoch = state is None or self.leader_epoch != registration.leader_epoch
+        if not new_epoch and state is not None and registration.partition_epoch <= state.partition_epoch:
+            return False
         self._update(registration)
         leo = self.log.end_offset
         if new_epoch:
@@ -89,8 +91,7 @@ class SimReplica:
             )
         else:
             assert state is not None
-            state.partition_epoch = registration.partition_epoch
-            state.update_assignment(registration.replicas, registration.isr, leo, now_ms)
+            state.update_registration(registration.replicas, registration.isr, registration.partition_epoch, leo, now_ms)
         self.maybe_increment_high_watermark(now_ms, is_eligible)
         return new_epoch
 
@@ -175,9 +176,9 @@ class SimReplica:
         self.log.update_high_watermark(state.high_watermark)
         return True
 
-    def alter_partition_failed(self) -> None:
+    def alter_partition_failed(self, error_code: int) -> None:
         if self.leader_state is not None:
-            self.leader_state.alter_partition_failed()
+            self.leader_state.alter_partition_failed(error_code)
 
     # -- the follower -------------------------------------------------------------------------------
 

@@ -143,6 +143,16 @@ def test_it_notices_acknowledged_records_lost_by_a_broker_that_serves_before_it_
     assert failure.invariant == "no record acknowledged with acks=all is lost", failure
 
 
+@pytest.mark.parametrize("seed", [1601, 1609, 2001])
+def test_the_seeds_that_found_a_leader_dropping_its_isr_change_in_flight(seed: int) -> None:
+    """With message loss and delay, a partition leader forgot an ISR expansion the controller was
+    committing (a refused retry of an applied request, or the metadata record of its previous change
+    arriving after its answer), and its high watermark passed the replica being added: electing that
+    replica would have lost acknowledged records. replication/partition_state.py now keeps the change
+    in flight until its own answer, a newer registration, or a refusal that says it was not applied."""
+    Simulation(seed).run()
+
+
 def test_a_failure_names_the_seed_the_invariant_and_the_command_that_reruns_it() -> None:
     failure = SimulationFailure(1234, "power", "at most one leader per partition epoch", "brokers 1 and 2 both led", ["   10 start node 0 #1"])
     text = str(failure)

@@ -15,6 +15,7 @@ from replication.replica_state import UNKNOWN_OFFSET
 LOCAL, LOCAL_BROKER_EPOCH = 0, 50
 LEADER_EPOCH, PARTITION_EPOCH = 4, 9
 RECOVERING = 1
+INELIGIBLE_REPLICA, INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH = 107, 95, 74
 LAG_MS = 100
 T0 = 1_000_000
 
@@ -159,7 +160,7 @@ def test_a_replica_being_asked_in_holds_the_high_watermark_even_lagging_or_fence
     late = T0 + 10 * LAG_MS
     assert fetch(state, 1, 40, 40, now=late, eligible=lambda b: b != 2) == (False, None)
     assert state.high_watermark == 20
-    state.alter_partition_failed()  # the controller said no: 2 no longer counts
+    state.alter_partition_failed(INELIGIBLE_REPLICA)  # the controller said no: 2 no longer counts
     assert state.maybe_increment_high_watermark(40, late, everyone) and state.high_watermark == 40
 
 
@@ -255,16 +256,55 @@ def test_stale_answers_are_ignored(leader_epoch: int, partition_epoch: int) -> N
 
 def test_failure_returns_to_the_committed_isr_and_the_change_is_asked_again() -> None:
     state = pending_shrink()
-    state.alter_partition_failed()
+    state.alter_partition_failed(INELIGIBLE_REPLICA)
     assert state.isr == IsrState((0, 1, 2))
     intent = state.maybe_shrink_isr(20, T0 + LAG_MS + 1)
     assert intent is not None and intent.isr == (0, 1)
 
     state = leader((0, 1, 2), (0, 1), end=20, hw=20, min_isr=1)
     first = fetch(state, 2, 20, 20)[1]
-    state.alter_partition_failed()
+    state.alter_partition_failed(INELIGIBLE_REPLICA)
     assert state.isr == IsrState((0, 1))
     assert fetch(state, 2, 20, 20)[1] == first
+
+
+def test_a_refusal_that_may_answer_an_applied_retry_keeps_the_change_in_flight() -> None:
+    """Cluster simulation seed 1601: an expansion's first request was applied but its answer lost; the
+    retry is refused with INVALID_UPDATE_VERSION. Forgetting the change would let the high watermark
+    pass the replica the controller just wrote into the ISR; it stays in flight until the metadata says."""
+    state = leader((0, 1, 2), (0, 1), end=20, hw=20, min_isr=1)
+    assert fetch(state, 2, 20, 20)[1] is not None
+    for error in (INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH):
+        state.alter_partition_failed(error)
+        assert state.isr == IsrState((0, 1), (0, 1, 2))
+    fetch(state, 1, 30, 30)
+    assert state.high_watermark == 20  # held by 2, which the controller may have in the ISR
+    assert state.update_registration((0, 1, 2), (0, 1, 2), PARTITION_EPOCH + 1, 30, T0)
+    assert state.isr == IsrState((0, 1, 2))
+
+
+def test_a_registration_not_newer_than_the_leader_knows_does_not_settle_the_change_in_flight() -> None:
+    """Cluster simulation seed 1609: a shrink's answer comes before its record in the metadata log; the
+    leader asks for an expansion meanwhile; the record, at the partition epoch the answer gave, must not
+    wipe that expansion out, or the high watermark passes the replica being written into the ISR."""
+    state = leader((0, 1, 2), (0, 1, 2), end=20, hw=20, min_isr=1)
+    assert succeed(state, (0, 1), 20)  # the shrink's answer: partition epoch + 1
+    assert fetch(state, 2, 20, 20)[1] is not None  # 2 caught up: asked back in
+    assert not state.update_registration((0, 1, 2), (0, 1), PARTITION_EPOCH + 1, 20, T0)  # the shrink's own record
+    assert not state.update_registration((0, 1, 2), (0, 1, 2), PARTITION_EPOCH, 20, T0)  # an older one
+    assert state.isr == IsrState((0, 1), (0, 1, 2))
+    fetch(state, 1, 30, 30)
+    assert state.high_watermark == 20
+
+
+def test_an_answer_not_newer_than_the_leader_knows_does_not_settle_the_change_in_flight() -> None:
+    """The answer to an earlier change, at the partition epoch its record already brought, is not the
+    answer to the change asked since."""
+    state = leader((0, 1, 2), (0, 1, 2), end=20, hw=20, min_isr=1)
+    assert state.update_registration((0, 1, 2), (0, 1), PARTITION_EPOCH + 1, 20, T0)  # a shrink's record, before its answer
+    assert fetch(state, 2, 20, 20)[1] is not None
+    assert not succeed(state, (0, 1), 20, partition_epoch=PARTITION_EPOCH + 1)  # the shrink's answer, late
+    assert state.isr == IsrState((0, 1), (0, 1, 2))
 
 
 def test_update_assignment_keeps_known_followers_progress_and_settles_the_change() -> None:
@@ -303,9 +343,9 @@ operation = st.one_of(
     *(st.tuples(st.just("fetch"), st.just(b), st.integers(0, 12)) for b in FOLLOWERS),
     st.tuples(st.just("tick"), st.integers(0, 80)),
     st.tuples(st.just("shrink")),
-    st.tuples(st.just("succeed"), st.booleans()),  # a new partition epoch, or the same one
+    st.tuples(st.just("succeed"), st.integers(0, 2)),  # how far the new partition epoch is ahead
     st.tuples(st.just("stale"), st.sampled_from(STALE)),
-    st.tuples(st.just("fail")),
+    st.tuples(st.just("fail"), st.sampled_from((INELIGIBLE_REPLICA, INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH))),
     st.tuples(st.just("fence"), st.sampled_from(FOLLOWERS)),
 )
 
@@ -362,7 +402,7 @@ def test_random_leader_walks_keep_the_high_watermark_safe(isr_followers: set[int
             if intent is not None:
                 assert set(state.isr.pending or ()) == set(before_isr.committed) - set(state.out_of_sync_replicas(end, now))
         elif kind == "succeed" and before_isr.pending is not None:
-            new_epoch = before_epoch + 1 if op[1] else before_epoch
+            new_epoch = before_epoch + op[1]
             assert state.alter_partition_succeeded(before_isr.pending, LEADER_EPOCH, new_epoch, end, now, eligible)
             assert state.isr == IsrState(before_isr.pending) and state.partition_epoch == new_epoch
             computed = True
@@ -371,8 +411,8 @@ def test_random_leader_walks_keep_the_high_watermark_safe(isr_followers: set[int
             assert not state.alter_partition_succeeded(before_isr.pending, LEADER_EPOCH + d_leader, before_epoch + d_partition, end, now, eligible)
             assert (state.isr, state.partition_epoch, state.high_watermark) == (before_isr, before_epoch, before_hw)
         elif kind == "fail":
-            state.alter_partition_failed()
-            assert state.isr == IsrState(before_isr.committed)
+            state.alter_partition_failed(op[1])
+            assert state.isr == (IsrState(before_isr.committed) if op[1] == INELIGIBLE_REPLICA else before_isr)
         elif kind == "fence":
             fenced ^= {op[1]}
 
