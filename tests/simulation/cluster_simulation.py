@@ -312,8 +312,11 @@ class Simulation:
 
     def _latest_image_node(self) -> SimNode | None:
         """The running node whose published image is the most recent: the cluster's metadata as a client would learn it."""
-        nodes = [n for n in self.running() if n.loader is not None]
-        return max(nodes, key=lambda n: (n.image.provenance, -n.node_id), default=None)
+        best: SimNode | None = None
+        for node in self.nodes.values():
+            if node.running and (best is None or node.image.provenance > best.image.provenance):
+                best = node
+        return best
 
     def is_current_leader_epoch(self, tp: tuple[str, int], leader_epoch: int) -> bool:
         """No newer leader epoch of the partition is known committed: a leader of an older one is a zombie
@@ -522,17 +525,19 @@ class Simulation:
         latest = self._latest_image_node()
         topic = latest.image.topics.get(TOPIC) if latest is not None else None
         if topic is not None:
+            nodes = self.nodes
             for index, reg in topic.partitions.items():
-                leader = self.nodes[reg.leader] if reg.leader >= 0 else None
-                replica = leader.replicas.get((TOPIC, index)) if leader is not None and leader.running else None
+                if reg.leader < 0 or not nodes[reg.leader].running:
+                    continue
+                tp = (TOPIC, index)
+                replica = nodes[reg.leader].replicas.get(tp)
                 if replica is None or replica.leader_state is None or replica.leader_epoch != reg.leader_epoch:
                     continue
-                ends = {
-                    b: plog.end_offset
-                    for b in reg.isr
-                    if b != reg.leader and not self.nodes[b].damaged and (plog := self.nodes[b].disk.partition_logs.get((TOPIC, index))) is not None
-                }
-                self.invariants.isr_holds_high_watermark((TOPIC, index), reg.leader, reg.leader_epoch, replica.log.high_watermark, ends)
+                hw = replica.log.high_watermark
+                for b in reg.isr:
+                    plog = nodes[b].disk.partition_logs.get(tp)
+                    if b != reg.leader and not nodes[b].damaged and plog is not None and plog.end_offset < hw:
+                        self.invariants.isr_holds_high_watermark(tp, reg.leader, reg.leader_epoch, hw, {b: plog.end_offset})
         for node_id in self.touched:
             node = self.nodes[node_id]
             for tp, replica in node.replicas.items():
