@@ -33,12 +33,14 @@ from broker.controller.controller_logic import CreatableTopic
 from raft.raft_config import RaftConfig
 from raft.voter_set import Endpoint, VoterNode, VoterSet
 from tests.simulation.invariants import Invariants
-from tests.simulation.sim_broker import ProduceRequest, ProduceResponse, SimNode
+from tests.simulation.sim_broker import OFFSETS_TOPIC, OffsetCommitRequest, OffsetCommitResponse, ProduceRequest, ProduceResponse, SimNode
 from tests.simulation.simulated_network import NetworkFaults, SimulatedNetwork
 
 CLUSTER_ID = "cluster-simulation"
 REPLAY_COMMAND = "CLUSTER_SIM_SEED={seed} .venv/bin/python -m pytest tests/simulation -k replay"
 TOPIC = "events"
+TOPICS = (TOPIC, OFFSETS_TOPIC)
+GROUPS = ("g0", "g1", "g2")
 MIN_INSYNC = 2
 REPLICATION_FACTOR = 3
 DEFAULT_WINDOW_MS = 1500
@@ -81,6 +83,7 @@ class Params:
     nodes: int
     voters: int
     partitions: int
+    offsets_partitions: int
     raft: RaftConfig
     network: NetworkFaults
     session_timeout_ms: int
@@ -121,6 +124,7 @@ class Params:
             nodes=nodes,
             voters=3,
             partitions=rng.randint(1, 3),
+            offsets_partitions=rng.randint(1, 2),
             raft=raft,
             network=network,
             session_timeout_ms=rng.choice((600, 900)),
@@ -164,6 +168,8 @@ class Stats:
     partition_elections: int = 0
     acked_all: int = 0
     acked_one: int = 0
+    offset_commits: int = 0
+    coordinator_loads: int = 0
     truncations: int = 0
     crashes: int = 0
     lossy_crashes: int = 0
@@ -195,6 +201,8 @@ class Simulation:
         self._next_value = 0
         self._correlation = 0
         self._produces: dict[int, tuple[ProduceRequest, int]] = {}  # correlation id -> (request, the node asked)
+        self._commits: dict[str, int] = {}  # group -> the correlation id of its one OffsetCommit in flight
+        self._committed_next = {group: 0 for group in GROUPS}  # the position each group's consumer commits next
         self._faults_on = True
         self._healed_acked: set[tuple[str, int]] = set()  # partitions with an acks=all record acknowledged after the heal
         self._producing = True  # producers stop once the healed cluster acknowledged an acks=all record on every partition
@@ -218,6 +226,7 @@ class Simulation:
             self.at(self.rng.randrange(0, 50), self._start, node.node_id)
         self.at(100, self._create_topic_event)
         self.at(self.rng.randint(*p.produce_gap_ms), self._produce_event)
+        self.at(self.rng.randint(*p.produce_gap_ms), self._commit_event)
         self.at(self.rng.randint(*p.fault_gap_ms), self._fault_event)
         # The faults last window_ms from the topic's creation; this backstop heals a cluster whose faults kept it from creating one.
         self.at(p.window_ms * 3, self._heal_event)
@@ -333,18 +342,19 @@ class Simulation:
             return
         self.at(self.now + 200, self._create_topic_event)
         latest = self._latest_image_node()
-        if latest is not None and TOPIC in latest.image.topics:
+        if latest is None:
+            return
+        if all(name in latest.image.topics for name in TOPICS):
             self.topic_ready = True
             self.at(self.now + self.params.window_ms, self._heal_event)
-            return
-        if latest is None:
             return
         unfenced = [b for b in latest.image.brokers.values() if not b.fenced]
         if len(unfenced) < REPLICATION_FACTOR:
             return
-        topic = CreatableTopic(TOPIC, self.params.partitions, REPLICATION_FACTOR, None, {"min.insync.replicas": str(MIN_INSYNC)})
-        target = latest.to_controller("create_topics", topic) if latest.client is not None else None
-        if target is not None:
+        configs: dict[str, str | None] = {"min.insync.replicas": str(MIN_INSYNC)}
+        counts = {TOPIC: self.params.partitions, OFFSETS_TOPIC: self.params.offsets_partitions}
+        topics = [CreatableTopic(name, counts[name], REPLICATION_FACTOR, None, configs) for name in TOPICS if name not in latest.image.topics]
+        if latest.to_controller("create_topics", topics) is not None:
             self.note("create-topic", f"asked through node {latest.node_id}")
 
     def topics_created(self, results: list[Any]) -> None:
@@ -386,6 +396,42 @@ class Simulation:
         self.invariants.acknowledged(request.tp, response.base_offset, list(request.values))
         if not self._faults_on:
             self._healed_acked.add(request.tp)
+
+    # -- consumers committing their positions -----------------------------------------------------------
+
+    def _commit_event(self) -> None:
+        """A simple consumer of each group commits a growing position, one OffsetCommit in flight at a time."""
+        if not self._producing:
+            return
+        self.at(self.now + self.rng.randint(*self.params.produce_gap_ms), self._commit_event)
+        group = self.rng.choice(GROUPS)
+        latest = self._latest_image_node()
+        topic = latest.image.topics.get(OFFSETS_TOPIC) if latest is not None else None
+        if topic is None or group in self._commits:
+            return
+        tp = (OFFSETS_TOPIC, GROUPS.index(group) % len(topic.partitions))
+        leader = topic.partitions[tp[1]].leader
+        if leader < 0:
+            return
+        self._committed_next[group] += self.rng.randint(1, 5)
+        request = OffsetCommitRequest(tp, group, (TOPIC, 0), self._committed_next[group])
+        self._correlation += 1
+        self._commits[group] = self._correlation
+        self.transmit(PRODUCER, leader, "offset_commit_request", PRODUCER, 0, self._correlation, request)
+        self.at(self.now + 2 * self.params.produce_timeout_ms, self._commit_timeout, group, self._correlation)
+
+    def _commit_timeout(self, group: str, correlation_id: int) -> None:
+        if self._commits.get(group) == correlation_id:
+            del self._commits[group]
+
+    def offset_commit_response(self, correlation_id: int, request: OffsetCommitRequest, response: OffsetCommitResponse) -> None:
+        if self._commits.get(request.group) == correlation_id:
+            del self._commits[request.group]
+        if response.error_code != 0 or not response.records:
+            return
+        self.note("committed", f"{request.group} at {request.offset} in {request.tp[0]}-{request.tp[1]}@{response.base_offset}")
+        self.stats.offset_commits += 1
+        self.invariants.acknowledged(request.tp, response.base_offset, response.records)
 
     # -- faults --------------------------------------------------------------------------------------
 
@@ -491,14 +537,15 @@ class Simulation:
     def _unsettled(self) -> str:
         reasons = []
         latest = self._latest_image_node()
-        topic = latest.image.topics.get(TOPIC) if latest is not None else None
-        if not self.topic_ready or topic is None:
-            return "the topic was never created; " + " | ".join(n.summary() for n in self.nodes.values())
-        for index, reg in sorted(topic.partitions.items()):
-            if reg.leader < 0 or sorted(reg.isr) != sorted(reg.replicas):
-                reasons.append(f"{TOPIC}-{index} leader={reg.leader} isr={list(reg.isr)} replicas={list(reg.replicas)}")
-            elif (TOPIC, index) not in self._healed_acked:
-                reasons.append(f"{TOPIC}-{index}: no acks=all record acknowledged since the heal")
+        image = latest.image if latest is not None else None
+        if not self.topic_ready or image is None or any(name not in image.topics for name in TOPICS):
+            return "the topics were never created; " + " | ".join(n.summary() for n in self.nodes.values())
+        for name in TOPICS:
+            for index, reg in sorted(image.topics[name].partitions.items()):
+                if reg.leader < 0 or sorted(reg.isr) != sorted(reg.replicas):
+                    reasons.append(f"{name}-{index} leader={reg.leader} isr={list(reg.isr)} replicas={list(reg.replicas)}")
+                elif name == TOPIC and (name, index) not in self._healed_acked:
+                    reasons.append(f"{name}-{index}: no acks=all record acknowledged since the heal")
         provenances = {n.image.provenance for n in self.nodes.values()}
         if len(provenances) != 1 or any(not n.running for n in self.nodes.values()):
             reasons.append(f"nodes at metadata offsets {sorted(provenances)}")
@@ -506,11 +553,12 @@ class Simulation:
             self._producing = False
             return "the producers stop; the followers catch up"
         if not reasons:
-            for index, reg in sorted(topic.partitions.items()):
-                logs = {n.node_id: n.replicas.get((TOPIC, index)) for n in self.nodes.values() if n.node_id in reg.replicas}
-                ends = {i: (r.log.end_offset, r.log.high_watermark) if r is not None else None for i, r in logs.items()}
-                if len({e for e in ends.values()}) != 1:
-                    reasons.append(f"{TOPIC}-{index} replicas not level: {ends}")
+            for name in TOPICS:
+                for index, reg in sorted(image.topics[name].partitions.items()):
+                    logs = {n.node_id: n.replicas.get((name, index)) for n in self.nodes.values() if n.node_id in reg.replicas}
+                    ends = {i: (r.log.end_offset, r.log.high_watermark) if r is not None else None for i, r in logs.items()}
+                    if len({e for e in ends.values()}) != 1:
+                        reasons.append(f"{name}-{index} replicas not level: {ends}")
         return "; ".join(reasons)
 
     def _settled_event(self) -> None:
@@ -523,13 +571,15 @@ class Simulation:
         """After every event: the high watermark of every leader replica on the nodes the event touched,
         and of the current leaders against the committed ISR."""
         latest = self._latest_image_node()
-        topic = latest.image.topics.get(TOPIC) if latest is not None else None
-        if topic is not None:
-            nodes = self.nodes
+        nodes = self.nodes
+        for name in TOPICS:
+            topic = latest.image.topics.get(name) if latest is not None else None
+            if topic is None:
+                continue
             for index, reg in topic.partitions.items():
                 if reg.leader < 0 or not nodes[reg.leader].running:
                     continue
-                tp = (TOPIC, index)
+                tp = (name, index)
                 replica = nodes[reg.leader].replicas.get(tp)
                 if replica is None or replica.leader_state is None or replica.leader_epoch != reg.leader_epoch:
                     continue
@@ -551,11 +601,11 @@ class Simulation:
         for node_id, image in images.items():
             if image != first:
                 self.fail("committed metadata identical on every node", f"node {node_id}'s image at offset {image.provenance} differs from node 0's")
-        topic = first.topics[TOPIC]
-        for index, reg in topic.partitions.items():
-            for node_id in reg.replicas:
-                replica = self.nodes[node_id].replicas[(TOPIC, index)]
-                self.invariants.holds_acknowledged((TOPIC, index), node_id, "a replica of the healed cluster", replica.log.entry)
+        for name in TOPICS:
+            for index, reg in first.topics[name].partitions.items():
+                for node_id in reg.replicas:
+                    replica = self.nodes[node_id].replicas[(name, index)]
+                    self.invariants.holds_acknowledged((name, index), node_id, "a replica of the healed cluster", replica.log.entry)
         self.stats.raft_elections = len(self.invariants.raft_leaders)
         self.stats.partition_elections = len(self.invariants.partition_leaders)
 

@@ -18,6 +18,10 @@
   Between those moments the same is checked in the form that makes it hold: after every step,
   every record below the current leader's high watermark is on every replica of the ISR the
   controller committed (a damaged node excepted), so whichever of them is elected has it.
+- a new group coordinator holds the committed offsets: the shard loaded by the new leader of a
+  __consumer_offsets partition answers, for every group and partition, the offset of the last
+  commit record in that partition's log (and the acknowledged commit records are in that log, by
+  the check above).
 - a follower never keeps data past a divergence point: when a follower appends what its
   leader sent from offset o, its log below o is the leader's log below o (digests compared).
 """
@@ -25,7 +29,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from broker.metadata.metadata_records import MetadataRecord
 
@@ -39,7 +43,7 @@ class Invariants:
     raft_leaders: dict[int, int] = field(default_factory=dict)  # Raft epoch -> leader
     partition_leaders: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
     high_watermarks: dict[tuple[TopicPartition, int, int, int], int] = field(default_factory=dict)  # (tp, epoch, node, incarnation) -> hw
-    acked: dict[TopicPartition, dict[int, int]] = field(default_factory=dict)  # tp -> offset -> value, acks=all only
+    acked: dict[TopicPartition, dict[int, Any]] = field(default_factory=dict)  # tp -> offset -> value, acks=all only
     checks: int = 0
 
     def metadata_committed(self, node: int, offset: int, record: MetadataRecord | None) -> None:
@@ -69,14 +73,14 @@ class Invariants:
             self.fail("high watermarks never go down within a leader epoch", f"{tp[0]}-{tp[1]} on leader {node} in epoch {epoch}: high watermark {before} -> {hw}")
         self.high_watermarks[key] = hw
 
-    def acknowledged(self, tp: TopicPartition, base: int, values: list[int]) -> None:
+    def acknowledged(self, tp: TopicPartition, base: int, values: Sequence[Any]) -> None:
         offsets = self.acked.setdefault(tp, {})
         for i, value in enumerate(values):
             known = offsets.setdefault(base + i, value)
             if known != value:
                 self.fail("no record acknowledged with acks=all is lost", f"{tp[0]}-{tp[1]} offset {base + i} acknowledged as {known} and later as {value}")
 
-    def holds_acknowledged(self, tp: TopicPartition, node: int, why: str, entry: Callable[[int], tuple[int, int] | None]) -> None:
+    def holds_acknowledged(self, tp: TopicPartition, node: int, why: str, entry: Callable[[int], tuple[int, Any] | None]) -> None:
         for offset, value in self.acked.get(tp, {}).items():
             held = entry(offset)
             if held is None or held[1] != value:
@@ -91,6 +95,17 @@ class Invariants:
                 self.fail(
                     "no record acknowledged with acks=all is lost",
                     f"{tp[0]}-{tp[1]}: leader {leader} of epoch {epoch} has high watermark {hw}, but replica {replica}, in the committed ISR, ends at {end}: electing it would lose acknowledged records",
+                )
+
+    def coordinator_loaded(self, tp: TopicPartition, node: int, records: Sequence[Any], loaded: Callable[[str, TopicPartition], int | None]) -> None:
+        last: dict[tuple[str, TopicPartition], int | None] = {}
+        for key, value in records:
+            last[(key.group, (key.topic, key.partition))] = None if value is None else value.offset
+        for (group, committed), offset in last.items():
+            if loaded(group, committed) != offset:
+                self.fail(
+                    "a new group coordinator holds the committed offsets",
+                    f"broker {node} loaded {tp[0]}-{tp[1]}: group {group} at {loaded(group, committed)} for {committed[0]}-{committed[1]}, its log's last commit says {offset}",
                 )
 
     def follower_append(self, tp: TopicPartition, node: int, leader: int, offset: int, local_digest: int, leader_digest: int) -> None:

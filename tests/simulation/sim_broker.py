@@ -20,6 +20,9 @@ from broker.controller.cluster_control_manager import BrokerHeartbeatReply, Brok
 from broker.controller.controller_logic import CreatableTopic
 from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
 from broker.controller.replication_control_manager import AlterPartitionReply, AlterPartitionTopic, IsrMember, PartitionIsrChange
+from broker.group.group_coordinator_shard import GroupCoordinatorShard
+from broker.group.group_metadata_manager import GroupConfig
+from broker.group.offset_metadata_manager import PartitionCommit
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_loader import MetadataLoader
@@ -37,6 +40,9 @@ if TYPE_CHECKING:
     from tests.simulation.cluster_simulation import Simulation
 
 SERDE = MetadataRecordSerde()
+OFFSETS_TOPIC = "__consumer_offsets"
+NOT_COORDINATOR = 16
+OFFSET_COMMIT_VERSION = 9
 ALTER_PARTITION_RETRY_MS = 50  # alter_partition_manager.RETRY_BACKOFF_S
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
@@ -58,6 +64,21 @@ class ProduceRequest:
 class ProduceResponse:
     error_code: int
     base_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequest:
+    tp: TopicPartition  # the __consumer_offsets partition of the group
+    group: str
+    committed: TopicPartition  # the partition whose position is committed
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponse:
+    error_code: int
+    base_offset: int = -1
+    records: tuple[Any, ...] = ()  # what the coordinator wrote: the simulation checks they stay
 
 
 @dataclass(eq=False, slots=True)
@@ -112,6 +133,8 @@ class SimNode:
         self.alter_waiting: dict[TopicPartition, AlterPartitionIntent] = {}
         self.alter_inflight: tuple[int, dict[TopicPartition, AlterPartitionIntent]] | None = None
         self.produces: dict[TopicPartition, list[PendingProduce]] = {}
+        # The group coordinator: one shard per __consumer_offsets partition this broker leads and serves.
+        self.coordinators: dict[TopicPartition, GroupCoordinatorShard] = {}
 
     # -- life -------------------------------------------------------------------------------------
 
@@ -304,12 +327,12 @@ class SimNode:
                 return result.records, result.response
 
         else:
-            topic: CreatableTopic = payload
+            topics: list[CreatableTopic] = payload
 
             def decide(image: MetadataImage) -> tuple[list[MetadataRecord], Any]:
                 usable = sorted(b.broker_id for b in image.brokers.values() if not b.fenced and not b.in_controlled_shutdown)
                 return controller.logic.create_topics(
-                    image, [topic], validate_only=False, broker_ids=usable, default_partitions=1, default_replication_factor=1, validate_config=lambda c: None
+                    image, topics, validate_only=False, broker_ids=usable, default_partitions=1, default_replication_factor=1, validate_config=lambda c: None
                 )
 
         return decide
@@ -364,6 +387,8 @@ class SimNode:
                 for tp, replica in sorted(self.replicas.items()):
                     if replica.is_leader and self.sim.is_current_leader_epoch(tp, replica.leader_epoch):
                         self.sim.invariants.holds_acknowledged(tp, self.node_id, f"leader in epoch {replica.leader_epoch} opening its listeners", replica.log.entry)
+                    if replica.is_leader and tp[0] == OFFSETS_TOPIC:
+                        self._load_coordinator(tp, replica)
             return
         if self.alter_inflight is not None and self.alter_inflight[0] == correlation_id:
             self._alter_partition_answered(answer)
@@ -388,11 +413,14 @@ class SimNode:
                 sim.invariants.partition_leader(tp, reg.leader_epoch, self.node_id)
                 if self.serving and sim.is_current_leader_epoch(tp, reg.leader_epoch):
                     sim.invariants.holds_acknowledged(tp, self.node_id, f"new leader in epoch {reg.leader_epoch}", replica.log.entry)
+                if self.serving and tp[0] == OFFSETS_TOPIC:
+                    self._load_coordinator(tp, replica)
                 self.fetch_inflight.pop(tp, None)
             self._complete_produces(tp)
         for tp, info in changes.followers.items():
             replica = self._replica(tp)
             was_leader = replica.is_leader
+            self.coordinators.pop(tp, None)
             if replica.make_follower(info.registration):
                 self.fetch_inflight.pop(tp, None)
                 if was_leader:
@@ -588,6 +616,54 @@ class SimNode:
         for pending in self.produces.pop(tp, []):
             pending.reply(ProduceResponse(code, pending.base_offset))
 
+    # -- the group coordinator -----------------------------------------------------------------------
+
+    def _load_coordinator(self, tp: TopicPartition, replica: SimReplica) -> None:
+        """A new leadership of a __consumer_offsets partition: the shard is rebuilt from its log, as Kafka's coordinator loads."""
+        shard = GroupCoordinatorShard(GroupConfig(), offset_metadata_max_bytes=4096, offsets_retention_ms=7 * 24 * 3600 * 1000)
+        for key, value in replica.log.values:
+            shard.replay(key, value)
+        self.coordinators[tp] = shard
+        self.sim.stats.coordinator_loads += 1
+        self.sim.invariants.coordinator_loaded(tp, self.node_id, replica.log.values, lambda group, committed: _committed_offset(shard, group, committed))
+
+    def offset_commit_request(self, source: int, source_incarnation: int, correlation_id: int, request: OffsetCommitRequest) -> None:
+        """OffsetCommit from a simple consumer (generation -1): the shard's records, appended as the
+        leader's with acks=all, replayed into the shard and answered once the high watermark passes them."""
+        sim = self.sim
+        if not self.serving:
+            return
+
+        def reply(response: OffsetCommitResponse) -> None:
+            sim.transmit_to(self.node_id, source, source_incarnation, "offset_commit_response", correlation_id, request, response)
+
+        tp = request.tp
+        shard = self.coordinators.get(tp)
+        replica = self.replicas.get(tp)
+        if shard is None or replica is None or not replica.is_leader:
+            reply(OffsetCommitResponse(NOT_COORDINATOR))
+            return
+        commit = PartitionCommit(request.committed[0], request.committed[1], request.offset, -1, None)
+        answers, records = shard.offsets.commit(request.group, -1, "", None, -1, [commit], OFFSET_COMMIT_VERSION, sim.now)
+        if any(code for _, code in answers) or not records:
+            reply(OffsetCommitResponse(next(code for _, code in answers if code)))
+            return
+        error, base, last = replica.append_as_leader(list(records), True, sim.now, self.is_eligible)
+        if error:
+            reply(OffsetCommitResponse(error))
+            return
+
+        def written(response: ProduceResponse) -> None:
+            if response.error_code == 0 and self.coordinators.get(tp) is shard:
+                for key, value in records:
+                    shard.replay(key, value)
+            reply(OffsetCommitResponse(response.error_code, base, tuple(records)))
+
+        pending = PendingProduce(last + 1, base, written)
+        self.produces.setdefault(tp, []).append(pending)
+        self.schedule(sim.now + sim.params.produce_timeout_ms, self._produce_timeout, tp, pending)
+        self._complete_produces(tp)
+
     # -- the disk --------------------------------------------------------------------------------
 
     def flush_tick(self) -> None:
@@ -595,3 +671,8 @@ class SimNode:
         self.schedule(sim.now + sim.rng.randint(*sim.params.flush_gap_ms), self.flush_tick)
         for plog in self.disk.partition_logs.values():
             plog.flush()
+
+
+def _committed_offset(shard: GroupCoordinatorShard, group: str, committed: TopicPartition) -> int | None:
+    [(_, _, offset)] = shard.offsets.fetch(group, [committed])
+    return None if offset is None else offset.offset

@@ -12,7 +12,7 @@ Partition itself sits on a UnifiedLog on a real disk and reads the wall clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -38,7 +38,7 @@ class FetchRequest:
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
     error_code: int
-    records: tuple[tuple[int, int], ...] = ()
+    records: tuple[tuple[int, Any], ...] = ()
     high_watermark: int = 0
     log_start_offset: int = 0
     diverging: EpochEndOffset | None = None
@@ -117,7 +117,7 @@ class SimReplica:
         self.log.update_high_watermark(state.high_watermark)
         return True
 
-    def append_as_leader(self, values: list[int], acks_all: bool, now_ms: int, is_eligible: Callable[[int], bool]) -> tuple[int, int, int]:
+    def append_as_leader(self, values: list[Any], acks_all: bool, now_ms: int, is_eligible: Callable[[int], bool]) -> tuple[int, int, int]:
         """(error, base offset, last offset): Partition.append_records_to_leader."""
         state = self.leader_state
         if state is None:
@@ -198,6 +198,6 @@ class SimReplica:
         self.log.truncate_to(offset)
         return offset
 
-    def append_as_follower(self, records: tuple[tuple[int, int], ...], leader_high_watermark: int) -> None:
+    def append_as_follower(self, records: tuple[tuple[int, Any], ...], leader_high_watermark: int) -> None:
         self.log.append_as_follower(list(records))
         self.log.update_high_watermark(follower_high_watermark(leader_high_watermark, self.log.end_offset))

@@ -9,6 +9,7 @@ OffsetForLeaderEpoch answers exactly as the real log's do.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from storage.leader_epoch_cache import LeaderEpochCache
 
@@ -28,7 +29,7 @@ class SimulatedPartitionLog:
 
     def __init__(self) -> None:
         self.epochs: list[int] = []  # the leader epoch of the record at each offset
-        self.values: list[int] = []
+        self.values: list[Any] = []  # a producer's int, or a coordinator's (key, value) record
         # prefix[o]: a digest of the records below offset o, so two logs compare over a prefix in O(1).
         self.prefix: list[int] = [0]
         self.flushed = 0
@@ -44,24 +45,24 @@ class SimulatedPartitionLog:
     def last_epoch(self) -> int:
         return self.epochs[-1] if self.epochs else -1
 
-    def _append(self, epoch: int, value: int) -> None:
+    def _append(self, epoch: int, value: Any) -> None:
         offset = len(self.values)
         self.epoch_cache.assign(epoch, offset)
         self.epochs.append(epoch)
         self.values.append(value)
         self.prefix.append(hash((self.prefix[-1], epoch, value)))
 
-    def append_as_leader(self, epoch: int, values: list[int]) -> tuple[int, int]:
+    def append_as_leader(self, epoch: int, values: list[Any]) -> tuple[int, int]:
         base = self.end_offset
         for value in values:
             self._append(epoch, value)
         return base, self.end_offset - 1
 
-    def append_as_follower(self, records: list[tuple[int, int]]) -> None:
+    def append_as_follower(self, records: list[tuple[int, Any]]) -> None:
         for epoch, value in records:
             self._append(epoch, value)
 
-    def read(self, offset: int, max_records: int) -> list[tuple[int, int]]:
+    def read(self, offset: int, max_records: int) -> list[tuple[int, Any]]:
         end = min(self.end_offset, offset + max_records)
         return list(zip(self.epochs[offset:end], self.values[offset:end]))
 
@@ -90,7 +91,7 @@ class SimulatedPartitionLog:
         # Kafka restarts from the high watermark checkpoint, never past its log end.
         self.high_watermark = min(self.flushed_high_watermark, self.end_offset)
 
-    def entry(self, offset: int) -> tuple[int, int] | None:
+    def entry(self, offset: int) -> tuple[int, Any] | None:
         if offset >= self.end_offset:
             return None
         return self.epochs[offset], self.values[offset]

@@ -269,9 +269,10 @@ def test_failure_returns_to_the_committed_isr_and_the_change_is_asked_again() ->
 
 
 def test_a_refusal_that_may_answer_an_applied_retry_keeps_the_change_in_flight() -> None:
-    """Cluster simulation seed 1601: an expansion's first request was applied but its answer lost; the
-    retry is refused with INVALID_UPDATE_VERSION. Forgetting the change would let the high watermark
-    pass the replica the controller just wrote into the ISR; it stays in flight until the metadata says."""
+    """Found by the cluster simulation (tests/simulation): an expansion's first request was applied
+    but its answer lost; the retry is refused with INVALID_UPDATE_VERSION. Forgetting the change would
+    let the high watermark pass the replica the controller just wrote into the ISR; it stays in flight
+    until the metadata says."""
     state = leader((0, 1, 2), (0, 1), end=20, hw=20, min_isr=1)
     assert fetch(state, 2, 20, 20)[1] is not None
     for error in (INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH):
@@ -284,9 +285,10 @@ def test_a_refusal_that_may_answer_an_applied_retry_keeps_the_change_in_flight()
 
 
 def test_a_registration_not_newer_than_the_leader_knows_does_not_settle_the_change_in_flight() -> None:
-    """Cluster simulation seed 1609: a shrink's answer comes before its record in the metadata log; the
-    leader asks for an expansion meanwhile; the record, at the partition epoch the answer gave, must not
-    wipe that expansion out, or the high watermark passes the replica being written into the ISR."""
+    """Found by the cluster simulation (tests/simulation): a shrink's answer comes before its record
+    in the metadata log; the leader asks for an expansion meanwhile; the record, at the partition
+    epoch the answer gave, must not wipe that expansion out, or the high watermark passes the replica
+    being written into the ISR."""
     state = leader((0, 1, 2), (0, 1, 2), end=20, hw=20, min_isr=1)
     assert succeed(state, (0, 1), 20)  # the shrink's answer: partition epoch + 1
     assert fetch(state, 2, 20, 20)[1] is not None  # 2 caught up: asked back in
