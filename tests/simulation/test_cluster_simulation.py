@@ -151,9 +151,9 @@ def test_it_notices_acknowledged_records_lost_by_a_broker_that_serves_before_it_
 @pytest.mark.parametrize("seed", [433, 2057, 2137])
 def test_the_seeds_that_found_a_leader_dropping_its_isr_change_in_flight(seed: int) -> None:
     """With message loss and delay, a partition leader forgot an ISR expansion the controller was
-    committing (a refused retry of an applied request, or the metadata record of its previous change
-    arriving after its answer), and its high watermark passed the replica being added: electing that
-    replica would have lost acknowledged records. replication/partition_state.py now keeps the change
+    committing (433: the retry of an applied request refused with INVALID_UPDATE_VERSION; 2057, 2137:
+    the metadata record of its previous change arriving after that change's answer), and its high
+    watermark passed the replica being added: electing that replica would have lost acknowledged records. replication/partition_state.py now keeps the change
     in flight until its own answer, a newer registration, or a refusal that says it was not applied.
     These seeds fail with the old rules (found as the first of the lossy seeds that did; a change to
     the simulation that changes what a seed does calls for finding them again)."""
