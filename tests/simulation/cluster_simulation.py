@@ -33,7 +33,8 @@ from broker.controller.controller_logic import CreatableTopic
 from raft.raft_config import RaftConfig
 from raft.voter_set import Endpoint, VoterNode, VoterSet
 from tests.simulation.invariants import Invariants
-from tests.simulation.sim_broker import OFFSETS_TOPIC, OffsetCommitRequest, OffsetCommitResponse, ProduceRequest, ProduceResponse, SimNode
+from tests.simulation.sim_broker import ProduceRequest, ProduceResponse, SimNode
+from tests.simulation.sim_coordinator import OFFSETS_TOPIC, OffsetCommitRequest, OffsetCommitResponse
 from tests.simulation.simulated_network import NetworkFaults, SimulatedNetwork
 
 CLUSTER_ID = "cluster-simulation"

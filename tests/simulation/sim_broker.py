@@ -1,5 +1,7 @@
 """One node of the simulated cluster: a KafkaRaftClient over a MemoryLog, the metadata loader,
-the quorum controller (on voters), the broker's lifecycle, its replica manager and fetchers.
+the quorum controller (on voters), the broker's lifecycle, its replica manager, fetchers and
+produce path; its AlterPartition requests (sim_alter_partition.py) and group coordinator
+(sim_coordinator.py) have modules of their own.
 
 Everything runs on the simulation's virtual clock and event queue; messages go through the
 simulated network as Python objects (Raft's are kio entities, the broker's small dataclasses).
@@ -19,10 +21,6 @@ from kio.schema.errors import ErrorCode
 from broker.controller.cluster_control_manager import BrokerHeartbeatReply, BrokerRegistrationReply, BrokerRegistrationRequest
 from broker.controller.controller_logic import CreatableTopic
 from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
-from broker.controller.replication_control_manager import AlterPartitionReply, AlterPartitionTopic, IsrMember, PartitionIsrChange
-from broker.group.group_coordinator_shard import GroupCoordinatorShard
-from broker.group.group_metadata_manager import GroupConfig
-from broker.group.offset_metadata_manager import PartitionCommit
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_loader import MetadataLoader
@@ -31,8 +29,9 @@ from broker.raft_manager import MetadataRecordSerde
 from raft.kafka_raft_client import CommittedBatch, KafkaRaftClient, LeaderChange, LoadSnapshot, Respond, Send
 from raft.memory_log import MemoryLog
 from raft.quorum_state_store import MemoryQuorumStateStore
-from replication.partition_state import AlterPartitionIntent
+from tests.simulation.sim_alter_partition import SimAlterPartitionManager
 from tests.simulation.sim_controller import NotController, SimController
+from tests.simulation.sim_coordinator import OFFSETS_TOPIC, SimGroupCoordinator
 from tests.simulation.sim_replica import FetchRequest, FetchResponse, SimReplica, TopicPartition
 from tests.simulation.simulated_disk import SimulatedPartitionLog
 
@@ -40,10 +39,6 @@ if TYPE_CHECKING:
     from tests.simulation.cluster_simulation import Simulation
 
 SERDE = MetadataRecordSerde()
-OFFSETS_TOPIC = "__consumer_offsets"
-NOT_COORDINATOR = 16
-OFFSET_COMMIT_VERSION = 9
-ALTER_PARTITION_RETRY_MS = 50  # alter_partition_manager.RETRY_BACKOFF_S
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
@@ -64,21 +59,6 @@ class ProduceRequest:
 class ProduceResponse:
     error_code: int
     base_offset: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetCommitRequest:
-    tp: TopicPartition  # the __consumer_offsets partition of the group
-    group: str
-    committed: TopicPartition  # the partition whose position is committed
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetCommitResponse:
-    error_code: int
-    base_offset: int = -1
-    records: tuple[Any, ...] = ()  # what the coordinator wrote: the simulation checks they stay
 
 
 @dataclass(eq=False, slots=True)
@@ -129,12 +109,9 @@ class SimNode:
         self.incarnation_id = uuid.UUID(int=self.sim.rng.getrandbits(128))
         self.lifecycle_inflight: int | None = None
         self.fetch_inflight: dict[TopicPartition, int] = {}
-        # broker/alter_partition_manager.py: the latest change per partition, and the one request in flight.
-        self.alter_waiting: dict[TopicPartition, AlterPartitionIntent] = {}
-        self.alter_inflight: tuple[int, dict[TopicPartition, AlterPartitionIntent]] | None = None
+        self.alter_partition = SimAlterPartitionManager(self)
         self.produces: dict[TopicPartition, list[PendingProduce]] = {}
-        # The group coordinator: one shard per __consumer_offsets partition this broker leads and serves.
-        self.coordinators: dict[TopicPartition, GroupCoordinatorShard] = {}
+        self.coordinator = SimGroupCoordinator(self)
 
     # -- life -------------------------------------------------------------------------------------
 
@@ -388,10 +365,10 @@ class SimNode:
                     if replica.is_leader and self.sim.is_current_leader_epoch(tp, replica.leader_epoch):
                         self.sim.invariants.holds_acknowledged(tp, self.node_id, f"leader in epoch {replica.leader_epoch} opening its listeners", replica.log.entry)
                     if replica.is_leader and tp[0] == OFFSETS_TOPIC:
-                        self._load_coordinator(tp, replica)
+                        self.coordinator.load(tp, replica)
             return
-        if self.alter_inflight is not None and self.alter_inflight[0] == correlation_id:
-            self._alter_partition_answered(answer)
+        if self.alter_partition.is_answered_by(correlation_id):
+            self.alter_partition.answered(answer)
             return
         if isinstance(answer, list):  # CreateTopics: the simulation asked through this node
             self.sim.topics_created(answer)
@@ -414,13 +391,13 @@ class SimNode:
                 if self.serving and sim.is_current_leader_epoch(tp, reg.leader_epoch):
                     sim.invariants.holds_acknowledged(tp, self.node_id, f"new leader in epoch {reg.leader_epoch}", replica.log.entry)
                 if self.serving and tp[0] == OFFSETS_TOPIC:
-                    self._load_coordinator(tp, replica)
+                    self.coordinator.load(tp, replica)
                 self.fetch_inflight.pop(tp, None)
-            self._complete_produces(tp)
+            self.complete_produces(tp)
         for tp, info in changes.followers.items():
             replica = self._replica(tp)
             was_leader = replica.is_leader
-            self.coordinators.pop(tp, None)
+            self.coordinator.unload(tp)
             if replica.make_follower(info.registration):
                 self.fetch_inflight.pop(tp, None)
                 if was_leader:
@@ -466,8 +443,8 @@ class SimNode:
         else:
             response, intent = replica.read_for_follower(request, sim.params.fetch_max_records, sim.now, self.is_eligible)
             if intent is not None:
-                self._submit_alter_partition(request.tp, intent)
-            self._complete_produces(request.tp)
+                self.alter_partition.submit(request.tp, intent)
+            self.complete_produces(request.tp)
         sim.transmit_to(self.node_id, source, source_incarnation, "fetch_response", correlation_id, request, response)
 
     def fetch_response(self, correlation_id: int, request: FetchRequest, response: FetchResponse) -> None:
@@ -505,68 +482,7 @@ class SimNode:
         for tp, replica in sorted(self.replicas.items()):
             intent = replica.maybe_shrink_isr(sim.now)
             if intent is not None:
-                self._submit_alter_partition(tp, intent)
-
-    def _submit_alter_partition(self, tp: TopicPartition, intent: AlterPartitionIntent) -> None:
-        self.alter_waiting[tp] = intent
-        self.sim.note("alter-partition", f"broker {self.node_id} asks {tp[0]}-{tp[1]} isr={list(intent.isr)} at partition epoch {intent.partition_epoch}")
-        self._send_alter_partition()
-
-    def _send_alter_partition(self) -> None:
-        """AlterPartitionManager._run: what waits goes out in one request, one request at a time; a
-        request that gets no answer goes again after a backoff, unchanged."""
-        if self.alter_inflight is not None or not self.alter_waiting:
-            return
-        batch = dict(self.alter_waiting)
-        by_topic: dict[Any, list[PartitionIsrChange]] = {}
-        for (topic_name, index), intent in sorted(batch.items()):
-            topic = self.image.topics.get(topic_name)
-            if topic is None:
-                continue
-            members = tuple(IsrMember(b, e) for b, e in intent.new_isr)
-            by_topic.setdefault(topic.topic_id, []).append(PartitionIsrChange(index, intent.leader_epoch, members, intent.leader_recovery_state, intent.partition_epoch))
-        topics = [AlterPartitionTopic(topic_id, tuple(changes)) for topic_id, changes in by_topic.items()]
-        correlation = self.to_controller("alter_partition", (self.node_id, self.broker_epoch, topics))
-        self.alter_inflight = (correlation if correlation is not None else -1, batch)
-        self.schedule(self.sim.now + (self.sim.params.request_timeout_ms if correlation is not None else ALTER_PARTITION_RETRY_MS), self._alter_partition_timeout, self.alter_inflight[0])
-
-    def _alter_partition_timeout(self, correlation_id: int) -> None:
-        if self.alter_inflight is not None and self.alter_inflight[0] == correlation_id:
-            self.alter_inflight = None
-            self.schedule(self.sim.now + ALTER_PARTITION_RETRY_MS, self._send_alter_partition)
-
-    def _alter_partition_answered(self, answer: Any) -> None:
-        """AlterPartitionManager._handle: each partition of the batch gets its answer."""
-        assert self.alter_inflight is not None
-        batch = self.alter_inflight[1]
-        self.alter_inflight = None
-        if isinstance(answer, NotController):
-            self.schedule(self.sim.now + ALTER_PARTITION_RETRY_MS, self._send_alter_partition)
-            return  # the channel's ControllerUnavailableError: the same batch again, to the next active controller
-        assert isinstance(answer, AlterPartitionReply)
-        if answer.error_code != 0:
-            self.sim.note("alter-partition", f"broker {self.node_id} refused as a whole: {answer.error_code}")
-            self.schedule(self.sim.now + ALTER_PARTITION_RETRY_MS, self._send_alter_partition)
-            return
-        answered = {(t.topic_id, p.partition_index): p for t in answer.topics for p in t.partitions}
-        for tp, intent in batch.items():
-            topic = self.image.topics.get(tp[0])
-            result = answered.get((topic.topic_id, tp[1])) if topic is not None else None
-            if result is None:
-                continue
-            if self.alter_waiting.get(tp) == intent:
-                del self.alter_waiting[tp]
-            replica = self.replicas.get(tp)
-            if replica is None:
-                continue
-            if result.error_code != 0:
-                self.sim.note("alter-partition", f"broker {self.node_id} {tp[0]}-{tp[1]} isr={list(intent.isr)} refused: {result.error_code}")
-                replica.alter_partition_failed(result.error_code)
-                continue
-            self.sim.note("alter-partition", f"broker {self.node_id} {tp[0]}-{tp[1]} isr={list(result.isr)} at partition epoch {result.partition_epoch}")
-            replica.alter_partition_succeeded(result.isr, result.leader_epoch, result.partition_epoch, self.sim.now, self.is_eligible)
-            self._complete_produces(tp)
-        self._send_alter_partition()
+                self.alter_partition.submit(tp, intent)
 
     # -- produce -----------------------------------------------------------------------------------
 
@@ -587,12 +503,16 @@ class SimNode:
         if error or not request.acks_all:
             reply(ProduceResponse(error, base))
             return
-        pending = PendingProduce(last + 1, base, reply)
-        self.produces.setdefault(tp, []).append(pending)
-        self.schedule(sim.now + sim.params.produce_timeout_ms, self._produce_timeout, tp, pending)
-        self._complete_produces(tp)
+        self.await_replication(tp, last + 1, base, reply)
 
-    def _complete_produces(self, tp: TopicPartition) -> None:
+    def await_replication(self, tp: TopicPartition, required_offset: int, base_offset: int, reply: Any) -> None:
+        """A DelayedProduce: answered once the high watermark reaches ``required_offset``, or on a timeout or leadership lost."""
+        pending = PendingProduce(required_offset, base_offset, reply)
+        self.produces.setdefault(tp, []).append(pending)
+        self.schedule(self.sim.now + self.sim.params.produce_timeout_ms, self._produce_timeout, tp, pending)
+        self.complete_produces(tp)
+
+    def complete_produces(self, tp: TopicPartition) -> None:
         waiting = self.produces.get(tp)
         replica = self.replicas.get(tp)
         if not waiting or replica is None:
@@ -616,53 +536,14 @@ class SimNode:
         for pending in self.produces.pop(tp, []):
             pending.reply(ProduceResponse(code, pending.base_offset))
 
-    # -- the group coordinator -----------------------------------------------------------------------
-
-    def _load_coordinator(self, tp: TopicPartition, replica: SimReplica) -> None:
-        """A new leadership of a __consumer_offsets partition: the shard is rebuilt from its log, as Kafka's coordinator loads."""
-        shard = GroupCoordinatorShard(GroupConfig(), offset_metadata_max_bytes=4096, offsets_retention_ms=7 * 24 * 3600 * 1000)
-        for key, value in replica.log.values:
-            shard.replay(key, value)
-        self.coordinators[tp] = shard
-        self.sim.stats.coordinator_loads += 1
-        self.sim.invariants.coordinator_loaded(tp, self.node_id, replica.log.values, lambda group, committed: _committed_offset(shard, group, committed))
-
-    def offset_commit_request(self, source: int, source_incarnation: int, correlation_id: int, request: OffsetCommitRequest) -> None:
-        """OffsetCommit from a simple consumer (generation -1): the shard's records, appended as the
-        leader's with acks=all, replayed into the shard and answered once the high watermark passes them."""
-        sim = self.sim
+    def offset_commit_request(self, source: int, source_incarnation: int, correlation_id: int, request: Any) -> None:
         if not self.serving:
             return
 
-        def reply(response: OffsetCommitResponse) -> None:
-            sim.transmit_to(self.node_id, source, source_incarnation, "offset_commit_response", correlation_id, request, response)
+        def reply(response: Any) -> None:
+            self.sim.transmit_to(self.node_id, source, source_incarnation, "offset_commit_response", correlation_id, request, response)
 
-        tp = request.tp
-        shard = self.coordinators.get(tp)
-        replica = self.replicas.get(tp)
-        if shard is None or replica is None or not replica.is_leader:
-            reply(OffsetCommitResponse(NOT_COORDINATOR))
-            return
-        commit = PartitionCommit(request.committed[0], request.committed[1], request.offset, -1, None)
-        answers, records = shard.offsets.commit(request.group, -1, "", None, -1, [commit], OFFSET_COMMIT_VERSION, sim.now)
-        if any(code for _, code in answers) or not records:
-            reply(OffsetCommitResponse(next(code for _, code in answers if code)))
-            return
-        error, base, last = replica.append_as_leader(list(records), True, sim.now, self.is_eligible)
-        if error:
-            reply(OffsetCommitResponse(error))
-            return
-
-        def written(response: ProduceResponse) -> None:
-            if response.error_code == 0 and self.coordinators.get(tp) is shard:
-                for key, value in records:
-                    shard.replay(key, value)
-            reply(OffsetCommitResponse(response.error_code, base, tuple(records)))
-
-        pending = PendingProduce(last + 1, base, written)
-        self.produces.setdefault(tp, []).append(pending)
-        self.schedule(sim.now + sim.params.produce_timeout_ms, self._produce_timeout, tp, pending)
-        self._complete_produces(tp)
+        self.coordinator.offset_commit(request, reply)
 
     # -- the disk --------------------------------------------------------------------------------
 
@@ -672,7 +553,3 @@ class SimNode:
         for plog in self.disk.partition_logs.values():
             plog.flush()
 
-
-def _committed_offset(shard: GroupCoordinatorShard, group: str, committed: TopicPartition) -> int | None:
-    [(_, _, offset)] = shard.offsets.fetch(group, [committed])
-    return None if offset is None else offset.offset
