@@ -475,9 +475,14 @@ class Simulation:
             self._start(self.rng.choice(down).node_id)
             return
         lossy = kind == "power"
-        self._heal_damaged()
-        if lossy and any(n.damaged for n in self.nodes.values()):
-            return  # one damaged node at a time: fewer than min.insync.replicas
+        self._heal_recovered()
+        # Fewer than min.insync.replicas (2) failed replicas at once whenever a failure lost writes:
+        # a machine is lost only while every other node is whole, a process killed only while no
+        # node is damaged. (Kills alone lose nothing, however many: every log stays whole.)
+        if lossy and any(n.recovering for n in self.nodes.values()):
+            return
+        if not lossy and any(n.damaged for n in self.nodes.values()):
+            return
         victim_id = self._a_leader() if self.rng.random() < 0.5 else self.rng.choice(ids)
         victim = self.nodes[victim_id]
         victim.crash(lossy)
@@ -486,23 +491,23 @@ class Simulation:
             self.stats.lossy_crashes += 1
         self.at(self.now + self.rng.randint(50, 800), self._start, victim_id)
 
-    def _heal_damaged(self) -> None:
-        """A node that lost unflushed writes is whole again once, registered anew (which took it out of
-        every ISR), it is back in the ISR of every partition it hosts: it fetched again what it lost."""
+    def _heal_recovered(self) -> None:
+        """A crashed node is whole again once, registered anew (which took it out of every ISR and ELR:
+        the controller cannot tell a killed process from a lost machine), it is back in the ISR of
+        every partition it hosts: it fetched again whatever it lost."""
         latest = self._latest_image_node()
         if latest is None:
             return
         image = latest.image
-        topic = image.topics.get(TOPIC)
         for node in self.nodes.values():
-            if not node.damaged or not node.running or node.broker_epoch < 0:
+            if not node.recovering or not node.running or node.broker_epoch < 0:
                 continue
             registration = image.brokers.get(node.node_id)
             if registration is None or registration.epoch != node.broker_epoch:
                 continue
-            hosted = [reg for reg in topic.partitions.values() if node.node_id in reg.replicas] if topic is not None else []
+            hosted = [reg for name in TOPICS if name in image.topics for reg in image.topics[name].partitions.values() if node.node_id in reg.replicas]
             if all(node.node_id in reg.isr for reg in hosted):
-                node.damaged = False
+                node.recovering = node.damaged = False
                 self.note("whole-again", f"node {node.node_id}")
 
     def _a_leader(self) -> int:

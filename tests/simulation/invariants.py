@@ -11,10 +11,14 @@
   have failed: every replica that becomes leader, and at the end every replica of the
   healed cluster, holds each such record at its offset. The fault model keeps the premise:
   a crash that keeps unflushed writes (a killed process; the page cache survives) loses no
-  replica's data, so any number of those may happen; a crash that loses unflushed writes
-  (a lost machine) damages its replicas, and such crashes are scheduled so that fewer than
-  min.insync.replicas nodes are damaged at once (a damaged node is healed once it is back in
-  the ISR of every partition it hosts).
+  replica's data, so any number of those may happen while no node is damaged; a crash that
+  loses unflushed writes (a lost machine) damages its replicas, and happens only while every
+  other node is whole, and no node crashes while one is damaged: so fewer than
+  min.insync.replicas (2) replicas have failed at once whenever a failure lost writes. A
+  crashed node is whole again once it registered anew and is back in the ISR of every
+  partition it hosts. (A kill must count: the controller cannot tell it from a lost machine,
+  both restart uncleanly and leave the ELR, and KIP-966 then elects the last known leader,
+  which may be the damaged one.)
   Between those moments the same is checked in the form that makes it hold: after every step,
   every record below the current leader's high watermark is on every replica of the ISR the
   controller committed (a damaged node excepted), so whichever of them is elected has it.

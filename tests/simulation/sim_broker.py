@@ -88,7 +88,8 @@ class SimNode:
         self.incarnation = 0
         self.running = False
         self.paused_until = 0
-        self.damaged = False  # lost unflushed writes and not yet back in every ISR
+        self.recovering = False  # crashed and not yet back in every ISR
+        self.damaged = False  # crashed losing unflushed writes and not yet back in every ISR
         self._reset()
 
     def _reset(self) -> None:
@@ -151,8 +152,8 @@ class SimNode:
         self.disk.raft_log = self.disk.raft_log.recover()
         for plog in self.disk.partition_logs.values():
             plog.crash(lose_unflushed)
-        if lose_unflushed:
-            self.damaged = True
+        self.recovering = True
+        self.damaged = lose_unflushed
         self._reset()
 
     def schedule(self, time_ms: int, action: Any, *args: Any) -> None:
