@@ -331,8 +331,7 @@ class Simulation:
     def is_current_leader_epoch(self, tp: tuple[str, int], leader_epoch: int) -> bool:
         """No newer leader epoch of the partition is known committed: a leader of an older one is a zombie
         nobody follows (its followers fence it by epoch), so it can acknowledge nothing and lose nothing."""
-        latest = self._latest_image_node()
-        topic = latest.image.topics.get(tp[0]) if latest is not None else None
+        topic = self.invariants.committed.topics.get(tp[0])
         reg = topic.partitions.get(tp[1]) if topic is not None else None
         return reg is None or reg.leader_epoch <= leader_epoch
 
@@ -576,10 +575,10 @@ class Simulation:
     def _check_step(self) -> None:
         """After every event: the high watermark of every leader replica on the nodes the event touched,
         and of the current leaders against the committed ISR."""
-        latest = self._latest_image_node()
+        committed = self.invariants.committed
         nodes = self.nodes
         for name in TOPICS:
-            topic = latest.image.topics.get(name) if latest is not None else None
+            topic = committed.topics.get(name)
             if topic is None:
                 continue
             for index, reg in topic.partitions.items():

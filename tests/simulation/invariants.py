@@ -35,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from broker.metadata.metadata_delta import apply_records
+from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import MetadataRecord
 
 TopicPartition = tuple[str, int]
@@ -44,6 +46,9 @@ TopicPartition = tuple[str, int]
 class Invariants:
     fail: Callable[[str, str], None]
     metadata: list[MetadataRecord | None] = field(default_factory=list)  # None: an offset holding a Raft control record
+    # The image of everything committed, as soon as any node applied it (a crashed controller's last
+    # commits included, which no running node may have applied yet).
+    committed: MetadataImage = field(default_factory=MetadataImage)
     raft_leaders: dict[int, int] = field(default_factory=dict)  # Raft epoch -> leader
     partition_leaders: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
     high_watermarks: dict[tuple[TopicPartition, int, int, int], int] = field(default_factory=dict)  # (tp, epoch, node, incarnation) -> hw
@@ -59,6 +64,8 @@ class Invariants:
         if offset > len(history):
             self.fail("committed metadata identical on every node", f"node {node} applied offset {offset} past the committed history's end {len(history)}")
         history.append(record)
+        if record is not None:
+            self.committed = apply_records(self.committed, [record])
 
     def raft_leader(self, node: int, epoch: int) -> None:
         known = self.raft_leaders.setdefault(epoch, node)
