@@ -20,7 +20,7 @@ from dataclasses import replace
 import pytest
 
 from broker.metadata.metadata_image import PartitionRegistration
-from broker.metadata.metadata_records import FenceBrokerRecord, PartitionChangeRecord
+from broker.metadata.metadata_records import FeatureLevelRecord, PartitionChangeRecord
 from replication.partition_state import PartitionLeaderState
 from tests.simulation.cluster_simulation import DEFAULT_WINDOW_MS, SCENARIO_NAMES, SCENARIOS, Simulation, SimulationFailure, Stats
 from tests.simulation.invariants import Invariants
@@ -184,7 +184,7 @@ def test_it_notices_nodes_that_apply_different_metadata() -> None:
     seen: list[tuple[str, str]] = []
     invariants = Invariants(lambda invariant, detail: seen.append((invariant, detail)))
     invariants.metadata_committed(0, 0, None)
-    invariants.metadata_committed(0, 1, FenceBrokerRecord(id=1, epoch=5))
+    invariants.metadata_committed(0, 1, FeatureLevelRecord(name="metadata.version", feature_level=25))
     invariants.metadata_committed(1, 0, None)
-    invariants.metadata_committed(1, 1, FenceBrokerRecord(id=2, epoch=5))
+    invariants.metadata_committed(1, 1, FeatureLevelRecord(name="metadata.version", feature_level=24))
     assert [i for i, _ in seen] == ["committed metadata identical on every node"]
