@@ -22,6 +22,7 @@ import pytest
 from broker.metadata.metadata_image import PartitionRegistration
 from broker.metadata.metadata_records import FeatureLevelRecord, PartitionChangeRecord
 from replication.partition_state import PartitionLeaderState
+from tests.seed_campaign import run_campaign
 from tests.simulation.cluster_simulation import DEFAULT_WINDOW_MS, SCENARIO_NAMES, SCENARIOS, Simulation, SimulationFailure, Stats
 from tests.simulation.invariants import Invariants
 from tests.simulation.sim_broker import SimNode
@@ -35,7 +36,6 @@ TRACE = int(os.environ.get("CLUSTER_SIM_TRACE", "60"))
 WINDOW_MS = int(os.environ.get("CLUSTER_SIM_WINDOW_MS", str(DEFAULT_WINDOW_MS)))
 # Generous for a busy machine; a long campaign gets what it needs.
 CAMPAIGN_TIMEOUT_S = max(300, SEEDS // len(SCENARIOS) // 2)
-SHOWN_FAILURES = 20
 
 
 def _run(seed: int) -> Stats:
@@ -47,20 +47,7 @@ def _run(seed: int) -> Stats:
 def test_campaign(scenario: str) -> None:
     index = SCENARIO_NAMES.index(scenario)
     seeds = [s for s in range(FIRST_SEED, FIRST_SEED + SEEDS) if s % len(SCENARIOS) == index]
-    failures: list[SimulationFailure] = []
-    totals = Stats()
-    for seed in seeds:
-        try:
-            stats = _run(seed)
-        except SimulationFailure as failure:
-            failures.append(failure)
-            continue
-        for name in totals.__dataclass_fields__:
-            setattr(totals, name, getattr(totals, name) + getattr(stats, name))
-    if failures:
-        others = "\n".join(f"  seed {f.seed}: {f.invariant}: {f.message.splitlines()[0]}" for f in failures[1:SHOWN_FAILURES])
-        more = f"\n  ... and {len(failures) - SHOWN_FAILURES} more" if len(failures) > SHOWN_FAILURES else ""
-        pytest.fail(f"{len(failures)} of {len(seeds)} seeds failed; the first:\n{failures[0]}\nthe others:\n{others}{more}", pytrace=False)
+    totals = run_campaign(seeds, _run, Stats(), SimulationFailure, lambda f: f"{f.invariant}: {f.message.splitlines()[0]}")
     _check_coverage(scenario, totals, len(seeds))
 
 

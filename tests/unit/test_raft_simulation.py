@@ -20,6 +20,7 @@ import pytest
 
 from raft.quorum_state_store import ElectionState, MemoryQuorumStateStore
 from raft.voter_set import VoterSet
+from tests.seed_campaign import run_campaign
 from tests.unit.raft_simulation import DEFAULT_WINDOW_MS, SCENARIO_NAMES, SCENARIOS, Simulation, SimulationFailure, Stats
 
 SEEDS = int(os.environ.get("RAFT_SIM_SEEDS", "1000"))
@@ -28,7 +29,6 @@ TRACE = int(os.environ.get("RAFT_SIM_TRACE", "80"))
 WINDOW_MS = int(os.environ.get("RAFT_SIM_WINDOW_MS", str(DEFAULT_WINDOW_MS)))
 # Generous for a busy machine: a seed of the default window takes about 25 ms; a long campaign gets what it needs.
 CAMPAIGN_TIMEOUT_S = max(300, SEEDS // len(SCENARIOS) * WINDOW_MS // 4000)
-SHOWN_FAILURES = 20
 
 
 def _run(seed: int) -> Stats:
@@ -40,20 +40,7 @@ def _run(seed: int) -> Stats:
 def test_campaign(scenario: str) -> None:
     index = SCENARIO_NAMES.index(scenario)
     seeds = [s for s in range(FIRST_SEED, FIRST_SEED + SEEDS) if s % len(SCENARIOS) == index]
-    failures: list[SimulationFailure] = []
-    totals = Stats()
-    for seed in seeds:
-        try:
-            stats = _run(seed)
-        except SimulationFailure as failure:
-            failures.append(failure)
-            continue
-        for name in totals.__dataclass_fields__:
-            setattr(totals, name, getattr(totals, name) + getattr(stats, name))
-    if failures:
-        others = "\n".join(f"  seed {f.seed}: {f.message.splitlines()[0]}" for f in failures[1:SHOWN_FAILURES])
-        more = f"\n  ... and {len(failures) - SHOWN_FAILURES} more" if len(failures) > SHOWN_FAILURES else ""
-        pytest.fail(f"{len(failures)} of {len(seeds)} seeds failed; the first:\n{failures[0]}\nthe others:\n{others}{more}", pytrace=False)
+    totals = run_campaign(seeds, _run, Stats(), SimulationFailure, lambda f: f.message.splitlines()[0])
     _check_coverage(scenario, totals, len(seeds))
 
 
