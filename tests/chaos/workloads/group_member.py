@@ -13,18 +13,24 @@ records came from.
 
 from __future__ import annotations
 
-import json
-import random
 import signal
-import sys
 import threading
-import time
-from typing import Any
 
-import kafka
-import kafka.errors
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from kafka.structs import OffsetAndMetadata
+# Set by SIGTERM, installed before the clients' imports: on a busy machine the parent's SIGTERM
+# can come while they load, and the default action would end the session without its LeaveGroup.
+STOPPING = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: STOPPING.set())
+
+import json  # noqa: E402
+import random  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import kafka  # noqa: E402
+import kafka.errors  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition  # noqa: E402
+from kafka.structs import OffsetAndMetadata  # noqa: E402
 
 Record = list[Any]  # [partition, offset, value]
 # Errors by which the coordinator refuses a commit: it certainly did not happen.
@@ -46,7 +52,7 @@ class Member:
         self.max_poll: int = config["max_poll"]
         self.client: str = config["client"]
         self.events: list[tuple[str, dict[str, Any]]] = []
-        self.stopping = threading.Event()
+        self.stopping = STOPPING
 
     def emit(self, type: str, f: str, value: dict[str, Any] | None = None) -> None:
         print(json.dumps({"type": type, "f": f, "value": {"session": self.session, **(value or {})}}), flush=True)
@@ -175,7 +181,14 @@ class KafkaPythonMember(Member, kafka.ConsumerRebalanceListener):
         self.consumer.subscribe([self.topic], listener=self)
 
     def poll(self, max_records: int) -> list[Record]:
-        batches = self.consumer.poll(timeout_ms=500, max_records=max_records)
+        try:
+            batches = self.consumer.poll(timeout_ms=500, max_records=max_records)
+        except kafka.errors.KafkaError as e:
+            # kafka-python raises a refused connection to a dead coordinator out of poll; an
+            # application polls again, as librdkafka does by itself.
+            if not e.retriable:
+                raise
+            return []
         return [[r.partition, r.offset, r.value.decode()] for records in batches.values() for r in records]
 
     def commit_sync(self, offsets: dict[int, int]) -> None:
@@ -191,7 +204,6 @@ class KafkaPythonMember(Member, kafka.ConsumerRebalanceListener):
 def main() -> None:
     config = json.loads(sys.argv[1])
     member = KafkaPythonMember(config) if config["client"] == "kafka-python" else ConfluentMember(config)
-    signal.signal(signal.SIGTERM, lambda *_: member.stopping.set())
     member.run()
 
 
