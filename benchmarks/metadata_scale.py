@@ -59,7 +59,7 @@ from broker.network_client import NetworkClient, NetworkError
 from raft.file_snapshots import snapshot_path
 from raft.replicated_log import OffsetAndEpoch
 from tests.cluster.cluster import FORMAT_TIMEOUT_S, ClusterNode, KafkaCluster, NodeSpec
-from tests.cluster.link_proxy import free_ports
+from tests.ports import free_ports
 from tests.integration.conftest import REPO, retire
 
 GOAL_UNFENCED_S = 15.0

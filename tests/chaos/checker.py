@@ -2,7 +2,8 @@
 
 What a queue workload's history holds, in the vocabulary of Jepsen's Kafka test:
 - ``send``: a producer's write of one unique value; ``ok`` carries ``[partition, offset, value]``,
-  the offset the cluster acknowledged it at.
+  the offset the cluster acknowledged it at, or null: librdkafka acknowledges some retried
+  batches of an idempotent producer without an offset (the write is certain, its place not).
 - ``poll``: a group consumer's read, ``ok`` with a list of records in the order delivered. A
   consumer's *session* is its process: it takes a new process name whenever its assignment
   changes, since a new assignment legitimately rewinds to the committed offsets.
@@ -10,11 +11,12 @@ What a queue workload's history holds, in the vocabulary of Jepsen's Kafka test:
   ``{"partition": p, "end": end offset, "records": [...]}``.
 
 The checks, each a Verdict:
-- ``lost``: acknowledged, never read by anyone, while a later offset of its partition was read.
+- ``lost``: acknowledged, never read by anyone, while a later offset of its partition was read
+  (any offset, for a write acknowledged without one).
 - ``unseen``: acknowledged and absent from the final drain.
 - ``duplicated``: one value read at more than one offset (producers are idempotent).
 - ``inconsistent-offsets``: two different values at one offset, among the reads and the offsets
-  producers were acknowledged with.
+  producers were acknowledged with (acknowledgements without an offset claim none).
 - ``nonmonotonic-poll``: within a consumer session, a partition's offsets not strictly increasing.
 - ``drain-gaps``: offsets below a partition's end missing from the final drain (offsets are dense).
 """
@@ -43,7 +45,7 @@ class Read:
 class QueueHistory:
     """The parts of a history the queue checks look at."""
 
-    acknowledged: dict[str, tuple[int, int]]  # value -> (partition, offset) it was acknowledged at
+    acknowledged: dict[str, tuple[int, int | None]]  # value -> (partition, offset) it was acknowledged at
     polls: list[Read]  # every record a group consumer delivered, in history order
     drained: list[Read]  # the final drain's records
     ends: dict[int, int]  # partition -> its end offset when drained
@@ -51,7 +53,7 @@ class QueueHistory:
 
 def queue_history(ops: Iterable[Op], prefix: str, send: str = "send", poll: str = "poll", drain: str = "drain") -> QueueHistory:
     """The acknowledged writes, polls and drain of the processes whose names start with ``prefix``."""
-    acknowledged: dict[str, tuple[int, int]] = {}
+    acknowledged: dict[str, tuple[int, int | None]] = {}
     polls: list[Read] = []
     drained: list[Read] = []
     ends: dict[int, int] = {}
@@ -69,19 +71,25 @@ def queue_history(ops: Iterable[Op], prefix: str, send: str = "send", poll: str 
     return QueueHistory(acknowledged, polls, drained, ends)
 
 
-def lost(workload: str, acknowledged: Mapping[str, tuple[int, int]], reads: Iterable[Read]) -> Verdict:
+def _place(p: int, o: int | None, v: str) -> tuple[int, int, str]:
+    """Where an acknowledged write should be, sortable: an unknown offset counts as -1."""
+    return (p, -1 if o is None else o, v)
+
+
+def lost(workload: str, acknowledged: Mapping[str, tuple[int, int | None]], reads: Iterable[Read]) -> Verdict:
     seen: set[str] = set()
-    highest: dict[int, int] = defaultdict(lambda: -1)
+    highest: dict[int, int] = defaultdict(lambda: -2)
     for r in reads:
         seen.add(r.value)
         highest[r.partition] = max(highest[r.partition], r.offset)
-    found = sorted((p, o, v) for v, (p, o) in acknowledged.items() if v not in seen and highest[p] > o)
-    return Verdict(workload, "lost", len(found), found[:EXAMPLES], {"acknowledged": len(acknowledged), "read": len(seen)})
+    found = sorted(_place(p, o, v) for v, (p, o) in acknowledged.items() if v not in seen and highest[p] > (-1 if o is None else o))
+    without_offset = sum(1 for _, o in acknowledged.values() if o is None)
+    return Verdict(workload, "lost", len(found), found[:EXAMPLES], {"acknowledged": len(acknowledged), "without offset": without_offset, "read": len(seen)})
 
 
-def unseen(workload: str, acknowledged: Mapping[str, tuple[int, int]], drained: Iterable[Read]) -> Verdict:
+def unseen(workload: str, acknowledged: Mapping[str, tuple[int, int | None]], drained: Iterable[Read]) -> Verdict:
     seen = {r.value for r in drained}
-    found = sorted((p, o, v) for v, (p, o) in acknowledged.items() if v not in seen)
+    found = sorted(_place(p, o, v) for v, (p, o) in acknowledged.items() if v not in seen)
     return Verdict(workload, "unseen", len(found), found[:EXAMPLES], {"acknowledged": len(acknowledged), "drained": len(seen)})
 
 
@@ -93,10 +101,11 @@ def duplicated(workload: str, reads: Iterable[Read]) -> Verdict:
     return Verdict(workload, "duplicated", len(found), found[:EXAMPLES], {"values": len(places)})
 
 
-def inconsistent_offsets(workload: str, acknowledged: Mapping[str, tuple[int, int]], reads: Iterable[Read]) -> Verdict:
+def inconsistent_offsets(workload: str, acknowledged: Mapping[str, tuple[int, int | None]], reads: Iterable[Read]) -> Verdict:
     values: dict[tuple[int, int], set[str]] = defaultdict(set)
-    for v, at in acknowledged.items():
-        values[at].add(v)
+    for v, (p, o) in acknowledged.items():
+        if o is not None:
+            values[(p, o)].add(v)
     for r in reads:
         values[(r.partition, r.offset)].add(r.value)
     found = sorted((p, o, sorted(vs)) for (p, o), vs in values.items() if len(vs) > 1)

@@ -57,7 +57,7 @@ def test_a_clean_history_is_valid_and_every_check_saw_something() -> None:
     assert [v.count for v in verdicts] == [0] * 6
     assert {v.check for v in verdicts} == {"lost", "unseen", "duplicated", "inconsistent-offsets", "nonmonotonic-poll", "drain-gaps"}
     stats = {v.check: v.stats for v in verdicts}
-    assert stats["lost"] == {"acknowledged": 4, "read": 5}
+    assert stats["lost"] == {"acknowledged": 4, "without offset": 0, "read": 5}
     assert stats["nonmonotonic-poll"] == {"sessions": 2}
 
 
@@ -78,6 +78,22 @@ def test_an_acknowledged_write_missing_from_the_tail_of_the_drain_is_unseen_but_
                      {"partition": 1, "end": 1, "records": [[1, 0, "b-0"]]})
     ops = [o for o in ops if not (o.f == "poll" and o.process == "queue.c0.1")]
     assert anomalies(ops) == {"unseen": 1}
+
+
+def test_writes_acknowledged_without_an_offset_claim_no_offset_but_must_still_be_read() -> None:
+    """librdkafka acknowledges some retried batches of an idempotent producer with no offset: two
+    such writes are not two values at one offset, and one that is never read is still lost."""
+    h = clean()
+    for proc, v in [("queue.a#3", "a-3"), ("queue.a#4", "a-4")]:
+        h.invoke(proc, "send", [None, None, v])
+        h.ok(proc, "send", [0, None, v])
+    drained = {"partition": 0, "end": 3, "records": [[0, 0, "a-0"], [0, 1, "a-1"], [0, 2, "a-2"]]}
+    ops = replace_ok(h, "drain", drained, {**drained, "end": 5, "records": [*drained["records"], [0, 3, "a-3"], [0, 4, "a-4"]]})
+    assert anomalies(ops) == {}
+    ops = replace_ok(h, "drain", drained, {**drained, "end": 4, "records": [*drained["records"], [0, 3, "a-3"]]})
+    assert anomalies(ops) == {"lost": 1, "unseen": 1}
+    [verdict] = [v for v in check_queue(W, queue_history(ops, "queue.")) if v.check == "lost"]
+    assert verdict.examples == [(0, -1, "a-4")] and verdict.stats["without offset"] == 2
 
 
 def test_one_value_at_two_offsets_is_a_duplicate() -> None:
