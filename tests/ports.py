@@ -1,10 +1,11 @@
-"""Loopback ports for the servers the tests start, from a slice of ports below the ephemeral range.
+"""Loopback ports for the servers the tests start.
 
-A port found by binding to port 0 comes from the kernel's ephemeral range, which is also where
-outgoing connections get their local ports: between the test choosing it and the broker binding
-it, a client's connection may take it. And two pytest-xdist workers choosing at once could pick
-the same one. So each worker walks its own slice of 20000-31999 (never ephemeral on Linux, whose
-range starts at 32768), skipping any port it cannot bind right now (listening or in TIME_WAIT).
+A pytest-xdist worker walks its own slice of 20000-27999, below the kernel's ephemeral range
+(32768 and up on Linux), skipping any port it cannot bind right now (listening or in TIME_WAIT):
+a port found by binding to port 0 comes from the ephemeral range, where two workers choosing at
+once could pick the same one, and where a client's outgoing connection may take it before the
+broker it was meant for binds it. Any other process (a test run without workers, a campaign run
+by hand beside a test run) binds to port 0, as before, and so never walks a worker's slice.
 """
 
 from __future__ import annotations
@@ -13,14 +14,24 @@ import itertools
 import os
 import socket
 import threading
+from typing import Iterator
 
 FIRST_PORT = 20000
 SLICE = 4000
-SLICES = 3
+SLICES = 2
 
 _lock = threading.Lock()
-_worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % SLICES
-_next = itertools.cycle(range(FIRST_PORT + _worker * SLICE, FIRST_PORT + (_worker + 1) * SLICE))
+
+
+def _worker_slice() -> Iterator[int] | None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return None
+    index = int(worker.removeprefix("gw") or 0) % SLICES
+    return itertools.cycle(range(FIRST_PORT + index * SLICE, FIRST_PORT + (index + 1) * SLICE))
+
+
+_next = _worker_slice()
 
 
 def _bindable(port: int) -> bool:
@@ -32,8 +43,24 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def _ephemeral(count: int) -> list[int]:
+    """``count`` distinct ports from the kernel, all held open until every one is chosen."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct loopback ports that were free when chosen, none handed out recently."""
+    """``count`` distinct loopback ports that were free when chosen."""
+    if _next is None:
+        return _ephemeral(count)
     chosen: list[int] = []
     with _lock:
         for _ in range(SLICE):
@@ -42,6 +69,8 @@ def free_ports(count: int) -> list[int]:
             port = next(_next)
             if _bindable(port):
                 chosen.append(port)
+        if len(chosen) == count:
+            return chosen
     raise RuntimeError(f"fewer than {count} free ports in this worker's slice")
 
 
