@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from tests.chaos.history import History
 from tests.integration.helpers import unique_topic
@@ -105,7 +105,7 @@ def drain(history: History, process: str, bootstrap: str, topic: str, partitions
     try:
         for p in partitions:
             history.invoke(process, "drain", p)
-            end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=DRAIN_TIMEOUT_S)[1]
+            end = high_watermark(consumer, topic, p)
             consumer.assign([TopicPartition(topic, p, 0)])
             records: list[list[Any]] = []
             deadline = time.monotonic() + DRAIN_TIMEOUT_S
@@ -119,3 +119,23 @@ def drain(history: History, process: str, bootstrap: str, topic: str, partitions
             history.ok(process, "drain", {"partition": p, "end": end, "records": [r for r in records if r[1] < end]})
     finally:
         consumer.close()
+
+
+# What a watermark query may meet while the restarted nodes settle: each is answered anew soon.
+LEADERSHIP_MOVING = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+})
+
+
+def high_watermark(consumer: Consumer, topic: str, partition: int) -> int:
+    """The partition's high watermark, asked again while the answer is retriable: right after the
+    nodes restart, leadership moves back to the preferred replicas under a client's feet."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=DRAIN_TIMEOUT_S)[1])
+        except KafkaException as e:
+            if e.args[0].code() not in LEADERSHIP_MOVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
