@@ -16,6 +16,8 @@ import socket
 import threading
 from typing import Iterator
 
+from benchmarks.apache_kafka import free_ports as ephemeral_ports
+
 FIRST_PORT = 20000
 SLICE = 4000
 SLICES = 2
@@ -43,24 +45,10 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def _ephemeral(count: int) -> list[int]:
-    """``count`` distinct ports from the kernel, all held open until every one is chosen."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def free_ports(count: int) -> list[int]:
     """``count`` distinct loopback ports that were free when chosen."""
     if _next is None:
-        return _ephemeral(count)
+        return ephemeral_ports(count)
     chosen: list[int] = []
     with _lock:
         for _ in range(SLICE):
