@@ -25,6 +25,7 @@ import zstandard
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field
 
 from protocol.api_keys import ApiRange, request_schema
+from protocol.records import encode_varint
 from tests.fuzz.wire import Layout, allows_none, element_type, encode, field_default, wire_fields
 
 _LIMITS = {
@@ -66,8 +67,8 @@ def record_batch(rng: random.Random, count: int | None = None, codec: int | None
     for i in range(n):
         key = None if rng.random() < 0.3 else rng.randbytes(rng.randint(0, 8))
         value = rng.randbytes(rng.randint(0, 40))
-        body = b"\x00" + _varint(i) + _varint(i) + _bytes_field(key) + _bytes_field(value) + _varint(0)
-        records += _varint(len(body)) + body
+        body = b"\x00" + encode_varint(i) + encode_varint(i) + _bytes_field(key) + _bytes_field(value) + encode_varint(0)
+        records += encode_varint(len(body)) + body
     codec = rng.choice((0, 0, 0, 1, 2, 3, 4)) if codec is None else codec
     payload = _compress(codec, bytes(records))
     now = 1_700_000_000_000 + rng.randint(0, 10**9)
@@ -87,18 +88,8 @@ def _compress(codec: int, data: bytes) -> bytes:
     return data
 
 
-def _varint(value: int) -> bytes:
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def _bytes_field(data: bytes | None) -> bytes:
-    return _varint(-1) if data is None else _varint(len(data)) + data
+    return encode_varint(-1) if data is None else encode_varint(len(data)) + data
 
 
 class RequestGenerator:
