@@ -1,4 +1,4 @@
-"""A seeded campaign over a deterministic simulation, shared by the Raft and the cluster simulations.
+"""Seeded runs of a deterministic simulation, shared by the Raft and the cluster simulations.
 
 Every seed of one scenario runs; their Stats are summed so the caller can check the campaign did
 what it says (a harness that stopped injecting faults would pass vacuously). Failures are
@@ -22,6 +22,7 @@ class SeedFailure(Protocol):
 
 
 S = TypeVar("S")
+F = TypeVar("F", bound=Exception)
 
 
 def run_campaign(seeds: list[int], run: Callable[[int], S], totals: S, failure_type: type[Exception], describe: Callable[[SeedFailure], str]) -> S:
@@ -40,3 +41,13 @@ def run_campaign(seeds: list[int], run: Callable[[int], S], totals: S, failure_t
         more = f"\n  ... and {len(failures) - SHOWN_FAILURES} more" if len(failures) > SHOWN_FAILURES else ""
         pytest.fail(f"{len(failures)} of {len(seeds)} seeds failed; the first:\n{failures[0]}\nthe others:\n{others}{more}", pytrace=False)
     return totals
+
+
+def first_failure(seeds: range, run: Callable[[int], object], failure_type: type[F]) -> F:
+    """The first seed's failure: how a test shows that an injected wrong step is noticed."""
+    for seed in seeds:
+        try:
+            run(seed)
+        except failure_type as failure:
+            return failure
+    raise AssertionError(f"no seed in {seeds} noticed the fault")

@@ -22,7 +22,7 @@ import pytest
 from broker.metadata.metadata_image import PartitionRegistration
 from broker.metadata.metadata_records import FeatureLevelRecord, PartitionChangeRecord
 from replication.partition_state import PartitionLeaderState
-from tests.seed_campaign import run_campaign
+from tests.seed_campaign import first_failure, run_campaign
 from tests.simulation.cluster_simulation import DEFAULT_WINDOW_MS, SCENARIO_NAMES, SCENARIOS, Simulation, SimulationFailure, Stats
 from tests.simulation.invariants import Invariants
 from tests.simulation.sim_broker import SimNode
@@ -82,12 +82,7 @@ def test_a_seed_runs_the_same_every_time() -> None:
 
 
 def _first_failure(seeds: range) -> SimulationFailure:
-    for seed in seeds:
-        try:
-            _run(seed)
-        except SimulationFailure as failure:
-            return failure
-    raise AssertionError(f"no seed in {seeds} noticed the fault")
+    return first_failure(seeds, _run, SimulationFailure)
 
 
 def test_it_notices_a_follower_that_does_not_truncate(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from raft.quorum_state_store import ElectionState, MemoryQuorumStateStore
 from raft.voter_set import VoterSet
-from tests.seed_campaign import run_campaign
+from tests.seed_campaign import first_failure, run_campaign
 from tests.unit.raft_simulation import DEFAULT_WINDOW_MS, SCENARIO_NAMES, SCENARIOS, Simulation, SimulationFailure, Stats
 
 SEEDS = int(os.environ.get("RAFT_SIM_SEEDS", "1000"))
@@ -75,12 +75,7 @@ def test_a_seed_runs_the_same_every_time() -> None:
 
 
 def _first_failure(seeds: range) -> SimulationFailure:
-    for seed in seeds:
-        try:
-            _run(seed)
-        except SimulationFailure as failure:
-            return failure
-    raise AssertionError(f"no seed in {seeds} noticed the fault")
+    return first_failure(seeds, _run, SimulationFailure)
 
 
 def test_it_notices_a_vote_answered_before_it_is_durable(monkeypatch: pytest.MonkeyPatch) -> None:
