@@ -33,7 +33,7 @@ from broker.group.group_metadata_manager import (
 )
 from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
-from protocol.control_records import read_marker
+from protocol.control_records import build_control_batch, read_marker
 from protocol.record_batch import BatchHeader
 from protocol.records import Record, build_batch
 from broker.metadata.metadata_delta import MetadataDelta
@@ -51,6 +51,12 @@ def topic_partition_counts(image: MetadataImage) -> dict[str, tuple[uuid.UUID, i
 
 # Errors of the producer-state checks a transactional offset commit answers as they are.
 PRODUCER_ERRORS = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced, ErrorCode.invalid_txn_state, ErrorCode.unknown_producer_id})
+# A transaction coordinator expects no coordinator errors from a marker's leader: "not ready here" is NOT_LEADER_OR_FOLLOWER.
+MARKER_ERRORS: dict[int, int] = {
+    ErrorCode.not_coordinator: ErrorCode.not_leader_or_follower,
+    ErrorCode.coordinator_not_available: ErrorCode.not_leader_or_follower,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_leader_or_follower,
+}
 
 
 class GroupCoordinator:
@@ -263,14 +269,24 @@ class GroupCoordinator:
 
         return self.runtime.write(index, self._batch(records, (producer_id, producer_epoch)), self._config.offsets_commit_timeout_ms, settle)
 
-    def on_transaction_completed(self, index: int, producer_id: int, commit: bool) -> None:
-        """The transaction coordinator wrote a marker to ``__consumer_offsets`` partition ``index``."""
-        shard = self.shards.get(index)
-        if shard is None:
-            return
-        settled = shard.offsets.complete_transaction(producer_id, commit)
-        if settled:
-            log.debug("group_coordinator.txn_offsets", partition=index, producer_id=producer_id, committed=commit, offsets=settled)
+    def complete_transaction(self, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timeout_ms: int) -> Written:
+        """WriteTxnMarkers for ``__consumer_offsets`` partition ``index`` (Kafka's completeTransaction):
+        the marker is one more write of the shard, so it settles the producer's pending offsets in
+        log order, after every TxnOffsetCommit written before it and only once replicated, and a
+        partition still loading refuses it rather than replaying past it. The error code (0:
+        written and replicated), or its future; a partition this node does not coordinate answers
+        NOT_LEADER_OR_FOLLOWER, which the transaction coordinator retries (Kafka's mapping)."""
+        batch = build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, now_ms())
+
+        def settle(error: int) -> int:
+            shard = self.shards.get(index)
+            if not error and shard is not None:
+                settled = shard.offsets.complete_transaction(producer_id, commit)
+                if settled:
+                    log.debug("group_coordinator.txn_offsets", partition=index, producer_id=producer_id, committed=commit, offsets=settled)
+            return MARKER_ERRORS.get(error, error)
+
+        return self.runtime.write(index, batch, timeout_ms, settle)
 
     @staticmethod
     def _complete(respond: Respond, append_error: int) -> None:

@@ -238,8 +238,8 @@ class EndTxnHandler:
 class WriteTxnMarkersHandler:
     """Writes the markers another node's transaction coordinator sends to the partitions this
     node leads (this node's own coordinator appends its local ones directly). A marker on a
-    ``__consumer_offsets`` partition settles the transaction's offsets in this node's group
-    coordinator, through the writer."""
+    ``__consumer_offsets`` partition is written by this node's group coordinator, which settles
+    the transaction's offsets with it."""
 
     def __init__(self, markers: TransactionMarkerWriter) -> None:
         self._markers = markers

@@ -2,9 +2,10 @@
 
 What Kafka's WriteTxnMarkers handler does on the partition leader: a marker is a COMMIT or
 ABORT control batch appended as the coordinator, which the log takes as the end of the
-producer's transaction (txn index, last stable offset). A marker written to a
-``__consumer_offsets`` partition also settles the offsets the producer committed in the
-transaction, through this node's group coordinator. Both the transaction coordinator (for the
+producer's transaction (txn index, last stable offset). A marker for a ``__consumer_offsets``
+partition is written by this node's group coordinator instead, as one of its shard's writes:
+it settles the offsets the producer committed in the transaction, in log order with them.
+Both the transaction coordinator (for the
 partitions it leads itself) and the WriteTxnMarkers handler (for other coordinators) write here.
 
 A marker counts as written once it is replicated (Kafka appends markers with acks=-1): a
@@ -51,6 +52,9 @@ class TransactionMarkerWriter:
         image = self._metadata.image
         timestamp = now_ms()
         for topic, index in sorted(partitions):
+            if topic == GROUP_METADATA_TOPIC:
+                results[(topic, index)] = self._groups.complete_transaction(index, producer_id, producer_epoch, coordinator_epoch, commit, MARKER_REPLICATION_TIMEOUT_MS)
+                continue
             batch = build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, timestamp)
             try:
                 partition = self._rm.leader_partition(topic, index, image)
@@ -63,6 +67,4 @@ class TransactionMarkerWriter:
             code = self._rm.replicated((topic, index), required)
             results[(topic, index)] = code if code is not None else asyncio.ensure_future(self._rm.wait_replicated((topic, index), required, MARKER_REPLICATION_TIMEOUT_MS))
             self._rm.fetch_purgatory.touch((topic, index))
-            if topic == GROUP_METADATA_TOPIC:
-                self._groups.on_transaction_completed(index, producer_id, commit)
         return results
