@@ -100,7 +100,6 @@ def restart_the_dead(cluster: KafkaCluster) -> None:
         node.await_started()
 
 
-@pytest.mark.xfail(reason="open bug, issue #18's closing note: a transactional offset commit can stay pending in the group coordinator (OffsetFetch answers UNSTABLE_OFFSET_COMMIT, or no offset once aborted), and a commit can end in INVALID_TXN_STATE; intermittent, seen in 1 of 3 fresh-clone runs each", strict=False)
 @pytest.mark.timeout(300)
 def test_transactions_and_groups_through_coordinator_and_leader_kills(cluster: KafkaCluster, tmp_path: Path) -> None:
     started = time.monotonic()
