@@ -49,19 +49,21 @@ test: $(TEST_STAMP) kcat
 # The long fault campaign: 100,000 seeds of the Raft simulation (the suite runs 1,000). A failure
 # prints the one command that replays its seed alone. CHAOS_SEEDS and CHAOS_FIRST_SEED pick the range.
 # Then CHAOS_CLUSTER_SEEDS (20,000; the suite runs 1,000) seeds of the whole-cluster simulation
-# (tests/simulation), then the chaos bench (tests/chaos/campaign.py): FAULTS (100; the suite runs 2)
+# (tests/simulation), then the chaos bench (tests/chaos/campaign.py): FAULTS (100; the suite runs 10)
 # faults of each kind on a real cluster (TOPOLOGY: combined-3, combined-5, separate-3+3, ...),
-# history, verdicts and timeline.png in CHAOS_OUT; CHAOS_SEED replays a schedule.
+# history, verdicts and timeline.png in CHAOS_OUT; CHAOS_SEED replays a schedule. CHAOS_PROFILE
+# (fast; default: the slower timeouts) picks the cluster's timeouts (tests/chaos/profile.py).
 CHAOS_SEEDS ?= 100000
 CHAOS_CLUSTER_SEEDS ?= 20000
 CHAOS_FIRST_SEED ?= 0
 FAULTS ?= 100
 TOPOLOGY ?= combined-3
 CHAOS_OUT ?= chaos-out
+CHAOS_PROFILE ?= fast
 chaos: $(TEST_STAMP)
 	RAFT_SIM_SEEDS=$(CHAOS_SEEDS) RAFT_SIM_FIRST_SEED=$(CHAOS_FIRST_SEED) $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_raft_simulation.py -k campaign
 	CLUSTER_SIM_SEEDS=$(CHAOS_CLUSTER_SEEDS) CLUSTER_SIM_FIRST_SEED=$(CHAOS_FIRST_SEED) $(BIN)/python -m pytest -q -p no:cacheprovider tests/simulation -k campaign
-	$(BIN)/python -m tests.chaos.campaign --faults $(FAULTS) --topology $(TOPOLOGY) --out $(CHAOS_OUT)
+	$(BIN)/python -m tests.chaos.campaign --faults $(FAULTS) --topology $(TOPOLOGY) --profile $(CHAOS_PROFILE) --out $(CHAOS_OUT)
 
 # The long fuzz run (the suite runs a few thousand frames): FUZZ_FRAMES mutated requests against a
 # broker started for it, each also decoded in-process; prints the frames sent and the count per

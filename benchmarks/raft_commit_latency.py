@@ -171,7 +171,8 @@ class QuorumNode:
 
     async def close(self) -> None:
         if self.raft is not None and self.raft.client is not None:
-            await self.raft.shutdown(SHUTDOWN_TIMEOUT_MS)
+            await self.raft.resign(SHUTDOWN_TIMEOUT_MS)
+            await self.raft.shutdown()
         await self.server.stop_accepting()
         await self.server.close_connections(0)
         self.network.close()

@@ -192,8 +192,10 @@ class KafkaRaftManager:
         finally:
             self._pending.pop(handle, None)
 
-    async def shutdown(self, timeout_ms: int) -> None:
-        """Resign gracefully (EndQuorumEpoch, so another voter takes over without waiting out a timeout)."""
+    async def resign(self, timeout_ms: int) -> None:
+        """Resign gracefully (EndQuorumEpoch, so another voter takes over without waiting out a
+        timeout), until this node sees another leader or ``timeout_ms`` passed. It learns of the new
+        leader from its BeginQuorumEpoch: the controller listeners must still be open."""
         if self.client is None:
             return
         self.client.begin_shutdown(now_ms(), timeout_ms)
@@ -201,6 +203,11 @@ class KafkaRaftManager:
         deadline = time.monotonic() + timeout_ms / 1000
         while not self.client.is_shutdown_complete(now_ms()) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+
+    async def shutdown(self) -> None:
+        """Stop driving the client and close the metadata log; ``resign`` first for a graceful exit."""
+        if self.client is None:
+            return
         if self._task is not None:
             # A flag, not cancel(): wait_for in 3.11 can swallow a cancellation that meets its timeout.
             self._stopped = True

@@ -76,10 +76,14 @@ class KafkaRaftServer:
             await self.broker.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
             await self.broker.stop_listeners(SHUTDOWN_GRACE_S)
             await self.broker.shutdown()
+        # Before the controller listeners close: a resigning leader is done once it sees the next
+        # leader, which it learns from that leader's BeginQuorumEpoch. With the listeners closed
+        # first, every shutdown of the active controller waited out the whole timeout.
+        await self.shared.resign(RAFT_RESIGN_TIMEOUT_MS)
         if self.controller is not None:
             await self.controller.stop_listeners(SHUTDOWN_GRACE_S)
             await self.controller.shutdown()
-        await self.shared.shutdown(RAFT_RESIGN_TIMEOUT_MS)
+        await self.shared.shutdown()
         log.info("broker.stopped", node_id=self.config.node_id)
 
 

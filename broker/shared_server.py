@@ -123,9 +123,13 @@ class SharedServer:
         assert self.raft_manager is not None
         self.raft_manager.start()
 
-    async def shutdown(self, timeout_ms: int) -> None:
+    async def resign(self, timeout_ms: int) -> None:
         if self.raft_manager is not None:
-            await self.raft_manager.shutdown(timeout_ms)
+            await self.raft_manager.resign(timeout_ms)
+
+    async def shutdown(self) -> None:
+        if self.raft_manager is not None:
+            await self.raft_manager.shutdown()
         for network in (self.raft_network, self.network):
             if network is not None:
                 network.close()

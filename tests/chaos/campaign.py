@@ -1,6 +1,6 @@
 """The chaos campaign: a cluster, its workloads, the nemesis schedule, then heal, drain and check.
 
-    python -m tests.chaos.campaign --faults 100 --topology combined-3 --out DIR
+    python -m tests.chaos.campaign --faults 100 --topology combined-3 --out DIR [--profile default]
 
 A topology is ``combined-N`` (N broker+controller nodes) or ``separate-C+B`` (C controllers, B
 brokers); every inter-node link, controller and inter-broker, goes through a cuttable proxy.
@@ -8,7 +8,9 @@ The schedule holds ``--faults`` faults of each kind, drawn in an order seeded by
 (default CHAOS_SEED, else random; always printed, so a run can be replayed). Between fault
 windows the cluster recovers: links healed, nodes resumed and restarted, every workload
 partition's ISR full again, and every producer acknowledged again. After the last window the
-clients stop, every node is killed at once and restarted, and the workloads drain.
+clients stop, every node is killed at once and restarted, and the workloads drain. The cluster's
+and the clients' timeouts, and so the faults' hold times, come from a profile
+(tests/chaos/profile.py): ``fast`` (the default) or ``default``, the slower one.
 
 The output directory gets history.jsonl (every operation), verdicts.json (one per check, with
 counts and examples) and timeline.png; a summary is printed.
@@ -26,11 +28,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tests.chaos.consumers import SESSION_TIMEOUT_MS as MEMBER_SESSION_MS
 from tests.chaos.history import NEMESIS, History
 from tests.chaos.log_dir_fault import FullDisk
 from tests.chaos.nemesis import KINDS, Env, await_full_isr, crash_all, recover, run_window, schedule
 from tests.chaos.probes import Observer
+from tests.chaos.profile import PROFILES, Profile
 from tests.chaos.timeline import draw
 from tests.chaos.workload import Verdict, Workload
 from tests.chaos.workloads.groups import GroupsWorkload
@@ -38,22 +40,20 @@ from tests.chaos.workloads.queue import QueueWorkload
 from tests.chaos.workloads.transactions import TransactionsWorkload
 from tests.cluster.cluster import KafkaCluster
 
-# The workloads a campaign can run, by name (--workloads).
-WORKLOADS: dict[str, Callable[[], Workload]] = {"queue": QueueWorkload, "transactions": TransactionsWorkload, "groups": GroupsWorkload}
-SESSION_MS = 2000
-PAUSE_S = max(2 * SESSION_MS, MEMBER_SESSION_MS) / 1000 + 1
+# The workloads a campaign can run, by name (--workloads), their group members' sessions from the profile.
+WORKLOADS: dict[str, Callable[[Profile], Workload]] = {
+    "queue": lambda profile: QueueWorkload(session_timeout_ms=profile.member_session_ms),
+    "transactions": lambda profile: TransactionsWorkload(),
+    "groups": lambda profile: GroupsWorkload(session_timeout_ms=profile.member_session_ms),
+}
 DISK_MB = 256
 # Acknowledgements every producer must get after a window's recovery before the next fault: the
 # proof that the clients, not only the cluster, came back.
 PROGRESS = 20
 PROGRESS_TIMEOUT_S = 60.0
+# With the profile's timeouts (how soon a dead or cut-off broker is fenced and its partitions move,
+# how soon a healed follower fetches again).
 CLUSTER_OVERRIDES = {
-    # A dead or cut-off broker is fenced, and its partitions move, within two seconds.
-    "broker.session.timeout.ms": str(SESSION_MS),
-    "broker.heartbeat.interval.ms": "250",
-    "replica.lag.time.max.ms": "4000",
-    # A fetch lost in a cut link is given up after this, so a healed follower fetches again soon.
-    "replica.socket.timeout.ms": "5000",
     "offsets.topic.replication.factor": "3",
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
@@ -93,6 +93,7 @@ class Campaign:
     out: Path
     kinds: tuple[str, ...] = KINDS
     mixed: float = 0.3
+    profile: Profile = PROFILES["fast"]
 
 
 @dataclass
@@ -111,13 +112,13 @@ class Result:
         return all(v.valid for v in self.verdicts)
 
 
-def make_cluster(root: Path, topology: Topology) -> KafkaCluster:
+def make_cluster(root: Path, topology: Topology, profile: Profile) -> KafkaCluster:
     return KafkaCluster(
         root,
         combined=topology.combined,
         controllers=topology.controllers,
         brokers=topology.brokers,
-        overrides=CLUSTER_OVERRIDES,
+        overrides={**CLUSTER_OVERRIDES, **profile.overrides()},
         proxy_inter_broker=True,
     )
 
@@ -132,8 +133,8 @@ class Bench:
     disk_node: int | None = None
 
     @classmethod
-    def start(cls, root: Path, topology: Topology, with_disk: bool) -> "Bench":
-        bench = cls(make_cluster(root, topology))
+    def start(cls, root: Path, topology: Topology, with_disk: bool, profile: Profile) -> "Bench":
+        bench = cls(make_cluster(root, topology, profile))
         if with_disk:
             node = bench.cluster.brokers[-1]
             disk = FullDisk(node.data_dir, DISK_MB)
@@ -186,9 +187,10 @@ def run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: Hi
     rng = random.Random(campaign.seed)
     aimed = {t: n for w in workloads for t, n in topics(w).items()}
     kinds = tuple(k for k in campaign.kinds if k != "disk-full" or bench.disk is not None)
-    env = Env(cluster, history, aimed, rng, SESSION_MS / 1000, PAUSE_S, bench.disk, bench.disk_node)
+    profile = campaign.profile
+    env = Env(cluster, history, aimed, rng, profile.session_s, profile.pause_s, bench.disk, bench.disk_node)
     windows = schedule(rng, kinds, campaign.faults_per_kind, campaign.mixed)
-    print(f"chaos campaign: seed {campaign.seed} (CHAOS_SEED), {campaign.topology}, {len(windows)} windows, {campaign.faults_per_kind} faults of each of {', '.join(kinds)}", flush=True)
+    print(f"chaos campaign: seed {campaign.seed} (CHAOS_SEED), {campaign.topology}, profile {profile.name}, {len(windows)} windows, {campaign.faults_per_kind} faults of each of {', '.join(kinds)}", flush=True)
     for w in workloads:
         w.setup(cluster.bootstrap)
     await_full_isr(env)
@@ -248,6 +250,7 @@ def write(result: Result, history: History, campaign: Campaign, workloads: list[
             {
                 "seed": campaign.seed,
                 "topology": str(campaign.topology),
+                "profile": campaign.profile.name,
                 "faults": result.counts,
                 "windows": ["+".join(w) for w in result.windows],
                 "elapsed_s": round(result.elapsed_s, 1),
@@ -291,6 +294,7 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}")
     parser.add_argument("--mixed", type=float, default=0.3, help="share of windows with a second, overlapping fault")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="fast", help="the cluster's and clients' timeouts (tests/chaos/profile.py)")
     parser.add_argument("--out", type=Path, default=Path("chaos-out"))
     args = parser.parse_args()
     topology = Topology.parse(args.topology)
@@ -301,10 +305,11 @@ def main() -> None:
     unknown_workloads = set(args.workloads.split(",")) - set(WORKLOADS)
     if unknown_workloads:
         parser.error(f"unknown workloads {sorted(unknown_workloads)}; known: {', '.join(WORKLOADS)}")
-    campaign = Campaign(topology, args.faults, args.seed, args.out.resolve(), kinds, args.mixed)
-    bench = Bench.start(campaign.out / "cluster", topology, with_disk="disk-full" in kinds)
+    profile = PROFILES[args.profile]
+    campaign = Campaign(topology, args.faults, args.seed, args.out.resolve(), kinds, args.mixed, profile)
+    bench = Bench.start(campaign.out / "cluster", topology, with_disk="disk-full" in kinds, profile=profile)
     try:
-        result = run(campaign, bench, [WORKLOADS[name]() for name in args.workloads.split(",")], History())
+        result = run(campaign, bench, [WORKLOADS[name](profile) for name in args.workloads.split(",")], History())
     finally:
         bench.close()
     raise SystemExit(0 if result.valid and not result.client_failures else 1)

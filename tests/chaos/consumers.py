@@ -26,11 +26,12 @@ POLL_TIMEOUT_S = 0.2
 POLL_MAX = 200
 CLOSE_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 90.0
+# Kafka's default group.min.session.timeout.ms; a cluster that allows less may be given less.
 SESSION_TIMEOUT_MS = 6000
 
 
 class GroupMember:
-    def __init__(self, history: History, name: str, bootstrap: str, topic: str, group: str) -> None:
+    def __init__(self, history: History, name: str, bootstrap: str, topic: str, group: str, session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
         self.history = history
         self.name = name
         self.topic = topic
@@ -43,8 +44,8 @@ class GroupMember:
                 "group.id": group,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
-                "session.timeout.ms": SESSION_TIMEOUT_MS,
-                "heartbeat.interval.ms": 1000,
+                "session.timeout.ms": session_timeout_ms,
+                "heartbeat.interval.ms": session_timeout_ms // 6,
                 "socket.timeout.ms": 6000,
                 "log_level": 2,
             }

@@ -19,26 +19,29 @@ import pytest
 from tests.chaos.campaign import Bench, Campaign, Topology, run, seed_from_env
 from tests.chaos.history import History
 from tests.chaos.nemesis import KINDS
+from tests.chaos.profile import PROFILES
 from tests.chaos.workloads.queue import QueueWorkload
 
-FAULTS = int(os.environ.get("CHAOS_FAULTS", "2"))
+FAULTS = int(os.environ.get("CHAOS_FAULTS", "10"))
 TOPOLOGY = Topology.parse(os.environ.get("CHAOS_TOPOLOGY", "combined-3"))
+PROFILE = PROFILES[os.environ.get("CHAOS_PROFILE", "fast")]
 
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
-    b = Bench.start(tmp_path_factory.mktemp("chaos-cluster"), TOPOLOGY, with_disk=True)
+    b = Bench.start(tmp_path_factory.mktemp("chaos-cluster"), TOPOLOGY, with_disk=True, profile=PROFILE)
     try:
         yield b
     finally:
         b.close()
 
 
-@pytest.mark.timeout(300 + 60 * FAULTS * len(KINDS))
+@pytest.mark.timeout(300 + 10 * FAULTS * len(KINDS))
 def test_the_queue_loses_duplicates_and_reorders_nothing_through_every_kind_of_fault(bench: Bench, tmp_path_factory: pytest.TempPathFactory) -> None:
     out = tmp_path_factory.mktemp("chaos-out")
     print(f"\nchaos campaign output: {out}")
-    result = run(Campaign(TOPOLOGY, FAULTS, seed_from_env(), out), bench, [QueueWorkload()], History())
+    campaign = Campaign(TOPOLOGY, FAULTS, seed_from_env(), out, profile=PROFILE)
+    result = run(campaign, bench, [QueueWorkload(session_timeout_ms=PROFILE.member_session_ms)], History())
     invalid = [f"{v.workload}/{v.check}: {v.count}, e.g. {v.examples}" for v in result.verdicts if not v.valid]
     assert not invalid, f"anomalies (history in {out}): {invalid}"
     assert not result.client_failures, f"a client thread died, so the history is incomplete: {result.client_failures}"

@@ -4,7 +4,9 @@ Each node gets its ports before any node starts, one cluster id is formatted int
 directory, and every process is launched before any is awaited, so the quorum forms as it
 would on real machines. A node reaches controller j through the proxy of the ordered pair
 (node, j): its own `controller.quorum.voters` names those proxy ports, which is how a test cuts
-one direction of one link. Nodes are killed with SIGKILL and restarted on the same ports.
+one direction of one link. Nodes are killed with SIGKILL and restarted on the same ports; a node
+told to ``warm_up`` restarts from an interpreter that has already imported the broker
+(tests/cluster/warm_start.py).
 
 With ``proxy_inter_broker``, brokers also reach each other's inter-broker listener (INTERNAL:
 replica fetches, transaction markers) through links of their own, ``broker_links[(a, b)]``,
@@ -13,12 +15,13 @@ while clients keep the PLAINTEXT listener.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, TypeVar
+from typing import IO, Callable, Iterable, TypeVar
 
 from tests.cluster.link_proxy import LinkProxy, ProxyLoop
 from tests.integration.conftest import REPO, BrokerProcess, retire
@@ -54,6 +57,43 @@ class ClusterNode(BrokerProcess):
         self.port = spec.client_port if spec.client_port is not None else spec.controller_port  # type: ignore[assignment]
         self.config_file = config_file
         self.ready_event = "broker.started" if spec.is_broker else "controller.started"
+        self._standby: subprocess.Popen[bytes] | None = None
+        self._standby_log: IO[bytes] | None = None
+
+    def warm_up(self) -> None:
+        """Start the interpreter of this node's next run now, while this one runs, is held down or
+        shuts down, so that the next ``launch`` does not wait for Python to import the broker."""
+        if self._standby is not None and self._standby.poll() is None:
+            return
+        self.drop_standby()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._standby_log = open(self.log_path, "ab")
+        self._standby = self.popen([sys.executable, "-m", "tests.cluster.warm_start"], self._standby_log, stdin=subprocess.PIPE)
+
+    def launch(self) -> None:
+        standby, log_file = self._standby, self._standby_log
+        self._standby = self._standby_log = None
+        if standby is None or standby.poll() is not None or log_file is None:
+            if log_file is not None:
+                log_file.close()
+            super().launch()
+            return
+        assert not self.running, "broker already running"
+        assert standby.stdin is not None
+        self._run_log_start = self.log_path.stat().st_size
+        self._log_file = log_file
+        standby.stdin.write(json.dumps(self.command()).encode() + b"\n")
+        standby.stdin.close()
+        self.proc = standby
+
+    def drop_standby(self) -> None:
+        if self._standby is not None:
+            self._standby.kill()
+            self._standby.wait()
+            self._standby = None
+        if self._standby_log is not None:
+            self._standby_log.close()
+            self._standby_log = None
 
 
 class KafkaCluster:
@@ -161,6 +201,7 @@ class KafkaCluster:
 
     def close(self) -> None:
         for node in self.nodes.values():
+            node.drop_standby()
             retire(node)
         self.proxies.close()
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.server import RAFT_RESIGN_TIMEOUT_MS
 from tests.cluster.cluster import KafkaCluster, leader_id, wait_until
 from tests.integration.helpers import unique_topic
 
@@ -71,3 +73,18 @@ def test_a_broker_that_stops_heartbeating_is_fenced_then_comes_back(cluster: Kaf
     wait_until(f"broker {stopped} unfenced again", lambda: stopped in live_broker_ids(other.bootstrap), TIMEOUT_S)
     events = [e for e in cluster.nodes[stopped].log_events(current_run=True) if e.get("event") in ("broker.fenced", "broker.registered", "broker.unfenced")]
     assert [e["event"] for e in events][-1] == "broker.unfenced"
+
+
+def test_a_clean_shutdown_of_the_active_controller_hands_over_without_waiting_out_the_resign_timeout(cluster: KafkaCluster) -> None:
+    old = wait_until("a quorum leader", lambda: leader_id(cluster, 1), TIMEOUT_S)
+    node = cluster.nodes[old]
+    started = time.monotonic()
+    node.stop()
+    took_s = time.monotonic() - started
+    # The resigned leader stays until it hears the next leader's BeginQuorumEpoch; with its
+    # controller listener closed first it never did, and every such shutdown took the whole timeout.
+    changes = [e for e in node.events_named("raft.leader_change", current_run=True) if e.get("leader") not in (None, old)]
+    node.launch()
+    node.await_started()
+    assert changes, "the resigned leader never saw its successor"
+    assert took_s < RAFT_RESIGN_TIMEOUT_MS / 1000 - 1, f"SIGTERM to exit took {took_s:.1f}s"

@@ -88,13 +88,14 @@ class BrokerProcess:
         """Start the process without waiting: a cluster launches every node before awaiting any."""
         assert not self.running, "broker already running"
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, KBROKER_LOG_FORMAT="json", PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO))
         self._run_log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._log_file = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            self.command(), cwd=self.data_dir.parent, env=env,
-            stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=self._log_file,
-        )
+        self.proc = self.popen(self.command(), self._log_file, stdin=subprocess.DEVNULL)
+
+    def popen(self, args: list[str], log_file: IO[bytes], stdin: int) -> "subprocess.Popen[bytes]":
+        """A process of this broker's: its environment and directory, its output in ``log_file``."""
+        env = dict(os.environ, KBROKER_LOG_FORMAT="json", PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO))
+        return subprocess.Popen(args, cwd=self.data_dir.parent, env=env, stdin=stdin, stdout=log_file, stderr=log_file)
 
     def await_started(self, timeout_s: float = START_TIMEOUT_S) -> "BrokerProcess":
         assert self.proc is not None, "broker never launched"

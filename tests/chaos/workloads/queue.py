@@ -13,7 +13,7 @@ from typing import Callable
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.chaos.checker import check_queue, queue_history
-from tests.chaos.consumers import GroupMember, drain
+from tests.chaos.consumers import SESSION_TIMEOUT_MS, GroupMember, drain
 from tests.chaos.history import History, Op
 from tests.chaos.producers import PRODUCERS, ChaosProducer
 from tests.chaos.workload import Verdict
@@ -26,12 +26,13 @@ CREATE_TIMEOUT_S = 60.0
 class QueueWorkload:
     name = "queue"
 
-    def __init__(self, partitions: int = 3, consumers: int = 2, clients: tuple[str, ...] = tuple(PRODUCERS), keys: int = 32) -> None:
+    def __init__(self, partitions: int = 3, consumers: int = 2, clients: tuple[str, ...] = tuple(PRODUCERS), keys: int = 32, session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
         self.topic = unique_topic("queue")
         self.partitions = partitions
         self.consumers = consumers
         self.clients = clients
         self.keys = keys
+        self.session_timeout_ms = session_timeout_ms  # the group members'
         self.producers: list[ChaosProducer] = []
         self.members: list[GroupMember] = []
 
@@ -48,7 +49,7 @@ class QueueWorkload:
     def start(self, history: History, bootstrap: Callable[[], str]) -> None:
         group = unique_topic("queue-group")
         self.producers = [PRODUCERS[client](history, f"{PREFIX}{client}", bootstrap(), self.topic, self.keys) for client in self.clients]
-        self.members = [GroupMember(history, f"{PREFIX}c{i}", bootstrap(), self.topic, group) for i in range(self.consumers)]
+        self.members = [GroupMember(history, f"{PREFIX}c{i}", bootstrap(), self.topic, group, self.session_timeout_ms) for i in range(self.consumers)]
         for client in [*self.producers, *self.members]:
             client.start()
 
