@@ -1,0 +1,148 @@
+"""What creating and deleting one big topic costs the node's other clients.
+
+    python -m benchmarks.partition_churn [--partitions 8192] [--json out.json]
+
+One combined node (a kbroker process on loopback). A probe client, on one long-lived connection,
+checks the node over and over (ApiVersions, Metadata, an acks=all Produce at the next offset: the
+fuzzer's healthy client) while another creates a topic of ``--partitions`` partitions, waits
+until the node leads them all, deletes it and waits until its folders are gone. For each phase:
+how long it took, how many probe checks ran and the longest one (what a client of the node
+waited at worst), and whether the node was fenced (``broker.fenced`` in its log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kio.schema.create_topics.v4 import request as create_topics
+from kio.schema.delete_topics.v3.request import DeleteTopicsRequest
+from kio.schema.errors import ErrorCode
+
+from tests.fuzz.healthy import HealthyClient, Unhealthy
+from tests.integration.conftest import BrokerProcess
+
+TOPIC = "churn"
+PROBE_TOPIC = "probe"
+TIMEOUT_S = 600.0
+POLL_S = 0.05
+
+
+@dataclass
+class Probe:
+    """The probe client's checks as (start, duration) pairs, on the monotonic clock."""
+
+    checks: list[tuple[float, float]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self, port: int) -> None:
+        client = HealthyClient("127.0.0.1", port, PROBE_TOPIC)
+        client.create_topic()
+        try:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                try:
+                    client.check("probe")
+                except Unhealthy as e:
+                    self.failures.append(str(e))
+                    return
+                self.checks.append((started, time.monotonic() - started))
+        finally:
+            client.close()
+
+    def longest_within(self, start: float, end: float) -> tuple[int, float]:
+        """How many checks overlapped [start, end], and the longest of them."""
+        inside = [duration for began, duration in self.checks if began < end and began + duration > start]
+        return len(inside), max(inside, default=0.0)
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    seconds: float
+    checks: int
+    longest_check_s: float
+
+
+def wait_until(predicate: object, what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(POLL_S)
+
+
+def leads(broker: BrokerProcess, partitions: int) -> bool:
+    """The node has applied the delta that made it leader of every new partition."""
+    return sum(e.get("became_leader", 0) for e in broker.events_named("replica_manager.applied_delta")) >= partitions
+
+
+def request_ignoring_timeout(client: HealthyClient, body: object) -> object | None:
+    # The answer comes at the controller's commit; what is measured is the node applying it.
+    try:
+        return client.request(body)
+    except Unhealthy:
+        return None
+
+
+def churn(broker: BrokerProcess, partitions: int, probe: Probe) -> list[Phase]:
+    admin = HealthyClient("127.0.0.1", broker.port, TOPIC)
+    phases = []
+    try:
+        baseline = len(probe.checks)
+        wait_until(lambda: len(probe.checks) >= baseline + 20, "the probe did not start")
+        already = sum(e.get("became_leader", 0) for e in broker.events_named("replica_manager.applied_delta"))
+        started = time.monotonic()
+        topic = create_topics.CreatableTopic(name=TOPIC, num_partitions=partitions, replication_factor=1, assignments=(), configs=())
+        answer = request_ignoring_timeout(admin, create_topics.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=60), validate_only=False))
+        if answer is not None and answer.topics[0].error_code != ErrorCode.none:  # type: ignore[attr-defined]
+            raise RuntimeError(f"CreateTopics answered {answer.topics[0].error_code!r}")  # type: ignore[attr-defined]
+        wait_until(lambda: leads(broker, already + partitions), "the node did not lead every partition")
+        end = time.monotonic()
+        phases.append(Phase("create", end - started, *probe.longest_within(started, end)))
+
+        started = time.monotonic()
+        admin = HealthyClient("127.0.0.1", broker.port, TOPIC)  # a timed-out connection is out of step
+        request_ignoring_timeout(admin, DeleteTopicsRequest(topic_names=(TOPIC,), timeout=datetime.timedelta(seconds=60)))
+        wait_until(lambda: not any(broker.data_dir.glob(f"{TOPIC}-*")), "the deleted topic's folders stayed")
+        end = time.monotonic()
+        phases.append(Phase("delete", end - started, *probe.longest_within(started, end)))
+    finally:
+        admin.close()
+    return phases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, default=8192)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kbroker-churn-") as root:
+        broker = BrokerProcess(Path(root) / "data").start()
+        probe = Probe()
+        prober = threading.Thread(target=probe.run, args=(broker.port,), daemon=True)
+        prober.start()
+        try:
+            phases = churn(broker, args.partitions, probe)
+        finally:
+            probe.stop.set()
+            prober.join(60)
+            fenced = len(broker.events_named("broker.fenced"))
+            broker.stop()
+    result = {"partitions": args.partitions, "phases": [asdict(p) for p in phases], "probe_failures": probe.failures, "fenced": fenced}
+    for phase in phases:
+        print(f"{phase.name:>6}: {phase.seconds:6.1f} s, {phase.checks} probe checks, longest {phase.longest_check_s:.2f} s")
+    print(f"probe failures: {probe.failures or 'none'}; broker.fenced events: {fenced}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
