@@ -16,9 +16,11 @@ import argparse
 import datetime
 import json
 import tempfile
-import threading
+import multiprocessing
 import time
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 from kio.schema.create_topics.v4 import request as create_topics
@@ -31,31 +33,37 @@ from tests.integration.conftest import BrokerProcess
 TOPIC = "churn"
 PROBE_TOPIC = "probe"
 TIMEOUT_S = 600.0
-POLL_S = 0.05
+POLL_S = 0.2
+# Before and after each phase: a check still stalled when a phase ends is counted in it.
+SETTLE_S = 2.0
 
 
 @dataclass
 class Probe:
-    """The probe client's checks as (start, duration) pairs, on the monotonic clock."""
+    """The probe client's checks as (start, duration) pairs, on the monotonic clock (which is
+    the machine's: the probe runs in a process of its own, so that this one's polling of the
+    broker's log takes no GIL time from it)."""
 
     checks: list[tuple[float, float]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
 
-    def run(self, port: int) -> None:
+    @staticmethod
+    def run(port: int, stop: EventType, out: Connection) -> None:
+        probe = Probe()
         client = HealthyClient("127.0.0.1", port, PROBE_TOPIC)
         client.create_topic()
         try:
-            while not self.stop.is_set():
+            while not stop.is_set():
                 started = time.monotonic()
                 try:
                     client.check("probe")
                 except Unhealthy as e:
-                    self.failures.append(str(e))
-                    return
-                self.checks.append((started, time.monotonic() - started))
+                    probe.failures.append(str(e))
+                    break
+                probe.checks.append((started, time.monotonic() - started))
         finally:
             client.close()
+            out.send(probe)
 
     def longest_within(self, start: float, end: float) -> tuple[int, float]:
         """How many checks overlapped [start, end], and the longest of them."""
@@ -92,12 +100,11 @@ def request_ignoring_timeout(client: HealthyClient, body: object) -> object | No
         return None
 
 
-def churn(broker: BrokerProcess, partitions: int, probe: Probe) -> list[Phase]:
+def churn(broker: BrokerProcess, partitions: int) -> list[tuple[str, float, float]]:
+    """Create the topic, then delete it: each phase's name, start and end."""
     admin = HealthyClient("127.0.0.1", broker.port, TOPIC)
     phases = []
     try:
-        baseline = len(probe.checks)
-        wait_until(lambda: len(probe.checks) >= baseline + 20, "the probe did not start")
         already = sum(e.get("became_leader", 0) for e in broker.events_named("replica_manager.applied_delta"))
         started = time.monotonic()
         topic = create_topics.CreatableTopic(name=TOPIC, num_partitions=partitions, replication_factor=1, assignments=(), configs=())
@@ -105,15 +112,16 @@ def churn(broker: BrokerProcess, partitions: int, probe: Probe) -> list[Phase]:
         if answer is not None and answer.topics[0].error_code != ErrorCode.none:  # type: ignore[attr-defined]
             raise RuntimeError(f"CreateTopics answered {answer.topics[0].error_code!r}")  # type: ignore[attr-defined]
         wait_until(lambda: leads(broker, already + partitions), "the node did not lead every partition")
-        end = time.monotonic()
-        phases.append(Phase("create", end - started, *probe.longest_within(started, end)))
+        phases.append(("create", started, time.monotonic()))
+        time.sleep(SETTLE_S)
 
         started = time.monotonic()
+        admin.close()
         admin = HealthyClient("127.0.0.1", broker.port, TOPIC)  # a timed-out connection is out of step
         request_ignoring_timeout(admin, DeleteTopicsRequest(topic_names=(TOPIC,), timeout=datetime.timedelta(seconds=60)))
         wait_until(lambda: not any(broker.data_dir.glob(f"{TOPIC}-*")), "the deleted topic's folders stayed")
-        end = time.monotonic()
-        phases.append(Phase("delete", end - started, *probe.longest_within(started, end)))
+        phases.append(("delete", started, time.monotonic()))
+        time.sleep(SETTLE_S)
     finally:
         admin.close()
     return phases
@@ -126,16 +134,20 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kbroker-churn-") as root:
         broker = BrokerProcess(Path(root) / "data").start()
-        probe = Probe()
-        prober = threading.Thread(target=probe.run, args=(broker.port,), daemon=True)
+        stop = multiprocessing.Event()
+        results, out = multiprocessing.Pipe(duplex=False)
+        prober = multiprocessing.Process(target=Probe.run, args=(broker.port, stop, out), daemon=True)
         prober.start()
         try:
-            phases = churn(broker, args.partitions, probe)
+            time.sleep(SETTLE_S)
+            spans = churn(broker, args.partitions)
         finally:
-            probe.stop.set()
+            stop.set()
+            probe: Probe = results.recv()
             prober.join(60)
             fenced = len(broker.events_named("broker.fenced"))
             broker.stop()
+    phases = [Phase(name, end - start, *probe.longest_within(start, end)) for name, start, end in spans]
     result = {"partitions": args.partitions, "phases": [asdict(p) for p in phases], "probe_failures": probe.failures, "fenced": fenced}
     for phase in phases:
         print(f"{phase.name:>6}: {phase.seconds:6.1f} s, {phase.checks} probe checks, longest {phase.longest_check_s:.2f} s")

@@ -110,17 +110,19 @@ class ReplicaManager:
         changed = False
         if delta.topics_delta is not None:
             changes = delta.topics_delta.local_changes(self.node_id)
+            deleted = 0
             for key, topic_id in changes.deletes.items():
                 partition = self.partitions.get(key)
                 if partition is not None and partition.topic_id == topic_id:
                     self._remove(key)
-                    changed = True
+                    deleted += 1
+            changed = bool(deleted)
             configs: dict[str, LogConfig] = {}
             leaders = self._make_replicas(changes.leaders, image, configs, leader=True)
             followers = self._make_replicas(changes.followers, image, configs, leader=False)
-            if leaders or followers:
+            if leaders or followers or deleted:
                 # One line, not one per partition: a node with 10,000 partitions starts with 10,000.
-                log.info("replica_manager.applied_delta", became_leader=leaders, became_follower=followers, hosted=len(self.partitions))
+                log.info("replica_manager.applied_delta", became_leader=leaders, became_follower=followers, deleted=deleted, hosted=len(self.partitions))
             changed = changed or bool(changes.leaders or changes.followers)
         if delta.configs_delta is not None:
             for name in delta.configs_delta.changed_resources(TOPIC_RESOURCE):
@@ -201,7 +203,7 @@ class ReplicaManager:
             self.fetcher_manager.remove_fetcher_for(key)
         self.partitions.pop(key)
         self.log_manager.delete_log(*key)
-        log.info("partition.deleted", topic=key[0], partition=key[1])
+        log.debug("partition.deleted", topic=key[0], partition=key[1])
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         """The replica if this node leads it: what produce, consumer fetch, ListOffsets and the
