@@ -87,9 +87,10 @@ def wait_until(predicate: object, what: str) -> None:
         time.sleep(POLL_S)
 
 
-def leads(broker: BrokerProcess, partitions: int) -> bool:
-    """The node has applied the delta that made it leader of every new partition."""
-    return sum(e.get("became_leader", 0) for e in broker.events_named("replica_manager.applied_delta")) >= partitions
+def became_leader(broker: BrokerProcess) -> int:
+    """Of how many partitions the node became leader, at once or a slice at a time later."""
+    events = ("replica_manager.applied_delta", "replica_manager.pending_replicas_created")
+    return sum(e.get("became_leader", 0) for e in broker.log_events() if e.get("event") in events)
 
 
 def request_ignoring_timeout(client: HealthyClient, body: object) -> object | None:
@@ -105,13 +106,13 @@ def churn(broker: BrokerProcess, partitions: int) -> list[tuple[str, float, floa
     admin = HealthyClient("127.0.0.1", broker.port, TOPIC)
     phases = []
     try:
-        already = sum(e.get("became_leader", 0) for e in broker.events_named("replica_manager.applied_delta"))
+        already = became_leader(broker)
         started = time.monotonic()
         topic = create_topics.CreatableTopic(name=TOPIC, num_partitions=partitions, replication_factor=1, assignments=(), configs=())
         answer = request_ignoring_timeout(admin, create_topics.CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=60), validate_only=False))
         if answer is not None and answer.topics[0].error_code != ErrorCode.none:  # type: ignore[attr-defined]
             raise RuntimeError(f"CreateTopics answered {answer.topics[0].error_code!r}")  # type: ignore[attr-defined]
-        wait_until(lambda: leads(broker, already + partitions), "the node did not lead every partition")
+        wait_until(lambda: became_leader(broker) >= already + partitions, "the node did not lead every partition")
         phases.append(("create", started, time.monotonic()))
         time.sleep(SETTLE_S)
 

@@ -374,6 +374,7 @@ class BrokerServer:
 
     async def shutdown(self) -> None:
         await self.lifecycle.close()
+        await self.replica_manager.shutdown()
         await self.replica_fetcher_manager.shutdown()
         await self.alter_partition_manager.shutdown()
         self.group_coordinator.shutdown()
