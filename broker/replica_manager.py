@@ -220,6 +220,10 @@ class ReplicaManager:
                 led, followed = self._make_replicas([(p.key, p.info, p.leader) for p in taken], len(taken))
                 leaders, followers = leaders + led, followers + followed
                 await asyncio.sleep(time.monotonic() - slice_started)
+        except Exception:
+            # As a failed delta is (the loader's publisher_failed): what is left waits for the next delta.
+            log.exception("replica_manager.pending_replicas_failed", pending=self.pending_replicas)
+            return
         finally:
             self._creating = None
         log.info(

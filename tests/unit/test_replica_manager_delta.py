@@ -17,6 +17,7 @@ from broker.metadata.metadata_loader import MetadataLoader
 from broker.metadata.metadata_records import ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
 from broker.partition import NotLeaderOrFollowerError
 from broker.replica_manager import CREATE_SLICE, ReplicaManager
+from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from tests.unit.batch_factory import make_batch
@@ -237,6 +238,31 @@ def test_shutdown_stops_between_slices(tmp_path: Path) -> None:
         hosted = len(node.rm.partitions)
         assert hosted < 50 and hosted % SLICE == 0 and hosted + node.rm.pending_replicas == 50
         assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(f"a-{i}" for i in range(hosted))
+        node.log_manager.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_slice_leaves_the_rest_for_the_next_delta(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def scenario() -> None:
+        node = Node(tmp_path, create_slice=SLICE)
+        real = node.log_manager.get_or_create_log
+
+        def failing(topic: str, index: int, *args: object) -> object:
+            if index == 2:
+                raise KafkaStorageError("disk gone")
+            return real(topic, index, *args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(node.log_manager, "get_or_create_log", failing)
+        node.commit(TopicRecord(name="a", topic_id=A), *(partition(i, (1,)) for i in range(6)))
+        while node.rm.pending_replicas != 2:  # the second slice, a-2 and a-3, failed
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.05)
+        assert set(node.rm.partitions) == {("a", 0), ("a", 1)} and node.rm.pending_replicas == 2
+        monkeypatch.setattr(node.log_manager, "get_or_create_log", real)
+        node.commit(TopicRecord(name="b", topic_id=uuid.UUID(int=0xB)))
+        await created(node)
+        assert set(node.rm.partitions) == {("a", i) for i in (0, 1, 4, 5)}
         node.log_manager.shutdown()
 
     asyncio.run(scenario())
