@@ -348,8 +348,13 @@ class BrokerServer:
         self.log_manager.checkpoint_log_start_offsets()
         self.log_manager.checkpoint_high_watermarks()
 
-    def _delete_segments(self) -> None:
+    async def _delete_segments(self) -> None:
         self.log_manager.delete_pending_segments()
+        deleted = self.log_manager.take_deleted_logs()
+        if deleted:
+            # Kafka's kafka-delete-logs thread: a deleted topic of 8,192 partitions is seconds of
+            # unlink and close calls, which would stall every client on the loop.
+            await asyncio.to_thread(self.log_manager.finish_deleting_logs, deleted)
 
     def _expire_producers(self) -> None:
         self.log_manager.remove_expired_producers(self.config.producer_id_expiration_ms)
@@ -369,6 +374,7 @@ class BrokerServer:
 
     async def shutdown(self) -> None:
         await self.lifecycle.close()
+        await self.replica_manager.shutdown()
         await self.replica_fetcher_manager.shutdown()
         await self.alter_partition_manager.shutdown()
         self.group_coordinator.shutdown()

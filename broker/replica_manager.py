@@ -9,6 +9,7 @@ watermark passes it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -20,6 +21,7 @@ from broker.delayed_operations import Purgatory
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import EMPTY_IMAGE, NO_LEADER, TOPIC_RESOURCE, MetadataImage
 from broker.metadata.topics_delta import PartitionInfo
+from broker.pending_replicas import PendingReplicas
 from broker.partition import ACKS_ALL, NO_EPOCH, LogReadResult, NotLeaderOrFollowerError, Partition, ReplicationSettings, UnknownTopicOrPartitionError
 from storage.errors import StorageError
 from storage.producer_state_manager import AppendOrigin
@@ -61,6 +63,11 @@ class ReadResult:
         return self.read.size if self.read else 0
 
 
+# New logs created in one go on the event loop: about 30 ms of file-system work on an idle
+# machine, 100 ms on a busy one.
+CREATE_SLICE = 100
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -74,11 +81,16 @@ class ReplicaManager:
         *,
         replica_lag_time_max_ms: int = 30000,
         broker_epoch: Callable[[], int] = lambda: -1,
+        create_slice: int = CREATE_SLICE,
     ) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self._topic_defaults = topic_defaults
         self.partitions: dict[TopicPartition, Partition] = {}
+        # New replicas past the first ``create_slice`` logs of a delta, created by ``_creating``.
+        self.create_slice = create_slice
+        self._pending = PendingReplicas()
+        self._creating: asyncio.Task[None] | None = None
         # Consumers' and followers' DelayedFetch: woken by appends and high watermark moves.
         self.fetch_purgatory = Purgatory()
         # acks=all DelayedProduce: woken by high watermark moves and leadership changes.
@@ -102,26 +114,45 @@ class ReplicaManager:
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         self.apply_delta(delta, image)
 
+    @property
+    def pending_replicas(self) -> int:
+        """New replicas whose logs are still to be created: not hosted yet."""
+        return len(self._pending)
+
     def apply_delta(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """Act on this node's changes only (Kafka's applyDelta): delete the replicas it lost,
         become leader or follower of the others that changed, and give changed topic configs
-        to the logs."""
+        to the logs. Past ``create_slice`` new logs, the rest are created a slice at a time
+        (PendingReplicas)."""
         self._image = image
         changed = False
         if delta.topics_delta is not None:
             changes = delta.topics_delta.local_changes(self.node_id)
+            deleted = 0
             for key, topic_id in changes.deletes.items():
                 partition = self.partitions.get(key)
                 if partition is not None and partition.topic_id == topic_id:
                     self._remove(key)
-                    changed = True
-            configs: dict[str, LogConfig] = {}
-            leaders = self._make_replicas(changes.leaders, image, configs, leader=True)
-            followers = self._make_replicas(changes.followers, image, configs, leader=False)
-            if leaders or followers:
+                    deleted += 1
+                elif self._pending.discard(key, topic_id):
+                    deleted += 1
+            changed = bool(deleted)
+            roles = [(key, info, True) for key, info in changes.leaders.items()]
+            roles += [(key, info, False) for key, info in changes.followers.items()]
+            leaders, followers = self._make_replicas(roles, self.create_slice)
+            if leaders or followers or deleted:
                 # One line, not one per partition: a node with 10,000 partitions starts with 10,000.
-                log.info("replica_manager.applied_delta", became_leader=leaders, became_follower=followers, hosted=len(self.partitions))
+                log.info(
+                    "replica_manager.applied_delta",
+                    became_leader=leaders,
+                    became_follower=followers,
+                    deleted=deleted,
+                    hosted=len(self.partitions),
+                    pending=self.pending_replicas,
+                )
             changed = changed or bool(changes.leaders or changes.followers)
+            if self._pending and self._creating is None:
+                self._creating = asyncio.get_running_loop().create_task(self._create_pending(), name="create-pending-replicas")
         if delta.configs_delta is not None:
             for name in delta.configs_delta.changed_resources(TOPIC_RESOURCE):
                 changed = self._update_topic_config(name, image) or changed
@@ -129,37 +160,85 @@ class ReplicaManager:
             self.fetch_purgatory.touch_all()
             self.produce_purgatory.touch_all()
 
-    def _make_replicas(self, infos: dict[TopicPartition, PartitionInfo], image: MetadataImage, configs: dict[str, LogConfig], leader: bool) -> int:
-        """Create or update each replica in its role; returns how many took a new role or leader."""
-        became = 0
+    def _make_replicas(self, roles: Iterable[tuple[TopicPartition, PartitionInfo, bool]], new_logs: int) -> tuple[int, int]:
+        """Create or update each replica in its role (leader: True); returns how many took a new
+        role or leader, as leaders and as followers. Past ``new_logs`` logs to create, and for
+        replicas pending already, the rest wait in PendingReplicas."""
+        leaders = followers = 0
         now = now_ms()
-        for key, info in infos.items():
+        configs: dict[str, LogConfig] = {}
+        for key, info, leader in roles:
             topic, index = key
-            reg = info.registration
             partition = self.partitions.get(key)
             if partition is None or partition.topic_id != info.topic_id:
                 if partition is not None:
                     self._remove(key)
+                creates_log = self.log_manager.get_log(topic, index) is None
+                if key in self._pending or (creates_log and new_logs <= 0):
+                    self._pending.add(key, info, leader)
+                    continue
+                new_logs -= creates_log
                 config = configs.get(topic)
                 if config is None:
-                    config = configs[topic] = self.log_config_for(image, topic)
+                    config = configs[topic] = self.log_config_for(self._image, topic)
                 plog = self.log_manager.get_or_create_log(topic, index, config, info.topic_id)
                 partition = self.partitions[key] = Partition(topic, index, info.topic_id, plog, self.settings)
-            if leader:
-                if self.fetcher_manager is not None:
+            if self._take_role(partition, info, leader, now):
+                if leader:
+                    leaders += 1
+                else:
+                    followers += 1
+        return leaders, followers
+
+    def _take_role(self, partition: Partition, info: PartitionInfo, leader: bool, now: int) -> bool:
+        """Make the replica leader or follower as ``info`` says; whether its role or leader changed."""
+        key, reg = partition.key, info.registration
+        if leader:
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove_fetcher_for(key)
+            new_role = partition.make_leader(reg, now)
+        else:
+            new_role = partition.make_follower(reg)
+            if self.fetcher_manager is not None:
+                if new_role and reg.leader != NO_LEADER:
+                    self.fetcher_manager.add_fetcher_for(partition)
+                elif reg.leader == NO_LEADER:
                     self.fetcher_manager.remove_fetcher_for(key)
-                new_role = partition.make_leader(reg, now)
-            else:
-                new_role = partition.make_follower(reg)
-                if self.fetcher_manager is not None:
-                    if new_role and reg.leader != NO_LEADER:
-                        self.fetcher_manager.add_fetcher_for(partition)
-                    elif reg.leader == NO_LEADER:
-                        self.fetcher_manager.remove_fetcher_for(key)
-            if new_role:
-                log.debug("partition.leader" if leader else "partition.follower", topic=topic, partition=index, leader=reg.leader, epoch=reg.leader_epoch)
-                became += 1
-        return became
+        if new_role:
+            log.debug("partition.leader" if leader else "partition.follower", topic=key[0], partition=key[1], leader=reg.leader, epoch=reg.leader_epoch)
+        return new_role
+
+    async def _create_pending(self) -> None:
+        """Create the pending replicas a slice at a time; after each slice, yield the loop for as
+        long as the slice took, so that the node's clients get at least half of it."""
+        started = time.monotonic()
+        leaders = followers = 0
+        try:
+            while self._pending:
+                slice_started = time.monotonic()
+                taken = self._pending.take(self.create_slice)
+                led, followed = self._make_replicas([(p.key, p.info, p.leader) for p in taken], len(taken))
+                leaders, followers = leaders + led, followers + followed
+                await asyncio.sleep(time.monotonic() - slice_started)
+        except Exception:
+            # As a failed delta is (the loader's publisher_failed): what is left waits for the next delta.
+            log.exception("replica_manager.pending_replicas_failed", pending=self.pending_replicas)
+            return
+        finally:
+            self._creating = None
+        log.info(
+            "replica_manager.pending_replicas_created",
+            became_leader=leaders,
+            became_follower=followers,
+            hosted=len(self.partitions),
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    async def shutdown(self) -> None:
+        """Stop creating pending replicas (between two slices: every log is whole)."""
+        if self._creating is not None:
+            self._creating.cancel()
+            await asyncio.gather(self._creating, return_exceptions=True)
 
     def _update_topic_config(self, name: str, image: MetadataImage) -> bool:
         topic = image.topics.get(name)
@@ -201,7 +280,7 @@ class ReplicaManager:
             self.fetcher_manager.remove_fetcher_for(key)
         self.partitions.pop(key)
         self.log_manager.delete_log(*key)
-        log.info("partition.deleted", topic=key[0], partition=key[1])
+        log.debug("partition.deleted", topic=key[0], partition=key[1])
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         """The replica if this node leads it: what produce, consumer fetch, ListOffsets and the

@@ -7,6 +7,7 @@ import os
 import shutil
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +34,17 @@ HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
 
 
+@dataclass(frozen=True, slots=True)
+class DeletedLogs:
+    """Deleted logs' work for a background thread: folders to remove, logs to close."""
+
+    dirs: tuple[Path, ...] = ()
+    logs: tuple[UnifiedLog, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.dirs or self.logs)
+
+
 class LogManager:
     def __init__(
         self,
@@ -51,6 +63,8 @@ class LogManager:
         self.clean_shutdown_broker_epoch = -1
         # Deleted logs whose fds stay open for file.delete.delay.ms: a sendfile may still use them.
         self._logs_to_close: list[tuple[int, UnifiedLog]] = []
+        # The renamed folders of deleted logs, not removed yet (see take_deleted_logs).
+        self._dirs_to_remove: list[Path] = []
         # What the periodic jobs have to visit, kept up to date by the logs (LogListener), so
         # that an idle node with 10,000 partitions does no work per partition every second.
         self._rolled: set[UnifiedLog] = set()  # rolled segments not fsynced yet
@@ -191,10 +205,10 @@ class LogManager:
             plog.update_config(config)
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Rename the folder to `<topic>-<partition>.<uuid>-delete` and remove it.
-
-        The files go at once; their fds are closed by ``delete_pending_segments`` after
-        file.delete.delay.ms, so an fd number is never reused under an in-flight sendfile.
+        """Kafka's asyncDelete: rename the folder to `<topic>-<partition>.<uuid>-delete` now, so
+        that a partition of the same name created next starts in a fresh one, and leave the rest
+        to ``take_deleted_logs``: removing the files of a topic of thousands of partitions takes
+        seconds of syscalls, too long for the caller's thread (the event loop).
         """
         plog = self.logs.pop((topic, partition), None)
         if plog is None:
@@ -207,11 +221,31 @@ class LogManager:
         target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         with maybe_handle_io_exception(self.failure_channel, self.log_dir, f"Error while deleting log for {topic}-{partition} in dir {self.log_dir}"):
             os.rename(plog.dir, target)
-        shutil.rmtree(target, ignore_errors=True)
+        self._dirs_to_remove.append(target)
         self._logs_to_close.append((self._now_ms() + plog.config.file_delete_delay_ms, plog))
         if self.cleaner is not None:
             self.cleaner.forget((topic, partition))
-        log.info("log_manager.log_deleted", topic=topic, partition=partition)
+        log.debug("log_manager.log_deleted", topic=topic, partition=partition)
+
+    def take_deleted_logs(self) -> DeletedLogs:
+        """What ``finish_deleting_logs`` is to do now: every renamed folder (the files go at once),
+        and the deleted logs whose file.delete.delay.ms has passed (their fds stay open until then,
+        so that an fd number is never reused under an in-flight sendfile)."""
+        now = self._now_ms()
+        due = tuple(plog for deadline, plog in self._logs_to_close if deadline <= now)
+        self._logs_to_close = [(deadline, plog) for deadline, plog in self._logs_to_close if deadline > now]
+        dirs, self._dirs_to_remove = tuple(self._dirs_to_remove), []
+        return DeletedLogs(dirs, due)
+
+    def finish_deleting_logs(self, deleted: DeletedLogs) -> None:
+        """Remove the folders and close the logs ``take_deleted_logs`` gave; safe from any thread
+        (nothing else holds them any more). A folder left by a crash is removed at the next startup."""
+        for plog in deleted.logs:
+            plog.close_handlers()
+        for directory in deleted.dirs:
+            shutil.rmtree(directory, ignore_errors=True)
+        if deleted.dirs:
+            log.info("log_manager.deleted_logs_removed", logs=len(deleted.dirs), log_dir=str(self.log_dir))
 
     # -- LogListener: what the logs tell the periodic jobs ---------------------------------------------
 
@@ -267,10 +301,6 @@ class LogManager:
             deleted += plog.delete_pending_segments(now)
             if not plog.pending_deletes:
                 self._with_pending_deletes.discard(plog)
-        due = [plog for deadline, plog in self._logs_to_close if deadline <= now]
-        self._logs_to_close = [(deadline, plog) for deadline, plog in self._logs_to_close if deadline > now]
-        for plog in due:
-            plog.close_handlers()
         return deleted
 
     def remove_expired_producers(self, expiration_ms: int) -> int:

@@ -12,7 +12,6 @@ import threading
 import uuid
 from pathlib import Path
 
-from storage.checkpoints import fsync_dir
 from storage.errors import KafkaStorageError
 
 PARTITION_METADATA_FILE = "partition.metadata"
@@ -78,29 +77,51 @@ class PartitionMetadataFile:
             self._unflushed = topic_id
 
     def discard(self) -> None:
-        """The partition is being deleted: never write this id, not even into a folder of the same name created later."""
+        """The partition is being deleted: never write this id, not even into a folder of the same name created later.
+
+        The lock is never held across I/O: the event loop discards thousands of these when a topic
+        is deleted, and must not wait for the flush thread's fsyncs.
+        """
         with self._lock:
             self._unflushed = None
 
     def maybe_flush(self) -> None:
         """Write and fsync the file and its folder if recorded since the last flush (safe from any thread)."""
-        if self._unflushed is None:
+        topic_id = self._unflushed
+        if topic_id is None:
             return
-        with self._lock:
-            topic_id = self._unflushed
+        try:
+            # Everything below goes through this fd: once open, it is the folder the id was
+            # recorded for, even if the partition is deleted (its folder renamed) and one of the
+            # same name created while the file is written.
+            dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            self._written(topic_id)  # the partition was deleted meanwhile
+            return
+        try:
+            with self._lock:
+                topic_id = self._unflushed
             if topic_id is None:
                 return
-            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp = self.path.name + ".tmp"
             try:
-                with open(tmp, "w") as f:
+                with open(tmp, "w", opener=lambda name, flags: os.open(name, flags, 0o644, dir_fd=dir_fd)) as f:
                     f.write(f"version: {_VERSION}\ntopic_id: {uuid_to_kafka_string(topic_id)}\n")
                     f.flush()
                     os.fsync(f.fileno())
-                os.replace(tmp, self.path)
-                fsync_dir(self.path.parent)
+                os.replace(tmp, self.path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                os.fsync(dir_fd)
             except FileNotFoundError:
-                pass  # the partition was deleted meanwhile
-            self._unflushed = None
+                pass  # the partition was deleted and its folder removed meanwhile
+            self._written(topic_id)
+        finally:
+            os.close(dir_fd)
+
+    def _written(self, topic_id: uuid.UUID) -> None:
+        with self._lock:
+            # A record() or discard() while the file was written wins: it is flushed next time, or never.
+            if self._unflushed == topic_id:
+                self._unflushed = None
 
 
 def flush_partition_metadata(files: list[PartitionMetadataFile]) -> None:

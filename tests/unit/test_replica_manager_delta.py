@@ -3,6 +3,7 @@ moves that keep the data, replica removal and topic deletion that delete it, con
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from pathlib import Path
@@ -15,7 +16,8 @@ from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_loader import MetadataLoader
 from broker.metadata.metadata_records import ConfigRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
 from broker.partition import NotLeaderOrFollowerError
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import CREATE_SLICE, ReplicaManager
+from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from tests.unit.batch_factory import make_batch
@@ -25,10 +27,10 @@ A = uuid.UUID(int=0xA)
 
 
 class Node:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, create_slice: int = CREATE_SLICE) -> None:
         self.log_manager = LogManager(data_dir, LogConfig(), lambda: time.time_ns() // 1_000_000)
         self.log_manager.startup()
-        self.rm = ReplicaManager(ME, self.log_manager, dict)
+        self.rm = ReplicaManager(ME, self.log_manager, dict, create_slice=create_slice)
         self.loader = MetadataLoader()
         self.loader.install_publisher(self.rm)
         self.offset = 0
@@ -183,3 +185,84 @@ def test_an_added_replica_follows_and_a_completed_move_deletes_the_removed_one(n
     assert node.rm.partitions[("a", 0)] is follower
     node.commit(change(0, replicas=(2, 3, 4), isr=(2, 3, 4), leader=2, removing_replicas=(), adding_replicas=()))
     assert node.rm.partitions == {} and not follower.log.dir.exists()
+
+
+# A delta of thousands of new partitions, created in one go, held the event loop for seconds.
+SLICE = 2
+
+
+async def created(node: Node) -> None:
+    while node.rm.pending_replicas:
+        await asyncio.sleep(0.001)
+
+
+def test_past_a_slice_new_logs_are_created_later_and_not_served_before(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = Node(tmp_path, create_slice=SLICE)
+        node.commit(TopicRecord(name="a", topic_id=A), *(partition(i, (1,)) for i in range(5)))
+        assert set(node.rm.partitions) == {("a", 0), ("a", 1)} and node.rm.pending_replicas == 3
+        assert not (tmp_path / "a-4").exists()
+        assert node.produce("a", 4) == ErrorCode.not_leader_or_follower and node.fetch("a", 4) == ErrorCode.not_leader_or_follower
+        await created(node)
+        assert len(node.rm.partitions) == 5 and all(p.is_leader for p in node.rm.partitions.values())
+        assert node.produce("a", 4) == 0
+        node.log_manager.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_later_deltas_change_or_drop_what_is_pending(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = Node(tmp_path, create_slice=SLICE)
+        b, c = uuid.UUID(int=0xB), uuid.UUID(int=0xC)
+        node.commit(TopicRecord(name="a", topic_id=A), *(partition(i, (1, 2)) for i in range(4)))
+        node.commit(TopicRecord(name="b", topic_id=b), *(partition(i, (1,), topic_id=b) for i in range(3)))
+        node.commit(change(3, leader=2))  # pending a-3 now follows 2
+        node.commit(RemoveTopicRecord(topic_id=b), TopicRecord(name="b", topic_id=c), partition(0, (1,), topic_id=c))
+        await created(node)
+        assert set(node.rm.partitions) == {("a", i) for i in range(4)} | {("b", 0)}
+        follower = node.rm.partitions[("a", 3)]
+        assert not follower.is_leader and follower.leader_id == 2
+        assert node.rm.partitions[("b", 0)].topic_id == c and node.rm.partitions[("b", 0)].is_leader
+        assert not (tmp_path / "b-1").exists() and not (tmp_path / "b-2").exists()
+        node.log_manager.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_shutdown_stops_between_slices(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = Node(tmp_path, create_slice=SLICE)
+        node.commit(TopicRecord(name="a", topic_id=A), *(partition(i, (1,)) for i in range(50)))
+        await node.rm.shutdown()
+        hosted = len(node.rm.partitions)
+        assert hosted < 50 and hosted % SLICE == 0 and hosted + node.rm.pending_replicas == 50
+        assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(f"a-{i}" for i in range(hosted))
+        node.log_manager.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_slice_leaves_the_rest_for_the_next_delta(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def scenario() -> None:
+        node = Node(tmp_path, create_slice=SLICE)
+        real = node.log_manager.get_or_create_log
+
+        def failing(topic: str, index: int, *args: object) -> object:
+            if index == 2:
+                raise KafkaStorageError("disk gone")
+            return real(topic, index, *args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(node.log_manager, "get_or_create_log", failing)
+        node.commit(TopicRecord(name="a", topic_id=A), *(partition(i, (1,)) for i in range(6)))
+        while node.rm.pending_replicas != 2:  # the second slice, a-2 and a-3, failed
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.05)
+        assert set(node.rm.partitions) == {("a", 0), ("a", 1)} and node.rm.pending_replicas == 2
+        monkeypatch.setattr(node.log_manager, "get_or_create_log", real)
+        node.commit(TopicRecord(name="b", topic_id=uuid.UUID(int=0xB)))
+        await created(node)
+        assert set(node.rm.partitions) == {("a", i) for i in (0, 1, 4, 5)}
+        node.log_manager.shutdown()
+
+    asyncio.run(scenario())

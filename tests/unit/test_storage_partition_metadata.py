@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import uuid
 from pathlib import Path
 
@@ -61,6 +63,39 @@ def test_a_deleted_partition_never_writes_into_a_recreated_folder(tmp_path: Path
     flush_partition_metadata(manager.take_unflushed_partition_metadata())
     assert PartitionMetadataFile(tmp_path / "t-0" / "partition.metadata").read() == new_id
     manager.shutdown()
+
+
+def test_discard_does_not_wait_for_a_flush_in_its_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Deleting a topic of 8,192 partitions right after creating it discarded each file on the
+    # event loop while the flush thread held its lock across two fsyncs: over a minute's stall.
+    folder = tmp_path / "t-0"
+    folder.mkdir()
+    f = PartitionMetadataFile(folder / "partition.metadata")
+    f.record(TOPIC_ID)
+    in_fsync, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        in_fsync.set()
+        assert release.wait(10)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    flusher = threading.Thread(target=f.maybe_flush)
+    flusher.start()
+    assert in_fsync.wait(10)
+    discarded = threading.Thread(target=f.discard)
+    discarded.start()
+    discarded.join(2)
+    assert not discarded.is_alive(), "discard waited for the flush's fsync"
+    # The partition is deleted (its folder renamed) and created again under the same name
+    # while the old id is still being written: the old id lands in the renamed folder only.
+    folder.rename(tmp_path / "t-0.x-delete")
+    folder.mkdir()
+    release.set()
+    flusher.join(10)
+    assert not f.dirty
+    assert not (folder / "partition.metadata").exists() and not (folder / "partition.metadata.tmp").exists()
 
 
 def test_log_manager_hands_new_logs_metadata_to_the_flush_job(tmp_path: Path) -> None:
