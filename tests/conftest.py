@@ -1,4 +1,5 @@
-"""Suite-wide hooks and fixtures: fixtures can ask whether the test they served failed; Kafka's own jars."""
+"""Suite-wide hooks and fixtures: fixtures can ask whether the test they served failed; Kafka's own
+jars; Hypothesis without its per-example deadline."""
 
 from __future__ import annotations
 
@@ -6,8 +7,14 @@ from pathlib import Path
 from typing import Generator
 
 import pytest
+from hypothesis import settings
 
 from benchmarks.apache_kafka import fetch_jars
+
+# A property test asserts what the code does, not how fast: on a busy 2-core machine an example
+# of a codec test took 303 ms against Hypothesis's default 200 ms deadline and failed the run.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 @pytest.hookimpl(wrapper=True)
