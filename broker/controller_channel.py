@@ -3,7 +3,8 @@
 Kafka's NodeToControllerChannelManager. The active controller is the Raft leader of the
 metadata quorum; it moves when a controller fails, so every call finds it again, waits while
 there is none (an election), and retries an answer of NOT_CONTROLLER, all within the call's
-timeout. In a combined node whose own controller is active the call is a method call, with no
+timeout; a request waiting on a controller that lost the leadership (stopped, cut off) goes to its
+successor as soon as Raft names one, not after the request timeout. In a combined node whose own controller is active the call is a method call, with no
 socket in between; everywhere else it goes over the network client.
 """
 
@@ -19,6 +20,9 @@ from kio.schema.errors import ErrorCode
 from broker.network_client import NetworkClient, NetworkError
 
 log = structlog.get_logger()
+
+# How often a request waiting on a remote controller looks whether the Raft leader moved.
+LEADER_CHECK_S = 0.05
 
 
 class ControllerUnavailableError(Exception):
@@ -102,9 +106,24 @@ class ControllerChannel:
         # timeout: a request timing out closes its connection, which would fail every other
         # request in flight to the controller (heartbeats among them) for the sake of a retry
         # loop's last few milliseconds. An answer that comes after the caller left is dropped.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        send = asyncio.ensure_future(self._network.send((host, port), body, timeout_ms=max(timeout_ms, self._request_timeout_ms)))
         try:
-            async with asyncio.timeout(timeout_ms / 1000):
-                return await self._network.send((host, port), body, timeout_ms=max(timeout_ms, self._request_timeout_ms))
+            while not send.done():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    self._last_reason = f"controller {node_id} at {host}:{port} did not answer within {timeout_ms} ms"
+                    return None
+                await asyncio.wait([send], timeout=min(remaining, LEADER_CHECK_S))
+                if not send.done() and self._moved_from(endpoint):
+                    # A stopped or cut-off controller lost the leadership: ask its successor now. A
+                    # heartbeat waiting out the request timeout on it would reach the new controller
+                    # only after the broker session it was meant to keep, and a new controller that
+                    # hears from no broker within one session fences them all, its own included.
+                    self._last_reason = f"controller {node_id} at {host}:{port} is no longer the active controller"
+                    return None
+            return send.result()
         except TimeoutError:
             self._last_reason = f"controller {node_id} at {host}:{port} did not answer within {timeout_ms} ms"
             return None
@@ -112,3 +131,10 @@ class ControllerChannel:
             self._last_reason = f"controller {node_id} at {host}:{port}: {e}"
             log.debug("controller_channel.send_failed", controller=node_id, error=str(e))
             return None
+        finally:
+            send.cancel()
+
+    def _moved_from(self, endpoint: tuple[int, str, int]) -> bool:
+        if self._local is not None and self._local.is_active:
+            return True
+        return self._locator.leader_endpoint() != endpoint

@@ -3,7 +3,16 @@ what they read in the History.
 
 A member (confluent-kafka, manual commits) records each non-empty ``poll`` with the records it
 delivered, then commits their next offsets synchronously as a ``commit`` operation (value
-``{partition: next offset}``; an error is ``info``, the commit may have landed). Its process is
+``{partition: next offset}``; an error is ``info``, the commit may have landed). A commit
+librdkafka has not answered within ``COMMIT_TIMEOUT_S`` is ``info`` too, and the member polls on:
+librdkafka's synchronous commit waits without a deadline, and one can be lost for good. A
+Metadata response that lists no broker (after a new active controller fenced them all) makes
+librdkafka 2.10+ decommission every broker it knows, the coordinator among them: the client then
+finds no broker to ask for a coordinator again (seen in a campaign). An OffsetCommit in flight then,
+as librdkafka's source reads, fails with _TRANSPORT and is requeued on the coordinator's logical
+broker, which has no address any more, where it times out unsent and is requeued for ever (its
+retry count moves only for a request actually sent). Such a handle cannot be closed either (its
+close waits for the outstanding commit), so it is left open. Its process is
 its *session*, ``<name>.<n>``: a rebalance hands it partitions that start over from the committed
 offsets, so offsets may only be compared within one assignment, and n moves on at every assign,
 revoke or loss. Records a poll returns after a rebalance belong to the new session.
@@ -25,6 +34,8 @@ from tests.integration.helpers import unique_topic
 POLL_TIMEOUT_S = 0.2
 POLL_MAX = 200
 CLOSE_TIMEOUT_S = 60.0
+# Far past librdkafka's own tries of an answered commit: three of socket.timeout.ms (6 s) each.
+COMMIT_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 90.0
 # Kafka's default group.min.session.timeout.ms; a cluster that allows less may be given less.
 SESSION_TIMEOUT_MS = 6000
@@ -51,6 +62,8 @@ class GroupMember:
             }
         )
         self._stop = threading.Event()
+        # A commit librdkafka never answered: the handle cannot be closed.
+        self._commit_lost = False
         self._thread = threading.Thread(target=self._guarded_run, name=name, daemon=True)
 
     @property
@@ -75,7 +88,8 @@ class GroupMember:
         except BaseException as e:  # reported by the campaign
             self.failure = e
         finally:
-            self._consumer.close()
+            if not self._commit_lost:
+                self._consumer.close()
 
     def _poll_and_commit(self) -> None:
         process = self.process
@@ -93,11 +107,37 @@ class GroupMember:
             return
         offsets = {p: o + 1 for p, o, _ in records}
         self.history.invoke(process, "commit", offsets)
-        try:
-            self._consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in offsets.items()], asynchronous=False)
+        if self._commit([TopicPartition(self.topic, p, o) for p, o in offsets.items()]):
             self.history.ok(process, "commit", offsets)
-        except KafkaException:
+        else:
             self.history.info(process, "commit", offsets)
+
+    def _commit(self, offsets: list[TopicPartition]) -> bool:
+        """A synchronous commit, given up after COMMIT_TIMEOUT_S: True once acknowledged, False
+        when it failed or never answered (its outcome unknown either way). It runs on a thread of
+        its own, so that one librdkafka never answers does not stop the member."""
+        outcome: list[BaseException | bool] = []
+        done = threading.Event()
+
+        def commit() -> None:
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+                outcome.append(True)
+            except KafkaException:
+                outcome.append(False)
+            except BaseException as e:  # the member's failure, raised below
+                outcome.append(e)
+            finally:
+                done.set()
+
+        threading.Thread(target=commit, name=f"{self.name}-commit", daemon=True).start()
+        if not done.wait(COMMIT_TIMEOUT_S):
+            self._commit_lost = True
+            return False
+        [result] = outcome
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
 
 def drain(history: History, process: str, bootstrap: str, topic: str, partitions: list[int]) -> None:

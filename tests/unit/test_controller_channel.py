@@ -88,6 +88,51 @@ def test_a_short_budget_abandons_the_wait_but_never_shortens_the_request() -> No
     assert network.cancelled == len(network.timeouts)
 
 
+class Local:
+    def __init__(self) -> None:
+        self.is_active = False
+
+    async def handle(self, body: Any) -> Any:
+        return Answer(ErrorCode.none)
+
+
+def test_a_request_waiting_on_a_controller_that_lost_the_leadership_goes_to_its_successor() -> None:
+    """A paused controller keeps the request (a heartbeat) until the request timeout, past the
+    broker session; once Raft names a new leader the channel asks it at once."""
+    network = FakeNetwork([None, Answer(ErrorCode.none)])
+    locator = Locator((1, "127.0.0.1", 9093))
+
+    async def go() -> tuple[Any, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        loop.call_later(0.2, setattr, locator, "endpoint", (2, "127.0.0.1", 9094))
+        answer = await channel(network, locator).send(object(), timeout_ms=REQUEST_TIMEOUT_MS)
+        return answer, loop.time() - started
+
+    answer, elapsed = asyncio.run(go())
+    assert answer == Answer(ErrorCode.none)
+    assert elapsed < 1.0, "the request waited on the old controller"
+    assert network.cancelled == 1 and len(network.timeouts) == 2
+
+
+def test_a_request_waiting_on_a_remote_controller_is_answered_by_this_node_once_its_own_is_active() -> None:
+    network = FakeNetwork([None])
+    local = Local()
+
+    async def go() -> tuple[Any, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        loop.call_later(0.2, setattr, local, "is_active", True)
+        ch = ControllerChannel(network, Locator((1, "127.0.0.1", 9093)), local, request_timeout_ms=REQUEST_TIMEOUT_MS, retry_backoff_ms=10)  # type: ignore[arg-type]
+        answer = await ch.send(object())
+        return answer, loop.time() - started
+
+    answer, elapsed = asyncio.run(go())
+    assert answer == Answer(ErrorCode.none)
+    assert elapsed < 1.0
+    assert network.cancelled == 1
+
+
 @pytest.mark.parametrize("version", range(3))
 def test_an_elect_leaders_answer_of_not_controller_is_retried_at_every_version(version: int) -> None:
     """ElectLeaders v0 has no top-level code: NOT_CONTROLLER for every partition of every topic is the signal."""
