@@ -18,13 +18,16 @@ from typing import IO, Any, Callable, Iterator, Mapping
 
 import pytest
 
+from broker.server import CONTROLLED_SHUTDOWN_TIMEOUT_S
 from tests.integration.helpers import unique_topic
 from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 # Generous: a cluster test starts up to seven Python processes at once on a 2-core machine.
 START_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 30.0
+# Past the broker's own wait for the controller to approve its controlled shutdown (30 s, as
+# Kafka's broker waits): a node restarted while cut off from the controller waits it out whole.
+STOP_TIMEOUT_S = CONTROLLED_SHUTDOWN_TIMEOUT_S + 30.0
 POLL_INTERVAL_S = 0.05
 TAIL_LINES = 60
 
