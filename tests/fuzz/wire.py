@@ -17,6 +17,8 @@ from typing import Any, Union, get_args, get_origin
 
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveField, PrimitiveTupleField, classify_field
 
+from protocol.primitives import uvarint
+
 FIXED = {
     "bool": struct.Struct(">?"),
     "int8": struct.Struct(">b"),
@@ -73,15 +75,6 @@ class Layout:
             [dataclasses.replace(f, pos=f.pos + by) for f in self.fixed],
             [TagSection(t.pos + by, t.end + by) for t in self.tag_sections],
         )
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def length_prefix(n: int, flexible: bool, wide: bool) -> bytes:
