@@ -115,7 +115,7 @@ class KafkaCluster:
         self.cluster_id = cluster_id
         self.proxies = ProxyLoop()
         roles: list[tuple[str, ...]] = [("broker", "controller")] * combined + [("controller",)] * controllers + [("broker",)] * brokers
-        ports = iter(free_ports(2 * len(roles) + len(roles) ** 2 + (2 * len(roles) if proxy_inter_broker else 0)))
+        ports = iter(free_ports(3 * len(roles) + (2 * len(roles) if proxy_inter_broker else 0)))
         self.specs = [
             NodeSpec(
                 node_id=i + 1,
@@ -125,32 +125,33 @@ class KafkaCluster:
             )
             for i, r in enumerate(roles)
         ]
-        # links[(a, b)]: how node a reaches controller b.
+        # A controller is dialled at its demux port, in controller.quorum.voters and in the
+        # CONTROLLER listener it advertises (which Raft leaders announce to their followers, and
+        # brokers then send their heartbeats to): either way the connection goes through the link
+        # of the node that opened it. links[(a, b)]: how node a reaches controller b.
         self.links: dict[tuple[int, int], LinkProxy] = {}
-        for a in self.specs:
-            for b in self.specs:
-                if a.node_id != b.node_id and b.controller_port is not None:
-                    self.links[(a.node_id, b.node_id)] = self.proxies.add(next(ports), b.controller_port, f"{a.node_id}->{b.node_id}")
+        self.controller_demux_ports: dict[int, int] = {}
+        node_ids = [s.node_id for s in self.specs]
+        for b in self.specs:
+            if b.controller_port is not None:
+                self.controller_demux_ports[b.node_id] = port = next(ports)
+                peers = [a for a in node_ids if a != b.node_id]
+                for a, link in self.proxies.add_demux(port, b.controller_port, str(b.node_id), peers).items():
+                    self.links[(a, b.node_id)] = link
         # broker_links[(a, b)]: how broker a reaches broker b's INTERNAL listener, at internal_ports[b][1].
         self.broker_links: dict[tuple[int, int], LinkProxy] = {}
         self.internal_ports: dict[int, tuple[int, int]] = {}
         if proxy_inter_broker:
             broker_ids = [s.node_id for s in self.specs if s.is_broker]
-            for b in broker_ids:
-                listen, advertised = self.internal_ports[b] = (next(ports), next(ports))
-                peers = [a for a in broker_ids if a != b]
-                for a, link in self.proxies.add_demux(advertised, listen, str(b), peers).items():
-                    self.broker_links[(a, b)] = link
+            for b_id in broker_ids:
+                listen, advertised = self.internal_ports[b_id] = (next(ports), next(ports))
+                peers = [a for a in broker_ids if a != b_id]
+                for a, link in self.proxies.add_demux(advertised, listen, str(b_id), peers).items():
+                    self.broker_links[(a, b_id)] = link
         self.nodes = {spec.node_id: self._make_node(spec, {**(overrides or {}), **(node_overrides or {}).get(spec.node_id, {})}) for spec in self.specs}
 
     def _voters_for(self, node_id: int) -> str:
-        entries = []
-        for spec in self.specs:
-            if spec.controller_port is None:
-                continue
-            port = spec.controller_port if spec.node_id == node_id else self.links[(node_id, spec.node_id)].port
-            entries.append(f"{spec.node_id}@127.0.0.1:{port}")
-        return ",".join(entries)
+        return ",".join(f"{b}@127.0.0.1:{port}" for b, port in self.controller_demux_ports.items())
 
     def _make_node(self, spec: NodeSpec, overrides: dict[str, str]) -> ClusterNode:
         node_dir = self.root / f"node{spec.node_id}"
@@ -169,9 +170,13 @@ class KafkaCluster:
             "controller.quorum.voters": self._voters_for(spec.node_id),
             "log.dirs": str(data_dir),
         }
+        advertised_listeners = []
         if spec.client_port is not None:
-            props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{spec.client_port}"
+            advertised_listeners.append(f"PLAINTEXT://127.0.0.1:{spec.client_port}")
             props["inter.broker.listener.name"] = "PLAINTEXT"
+        if spec.controller_port is not None:
+            advertised_listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_demux_ports[spec.node_id]}")
+        props["advertised.listeners"] = ",".join(advertised_listeners)
         if spec.node_id in self.internal_ports:
             listen, advertised = self.internal_ports[spec.node_id]
             props["listeners"] += f",INTERNAL://127.0.0.1:{listen}"
