@@ -5,7 +5,10 @@ stay fenced (no partitions led, not in Metadata answers) until the controller sa
 broker has caught up with the metadata log; heartbeat every `broker.heartbeat.interval.ms`,
 which keeps the session alive and carries the broker's metadata offset. A controlled shutdown
 asks, through the heartbeat's WantShutDown, for leadership to move away first, and the broker
-exits once the controller answers ShouldShutDown. A broker that is fenced for missing heartbeats
+exits once the controller answers ShouldShutDown, or once no heartbeat has been answered for
+`broker.session.timeout.ms`: the controller has fenced it by then, which moves its leaderships
+and takes it out of every ISR, so there is nothing left to wait for (Kafka waits out its whole
+shutdown timeout, five minutes, when cut off from the controller). A broker that is fenced for missing heartbeats
 keeps heartbeating with the same epoch; a registration the controller no longer knows
 (STALE_BROKER_EPOCH) registers again and gets a new epoch.
 """
@@ -60,6 +63,7 @@ class BrokerLifecycleManager:
         features: dict[str, tuple[int, int]],
         log_dir_ids: list[uuid.UUID],
         heartbeat_interval_ms: int,
+        session_timeout_ms: int,
         channel: ControllerChannel,
         metadata_offset: Callable[[], int],
         previous_broker_epoch: int = -1,
@@ -71,6 +75,8 @@ class BrokerLifecycleManager:
         self._features = features
         self._log_dir_ids = log_dir_ids
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self._session_timeout_s = session_timeout_ms / 1000
+        self._last_answered = 0.0  # loop time of the last heartbeat or registration the controller accepted
         self._channel = channel
         self._metadata_offset = metadata_offset
         # The epoch this broker had when it last shut down cleanly (-1: it did not): the controller
@@ -90,18 +96,29 @@ class BrokerLifecycleManager:
         self._task = asyncio.create_task(self._run(), name="broker-lifecycle")
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
-        """Ask the controller to move leadership away; True once it allowed this broker to stop."""
+        """Ask the controller to move leadership away; True once it allowed this broker to stop,
+        False when it did not within ``timeout_s`` or has not answered for a broker session."""
         if self.state in (BrokerState.STARTING, BrokerState.SHUTTING_DOWN):
             return False
         self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
         self._wake.set()
-        try:
-            await asyncio.wait_for(self._shutdown_allowed.wait(), timeout_s)
-            self._log.info("broker.controlled_shutdown_complete", broker_epoch=self.broker_epoch)
-            return True
-        except asyncio.TimeoutError:
-            self._log.warning("broker.controlled_shutdown_timed_out", timeout_s=timeout_s)
-            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self._shutdown_allowed.is_set():
+            now = loop.time()
+            unanswered_s = now - self._last_answered
+            if unanswered_s >= self._session_timeout_s:
+                self._log.warning("broker.controlled_shutdown_unanswered", unanswered_s=round(unanswered_s, 3), session_timeout_s=self._session_timeout_s)
+                return False
+            if now >= deadline:
+                self._log.warning("broker.controlled_shutdown_timed_out", timeout_s=timeout_s)
+                return False
+            try:
+                await asyncio.wait_for(self._shutdown_allowed.wait(), min(deadline, self._last_answered + self._session_timeout_s) - now)
+            except asyncio.TimeoutError:
+                pass
+        self._log.info("broker.controlled_shutdown_complete", broker_epoch=self.broker_epoch)
+        return True
 
     async def close(self) -> None:
         self.state = BrokerState.SHUTTING_DOWN
@@ -146,6 +163,7 @@ class BrokerLifecycleManager:
             await asyncio.sleep(REGISTRATION_RETRY_MS / 1000)
             return
         self.broker_epoch = int(response.broker_epoch)
+        self._last_answered = asyncio.get_running_loop().time()
         if self.state == BrokerState.STARTING:
             self.state = BrokerState.RECOVERY
         self._log.info("broker.registered", broker_epoch=self.broker_epoch, incarnation_id=str(self.incarnation_id))
@@ -172,6 +190,7 @@ class BrokerLifecycleManager:
         if response.error_code != ErrorCode.none:
             self._log.info("broker.heartbeat_refused", error=response.error_code.name)
             return
+        self._last_answered = asyncio.get_running_loop().time()
         if response.is_caught_up and not self.caught_up.is_set():
             self._log.info("broker.caught_up", metadata_offset=int(request.current_metadata_offset))
             self.caught_up.set()

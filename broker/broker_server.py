@@ -177,6 +177,7 @@ class BrokerServer:
             previous_broker_epoch=self.log_manager.clean_shutdown_broker_epoch,
             log_dir_ids=[shared.directory_id],
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
+            session_timeout_ms=cfg.broker_session_timeout_ms,
             channel=self.channel,
             metadata_offset=lambda: loader.image.provenance,
         )

@@ -5,6 +5,7 @@ acknowledged record."""
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -14,7 +15,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.coordinator.coordinator_runtime import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC
-from tests.cluster.cluster import KafkaCluster, wait_until
+from broker.server import CONTROLLED_SHUTDOWN_TIMEOUT_S
+from tests.cluster.cluster import KafkaCluster, leader_id, wait_until
 from tests.integration.helpers import unique_topic
 
 TIMEOUT_S = 60.0
@@ -223,3 +225,35 @@ def test_a_controlled_shutdown_of_the_leader_loses_nothing_and_hands_leadership_
     assert not set(acked) - set(records)
     assert len({v for _, _, v in records}) == len(records)
     wait_until("the restarted broker back in the ISR", lambda: leader in partition_state(survivor.bootstrap, name)[1] or None, TIMEOUT_S)
+
+
+def test_a_broker_cut_off_from_the_controllers_stops_once_its_session_is_over(cluster: KafkaCluster) -> None:
+    """SIGTERM to a broker that no controller can hear: its controlled shutdown is never approved,
+    and it stops once its heartbeats have gone unanswered for broker.session.timeout.ms (by then the
+    controller has fenced it and moved its leaderships) rather than waiting out the whole
+    controlled-shutdown timeout. Reconnected and started again, it rejoins the ISR, nothing lost."""
+    name = unique_topic("cutoff")
+    create(cluster.bootstrap, name)
+    wait_until("a full ISR", lambda: len(partition_state(cluster.bootstrap, name)[1]) == 3 or None, TIMEOUT_S)
+    acked = produce(cluster.bootstrap, name, [b"before-%d" % i for i in range(100)])
+    assert len(acked) == 100
+    controller = wait_until("an active controller", lambda: leader_id(cluster, 1), TIMEOUT_S)
+    victim = cluster.nodes[next(n for n in sorted(cluster.nodes) if n != controller)]
+    survivor = next(n for n in cluster.brokers if n.node_id != victim.node_id)
+    started = time.monotonic()
+    try:
+        cluster.isolate(victim.node_id)
+        victim.stop()  # must still exit 0
+        stopped_s = time.monotonic() - started
+    finally:
+        cluster.heal()
+    assert victim.events_named("broker.controlled_shutdown_unanswered", current_run=True), victim.tail()
+    assert not victim.events_named("broker.controlled_shutdown_timed_out", current_run=True), victim.tail()
+    assert stopped_s < CONTROLLED_SHUTDOWN_TIMEOUT_S
+    acked += produce(survivor.bootstrap, name, [b"after-%d" % i for i in range(100)])
+    assert len(acked) == 200
+    victim.launch()
+    victim.await_started()
+    wait_until("the restarted broker back in the ISR", lambda: victim.node_id in partition_state(survivor.bootstrap, name)[1] or None, TIMEOUT_S)
+    records = read_all(survivor.bootstrap, name, 1, len(acked))
+    assert set(acked) <= set(records)
