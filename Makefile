@@ -49,7 +49,7 @@ test: $(TEST_STAMP) kcat
 # The long fault campaign: 100,000 seeds of the Raft simulation (the suite runs 1,000). A failure
 # prints the one command that replays its seed alone. CHAOS_SEEDS and CHAOS_FIRST_SEED pick the range.
 # Then CHAOS_CLUSTER_SEEDS (20,000; the suite runs 1,000) seeds of the whole-cluster simulation
-# (tests/simulation), then the chaos bench (tests/chaos/campaign.py): FAULTS (100; the suite runs 6)
+# (tests/simulation), then the chaos bench (tests/chaos/campaign.py): FAULTS (100; the suite runs 10)
 # faults of each kind on a real cluster (TOPOLOGY: combined-3, combined-5, separate-3+3, ...),
 # history, verdicts and timeline.png in CHAOS_OUT; CHAOS_SEED replays a schedule. CHAOS_PROFILE
 # (fast; default: the slower timeouts) picks the cluster's timeouts (tests/chaos/profile.py).
