@@ -318,10 +318,14 @@ class TransactionCoordinator:
                 return error
 
             return then(self.state.append_transaction(metadata, transit), send_markers)
-        # A retry of an EndTxn that went through succeeds again; one still completing is retried.
+        # A retry of an EndTxn that went through succeeds again.
         if state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
             return 0
-        if state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
+        # While the markers are written, an EndTxn of either kind is retried, as in Kafka, whose
+        # coordinator holds the Complete transition pending from the Prepare record on: an abort
+        # that librdkafka sends right after a commit (its AddPartitionsToTxn answered
+        # CONCURRENT_TRANSACTIONS meanwhile) must not be INVALID_TXN_STATE, which is fatal to it.
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             self._complete_transaction(loaded, metadata)
             return ErrorCode.concurrent_transactions
         log.info("txn.end_invalid_state", transactional_id=metadata.transactional_id, state=state.display_name, commit=commit)

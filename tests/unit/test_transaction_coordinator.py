@@ -302,6 +302,10 @@ def test_unwritable_marker_keeps_prepare_state_until_written(tmp_path: Path) -> 
         assert node.markers_in(DATA, 1) == [(pid, epoch, True)]
         assert c.add_partitions(TXN, pid, epoch, [(DATA, 0)]) == ErrorCode.concurrent_transactions
         assert c.end_transaction(TXN, pid, epoch, commit=True).error_code == ErrorCode.concurrent_transactions
+        # An abort sent while the commit's markers are written is retried too, as in Kafka (not
+        # INVALID_TXN_STATE, which librdkafka takes as fatal), and changes nothing.
+        assert c.end_transaction(TXN, pid, epoch, commit=False).error_code == ErrorCode.concurrent_transactions
+        assert node.meta().state is S.PREPARE_COMMIT
         c.abort_timed_out_transactions()  # asks again for markers already in flight: nothing new
         assert node.markers.pending_transactions == {TXN}
         await asyncio.sleep(0.02)
