@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import time
 import uuid
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -227,9 +228,7 @@ class KafkaRaftManager:
         while not self._stopped:
             self._wake.clear()
             try:
-                # The quorum-state file and the log are written in poll: an I/O error takes the
-                # metadata log dir offline like any log dir's (Kafka's raft IO thread then halts).
-                with maybe_handle_io_exception(self._failure_channel, self._metadata_dir, f"Error while writing the metadata log in dir {self._metadata_dir}"):
+                with self._metadata_log_io():
                     actions = client.poll(now_ms())
                 for action in actions:
                     self._carry_out(action)
@@ -251,6 +250,12 @@ class KafkaRaftManager:
                 await asyncio.wait_for(self._wake.wait(), max(delay_ms, MIN_IDLE_MS) / 1000)
             except asyncio.TimeoutError:
                 pass
+
+    def _metadata_log_io(self) -> AbstractContextManager[None]:
+        # The quorum-state file, the log and a fetched snapshot are written in poll and in
+        # handle_response: an I/O error takes the metadata log dir offline like any log dir's
+        # (Kafka's raft IO thread then halts).
+        return maybe_handle_io_exception(self._failure_channel, self._metadata_dir, f"Error while writing the metadata log in dir {self._metadata_dir}")
 
     def _carry_out(self, action: object) -> None:
         if isinstance(action, Send):
@@ -282,5 +287,9 @@ class KafkaRaftManager:
         except NetworkError as e:
             self._log.debug("raft.send_failed", destination=action.destination_id, request=type(action.body).__name__, error=str(e))
             response = None
-        self.client.handle_response(action.correlation_id, response, now_ms())
+        try:
+            with self._metadata_log_io():
+                self.client.handle_response(action.correlation_id, response, now_ms())
+        except KafkaStorageError:
+            return  # Logged once by the LogDirFailureChannel, whose handler halts this process.
         self._wake.set()

@@ -16,6 +16,7 @@ import pytest
 from structlog.testing import capture_logs
 from kio.schema.errors import ErrorCode
 
+import raft.file_snapshots
 import storage.abstract_index
 import storage.checkpoints
 import storage.log_segment
@@ -27,14 +28,20 @@ from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.kafka_apis import RequestContext
 from broker.log_dir_failure_handler import LogDirFailureHandler, decide
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
-from broker.metadata.metadata_records import TopicRecord
+from broker.metadata.metadata_loader import MetadataLoader
+from broker.metadata.metadata_records import MetadataRecord, TopicRecord
+from broker.metadata.snapshot_generator import SnapshotGenerator
 from broker.network import ClientInfo
-from broker.raft_manager import KafkaRaftManager
+from broker.raft_manager import KafkaRaftManager, MetadataRecordSerde
 from protocol.api_keys import ApiKey, request_schema
 from protocol.entities import build, nested
 from protocol.headers import RequestHeader
 from raft.kafka_metadata_log import KafkaMetadataLog, MetadataLogConfig, metadata_log_dir
+from raft.file_snapshots import list_snapshot_paths
+from raft.kafka_raft_client import SnapshotWriter
 from raft.raft_config import RaftConfig
+from raft.records import Batch
+from raft.replicated_log import OffsetAndEpoch
 from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
@@ -150,6 +157,43 @@ def test_the_metadata_log_reports_to_the_channel_with_its_dir(tmp_path: Path, fu
     with pytest.raises(KafkaStorageError):
         metadata_log.append_as_leader(bytes(make_batch([b"record"])), 1)
     assert channel.offline_log_dirs == [tmp_path]
+
+
+def test_a_metadata_snapshot_that_fails_to_write_takes_the_metadata_log_dir_offline_and_halts_the_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data_dir, metadata_dir = tmp_path / "data", tmp_path / "metadata"
+    channel = LogDirFailureChannel()
+    metadata_log = KafkaMetadataLog.open(metadata_log_dir(metadata_dir), failure_channel=channel)
+
+    class Raft:
+        """What KafkaRaftClient.create_snapshot hands the generator, on the real metadata log."""
+
+        def create_snapshot(self, snapshot_id: OffsetAndEpoch, last_contained_log_time_ms: int) -> SnapshotWriter[MetadataRecord] | None:
+            raw = metadata_log.create_new_snapshot_unchecked(snapshot_id)
+            return None if raw is None else SnapshotWriter(raw, MetadataRecordSerde(), last_contained_log_time_ms, 1 << 20)
+
+    halted: list[str] = []
+
+    async def run() -> None:
+        LogDirFailureHandler(channel, asyncio.get_running_loop(), log_dirs=[data_dir], metadata_dir=metadata_dir, on_halt=halted.append).install()
+        generator = SnapshotGenerator(Raft(), max_bytes_since_last_snapshot=1, max_time_since_last_snapshot_ms=0, now_ms=lambda: 0)
+        loader = MetadataLoader()
+        loader.install_publisher(generator)
+        monkeypatch.setattr(raft.file_snapshots.os, "fsync", enospc)  # the freeze's fsync
+        for offset in (0, 1):
+            batch: Batch[MetadataRecord] = Batch(offset, offset, 3, 5000, 100, [TopicRecord(name=f"t{offset}", topic_id=uuid.UUID(int=offset + 1))])
+            generator.handle_commit(batch)
+            loader.handle_commit(batch)  # the second snapshot fails fast: the dir is offline
+        await asyncio.sleep(0)
+        assert generator.snapshots_written == 0
+
+    with capture_logs() as logged:
+        asyncio.run(run())
+    assert channel.offline_log_dirs == [metadata_dir]
+    assert halted == [f"Shutdown broker because the metadata log dir {metadata_dir} has failed"]
+    errors = [e for e in logged if e["log_level"] == "error"]
+    assert [e["event"] for e in errors] == ["log_dir.offline", "metadata.snapshot_failed"] and not [e for e in logged if "exc_info" in e]
+    assert errors[0]["error"] == f"Error while freezing snapshot 00000000000000000001-0000000003 of __cluster_metadata-0 in dir {metadata_dir}"
+    assert list_snapshot_paths(metadata_log.dir) == []
 
 
 # -- LogManager and ReplicaManager ---------------------------------------------------------------------------
