@@ -119,20 +119,23 @@ class KafkaRaftManager:
         return None if self.client is None else self.client.high_watermark
 
     def start(self) -> None:
-        self.metadata_log = KafkaMetadataLog.open(metadata_log_dir(self._metadata_dir), self._log_config, failure_channel=self._failure_channel)
-        store = FileQuorumStateStore(metadata_log_dir(self._metadata_dir) / DEFAULT_FILE_NAME)
-        self.client = KafkaRaftClient(
-            node_id=self.node_id,
-            directory_id=self._directory_id,
-            cluster_id=self._cluster_id,
-            config=self._config,
-            log=self.metadata_log,
-            store=store,
-            serde=MetadataRecordSerde(),
-            voters=self._voters,
-            bootstrap_servers=self._bootstrap_servers,
-            now_ms=now_ms(),
-        )
+        # Loading the log, its snapshots and the quorum-state file: an I/O error takes the metadata
+        # log dir offline, logged once with the dir and the cause, and the node halts.
+        with maybe_handle_io_exception(self._failure_channel, self._metadata_dir, f"Error while loading the metadata log in dir {self._metadata_dir}"):
+            self.metadata_log = KafkaMetadataLog.open(metadata_log_dir(self._metadata_dir), self._log_config, failure_channel=self._failure_channel)
+            store = FileQuorumStateStore(metadata_log_dir(self._metadata_dir) / DEFAULT_FILE_NAME)
+            self.client = KafkaRaftClient(
+                node_id=self.node_id,
+                directory_id=self._directory_id,
+                cluster_id=self._cluster_id,
+                config=self._config,
+                log=self.metadata_log,
+                store=store,
+                serde=MetadataRecordSerde(),
+                voters=self._voters,
+                bootstrap_servers=self._bootstrap_servers,
+                now_ms=now_ms(),
+            )
         self._task = asyncio.create_task(self._drive(), name="raft-driver")
 
     @property
