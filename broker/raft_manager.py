@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import time
 import uuid
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
@@ -118,20 +119,23 @@ class KafkaRaftManager:
         return None if self.client is None else self.client.high_watermark
 
     def start(self) -> None:
-        self.metadata_log = KafkaMetadataLog.open(metadata_log_dir(self._metadata_dir), self._log_config, failure_channel=self._failure_channel)
-        store = FileQuorumStateStore(metadata_log_dir(self._metadata_dir) / DEFAULT_FILE_NAME)
-        self.client = KafkaRaftClient(
-            node_id=self.node_id,
-            directory_id=self._directory_id,
-            cluster_id=self._cluster_id,
-            config=self._config,
-            log=self.metadata_log,
-            store=store,
-            serde=MetadataRecordSerde(),
-            voters=self._voters,
-            bootstrap_servers=self._bootstrap_servers,
-            now_ms=now_ms(),
-        )
+        # Loading the log, its snapshots and the quorum-state file: an I/O error takes the metadata
+        # log dir offline, logged once with the dir and the cause, and the node halts.
+        with maybe_handle_io_exception(self._failure_channel, self._metadata_dir, f"Error while loading the metadata log in dir {self._metadata_dir}"):
+            self.metadata_log = KafkaMetadataLog.open(metadata_log_dir(self._metadata_dir), self._log_config, failure_channel=self._failure_channel)
+            store = FileQuorumStateStore(metadata_log_dir(self._metadata_dir) / DEFAULT_FILE_NAME)
+            self.client = KafkaRaftClient(
+                node_id=self.node_id,
+                directory_id=self._directory_id,
+                cluster_id=self._cluster_id,
+                config=self._config,
+                log=self.metadata_log,
+                store=store,
+                serde=MetadataRecordSerde(),
+                voters=self._voters,
+                bootstrap_servers=self._bootstrap_servers,
+                now_ms=now_ms(),
+            )
         self._task = asyncio.create_task(self._drive(), name="raft-driver")
 
     @property
@@ -227,9 +231,7 @@ class KafkaRaftManager:
         while not self._stopped:
             self._wake.clear()
             try:
-                # The quorum-state file and the log are written in poll: an I/O error takes the
-                # metadata log dir offline like any log dir's (Kafka's raft IO thread then halts).
-                with maybe_handle_io_exception(self._failure_channel, self._metadata_dir, f"Error while writing the metadata log in dir {self._metadata_dir}"):
+                with self._metadata_log_io():
                     actions = client.poll(now_ms())
                 for action in actions:
                     self._carry_out(action)
@@ -251,6 +253,12 @@ class KafkaRaftManager:
                 await asyncio.wait_for(self._wake.wait(), max(delay_ms, MIN_IDLE_MS) / 1000)
             except asyncio.TimeoutError:
                 pass
+
+    def _metadata_log_io(self) -> AbstractContextManager[None]:
+        # The quorum-state file, the log and a fetched snapshot are written in poll and in
+        # handle_response: an I/O error takes the metadata log dir offline like any log dir's
+        # (Kafka's raft IO thread then halts).
+        return maybe_handle_io_exception(self._failure_channel, self._metadata_dir, f"Error while writing the metadata log in dir {self._metadata_dir}")
 
     def _carry_out(self, action: object) -> None:
         if isinstance(action, Send):
@@ -282,5 +290,9 @@ class KafkaRaftManager:
         except NetworkError as e:
             self._log.debug("raft.send_failed", destination=action.destination_id, request=type(action.body).__name__, error=str(e))
             response = None
-        self.client.handle_response(action.correlation_id, response, now_ms())
+        try:
+            with self._metadata_log_io():
+                self.client.handle_response(action.correlation_id, response, now_ms())
+        except KafkaStorageError:
+            return  # Logged once by the LogDirFailureChannel, whose handler halts this process.
         self._wake.set()

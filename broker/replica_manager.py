@@ -23,7 +23,7 @@ from broker.metadata.metadata_image import EMPTY_IMAGE, NO_LEADER, TOPIC_RESOURC
 from broker.metadata.topics_delta import PartitionInfo
 from broker.pending_replicas import PendingReplicas
 from broker.partition import ACKS_ALL, NO_EPOCH, LogReadResult, NotLeaderOrFollowerError, Partition, ReplicationSettings, UnknownTopicOrPartitionError
-from storage.errors import StorageError
+from storage.errors import KafkaStorageError, StorageError
 from storage.producer_state_manager import AppendOrigin
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -290,11 +290,17 @@ class ReplicaManager:
 
     def leader_partition(self, topic: str, index: int, image: MetadataImage) -> Partition:
         """Kafka's getPartitionOrException, the one leader check of the requests a leader answers:
-        the partition this node leads, else NotLeaderOrFollowerError for one ``image`` has and
-        UnknownTopicOrPartitionError for one it does not."""
-        partition = self.get_partition(topic, index)
-        if partition is not None:
-            return partition
+        the partition this node leads, else KafkaStorageError for a replica whose log dir is
+        offline, NotLeaderOrFollowerError for one ``image`` has and UnknownTopicOrPartitionError
+        for one it does not."""
+        replica = self.partitions.get((topic, index))
+        if replica is not None:
+            # HostedPartition.Offline: until the node halts, its epochs, producers and high
+            # watermark are still in memory, but no longer backed by a log that can be read.
+            if replica.log.failure_channel.has_offline_log_dir(replica.log.parent_dir):
+                raise KafkaStorageError(f"Partition {topic}-{index} is in an offline log directory")
+            if replica.is_leader:
+                return replica
         if image.has_partition(topic, index):
             raise NotLeaderOrFollowerError(f"this node does not lead {topic}-{index}")
         raise UnknownTopicOrPartitionError(f"{topic}-{index} is not in the metadata")

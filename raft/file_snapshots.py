@@ -15,6 +15,7 @@ import re
 import stat
 import struct
 import tempfile
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -36,6 +37,14 @@ _EPOCH_WIDTH = 10
 # A final name, a writer's temp name (Kafka adds a random part after the id) or one marked for deletion.
 _NAME = re.compile(r"^(\d{20})-(\d{10})(?:-[^.]*)?(\.checkpoint(?:\.part|\.deleted)?)$")
 _BATCH_LENGTH = struct.Struct(">i")
+
+IoGuard = Callable[[str], AbstractContextManager[None]]
+"""Runs a writer's file I/O, told what it does: the metadata log's reports an OSError to the
+LogDirFailureChannel, since a snapshot is a file of the metadata log dir."""
+
+
+def _unguarded(_what: str) -> AbstractContextManager[None]:
+    return nullcontext()
 
 
 def snapshot_file_name(snapshot_id: OffsetAndEpoch) -> str:
@@ -85,20 +94,24 @@ def delete_snapshot(log_dir: Path, snapshot_id: OffsetAndEpoch) -> bool:
 class FileRawSnapshotWriter:
     """Appends raw batch bytes to a ``.part`` file; ``freeze`` publishes it, ``close`` discards it unless frozen."""
 
-    def __init__(self, path: Path, fd: int, snapshot_id: OffsetAndEpoch, on_frozen: Callable[[OffsetAndEpoch], None] | None) -> None:
+    def __init__(self, path: Path, fd: int, snapshot_id: OffsetAndEpoch, on_frozen: Callable[[OffsetAndEpoch], None] | None, io: IoGuard = _unguarded) -> None:
         self._path = path
         self._fd: int | None = fd
         self._snapshot_id = snapshot_id
         self._on_frozen = on_frozen
+        self._io = io
         self._size = 0
         self._frozen = False
 
     @classmethod
-    def create(cls, log_dir: Path, snapshot_id: OffsetAndEpoch, on_frozen: Callable[[OffsetAndEpoch], None] | None = None) -> "FileRawSnapshotWriter":
+    def create(
+        cls, log_dir: Path, snapshot_id: OffsetAndEpoch, on_frozen: Callable[[OffsetAndEpoch], None] | None = None, io: IoGuard = _unguarded
+    ) -> "FileRawSnapshotWriter":
         """A writer on a new, uniquely named ``.part`` file (two writers of one id never share a file)."""
-        log_dir.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(suffix=PARTIAL_SUFFIX, prefix=snapshot_file_name(snapshot_id) + "-", dir=log_dir)
-        return cls(Path(name), fd, snapshot_id, on_frozen)
+        with io(f"creating snapshot {snapshot_file_name(snapshot_id)} of {log_dir.name}"):
+            log_dir.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(suffix=PARTIAL_SUFFIX, prefix=snapshot_file_name(snapshot_id) + "-", dir=log_dir)
+        return cls(Path(name), fd, snapshot_id, on_frozen, io)
 
     @property
     def snapshot_id(self) -> OffsetAndEpoch:
@@ -121,21 +134,23 @@ class FileRawSnapshotWriter:
         fd = self._writable_fd("append to")
         view = memoryview(batches).cast("B")
         written = 0
-        while written < view.nbytes:
-            written += os.write(fd, view[written:])
+        with self._io(f"writing snapshot {self._name}"):
+            while written < view.nbytes:
+                written += os.write(fd, view[written:])
         self._size += written
 
     def freeze(self) -> None:
         """Check the bytes are whole batches, then fsync, mark read-only, rename into place and fsync the folder."""
         fd = self._writable_fd("freeze")
-        _check_whole_batches(fd, self._size, self._path)
-        os.fsync(fd)
-        os.close(fd)
-        self._fd = None
-        os.chmod(self._path, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
         destination = snapshot_path(self._path.parent, self._snapshot_id)
-        os.replace(self._path, destination)
-        fsync_dir(self._path.parent)
+        with self._io(f"freezing snapshot {self._name}"):
+            _check_whole_batches(fd, self._size, self._path)
+            os.fsync(fd)
+            os.close(fd)
+            self._fd = None
+            os.chmod(self._path, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+            os.replace(self._path, destination)
+            fsync_dir(self._path.parent)
         self._path = destination
         self._frozen = True
         log.info("raft.snapshot_frozen", snapshot=destination.name, bytes=self._size)
@@ -148,6 +163,10 @@ class FileRawSnapshotWriter:
             self._fd = None
         if not self._frozen:
             self._path.unlink(missing_ok=True)
+
+    @property
+    def _name(self) -> str:
+        return f"{snapshot_file_name(self._snapshot_id)} of {self._path.parent.name}"
 
     def _writable_fd(self, operation: str) -> int:
         if self._frozen:
@@ -234,6 +253,7 @@ __all__ = [
     "DELETE_SUFFIX",
     "FileRawSnapshotReader",
     "FileRawSnapshotWriter",
+    "IoGuard",
     "PARTIAL_SUFFIX",
     "SUFFIX",
     "SnapshotPath",

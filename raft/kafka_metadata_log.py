@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -34,7 +35,7 @@ from storage.errors import (
 )
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
 from storage.producer_state_manager import AppendOrigin
-from storage.log_dir_failure_channel import LogDirFailureChannel
+from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 from storage.unified_log import UnifiedLog, wall_clock_ms
 from storage.log_config import LogConfig
 
@@ -338,7 +339,13 @@ class KafkaMetadataLog:
     def create_new_snapshot_unchecked(self, snapshot_id: OffsetAndEpoch) -> FileRawSnapshotWriter | None:
         if snapshot_id in self._snapshots:
             return None
-        return FileRawSnapshotWriter.create(self.dir, snapshot_id, self._on_snapshot_frozen)
+        return FileRawSnapshotWriter.create(self.dir, snapshot_id, self._on_snapshot_frozen, self._snapshot_io)
+
+    def _snapshot_io(self, what: str) -> AbstractContextManager[None]:
+        # A snapshot is a file of the metadata log dir: an OSError writing it takes the dir offline
+        # as one of the log's own would, and a failed metadata log dir halts the node (Kafka's rule).
+        plog = self.log
+        return maybe_handle_io_exception(plog.failure_channel, plog.parent_dir, f"Error while {what} in dir {plog.parent_dir}")
 
     def _on_snapshot_frozen(self, snapshot_id: OffsetAndEpoch) -> None:
         self._snapshots.setdefault(snapshot_id, None)

@@ -88,6 +88,12 @@ class LogManager:
     # -- startup ------------------------------------------------------------------------------------------
 
     def startup(self) -> None:
+        # Kafka's loadLogs: an I/O error while loading (a segment, an index, an epoch checkpoint) takes the
+        # dir offline, logged once with the dir and the cause, and the node halts with no dir left.
+        with maybe_handle_io_exception(self.failure_channel, self.log_dir, f"Error while loading log dir {self.log_dir}"):
+            self._load_logs()
+
+    def _load_logs(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()

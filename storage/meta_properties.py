@@ -187,5 +187,9 @@ def check_startup(directories: list[Path], node_id: int, cluster_id: str | None 
         raise MetaPropertiesError(f"No meta.properties found in {missing[0]} (have you run `kbroker storage format` to format the directory?)")
     cluster_id = stored or check_cluster_id(cluster_id or random_kafka_uuid())
     for directory in missing:
-        write_meta_properties(directory, MetaProperties(cluster_id=cluster_id, node_id=node_id, directory_id=random_directory_id()))
+        try:
+            write_meta_properties(directory, MetaProperties(cluster_id=cluster_id, node_id=node_id, directory_id=random_directory_id()))
+        except OSError as e:
+            # Before any log is opened: the node refuses to start, in one line, as for an unreadable one.
+            raise MetaPropertiesError(f"cannot write {directory / META_PROPERTIES}: {e}") from None
     return cluster_id

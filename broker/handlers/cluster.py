@@ -61,6 +61,13 @@ class DescribeLogDirsHandler:
         result_cls = nested(schema, "DescribeLogDirsResult")
         topic_cls = nested(schema, "DescribeLogDirsTopic")
         part_cls = nested(schema, "DescribeLogDirsPartition")
+        data_dir = self._config.data_dir.resolve()
+        log_manager = self._rm.log_manager
+        if log_manager.failure_channel.has_offline_log_dir(log_manager.log_dir):
+            # Kafka's describeLogDirs: an offline dir is named with KAFKA_STORAGE_ERROR and nothing
+            # more; its partitions' sizes are memory no longer backed by readable files.
+            offline = build(result_cls, error_code=ErrorCode.kafka_storage_error, log_dir=str(data_dir), topics=())
+            return build(schema, throttle_time=0, error_code=0, results=(offline,))
         wanted: set[tuple[str, int]] | None = None
         if request.topics is not None:
             wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
@@ -71,7 +78,6 @@ class DescribeLogDirsHandler:
             by_topic.setdefault(topic, []).append(
                 build(part_cls, partition_index=index, partition_size=partition.size_in_bytes, offset_lag=0, is_future_key=False)
             )
-        data_dir = self._config.data_dir.resolve()
         usage = shutil.disk_usage(data_dir)
         result = build(
             result_cls,

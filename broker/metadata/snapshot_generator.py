@@ -24,6 +24,7 @@ from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import MetadataRecord
 from raft.replicated_log import OffsetAndEpoch
+from storage.errors import KafkaStorageError
 
 log = structlog.get_logger()
 
@@ -135,6 +136,9 @@ class SnapshotGenerator:
             # Past the high watermark this node knows: the image is ahead of what Raft will snapshot yet.
             self._log.info("metadata.snapshot_deferred", snapshot_id=str(snapshot_id), reason=str(e))
             return None
+        except KafkaStorageError:
+            # The metadata log dir is offline: logged once by the LogDirFailureChannel, whose handler halts the node.
+            return None
         if writer is None:
             self._reset(snapshot_id.offset)
             return None
@@ -155,6 +159,9 @@ class SnapshotGenerator:
             try:
                 if error is None:
                     writer.freeze()
+            except KafkaStorageError as e:
+                # Reported to the LogDirFailureChannel already; this runs on the loop, where it must not raise.
+                error = e
             finally:
                 writer.close()
             if error is not None:

@@ -16,14 +16,32 @@ import pytest
 from structlog.testing import capture_logs
 from kio.schema.errors import ErrorCode
 
+import raft.file_snapshots
 import storage.abstract_index
 import storage.checkpoints
 import storage.log_segment
+from broker.config import BrokerConfig
+from broker.handlers.cluster import DescribeLogDirsHandler
+from broker.handlers.describe_producers import DescribeProducersHandler
+from broker.handlers.list_offsets import ListOffsetsHandler
+from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
+from broker.kafka_apis import RequestContext
 from broker.log_dir_failure_handler import LogDirFailureHandler, decide
-from broker.metadata.metadata_records import TopicRecord
-from broker.raft_manager import KafkaRaftManager
+from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata.metadata_loader import MetadataLoader
+from broker.metadata.metadata_records import MetadataRecord, TopicRecord
+from broker.metadata.snapshot_generator import SnapshotGenerator
+from broker.network import ClientInfo
+from broker.raft_manager import KafkaRaftManager, MetadataRecordSerde
+from protocol.api_keys import ApiKey, request_schema
+from protocol.entities import build, nested
+from protocol.headers import RequestHeader
 from raft.kafka_metadata_log import KafkaMetadataLog, MetadataLogConfig, metadata_log_dir
+from raft.file_snapshots import list_snapshot_paths
+from raft.kafka_raft_client import SnapshotWriter
 from raft.raft_config import RaftConfig
+from raft.records import Batch
+from raft.replicated_log import OffsetAndEpoch
 from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
@@ -33,7 +51,7 @@ from tests.unit.batch_factory import FakeClock, make_batch
 from tests.unit.test_log_cleaner import TS as CLEANER_TS
 from tests.unit.test_log_cleaner import manager_with as cleaner_manager_with
 from tests.unit.test_log_cleaner import produce as cleaner_produce
-from tests.unit.test_replica_manager_delta import A, Node, partition
+from tests.unit.test_replica_manager_delta import ME, A, Node, partition
 
 
 def enospc(*_args: Any, **_kwargs: Any) -> Any:
@@ -141,6 +159,43 @@ def test_the_metadata_log_reports_to_the_channel_with_its_dir(tmp_path: Path, fu
     assert channel.offline_log_dirs == [tmp_path]
 
 
+def test_a_metadata_snapshot_that_fails_to_write_takes_the_metadata_log_dir_offline_and_halts_the_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data_dir, metadata_dir = tmp_path / "data", tmp_path / "metadata"
+    channel = LogDirFailureChannel()
+    metadata_log = KafkaMetadataLog.open(metadata_log_dir(metadata_dir), failure_channel=channel)
+
+    class Raft:
+        """What KafkaRaftClient.create_snapshot hands the generator, on the real metadata log."""
+
+        def create_snapshot(self, snapshot_id: OffsetAndEpoch, last_contained_log_time_ms: int) -> SnapshotWriter[MetadataRecord] | None:
+            raw = metadata_log.create_new_snapshot_unchecked(snapshot_id)
+            return None if raw is None else SnapshotWriter(raw, MetadataRecordSerde(), last_contained_log_time_ms, 1 << 20)
+
+    halted: list[str] = []
+
+    async def run() -> None:
+        LogDirFailureHandler(channel, asyncio.get_running_loop(), log_dirs=[data_dir], metadata_dir=metadata_dir, on_halt=halted.append).install()
+        generator = SnapshotGenerator(Raft(), max_bytes_since_last_snapshot=1, max_time_since_last_snapshot_ms=0, now_ms=lambda: 0)
+        loader = MetadataLoader()
+        loader.install_publisher(generator)
+        monkeypatch.setattr(raft.file_snapshots.os, "fsync", enospc)  # the freeze's fsync
+        for offset in (0, 1):
+            batch: Batch[MetadataRecord] = Batch(offset, offset, 3, 5000, 100, [TopicRecord(name=f"t{offset}", topic_id=uuid.UUID(int=offset + 1))])
+            generator.handle_commit(batch)
+            loader.handle_commit(batch)  # the second snapshot fails fast: the dir is offline
+        await asyncio.sleep(0)
+        assert generator.snapshots_written == 0
+
+    with capture_logs() as logged:
+        asyncio.run(run())
+    assert channel.offline_log_dirs == [metadata_dir]
+    assert halted == [f"Shutdown broker because the metadata log dir {metadata_dir} has failed"]
+    errors = [e for e in logged if e["log_level"] == "error"]
+    assert [e["event"] for e in errors] == ["log_dir.offline", "metadata.snapshot_failed"] and not [e for e in logged if "exc_info" in e]
+    assert errors[0]["error"] == f"Error while freezing snapshot 00000000000000000001-0000000003 of __cluster_metadata-0 in dir {metadata_dir}"
+    assert list_snapshot_paths(metadata_log.dir) == []
+
+
 # -- LogManager and ReplicaManager ---------------------------------------------------------------------------
 
 
@@ -168,6 +223,53 @@ def test_a_full_log_dir_answers_kafka_storage_error_to_produce_fetch_and_list_of
     assert follower is not None
     with pytest.raises(KafkaStorageError):
         follower.append_records_as_follower(memoryview(make_batch([b"w"])), 1, 0)
+
+
+def entity(api_key: ApiKey, version: int, nested_name: str | None = None, /, **fields: Any) -> Any:
+    """A request (``nested_name`` None) or one of its nested entities, as kio reads it off the wire."""
+    schema = request_schema(api_key, version)
+    return build(schema if nested_name is None else nested(schema, nested_name), **fields)
+
+
+def context(api_key: ApiKey, version: int) -> RequestContext:
+    return RequestContext(RequestHeader(api_key, version, 7, "test", 0), ClientInfo("c", "test", "127.0.0.1"))
+
+
+def test_a_partition_of_an_offline_dir_answers_kafka_storage_error_to_what_its_leader_answers_from_memory(node: Node) -> None:
+    """Kafka's getPartitionOrException (HostedPartition.Offline) and describeLogDirs: between the
+    failure and the halt, the leader epochs, producers, high watermark and sizes in memory are no
+    longer backed by the log."""
+    rm, image = node.rm, node.loader.image
+    idempotent = memoryview(bytearray(make_batch([b"v"], producer_id=7, producer_epoch=0, base_sequence=0)))
+    assert rm.append_records([("a", 0, idempotent)], image)[("a", 0)].error_code == 0
+    metadata = MetadataCache(ME, "cluster", BrokerEndpoint(ME, "127.0.0.1", 9092), image=image)
+    epoch, producers, latest = ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DESCRIBE_PRODUCERS, ApiKey.LIST_OFFSETS
+    requests = [
+        (
+            OffsetForLeaderEpochHandler(rm, metadata),
+            epoch,
+            4,
+            entity(epoch, 4, replica_id=-1, topics=(entity(epoch, 4, "OffsetForLeaderTopic", topic="a", partitions=(entity(epoch, 4, "OffsetForLeaderPartition", partition=0, current_leader_epoch=0, leader_epoch=0),)),)),
+        ),
+        (DescribeProducersHandler(rm, metadata), producers, 0, entity(producers, 0, topics=(entity(producers, 0, "TopicRequest", name="a", partition_indexes=(0,)),))),
+        (
+            ListOffsetsHandler(rm, metadata),
+            latest,
+            7,
+            entity(latest, 7, replica_id=-1, isolation_level=0, topics=(entity(latest, 7, "ListOffsetsTopic", name="a", partitions=(entity(latest, 7, "ListOffsetsPartition", partition_index=0, current_leader_epoch=0, timestamp=-1),)),)),
+        ),
+    ]
+    log_dirs = DescribeLogDirsHandler(rm, BrokerConfig(log_dirs=str(node.log_manager.log_dir)))
+
+    def answers() -> list[int]:
+        codes = [handler(context(key, version), request).topics[0].partitions[0].error_code for handler, key, version, request in requests]
+        # DescribeLogDirs answers per dir, as Kafka's.
+        (described,) = log_dirs(context(ApiKey.DESCRIBE_LOG_DIRS, 4), entity(ApiKey.DESCRIBE_LOG_DIRS, 4, topics=None)).results
+        return [*codes, described.error_code]
+
+    assert answers() == [0, 0, 0, 0]
+    node.log_manager.failure_channel.maybe_add_offline_log_dir(node.log_manager.log_dir, "failed", OSError(errno.EIO, os.strerror(errno.EIO)))
+    assert answers() == [ErrorCode.kafka_storage_error] * 4
 
 
 def test_a_checkpoint_that_meets_a_full_disk_takes_the_dir_offline_and_no_clean_shutdown_is_recorded(tmp_path: Path, full_disk: Callable[[], None]) -> None:
