@@ -112,12 +112,12 @@ def test_leaders_verify_with_a_remote_coordinator(cluster: KafkaCluster) -> None
 def test_a_librdkafka_producer_commits_across_the_cluster(cluster: KafkaCluster) -> None:
     """A transaction version 1 client with verification on every leader.
 
-    Each transaction's records are flushed before it ends. An abort called while the previous
-    commit's markers are still being written sends EndTxn(abort) to a coordinator still in
-    PrepareCommit once an AddPartitionsToTxn has been answered CONCURRENT_TRANSACTIONS, and
-    Kafka's coordinator answers that INVALID_TXN_STATE, which librdkafka takes as fatal
-    (confluentinc/librdkafka#4849). It shows here far more often than against Apache Kafka 4.4,
-    for a reason not found yet (README, "Open: an abort right after a commit")."""
+    Each transaction's records are flushed before it ends. Without the flush, an abort called
+    while the previous commit's markers are still being written sends EndTxn(abort) once an
+    AddPartitionsToTxn has been answered CONCURRENT_TRANSACTIONS; the coordinator answers it
+    CONCURRENT_TRANSACTIONS as Kafka's does (tests/unit/test_transaction_coordinator.py), where it
+    used to answer INVALID_TXN_STATE, fatal to librdkafka (README, "An abort right after a
+    commit")."""
     topic, txn = unique_topic("rdkafka-verify"), unique_topic("rdkafka-vtx")
     create(cluster.bootstrap, topic, partitions=PARTITIONS)
     leaders(cluster, topic)
