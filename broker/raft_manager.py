@@ -21,6 +21,7 @@ from typing import Any, Callable, Protocol, Sequence
 import structlog
 
 from broker.metadata.metadata_records import MetadataRecord, decode_metadata_record
+from broker.network import CloseConnection
 from broker.network_client import NetworkClient, NetworkError
 from raft.file_quorum_state_store import DEFAULT_FILE_NAME, FileQuorumStateStore
 from raft.kafka_metadata_log import KafkaMetadataLog, MetadataLogConfig, metadata_log_dir
@@ -189,7 +190,14 @@ class KafkaRaftManager:
         handle = next(self._handles)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[handle] = future
-        self.client.handle_request(handle, body, now_ms(), version)
+        try:
+            # A Vote or BeginQuorumEpoch writes the quorum-state file, a Fetch may truncate the log.
+            with self._metadata_log_io():
+                self.client.handle_request(handle, body, now_ms(), version)
+        except KafkaStorageError as e:
+            self._pending.pop(handle, None)
+            # Logged once by the LogDirFailureChannel, whose handler halts this process.
+            raise CloseConnection(f"the metadata log dir is offline: {e}") from None
         self._wake.set()
         try:
             return await future

@@ -31,7 +31,7 @@ from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_loader import MetadataLoader
 from broker.metadata.metadata_records import MetadataRecord, TopicRecord
 from broker.metadata.snapshot_generator import SnapshotGenerator
-from broker.network import ClientInfo
+from broker.network import ClientInfo, CloseConnection
 from broker.raft_manager import KafkaRaftManager, MetadataRecordSerde
 from protocol.api_keys import ApiKey, request_schema
 from protocol.entities import build, nested
@@ -317,17 +317,13 @@ def test_the_handler_decides_on_the_loop_whichever_thread_reported(tmp_path: Pat
     assert halted == [(f"Shutdown broker because all log dirs in {tmp_path} have failed", threading.main_thread())]
 
 
-def test_an_io_error_in_the_raft_poll_takes_the_metadata_log_dir_offline_without_a_traceback(tmp_path: Path) -> None:
-    class FullDiskClient:
-        def poll(self, now_ms: int) -> list[object]:
-            raise OSError(errno.ENOSPC, "No space left on device")  # the quorum-state file, the log
-
-    channel = LogDirFailureChannel()
-    manager = KafkaRaftManager(
+def raft_manager_on(metadata_dir: Path, channel: LogDirFailureChannel) -> KafkaRaftManager:
+    """A KafkaRaftManager not started: its client is set by the test."""
+    return KafkaRaftManager(
         node_id=1,
         directory_id=uuid.uuid4(),
         cluster_id="c",
-        metadata_dir=tmp_path,
+        metadata_dir=metadata_dir,
         raft_config=RaftConfig(),
         voters=None,
         bootstrap_servers=[],
@@ -335,11 +331,39 @@ def test_an_io_error_in_the_raft_poll_takes_the_metadata_log_dir_offline_without
         log_config=MetadataLogConfig(),
         failure_channel=channel,
     )
+
+
+def test_an_io_error_in_the_raft_poll_takes_the_metadata_log_dir_offline_without_a_traceback(tmp_path: Path) -> None:
+    class FullDiskClient:
+        def poll(self, now_ms: int) -> list[object]:
+            raise OSError(errno.ENOSPC, "No space left on device")  # the quorum-state file, the log
+
+    channel = LogDirFailureChannel()
+    manager = raft_manager_on(tmp_path, channel)
     manager.client = FullDiskClient()  # type: ignore[assignment]
     with capture_logs() as logged:
         asyncio.run(asyncio.wait_for(manager._drive(), 5))
     assert channel.offline_log_dirs == [tmp_path]
     assert [e["event"] for e in logged] == ["log_dir.offline"] and "exc_info" not in logged[0]
+
+
+def test_an_io_error_answering_a_raft_request_closes_that_connection_and_takes_the_metadata_log_dir_offline(tmp_path: Path) -> None:
+    """A Vote or BeginQuorumEpoch writes the quorum-state file: on a full disk that is the metadata
+    log dir failing (the node then halts), and the connection is closed with a warning, not a
+    handler traceback at error level (seen in the long chaos campaign's disk-full windows)."""
+
+    class FullDiskClient:
+        def handle_request(self, handle: int, body: object, now_ms: int, version: int | None) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    channel = LogDirFailureChannel()
+    manager = raft_manager_on(tmp_path, channel)
+    manager.client = FullDiskClient()  # type: ignore[assignment]
+    with capture_logs() as logged, pytest.raises(CloseConnection, match="metadata log dir is offline"):
+        asyncio.run(manager.handle_request(object(), 17))
+    assert channel.offline_log_dirs == [tmp_path]
+    assert [e["event"] for e in logged] == ["log_dir.offline"] and "exc_info" not in logged[0]
+    assert manager._pending == {}
 
 
 def test_a_cleaning_that_meets_a_full_disk_takes_the_dir_offline_and_leaves_the_segments_alone(tmp_path: Path, full_disk: Callable[[], None]) -> None:
