@@ -8,9 +8,9 @@ asks, through the heartbeat's WantShutDown, for leadership to move away first, a
 exits once the controller answers ShouldShutDown, or once no heartbeat has been answered for
 `broker.session.timeout.ms`: the controller has fenced it by then, which moves its leaderships
 and takes it out of every ISR, so there is nothing left to wait for (Kafka waits out its whole
-shutdown timeout, five minutes, when cut off from the controller). A broker that is fenced for missing heartbeats
-keeps heartbeating with the same epoch; a registration the controller no longer knows
-(STALE_BROKER_EPOCH) registers again and gets a new epoch.
+shutdown timeout, five minutes, when cut off from the controller). A broker that is fenced for
+missing heartbeats keeps heartbeating with the same epoch; a registration the controller no
+longer knows (STALE_BROKER_EPOCH) registers again and gets a new epoch.
 """
 
 from __future__ import annotations
