@@ -23,6 +23,8 @@ import json
 import logging
 import os
 import random
+import signal
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -62,6 +64,9 @@ CLUSTER_OVERRIDES = {
     "group.initial.rebalance.delay.ms": "0",
     # A transaction whose producer died mid-way is aborted soon, and its partitions' LSO moves.
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    # A node killed with -9 re-validates its active segments on start, as Kafka does; with the 1 GiB
+    # default those grow for the whole campaign and each restart takes longer than the last.
+    "log.segment.bytes": str(8 << 20),
 }
 
 
@@ -181,7 +186,23 @@ def await_progress(env: Env, workloads: list[Workload], what: str) -> None:
     env.history.info(NEMESIS, "stalled", {"after": what, "producers": stalled})
 
 
+class CampaignStopped(KeyboardInterrupt):
+    """A signal ended the schedule early; the campaign heals, drains and checks what ran."""
+
+
 def run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: History) -> Result:
+    try:
+        return _run(campaign, bench, workloads, history)
+    except BaseException:
+        # Whatever stopped the campaign (no drain, a second Ctrl-C while the workloads stop), the
+        # history so far is what is left to look at.
+        campaign.out.mkdir(parents=True, exist_ok=True)
+        history.dump(campaign.out / "history.jsonl")
+        print(f"chaos campaign: stopped by {sys.exc_info()[1]!r}; history in {campaign.out}", flush=True)
+        raise
+
+
+def _run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: History) -> Result:
     started = time.monotonic()
     cluster = bench.cluster
     rng = random.Random(campaign.seed)
@@ -221,10 +242,7 @@ def run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: Hi
         for w in workloads:
             w.drain(history, cluster.bootstrap)
     except BaseException:
-        # No drain, no verdicts: the history is what is left to look at.
-        campaign.out.mkdir(parents=True, exist_ok=True)
-        history.dump(campaign.out / "history.jsonl")
-        print(f"chaos campaign: the cluster did not recover for the drain{f' after {error!r}' if error else ''}; history in {campaign.out}", flush=True)
+        print(f"chaos campaign: the cluster did not recover for the drain{f' after {error!r}' if error else ''}", flush=True)
         raise
     ops = history.ops
     verdicts = [v for w in workloads for v in w.check(ops)]
@@ -236,8 +254,10 @@ def run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: Hi
         client_failures=failures(workloads),
         out=campaign.out,
     )
+    if isinstance(error, CampaignStopped):
+        print(f"chaos campaign: {error.args[0]} after {len(ran)} of {len(windows)} windows; healed, drained and checked", flush=True)
     write(result, history, campaign, workloads)
-    if error is not None:
+    if error is not None and not isinstance(error, CampaignStopped):
         raise error
     return result
 
@@ -284,9 +304,17 @@ def seed_from_env() -> int:
     return int(os.environ["CHAOS_SEED"]) if os.environ.get("CHAOS_SEED") else random.SystemRandom().randrange(2**31)
 
 
+def stop_gracefully(signum: int, frame: object) -> None:
+    raise CampaignStopped(signal.Signals(signum).name)
+
+
 def main() -> None:
     # kafka-python and aiokafka log every connection a fault breaks: the history says it all.
     logging.basicConfig(level=logging.CRITICAL)
+    # The first SIGINT or SIGTERM (`timeout`, a CI runner) ends the schedule; the campaign still
+    # heals, drains and checks. SIGINT is set too because a shell starts background jobs with it ignored.
+    signal.signal(signal.SIGINT, stop_gracefully)
+    signal.signal(signal.SIGTERM, stop_gracefully)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--faults", type=int, default=int(os.environ.get("CHAOS_FAULTS", "100")), help="faults of each kind")
     parser.add_argument("--topology", default="combined-3")
