@@ -119,9 +119,9 @@ class GroupCoordinator:
             except UnknownRecordType:
                 continue
             if header.is_transactional and isinstance(decoded.key, OffsetCommitKey):
-                shard.offsets.replay_transactional(header.producer_id, decoded.key, decoded.value)  # type: ignore[arg-type]
+                shard.offsets.replay_transactional(header.producer_id, decoded.key, decoded.value, record.offset)  # type: ignore[arg-type]
             else:
-                shard.replay(decoded.key, decoded.value)
+                shard.replay(decoded.key, decoded.value, record.offset)
             applied += 1
         return applied
 
@@ -178,10 +178,11 @@ class GroupCoordinator:
         A write that fails takes the groups back to ``before``, as Kafka's timeline does.
         """
         self._arm(result.timers)
+        written_at: list[int] = []  # the batch's base offset, once appended
 
         def settle(error: int) -> int:
             error = WRITE_ERRORS.get(error, error)
-            self._settle(index, result, error)
+            self._settle(index, result, error, written_at[0] if written_at else -1)
             if error and before is not None:
                 self._forget_answered(index, before)
             return error
@@ -190,7 +191,7 @@ class GroupCoordinator:
             if before is not None:
                 self._revert(index, before, result, WRITE_ERRORS.get(error, error))
 
-        return self.runtime.write(index, self._batch(result.records), self._config.offsets_commit_timeout_ms, settle, revert)
+        return self.runtime.write(index, self._batch(result.records), self._config.offsets_commit_timeout_ms, settle, revert, written_at.append)
 
     def _arm(self, timers: list[TimerAction]) -> None:
         loop = asyncio.get_running_loop()
@@ -229,14 +230,14 @@ class GroupCoordinator:
             answered = {r for r in shard.groups.responders(group_id) if isinstance(r, asyncio.Future) and r.done()}
             shard.groups.forget_responders(group_id, answered)
 
-    def _settle(self, index: int, result: CoordinatorResult, error: int) -> None:
+    def _settle(self, index: int, result: CoordinatorResult, error: int, base_offset: int) -> None:
         shard = self.shards.get(index)
         if not error and shard is not None:
             # Offsets change in memory only once their records are written; group state
             # changes as the shard decides (a failed write is answered with an error).
-            for key, value in result.records:
+            for i, (key, value) in enumerate(result.records):
                 if isinstance(key, OffsetCommitKey):
-                    shard.replay(key, value)
+                    shard.replay(key, value, base_offset + i)
         for respond in result.responses:
             self._complete(respond, error)
 
@@ -257,17 +258,18 @@ class GroupCoordinator:
         """Write TxnOffsetCommit records in the producer's transaction; they stay pending until its
         marker, and are answered once replicated."""
         index = self.partition_for(group_id)
+        written_at: list[int] = []  # the batch's base offset, once appended
 
         def settle(error: int) -> int:
             # The log's producer-state checks are answered as they are.
             error = error if error in PRODUCER_ERRORS else WRITE_ERRORS.get(error, error)
             shard = self.shards.get(index)
             if not error and shard is not None:
-                for key, value in records:
-                    shard.offsets.replay_transactional(producer_id, key, value)
+                for i, (key, value) in enumerate(records):
+                    shard.offsets.replay_transactional(producer_id, key, value, written_at[0] + i)
             return error
 
-        return self.runtime.write(index, self._batch(records, (producer_id, producer_epoch)), self._config.offsets_commit_timeout_ms, settle)
+        return self.runtime.write(index, self._batch(records, (producer_id, producer_epoch)), self._config.offsets_commit_timeout_ms, settle, appended=written_at.append)
 
     def complete_transaction(self, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timeout_ms: int) -> Written:
         """WriteTxnMarkers for ``__consumer_offsets`` partition ``index`` (Kafka's completeTransaction):

@@ -218,13 +218,21 @@ class CoordinatorRuntime(Generic[S]):
 
     # -- writing -----------------------------------------------------------------------------------
 
-    def write(self, index: int, batch: bytes | None, timeout_ms: int, settle: Callable[[int], T], revert: Callable[[int], None] = lambda error: None) -> T | asyncio.Future[T]:
+    def write(
+        self,
+        index: int,
+        batch: bytes | None,
+        timeout_ms: int,
+        settle: Callable[[int], T],
+        revert: Callable[[int], None] = lambda error: None,
+        appended: Callable[[int], None] = lambda base_offset: None,
+    ) -> T | asyncio.Future[T]:
         """Append ``batch`` to the partition with acks=all and ``settle`` it with the log's error
         code (0: replicated): at once when it fails to append or is replicated already (every
         write of a one-replica partition), else the future of what ``settle`` returns, once the
         high watermark passes it or ``timeout_ms`` ends (REQUEST_TIMED_OUT). A failed write
         calls ``revert`` with its error first, and so do the later writes of the partition,
-        latest first.
+        latest first. ``appended`` is told the batch's base offset once it is in the log.
         No batch (an operation that wrote nothing) settles as written."""
         if batch is None:
             return settle(0)
@@ -241,6 +249,7 @@ class CoordinatorRuntime(Generic[S]):
             revert(e.error_code)
             return settle(e.error_code)
         self._rm.fetch_purgatory.touch((self.topic, index))
+        appended(info.first_offset)
         required = info.last_offset + 1
         settled: list[T] = []
         future: asyncio.Future[T] | None = None

@@ -83,10 +83,11 @@ class GroupCoordinatorShard:
             return None
         return self.groups.delete_group(group_id, group.state_timestamp_ms).records
 
-    def replay(self, key: object, value: object | None) -> None:
+    def replay(self, key: object, value: object | None, record_offset: int) -> None:
+        """A record of the partition's log, at ``record_offset``, outside any transaction."""
         if isinstance(key, OffsetCommitKey):
             assert value is None or isinstance(value, OffsetCommitValue)
-            self.offsets.replay(key, value)
+            self.offsets.replay(key, value, record_offset)
         elif isinstance(key, GroupMetadataKey):
             assert value is None or isinstance(value, GroupMetadataValue)
             self.groups.replay(key, value)

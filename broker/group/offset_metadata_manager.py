@@ -39,6 +39,9 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int = NO_EXPIRATION
+    # The log offset of the OffsetCommit record (Kafka's recordOffset): with regular and
+    # transactional commits of one partition mixed, the later record wins, as compaction keeps it.
+    record_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,19 +174,26 @@ class OffsetMetadataManager:
             return [(p, error) for p in partitions], []
         return self._commit_records(group_id, partitions, NO_EXPIRATION, now_ms)
 
-    def replay_transactional(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+    def replay_transactional(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None, record_offset: int) -> None:
         if value is None:
             return
         pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(key.group, {})
-        pending[(key.topic, key.partition)] = _offset_and_metadata(value)
+        pending[(key.topic, key.partition)] = _offset_and_metadata(value, record_offset)
 
     def complete_transaction(self, producer_id: int, commit: bool) -> int:
         """A COMMIT or ABORT marker of ``producer_id`` was written: its pending offsets become
-        committed or are dropped. Returns how many offsets it had pending."""
+        committed or are dropped. A pending offset whose record is older than the partition's
+        committed one (a regular OffsetCommit written during the transaction) is dropped too:
+        compaction would keep the later record, so a reload must find what memory holds.
+        Returns how many offsets it had pending."""
         pending = self.pending_txn_offsets.pop(producer_id, {})
         if commit:
             for group_id, offsets in pending.items():
-                self.offsets.setdefault(group_id, {}).update(offsets)
+                committed = self.offsets.setdefault(group_id, {})
+                for tp, offset in offsets.items():
+                    existing = committed.get(tp)
+                    if existing is None or offset.record_offset > existing.record_offset:
+                        committed[tp] = offset
         return sum(len(offsets) for offsets in pending.values())
 
     def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
@@ -267,21 +277,27 @@ class OffsetMetadataManager:
 
     # -- replay ------------------------------------------------------------------------------------
 
-    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None, record_offset: int) -> None:
+        """A regular OffsetCommit record (or its tombstone) at ``record_offset`` of the log."""
+        tp = (key.topic, key.partition)
         committed = self.offsets.setdefault(key.group, {})
         if value is None:
-            committed.pop((key.topic, key.partition), None)
+            committed.pop(tp, None)
             if not committed:
                 del self.offsets[key.group]
+            # A tombstone deletes the partition's offset, the ones still pending in open transactions included.
+            for groups in self.pending_txn_offsets.values():
+                groups.get(key.group, {}).pop(tp, None)
             return
-        committed[(key.topic, key.partition)] = _offset_and_metadata(value)
+        committed[tp] = _offset_and_metadata(value, record_offset)
 
 
-def _offset_and_metadata(value: OffsetCommitValue) -> OffsetAndMetadata:
+def _offset_and_metadata(value: OffsetCommitValue, record_offset: int) -> OffsetAndMetadata:
     return OffsetAndMetadata(
         offset=value.offset,
         leader_epoch=value.leader_epoch,
         metadata=value.metadata,
         commit_timestamp_ms=value.commit_timestamp,
         expire_timestamp_ms=value.expire_timestamp,
+        record_offset=record_offset,
     )

@@ -95,3 +95,39 @@ def test_transaction_past_its_timeout_is_aborted(broker_factory: StartBroker) ->
     with pytest.raises(KafkaError):
         p.commit_transaction()
     p.close(timeout=1)
+
+
+def test_a_regular_commit_made_during_a_transaction_outlives_its_commit(broker_factory: StartBroker) -> None:
+    # Kafka materialises a transaction's offsets at its COMMIT marker only over older records:
+    # compaction of __consumer_offsets keeps a partition's later record, so memory must too.
+    broker = start_txn_broker(broker_factory)
+    bs = broker.bootstrap
+    topic, group = unique_topic("mixed"), unique_topic("mixed-commits")
+    create_topic(bs, topic)
+    tp = TopicPartition(topic, 0)
+
+    def committed() -> int | None:
+        c = KafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False)
+        try:
+            return c.committed(tp)
+        finally:
+            c.close()
+
+    p = producer(bs, unique_topic("kp-mixed"))
+    c = KafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False)
+    try:
+        p.begin_transaction()
+        p.send_offsets_to_transaction({tp: OffsetAndMetadata(10, "", -1)}, group)
+        c.commit({tp: OffsetAndMetadata(3, "", -1)})
+        p.commit_transaction()
+        # The next transaction's AddOffsetsToTxn waits (CONCURRENT_TRANSACTIONS) until the
+        # commit's markers, the one on __consumer_offsets included, are written.
+        p.begin_transaction()
+        p.send_offsets_to_transaction({tp: OffsetAndMetadata(99, "", -1)}, group)
+        p.abort_transaction()
+    finally:
+        c.close()
+        p.close()
+    assert committed() == 3
+    broker.restart()
+    assert committed() == 3, "the reloaded coordinator differs from the one that wrote the log"

@@ -48,8 +48,8 @@ class SimGroupCoordinator:
 
     def load(self, tp: TopicPartition, replica: SimReplica) -> None:
         shard = GroupCoordinatorShard(GroupConfig(), offset_metadata_max_bytes=4096, offsets_retention_ms=RETENTION_MS)
-        for key, value in replica.log.values:
-            shard.replay(key, value)
+        for offset, (key, value) in enumerate(replica.log.values):
+            shard.replay(key, value, offset)
         self.shards[tp] = shard
         sim = self.node.sim
         sim.stats.coordinator_loads += 1
@@ -78,8 +78,8 @@ class SimGroupCoordinator:
 
         def written(response: "ProduceResponse") -> None:
             if response.error_code == 0 and self.shards.get(tp) is shard:
-                for key, value in records:
-                    shard.replay(key, value)
+                for i, (key, value) in enumerate(records):
+                    shard.replay(key, value, base + i)
             reply(OffsetCommitResponse(response.error_code, base, tuple(records)))
 
         node.await_replication(tp, last + 1, base, written)

@@ -28,6 +28,7 @@ class NotEnoughReplicas(StorageError):
 
 @dataclass
 class AppendInfo:
+    first_offset: int
     last_offset: int
 
 
@@ -61,7 +62,8 @@ class FakePartition:
     def append_records_to_leader(self, batch: memoryview, origin: Any, acks: int) -> AppendInfo:
         if self.refuse is not None:
             raise self.refuse
-        return AppendInfo(self.log.append(bytes(batch)))
+        offset = self.log.append(bytes(batch))
+        return AppendInfo(offset, offset)
 
 
 class FakeReplicaManager:

@@ -69,7 +69,7 @@ class Harness:
             assert (decoded.key, decoded.value) == (key, value)
             self.records.append((key, value))
             if isinstance(key, OffsetCommitKey):
-                self.shard.replay(key, value)
+                self.shard.replay(key, value, len(self.records) - 1)
         for respond in result.responses:
             self.responses[respond.responder] = respond.response
         for timer in result.timers:
@@ -272,8 +272,8 @@ def test_group_state_replays_from_its_records() -> None:
     h = Harness()
     a, b = stable_group_of_two(h)
     replayed = GroupCoordinatorShard(GroupConfig(), offset_metadata_max_bytes=100, offsets_retention_ms=60_000)
-    for key, value in h.records:
-        replayed.replay(key, value)
+    for offset, (key, value) in enumerate(h.records):
+        replayed.replay(key, value, offset)
     group = replayed.groups.groups[GROUP]
     assert group.state is ClassicGroupState.STABLE and group.generation_id == 2 and group.leader_id == a
     assert {m.member_id: m.assignment for m in group.members.values()} == {a: b"A", b: b"B"}
