@@ -100,6 +100,9 @@ class Params:
     flush_gap_ms: tuple[int, int]
     fault_gap_ms: tuple[int, int]
     window_ms: int
+    # Every node's SnapshotGenerator writes a metadata snapshot this often (0: never), and Raft
+    # trims its log behind it, so a node that lags or restarts may load its image from one.
+    snapshot_interval_ms: int = 0
 
     @classmethod
     def draw(cls, rng: random.Random, scenario: Scenario, window_ms: int) -> "Params":
@@ -176,6 +179,8 @@ class Stats:
     lossy_crashes: int = 0
     isolations: int = 0
     pauses: int = 0
+    snapshots_written: int = 0
+    snapshots_loaded: int = 0
     virtual_ms: int = 0
 
 
@@ -185,6 +190,8 @@ class Simulation:
         self.scenario = scenario_for(seed)
         self.rng = random.Random(seed)
         self.params = Params.draw(self.rng, self.scenario, window_ms)
+        # Drawn apart from the seed's main stream, so seeds without snapshots run as they did before them.
+        self.params.snapshot_interval_ms = random.Random(f"snapshots {seed}").choice((0, 0, 150, 600))
         self.cluster_id = CLUSTER_ID
         self.now = 0
         self.stats = Stats()
@@ -611,6 +618,8 @@ class Simulation:
                 for node_id in reg.replicas:
                     replica = self.nodes[node_id].replicas[(name, index)]
                     self.invariants.holds_acknowledged((name, index), node_id, "a replica of the healed cluster", replica.log.entry)
+        for node in self.nodes.values():
+            node.count_snapshots()
         self.stats.raft_elections = len(self.invariants.raft_leaders)
         self.stats.partition_elections = len(self.invariants.partition_leaders)
 

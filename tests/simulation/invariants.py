@@ -26,6 +26,8 @@
   __consumer_offsets partition answers, for every group and partition, the offset of the last
   commit record in that partition's log (and the acknowledged commit records are in that log, by
   the check above).
+- a metadata snapshot holds the committed history: the image a node loads from a snapshot
+  ending at offset o is the image of the committed records below o.
 - a follower never keeps data past a divergence point: when a follower appends what its
   leader sent from offset o, its log below o is the leader's log below o (digests compared).
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from broker.metadata.image_writer import image_records
 from broker.metadata.metadata_delta import apply_records
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import MetadataRecord
@@ -66,6 +69,14 @@ class Invariants:
         history.append(record)
         if record is not None:
             self.committed = apply_records(self.committed, [record])
+
+    def snapshot_loaded(self, node: int, end_offset: int, image: MetadataImage) -> None:
+        if end_offset > len(self.metadata):
+            self.fail("a metadata snapshot holds the committed history", f"node {node} loaded a snapshot ending at {end_offset}, past the committed history's end {len(self.metadata)}")
+            return
+        expected = apply_records(MetadataImage(), [r for r in self.metadata[:end_offset] if r is not None])
+        if image_records(image) != image_records(expected):
+            self.fail("a metadata snapshot holds the committed history", f"node {node} loaded a snapshot ending at {end_offset} whose image differs from the committed records below it")
 
     def raft_leader(self, node: int, epoch: int) -> None:
         known = self.raft_leaders.setdefault(epoch, node)

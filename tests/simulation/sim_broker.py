@@ -24,6 +24,7 @@ from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_loader import MetadataLoader
+from broker.metadata.snapshot_generator import SnapshotGenerator
 from broker.metadata.metadata_records import BrokerEndpoint, MetadataRecord
 from broker.raft_manager import MetadataRecordSerde
 from raft.kafka_raft_client import CommittedBatch, KafkaRaftClient, LeaderChange, LoadSnapshot, Respond, Send
@@ -95,6 +96,7 @@ class SimNode:
     def _reset(self) -> None:
         self.client: KafkaRaftClient[MetadataRecord] | None = None
         self.loader: MetadataLoader | None = None
+        self.snapshots: SnapshotGenerator | None = None
         self.controller: SimController | None = None
         self.image = MetadataImage()  # what the replica manager was last published
         self.replicas: dict[TopicPartition, SimReplica] = {}
@@ -137,6 +139,11 @@ class SimNode:
         client = self.client
         self.loader = MetadataLoader(high_watermark=lambda: client.high_watermark)
         self.loader.install_publisher(self)
+        interval = sim.params.snapshot_interval_ms
+        if interval:
+            # No byte threshold: the simulated batches carry no sizes.
+            self.snapshots = SnapshotGenerator(client, max_bytes_since_last_snapshot=1 << 62, max_time_since_last_snapshot_ms=interval, now_ms=lambda: sim.now, node_id=self.node_id)
+            self.loader.install_publisher(self.snapshots)
         if self.is_voter:
             self.controller = SimController(self.node_id, sim.cluster_id, sim.params.session_timeout_ms, random.Random(sim.rng.getrandbits(64)), lambda: sim.now)
         sim.note("start", f"node {self.node_id} #{self.incarnation}")
@@ -149,12 +156,18 @@ class SimNode:
         self.sim.note("crash", f"node {self.node_id}", "losing unflushed writes" if lose_unflushed else "keeping unflushed writes", self.summary())
         self.running = False
         self.incarnation += 1
+        self.count_snapshots()
         self.disk.raft_log = self.disk.raft_log.recover()
         for plog in self.disk.partition_logs.values():
             plog.crash(lose_unflushed)
         self.recovering = True
         self.damaged = lose_unflushed
         self._reset()
+
+    def count_snapshots(self) -> None:
+        if self.snapshots is not None:
+            self.sim.stats.snapshots_written += self.snapshots.snapshots_written
+            self.snapshots.snapshots_written = 0
 
     def schedule(self, time_ms: int, action: Any, *args: Any) -> None:
         self.sim.at(time_ms, self.sim.node_event, self.node_id, self.incarnation, action, args)
@@ -185,7 +198,12 @@ class SimNode:
             elif isinstance(action, CommittedBatch):
                 self._on_commit(action)
             elif isinstance(action, LoadSnapshot):
-                self.loader.handle_load_snapshot(action.snapshot_id, action.records)
+                image = self.loader.handle_load_snapshot(action.snapshot_id, action.records)
+                sim.stats.snapshots_loaded += 1
+                sim.note("snapshot-loaded", f"node {self.node_id} {action.snapshot_id.offset}@{action.snapshot_id.epoch}")
+                sim.invariants.snapshot_loaded(self.node_id, action.snapshot_id.offset, image)
+                if self.snapshots is not None:
+                    self.snapshots.handle_load_snapshot(action.snapshot_id, action.records)
                 if self.controller is not None:
                     self.controller.handle_commit(action.snapshot_id.offset - 1)
             elif isinstance(action, LeaderChange):
