@@ -179,6 +179,8 @@ class Stats:
     lossy_crashes: int = 0
     isolations: int = 0
     pauses: int = 0
+    controlled_shutdowns: int = 0
+    controlled_shutdowns_approved: int = 0
     snapshots_written: int = 0
     snapshots_loaded: int = 0
     virtual_ms: int = 0
@@ -324,6 +326,10 @@ class Simulation:
         if not node.running:
             node.start()
 
+    def restart(self, node_id: int) -> None:
+        """A node that stopped cleanly comes back, faults or not (so the healed cluster has it)."""
+        self._start(node_id)
+
     def running(self) -> list[SimNode]:
         return [n for n in self.nodes.values() if n.running]
 
@@ -447,7 +453,11 @@ class Simulation:
             return
         self.at(self.now + self.rng.randint(*self.params.fault_gap_ms), self._fault_event)
         s = self.scenario
-        kinds = [k for k, on in (("lossy", False), ("isolate", s.isolate), ("split", s.split), ("kill", s.kill), ("power", s.power), ("pause", s.pause)) if on]
+        kinds = [
+            k
+            for k, on in (("lossy", False), ("isolate", s.isolate), ("split", s.split), ("kill", s.kill), ("power", s.power), ("pause", s.pause), ("restart", s.kill))
+            if on
+        ]
         if not kinds:
             return
         kind = self.rng.choice(kinds)
@@ -491,6 +501,12 @@ class Simulation:
             return
         victim_id = self._a_leader() if self.rng.random() < 0.5 else self.rng.choice(ids)
         victim = self.nodes[victim_id]
+        if kind == "restart":
+            # A clean restart: a controlled shutdown, bounded as the server's is, then a start.
+            if victim.shutdown_deadline is None and victim.broker_epoch >= 0:
+                victim.begin_controlled_shutdown(2 * self.params.session_timeout_ms)
+                self.stats.controlled_shutdowns += 1
+            return
         victim.crash(lossy)
         self.stats.crashes += 1
         if lossy:

@@ -111,6 +111,9 @@ class SimNode:
         self.serving = False
         self.incarnation_id = uuid.UUID(int=self.sim.rng.getrandbits(128))
         self.lifecycle_inflight: int | None = None
+        # A clean shutdown under way: heartbeats ask for it until the controller, having moved this
+        # broker's leaderships away, says to stop, or until this deadline (the broker stops anyway).
+        self.shutdown_deadline: int | None = None
         self.fetch_inflight: dict[TopicPartition, int] = {}
         self.alter_partition = SimAlterPartitionManager(self)
         self.produces: dict[TopicPartition, list[PendingProduce]] = {}
@@ -163,6 +166,19 @@ class SimNode:
         self.recovering = True
         self.damaged = lose_unflushed
         self._reset()
+
+    def begin_controlled_shutdown(self, timeout_ms: int) -> None:
+        self.shutdown_deadline = self.sim.now + timeout_ms
+        self.sim.note("controlled-shutdown", f"broker {self.node_id} asks to stop")
+
+    def stop_cleanly(self, why: str) -> None:
+        """As Kafka's broker after its controlled shutdown: every log flushed, then the process ends."""
+        self.sim.note("stopped", f"broker {self.node_id} {why}")
+        self.disk.raft_log.flush()
+        for plog in self.disk.partition_logs.values():
+            plog.flush()
+        self.crash(lose_unflushed=False)
+        self.sim.at(self.sim.now + self.sim.rng.randint(50, 800), self.sim.restart, self.node_id)
 
     def count_snapshots(self) -> None:
         if self.snapshots is not None:
@@ -307,11 +323,11 @@ class SimNode:
                 return result.records, result.response
 
         elif request.kind == "heartbeat":
-            broker_id, broker_epoch, metadata_offset = payload
+            broker_id, broker_epoch, metadata_offset, want_shut_down = payload
 
             def decide(image: MetadataImage) -> tuple[list[MetadataRecord], Any]:
                 result = controller.cluster.heartbeat(
-                    broker_id, broker_epoch, metadata_offset, False, False, now_ms=sim.now, image=image, committed_offset=controller.committed
+                    broker_id, broker_epoch, metadata_offset, False, want_shut_down, now_ms=sim.now, image=image, committed_offset=controller.committed
                 )
                 return result.records, result.response
 
@@ -347,6 +363,9 @@ class SimNode:
     def lifecycle_tick(self) -> None:
         sim = self.sim
         self.schedule(sim.now + sim.params.heartbeat_interval_ms, self.lifecycle_tick)
+        if self.shutdown_deadline is not None and sim.now >= self.shutdown_deadline:
+            self.stop_cleanly("without the controller's word, its controlled shutdown timed out")
+            return
         if self.lifecycle_inflight is not None:
             return
         if self.broker_epoch < 0:
@@ -361,7 +380,8 @@ class SimNode:
             self.lifecycle_inflight = self.to_controller("register", request)
         else:
             assert self.loader is not None
-            self.lifecycle_inflight = self.to_controller("heartbeat", (self.node_id, self.broker_epoch, self.loader.image.provenance))
+            heartbeat = (self.node_id, self.broker_epoch, self.loader.image.provenance, self.shutdown_deadline is not None)
+            self.lifecycle_inflight = self.to_controller("heartbeat", heartbeat)
         if self.lifecycle_inflight is not None:
             self.schedule(sim.now + sim.params.request_timeout_ms, self._lifecycle_timeout, self.lifecycle_inflight)
 
@@ -377,6 +397,9 @@ class SimNode:
                 self.sim.note("registered", f"broker {self.node_id} epoch {answer.broker_epoch}")
             elif isinstance(answer, BrokerHeartbeatReply) and answer.error_code == ErrorCode.stale_broker_epoch:
                 self.broker_epoch = -1
+            elif isinstance(answer, BrokerHeartbeatReply) and answer.error_code == 0 and answer.should_shut_down and self.shutdown_deadline is not None:
+                self.sim.stats.controlled_shutdowns_approved += 1
+                self.stop_cleanly("once the controller said so")
             elif isinstance(answer, BrokerHeartbeatReply) and answer.error_code == 0 and not answer.is_fenced and not self.serving:
                 self.serving = True
                 self.sim.note("unfenced", f"broker {self.node_id} opens its listeners")

@@ -75,6 +75,8 @@ def _check_coverage(scenario: str, totals: Stats, seeds: int) -> None:
         assert totals.snapshots_loaded > 0, totals
     if kind.kill or kind.power:
         assert totals.crashes >= seeds // 2, totals
+    if kind.kill:
+        assert totals.controlled_shutdowns_approved > 0, totals
     if kind.power:
         assert totals.lossy_crashes >= seeds // 2 and totals.truncations > 0, totals
     if kind.isolate or kind.split:
