@@ -24,8 +24,8 @@ from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_loader import MetadataLoader
-from broker.metadata.snapshot_generator import SnapshotGenerator
 from broker.metadata.metadata_records import BrokerEndpoint, MetadataRecord
+from broker.metadata.snapshot_generator import SnapshotGenerator
 from broker.raft_manager import MetadataRecordSerde
 from raft.kafka_raft_client import CommittedBatch, KafkaRaftClient, LeaderChange, LoadSnapshot, Respond, Send
 from raft.memory_log import MemoryLog
@@ -157,6 +157,9 @@ class SimNode:
 
     def crash(self, lose_unflushed: bool) -> None:
         self.sim.note("crash", f"node {self.node_id}", "losing unflushed writes" if lose_unflushed else "keeping unflushed writes", self.summary())
+        self._go_down(lose_unflushed)
+
+    def _go_down(self, lose_unflushed: bool) -> None:
         self.running = False
         self.incarnation += 1
         self.count_snapshots()
@@ -173,11 +176,11 @@ class SimNode:
 
     def stop_cleanly(self, why: str) -> None:
         """As Kafka's broker after its controlled shutdown: every log flushed, then the process ends."""
-        self.sim.note("stopped", f"broker {self.node_id} {why}")
+        self.sim.note("stopped", f"broker {self.node_id} {why}", self.summary())
         self.disk.raft_log.flush()
         for plog in self.disk.partition_logs.values():
             plog.flush()
-        self.crash(lose_unflushed=False)
+        self._go_down(lose_unflushed=False)
         self.sim.at(self.sim.now + self.sim.rng.randint(50, 800), self.sim.restart, self.node_id)
 
     def count_snapshots(self) -> None:
