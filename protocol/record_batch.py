@@ -21,8 +21,7 @@ The CRC32C covers everything from ``attributes`` to the end of the batch, so
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import crc32c
 
@@ -69,9 +68,12 @@ class UnsupportedMagic(InvalidBatch):
     """A message set of magic 0 or 1; produce v3+ only carries magic 2."""
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The decoded fixed header of one batch; ``position`` is its start in the buffer."""
+class BatchHeader(NamedTuple):
+    """The decoded fixed header of one batch; ``position`` is its start in the buffer.
+
+    A NamedTuple, not a frozen dataclass: every produce, fetch and recovery decodes one per
+    batch, and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) took
+    most of segment recovery's time."""
 
     position: int
     base_offset: int
