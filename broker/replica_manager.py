@@ -261,10 +261,16 @@ class ReplicaManager:
         """Kafka's stray replicas: once this broker has caught up with the metadata log, a log on
         disk whose partition (by topic id) no longer lists this broker among its replicas was
         removed while the broker was down (a reassignment, a deleted topic) and is deleted now.
-        A log with no topic id is left alone: nothing says whose it is."""
+        So is a log that this broker does not host and whose topic id was never written (a
+        process killed before the flush job wrote its partition.metadata), as Kafka's
+        isStrayKraftReplica treats a missing topic id."""
         stray = []
         for key, plog in self.log_manager.all_log_items():
-            if key in self.partitions or plog.topic_id is None:
+            if key in self.partitions:
+                continue
+            if plog.topic_id is None:
+                self.log_manager.delete_log(*key)
+                stray.append(key)
                 continue
             topic = self._image.topics_by_id.get(plog.topic_id)
             registration = topic.partitions.get(key[1]) if topic is not None else None
