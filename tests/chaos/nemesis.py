@@ -26,6 +26,10 @@ from tests.chaos.probes import active_controller, admin, partition_states
 from tests.cluster.cluster import KafkaCluster, wait_until
 
 RECOVERY_TIMEOUT_S = 120.0
+# A restart replays its logs and the metadata log: on a saturated machine, late in a long
+# campaign, that took over a minute once (the harness's 60 s default then killed the node and
+# ended the campaign). The bench waits, as an operator would; a node that never starts still fails it.
+START_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -202,7 +206,7 @@ class RollingRestart(Fault):
         for node in order:
             env.cluster.nodes[node].stop()
             relaunch(env, node)
-            env.cluster.nodes[node].await_started()
+            env.cluster.nodes[node].await_started(START_TIMEOUT_S)
             await_full_isr(env)
 
     def stop(self, env: Env) -> None:
@@ -298,7 +302,7 @@ def recover(env: Env, after: tuple[str, ...] = ()) -> None:
             env.history.info(NEMESIS, "crashed", {"node": node.node_id, "exit": node.proc.returncode, "after": list(after)})
             node.launch()
     for node in env.cluster.nodes.values():
-        node.await_started()
+        node.await_started(START_TIMEOUT_S)
     await_full_isr(env)
 
 
