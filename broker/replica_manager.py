@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -264,22 +265,17 @@ class ReplicaManager:
         So is a log that this broker does not host and whose topic id was never written (a
         process killed before the flush job wrote its partition.metadata), as Kafka's
         isStrayKraftReplica treats a missing topic id."""
-        stray = []
-        for key, plog in self.log_manager.all_log_items():
-            if key in self.partitions:
-                continue
-            if plog.topic_id is None:
-                self.log_manager.delete_log(*key)
-                stray.append(key)
-                continue
-            topic = self._image.topics_by_id.get(plog.topic_id)
-            registration = topic.partitions.get(key[1]) if topic is not None else None
-            if registration is None or self.node_id not in registration.replicas:
-                self.log_manager.delete_log(*key)
-                stray.append(key)
+        stray = [key for key, plog in self.log_manager.all_log_items() if key not in self.partitions and not self._assigned_here(key, plog.topic_id)]
+        for key in stray:
+            self.log_manager.delete_log(*key)
         if stray:
             log.info("replica_manager.stray_logs_deleted", partitions=[f"{t}-{p}" for t, p in stray])
         return stray
+
+    def _assigned_here(self, key: TopicPartition, topic_id: uuid.UUID | None) -> bool:
+        topic = self._image.topics_by_id.get(topic_id) if topic_id is not None else None
+        registration = topic.partitions.get(key[1]) if topic is not None else None
+        return registration is not None and self.node_id in registration.replicas
 
     def _remove(self, key: TopicPartition) -> None:
         if self.fetcher_manager is not None:
