@@ -142,6 +142,17 @@ def test_a_late_batch_after_an_abort_does_not_hang_the_partition(module_broker: 
     assert [(s.transaction_state, s.topics) for s in describe(bs, txn)] == [("CompleteAbort", ())]
 
 
+def test_a_new_transaction_reusing_an_aborted_ones_sequence_is_refused(module_broker: BrokerProcess) -> None:
+    """Issue 32: librdkafka gives the next transaction the sequences of records it purged on
+    abort_transaction, even when the leader had appended them. Deduplicated against the aborted
+    batch, the new records were acknowledged unwritten and their commit committed nothing."""
+    bs = module_broker.bootstrap
+    topic, txn, pid, epoch = one_aborted_batch(bs, "reused-seq")
+    assert add(bs, txn, pid, epoch, {topic: (0,)}) == {(topic, 0): ErrorCode.none}
+    assert produce(bs, 9, txn, topic, pid, epoch, 0, b"new") == ErrorCode.out_of_order_sequence_number
+    assert offsets(bs, topic) == (2, 2)  # the aborted batch and its marker only
+
+
 def test_transaction_version_2_on_the_wire(module_broker: BrokerProcess) -> None:
     """Part 2: no AddPartitionsToTxn nor AddOffsetsToTxn; each EndTxn bumps the epoch, answers it,
     and the markers carry it; a retried EndTxn names the epoch before."""
