@@ -156,11 +156,20 @@ class ProducerStateEntry:
             self.producer_id, self.producer_epoch, self.coordinator_epoch, self.last_timestamp, self.current_txn_first_offset, self.batches
         )
 
-    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int, transactional: bool) -> BatchMetadata | None:
+        """Kafka's findDuplicateBatch, but a transactional batch only retries one of the open
+        transaction: a producer never retries a batch of a transaction it has ended, so a match
+        from before the last marker is a new batch reusing sequences (librdkafka does so after
+        purging, on abort_transaction, records it was answered NOT_LEADER_OR_FOLLOWER for while
+        the old leader had appended them). Kafka answers it the offsets of the ended
+        transaction's batch, and the new transaction commits without its records; refused, it
+        fails with OUT_OF_ORDER_SEQUENCE_NUMBER and the producer aborts it and bumps its epoch."""
         if epoch != self.producer_epoch:
             return None
         for batch in self.batches:
             if batch.last_seq == last_seq and batch.first_seq == first_seq:
+                if transactional and not 0 <= self.current_txn_first_offset <= batch.first_offset:
+                    return None
                 return batch
         return None
 

@@ -349,8 +349,9 @@ class UnifiedLog:
     ) -> LogAppendInfo | None:
         """Kafka's analyzeAndValidateProducerState for one batch about to get ``base_offset``.
 
-        A client's retry of one of the producer's last five batches is answered with where
-        that batch went (the returned info), and nothing is appended. Raises the producer
+        A client's retry of one of the producer's last five batches (of its open transaction,
+        for a transactional batch) is answered with where that batch went (the returned info),
+        and nothing is appended. Raises the producer
         state errors (sequence gap, stale epoch, ...) that refuse the whole append.
         """
         state = self.producer_state
@@ -360,7 +361,7 @@ class UnifiedLog:
             # The next batch in sequence cannot be a retry: only the others are looked up.
             if last is not None and last.batches and header.base_sequence != last.batches[-1].last_seq + 1:
                 last_seq = increment_sequence(header.base_sequence, header.last_offset_delta)
-                duplicate = last.find_duplicate(header.producer_epoch, header.base_sequence, last_seq)
+                duplicate = last.find_duplicate(header.producer_epoch, header.base_sequence, last_seq, header.is_transactional)
                 if duplicate is not None:
                     self._log.debug("log.duplicate_batch", producer_id=producer_id, first_sequence=header.base_sequence, offset=duplicate.first_offset)
                     return LogAppendInfo(

@@ -72,6 +72,20 @@ def offsets(bs: str, topic: str) -> tuple[int, int]:
     return found[0], found[1]
 
 
+def one_aborted_batch(bs: str, name: str) -> tuple[str, str, int, int]:
+    """A new topic whose partition 0 holds one transaction, aborted: its batch of sequence 0 and
+    the ABORT marker. (topic, transactional id, producer id, producer epoch)."""
+    topic, txn = unique_topic(name), unique_topic(f"{name}-tx")
+    create_topic(bs, topic)
+    request(bs, find_v4.FindCoordinatorRequest(key_type=1, coordinator_keys=(txn,)))
+    _, pid, epoch = init(bs, txn)
+    assert add(bs, txn, pid, epoch, {topic: (0,)}) == {(topic, 0): ErrorCode.none}
+    assert produce(bs, 9, txn, topic, pid, epoch, 0, b"aborted") == ErrorCode.none
+    assert request(bs, end_v3.EndTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=False)).error_code == ErrorCode.none
+    assert offsets(bs, topic) == (2, 2)
+    return topic, txn, pid, epoch
+
+
 def producer_epoch_on(bs: str, topic: str, pid: int) -> int:
     r = request(bs, describe_producers_v0.DescribeProducersRequest(topics=(describe_producers_v0.TopicRequest(name=topic, partition_indexes=(0,)),)))
     [state] = [s for t in r.topics for p in t.partitions for s in p.active_producers if s.producer_id == pid]
@@ -121,18 +135,22 @@ def test_a_late_batch_after_an_abort_does_not_hang_the_partition(module_broker: 
     aborted (a retry stuck in the network) would open a transaction no coordinator knows, and
     read_committed consumers would wait on it for ever. It is refused instead."""
     bs = module_broker.bootstrap
-    topic, txn = unique_topic("kip890-late"), unique_topic("kip890-ltx")
-    create_topic(bs, topic)
-    request(bs, find_v4.FindCoordinatorRequest(key_type=1, coordinator_keys=(txn,)))
-    _, pid, epoch = init(bs, txn)
-    assert add(bs, txn, pid, epoch, {topic: (0,)}) == {(topic, 0): ErrorCode.none}
-    assert produce(bs, 9, txn, topic, pid, epoch, 0, b"first") == ErrorCode.none
-    assert request(bs, end_v3.EndTxnRequest(transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=False)).error_code == ErrorCode.none
-    assert offsets(bs, topic) == (2, 2)  # the batch and its ABORT marker
+    topic, txn, pid, epoch = one_aborted_batch(bs, "kip890-late")
     # The late batch: same producer, same epoch, next sequence.
     assert produce(bs, 9, txn, topic, pid, epoch, 1, b"late") == ErrorCode.invalid_txn_state
     assert offsets(bs, topic) == (2, 2)  # nothing open: the last stable offset is the log end
     assert [(s.transaction_state, s.topics) for s in describe(bs, txn)] == [("CompleteAbort", ())]
+
+
+def test_a_new_transaction_reusing_an_aborted_ones_sequence_is_refused(module_broker: BrokerProcess) -> None:
+    """Issue 32: librdkafka gives the next transaction the sequences of records it purged on
+    abort_transaction, even when the leader had appended them. Deduplicated against the aborted
+    batch, the new records were acknowledged unwritten and their commit committed nothing."""
+    bs = module_broker.bootstrap
+    topic, txn, pid, epoch = one_aborted_batch(bs, "reused-seq")
+    assert add(bs, txn, pid, epoch, {topic: (0,)}) == {(topic, 0): ErrorCode.none}
+    assert produce(bs, 9, txn, topic, pid, epoch, 0, b"new") == ErrorCode.out_of_order_sequence_number
+    assert offsets(bs, topic) == (2, 2)  # the aborted batch and its marker only
 
 
 def test_transaction_version_2_on_the_wire(module_broker: BrokerProcess) -> None:

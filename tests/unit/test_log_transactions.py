@@ -122,6 +122,34 @@ def test_plain_write_inside_a_transaction_is_refused(log_dir: Path, clock: FakeC
     plog.close()
 
 
+def test_a_retry_inside_the_open_transaction_is_still_a_duplicate(log_dir: Path, clock: FakeClock) -> None:
+    plog = open_log(log_dir, clock)
+    assert send(plog, 91, 4, epoch=5, txn=True) == (0, 3)
+    assert send(plog, 95, 2, epoch=5, txn=True) == (4, 5)
+    assert send(plog, 91, 4, epoch=5, txn=True) == (0, 3)
+    assert plog.log_end_offset == 6
+    plog.close()
+
+
+@pytest.mark.parametrize("commit", [False, True])
+def test_a_new_transaction_reusing_an_ended_ones_sequences_is_refused_not_deduplicated(log_dir: Path, clock: FakeClock, commit: bool) -> None:
+    """Issue 32, transaction 0.217: librdkafka was answered NOT_LEADER_OR_FOLLOWER for a batch
+    the old leader had appended (seq 91-94), counted it as not persisted, purged it on
+    abort_transaction and gave its sequences to the next transaction's four records. That
+    leader, leading again, took them for a retry of the aborted batch and acknowledged them
+    at its offsets: the commit then committed nothing. A batch of an ended transaction is never
+    retried, so the new one must be refused (OUT_OF_ORDER_SEQUENCE_NUMBER makes the client
+    abort and bump its epoch)."""
+    plog = open_log(log_dir, clock)
+    send(plog, 91, 4, epoch=5, txn=True)
+    marker(plog, commit, epoch=5)
+    with pytest.raises(OutOfOrderSequenceError):
+        send(plog, 91, 4, epoch=5, txn=True)
+    assert plog.log_end_offset == 5
+    assert send(plog, 95, 1, epoch=5, txn=True) == (5, 5)  # the producer's true next sequence still goes in
+    plog.close()
+
+
 def test_clean_restart_keeps_duplicate_detection_from_the_snapshot(log_dir: Path, clock: FakeClock) -> None:
     plog = open_log(log_dir, clock)
     for seq in range(0, 10, 2):

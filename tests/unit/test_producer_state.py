@@ -64,11 +64,11 @@ def test_duplicate_of_one_of_the_last_five_is_found_with_its_offsets(psm: Produc
         append(psm, 0, i * 3, 3, 100 + i * 3)
     entry = psm.last_entry(PID)
     assert entry is not None
-    dup = entry.find_duplicate(0, 6, 8)
+    dup = entry.find_duplicate(0, 6, 8, False)
     assert dup is not None and (dup.first_offset, dup.last_offset) == (106, 108)
-    assert entry.find_duplicate(0, 0, 2) is None  # fell out of the window
-    assert entry.find_duplicate(1, 6, 8) is None  # another epoch
-    assert entry.find_duplicate(0, 6, 7) is None  # another range
+    assert entry.find_duplicate(0, 0, 2, False) is None  # fell out of the window
+    assert entry.find_duplicate(1, 6, 8, False) is None  # another epoch
+    assert entry.find_duplicate(0, 6, 7, False) is None  # another range
 
 
 def test_sequence_gap_is_out_of_order(psm: ProducerStateManager) -> None:
