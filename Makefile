@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tests also need the test and spark extras (pytest, the other clients, pyspark).
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run cluster kafka test chaos fuzz install kcat bench bench-deps clean spark-demo
+.PHONY: run cluster kafka test chaos chaos-soak fuzz install kcat bench bench-deps clean spark-demo
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,15 @@ chaos: $(TEST_STAMP)
 	CLUSTER_SIM_SEEDS=$(CHAOS_CLUSTER_SEEDS) CLUSTER_SIM_FIRST_SEED=$(CHAOS_FIRST_SEED) $(BIN)/python -m pytest -q -p no:cacheprovider tests/simulation -k campaign
 	$(BIN)/python -m tests.chaos.campaign --faults $(FAULTS) --topology $(TOPOLOGY) --profile $(CHAOS_PROFILE) --out $(CHAOS_OUT)
 
+# RUNS short campaigns (SOAK_FAULTS faults of each kind, 6 by default) on fresh random seeds, one
+# line per seed (ok, or the failing checks and the command that replays it) and a total; each run's
+# output in SOAK_OUT/<seed> (a passing run's cluster data is deleted).
+RUNS ?= 10
+SOAK_FAULTS ?= 6
+SOAK_OUT ?= chaos-soak
+chaos-soak: $(TEST_STAMP)
+	$(BIN)/python -m tests.chaos.soak --runs $(RUNS) --out $(SOAK_OUT) --faults $(SOAK_FAULTS) --topology $(TOPOLOGY) --profile $(CHAOS_PROFILE)
+
 # The long fuzz run (the suite runs a few thousand frames): FUZZ_FRAMES mutated requests against a
 # broker started for it, each also decoded in-process; prints the frames sent and the count per
 # outcome, crashes and tracebacks. FUZZ_SEED replays a run (default: a random seed, printed).
@@ -93,4 +102,4 @@ spark-demo: $(TEST_STAMP)
 	$(BIN)/python -m spark_jobs.demo
 
 clean:
-	rm -rf $(VENV) data cluster chaos-out
+	rm -rf $(VENV) data cluster chaos-out chaos-soak
