@@ -347,7 +347,7 @@ class ReplicaManager:
             key = (topic, index)
             partition = self.get_partition(topic, index)
             if partition is None:
-                results[key] = ProduceResult(error_code=_missing_leader_error(image, topic, index), current_leader=_leader_hint(image, topic, index))
+                results[key] = ProduceResult(error_code=_missing_leader_error(image, topic, index), current_leader=leader_hint(image, topic, index))
                 continue
             if records is None:
                 results[key] = ProduceResult(error_code=ErrorCode.corrupt_message, error_message="null records")
@@ -440,7 +440,7 @@ class ReplicaManager:
         leader may send them to a replica in their rack."""
         partition = self.partitions.get((topic, index))
         if partition is None or not (partition.is_leader or client_rack is not None):
-            return ReadResult(error_code=_missing_leader_error(image, topic, index), current_leader=_leader_hint(image, topic, index))
+            return ReadResult(error_code=_missing_leader_error(image, topic, index), current_leader=leader_hint(image, topic, index))
         try:
             if partition.is_leader and client_rack and self.rack_aware_selection:
                 preferred = partition.preferred_read_replica(client_rack, fetch_offset, lambda b: _rack(image, b))
@@ -486,7 +486,7 @@ def _rack(image: MetadataImage, broker_id: int) -> str | None:
     return registration.rack if registration is not None else None
 
 
-def _leader_hint(image: MetadataImage, topic: str, index: int) -> tuple[int, int] | None:
+def leader_hint(image: MetadataImage, topic: str, index: int) -> tuple[int, int] | None:
     """KIP-951: the partition's leader and epoch as the image has them, when it has a leader."""
     info = image.topics.get(topic)
     registration = info.partitions.get(index) if info is not None else None

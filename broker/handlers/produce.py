@@ -11,12 +11,14 @@ from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.network import CloseConnection
 from broker.produce_verification import Entry, ProduceVerifier, Verification, produce_result
-from broker.replica_manager import ACKS_ALL, ProduceResult, ReplicaManager
+from broker.replica_manager import ACKS_ALL, ProduceResult, ReplicaManager, leader_hint
 from protocol.produce_request import ProduceRequest
 from protocol.produce_response import encode_produce_response
 from protocol.record_batch import InvalidProduceRecords, validate_produce_records
 
 VALID_ACKS = (-1, 0, 1)
+# The errors Kafka's handleProduceRequest answers with the partition's current leader (KIP-951).
+LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 
 
 class ProduceHandler:
@@ -96,6 +98,12 @@ class ProduceHandler:
         return self._response(ctx, request, results)
 
     def _response(self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]) -> list[bytes]:
+        image = self._metadata.image
+        for (topic, index), result in results.items():
+            # Also an answer decided after the append (a leadership lost while acks=all waited):
+            # the client moves to the new leader without a metadata round trip, as with Kafka.
+            if result.current_leader is None and result.error_code in LEADER_HINT_ERRORS:
+                result.current_leader = leader_hint(image, topic, index)
         topics = [(t.name, [(p.index, results[(t.name, p.index)]) for p in t.partition_data]) for t in request.topic_data]
         endpoints = self._metadata.leader_endpoints(r.current_leader for r in results.values())
         return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics, node_endpoints=endpoints)]
