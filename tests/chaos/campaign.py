@@ -13,7 +13,8 @@ and the clients' timeouts, and so the faults' hold times, come from a profile
 (tests/chaos/profile.py): ``fast`` (the default) or ``default``, the slower one.
 
 The output directory gets history.jsonl (every operation), verdicts.json (one per check, with
-counts and examples) and timeline.png; a summary is printed.
+counts and examples), timeline.png and clients/ (librdkafka's debug log of each confluent-kafka
+client, see tests/chaos/producers.py); a summary is printed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tests.chaos.history import NEMESIS, History
 from tests.chaos.log_dir_fault import FullDisk
 from tests.chaos.nemesis import KINDS, Env, await_full_isr, crash_all, recover, run_window, schedule
 from tests.chaos.probes import Observer
+from tests.chaos.producers import CLIENT_LOGS_ENV
 from tests.chaos.profile import PROFILES, Profile
 from tests.chaos.timeline import draw
 from tests.chaos.workload import Verdict, Workload
@@ -328,6 +330,7 @@ def main() -> None:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="fast", help="the cluster's and clients' timeouts (tests/chaos/profile.py)")
     parser.add_argument("--out", type=Path, default=Path("chaos-out"))
     args = parser.parse_args()
+    os.environ.setdefault(CLIENT_LOGS_ENV, str(args.out.resolve() / "clients"))
     topology = Topology.parse(args.topology)
     kinds = tuple(args.kinds.split(","))
     unknown = set(kinds) - set(KINDS)

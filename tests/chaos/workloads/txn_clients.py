@@ -15,6 +15,8 @@ from typing import Any, Callable, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from tests.chaos.producers import librdkafka_debug
+
 API_TIMEOUT_S = 15.0
 # A transaction the loop abandons (its node killed mid-commit) is aborted this soon.
 TRANSACTION_TIMEOUT_MS = 10000
@@ -75,7 +77,7 @@ class ConfluentClient:
         self.producer = self._producer()
 
     def _producer(self) -> Producer:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id, "linger.ms": 5, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, "socket.timeout.ms": 6000})
+        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id, "linger.ms": 5, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, "socket.timeout.ms": 6000, **librdkafka_debug(self.transactional_id)})
         until_stopped("init_transactions", lambda: producer.init_transactions(API_TIMEOUT_S), self.stop, (KafkaException,))
         return producer
 
