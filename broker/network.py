@@ -20,6 +20,7 @@ from typing import Awaitable, Callable, Protocol, cast
 
 import structlog
 
+from protocol.api_keys import ApiKey
 from protocol.fetch_response import Chunk
 from protocol.frame import FrameDecoder, FrameTooLarge
 from protocol.headers import InvalidRequest, RequestHeader, parse_request_header
@@ -42,6 +43,12 @@ ACCEPT_BURST = 64
 ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 # Buffers per sendmsg (Linux's IOV_MAX is 1024): answers that are ready go out together.
 MAX_IOV = 64
+# A produce still waiting for its answer (acks=all) holds back the requests read after it, as
+# Kafka's network processor mutes a connection until its answer is out: a leader that has lost
+# its leadership without knowing it appends at most one request of a client, not every request
+# the client has in flight, and that client is told NOT_LEADER_OR_FOLLOWER (librdkafka then takes
+# the records as not written) for at most one request's records that the next leader has.
+PRODUCE = int(ApiKey.PRODUCE)
 
 
 class FileRegion(Protocol):
@@ -104,6 +111,9 @@ class Connection:
         self._pending: deque[Response | asyncio.Future[Response]] = deque()
         # The request behind each answer still awaited: named in the log if it fails.
         self._awaited: dict[asyncio.Future[Response], RequestHeader] = {}
+        # The answer of the produce still waiting, and the requests read after it, not dispatched yet.
+        self._barrier: asyncio.Future[Response] | None = None
+        self._held: deque[bytearray] = deque()
         # What is being written now: the rest of one or more answers' chunks.
         self._out: deque[OutChunk] = deque()
         self._reading = False
@@ -131,7 +141,7 @@ class Connection:
     # -- reading ------------------------------------------------------------------------------------
 
     def _resume_reading(self) -> None:
-        if not self._reading and not self._draining and not self._closed.done():
+        if not self._reading and not self._draining and not self._held and not self._closed.done():
             self._loop.add_reader(self._fd, self._on_readable)
             self._reading = True
 
@@ -159,7 +169,10 @@ class Connection:
         except FrameTooLarge as e:
             refused, frames = e, e.complete
         for frame in frames:
-            if not self._handle(frame):
+            if self._barrier is not None:
+                self._held.append(frame)
+                self._pause_reading()
+            elif not self._handle(frame):
                 return
         if refused is not None:
             self._refuse("connection.closed_bad_request", refused)
@@ -195,11 +208,27 @@ class Connection:
         future.add_done_callback(self._on_answer_ready)
         self._awaited[future] = header
         self._pending.append(future)
+        if header.api_key == PRODUCE:
+            self._barrier = future
         return True
 
-    def _on_answer_ready(self, _future: asyncio.Future[Response]) -> None:
+    def _on_answer_ready(self, future: asyncio.Future[Response]) -> None:
+        if future is self._barrier:
+            self._barrier = None
+            self._release_held()
         if not self._writing:
             self._write()
+
+    def _release_held(self) -> None:
+        """Dispatch the requests read behind a produce, in order, until another produce waits."""
+        held = self._held
+        if self._draining:
+            held.clear()  # read after the connection stopped taking requests: Kafka never reads them
+            return
+        while held and self._barrier is None and not self._closed.done():
+            if not self._handle(held.popleft()):
+                held.clear()
+                return
 
     # -- writing ------------------------------------------------------------------------------------
 
@@ -260,6 +289,7 @@ class Connection:
                 item.cancel()
         self._pending.clear()
         self._awaited.clear()
+        self._held.clear()
         self._pause_reading()
         self._draining = True
         return None
@@ -346,6 +376,7 @@ class Connection:
                 item.cancel()
         self._pending.clear()
         self._awaited.clear()
+        self._held.clear()
         self._out.clear()
         self._sock.close()
         self._closed.set_result(None)
