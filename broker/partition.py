@@ -6,10 +6,9 @@ PartitionLeaderState's; this shell applies them to the log and tells the caller 
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -19,8 +18,10 @@ from replication.partition_state import AlterPartitionIntent, PartitionLeaderSta
 from protocol.record_batch import NO_TIMESTAMP
 from storage.errors import OffsetOutOfRangeError, StorageError
 from storage.fetch_data_info import FetchDataInfo
-from storage.producer_state_manager import SENTINEL_VERIFICATION_GUARD, AppendOrigin, ProducerStateEntry, VerificationGuard
-from storage.unified_log import LATEST_TIMESTAMP, LogAppendInfo, UnifiedLog
+from storage.leader_epoch_cache import LeaderEpochCache
+from storage.log_config import LogConfig
+from storage.producer_state_manager import SENTINEL_VERIFICATION_GUARD, AppendOrigin, ProducerStateEntry, ProducerStateManager, VerificationGuard
+from storage.unified_log import LATEST_TIMESTAMP, LogAppendInfo, wall_clock_ms
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -54,6 +55,66 @@ class FollowerFetchOutcome:
 
     high_watermark_moved: bool
     alter_isr: AlterPartitionIntent | None
+
+
+# What a producer sends, as the log takes it (batch bytes for UnifiedLog), and what a follower
+# appends, as the leader's log handed it out.
+ProducedT = TypeVar("ProducedT")
+ReplicatedT = TypeVar("ReplicatedT")
+_Produced = TypeVar("_Produced", contravariant=True)
+_Replicated = TypeVar("_Replicated", contravariant=True)
+
+
+class PartitionLog(Protocol[_Produced, _Replicated]):
+    """What a Partition needs of its log, and nothing more: storage's UnifiedLog on a broker, the
+    in-memory SimulatedPartitionLog in the whole-cluster simulation (tests/simulation), so that the
+    simulation runs this class itself. A Protocol is typing only: no cost on the produce path."""
+
+    @property
+    def config(self) -> LogConfig: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache: ...
+
+    @property
+    def producer_state(self) -> ProducerStateManager: ...
+
+    def append_as_leader(self, records: _Produced, leader_epoch: int, origin: AppendOrigin, verification_guard: VerificationGuard | None) -> LogAppendInfo: ...
+
+    def append_as_follower(self, records: _Replicated) -> LogAppendInfo: ...
+
+    def read(self, start_offset: int, max_length: int, max_offset: int | None, min_one_message: bool) -> FetchDataInfo: ...
+
+    def fetch_upper_bound(self, fetch_offset: int) -> int: ...
+
+    def collect_aborted_transactions(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]: ...
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> tuple[int, int, int] | None: ...
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]: ...
+
+    def update_high_watermark(self, offset: int) -> int: ...
+
+    def maybe_increment_log_start_offset(self, new_offset: int) -> None: ...
+
+    def truncate_to(self, target_offset: int) -> bool: ...
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None: ...
 
 
 class NotLeaderOrFollowerError(StorageError):
@@ -90,16 +151,28 @@ class ReplicationSettings:
     is_eligible: Callable[[int], bool]
 
 
-class Partition:
+class Partition(Generic[ProducedT, ReplicatedT]):
     """A replica hosted here, as the metadata image assigns it. Only a leader takes produce and
-    consumer fetches; it also serves its followers' fetches and keeps their progress."""
+    consumer fetches; it also serves its followers' fetches and keeps their progress.
 
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: UnifiedLog, settings: ReplicationSettings) -> None:
+    ``clock`` (ms) dates what a produce moves; every other path is handed the time by its caller.
+    A simulation gives it its virtual clock."""
+
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID,
+        log: PartitionLog[ProducedT, ReplicatedT],
+        settings: ReplicationSettings,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
         self.log = log
         self._settings = settings
+        self._clock = clock
         self.leader_epoch = NO_EPOCH
         self.leader_id = -1
         self.partition_epoch = -1
@@ -249,7 +322,7 @@ class Partition:
     # -- produce -----------------------------------------------------------------------------------
 
     def append_records_to_leader(
-        self, records: memoryview, origin: AppendOrigin = AppendOrigin.CLIENT, required_acks: int = 1, verification_guard: VerificationGuard | None = None
+        self, records: ProducedT, origin: AppendOrigin = AppendOrigin.CLIENT, required_acks: int = 1, verification_guard: VerificationGuard | None = None
     ) -> LogAppendInfo:
         state = self._leader()
         if required_acks == ACKS_ALL and state.is_under_min_isr:
@@ -257,7 +330,7 @@ class Partition:
                 f"the ISR of {self.topic}-{self.index} has {len(state.isr.committed)} replicas, fewer than min.insync.replicas {state.effective_min_isr}"
             )
         info = self.log.append_as_leader(records, self.leader_epoch, origin, verification_guard)
-        self.maybe_increment_high_watermark(_now_ms())
+        self.maybe_increment_high_watermark(self._clock())
         return info
 
     def maybe_start_transaction_verification(self, producer_id: int, sequence: int, epoch: int, now_ms: int) -> VerificationGuard:
@@ -378,7 +451,7 @@ class Partition:
 
     # -- follower side ---------------------------------------------------------------------------------
 
-    def append_records_as_follower(self, records: bytes | memoryview, leader_high_watermark: int, leader_log_start_offset: int) -> LogAppendInfo:
+    def append_records_as_follower(self, records: ReplicatedT, leader_high_watermark: int, leader_log_start_offset: int) -> LogAppendInfo:
         if self.is_leader:
             raise NotLeaderOrFollowerError(f"{self.topic}-{self.index} is led by this node")
         info = self.log.append_as_follower(records)
@@ -409,7 +482,3 @@ class Partition:
         self.log.update_high_watermark(follower_high_watermark(leader_high_watermark, self.log.log_end_offset))
         if leader_log_start_offset > self.log.log_start_offset:
             self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, self.log.high_watermark))
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

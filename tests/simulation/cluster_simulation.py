@@ -584,7 +584,7 @@ class Simulation:
             for name in TOPICS:
                 for index, reg in sorted(image.topics[name].partitions.items()):
                     logs = {n.node_id: n.replicas.get((name, index)) for n in self.nodes.values() if n.node_id in reg.replicas}
-                    ends = {i: (r.log.end_offset, r.log.high_watermark) if r is not None else None for i, r in logs.items()}
+                    ends = {i: (r.log.log_end_offset, r.log.high_watermark) if r is not None else None for i, r in logs.items()}
                     if len({e for e in ends.values()}) != 1:
                         reasons.append(f"{name}-{index} replicas not level: {ends}")
         return "; ".join(reasons)
@@ -614,8 +614,8 @@ class Simulation:
                 hw = replica.log.high_watermark
                 for b in reg.isr:
                     plog = nodes[b].disk.partition_logs.get(tp)
-                    if b != reg.leader and not nodes[b].damaged and plog is not None and plog.end_offset < hw:
-                        self.invariants.isr_holds_high_watermark(tp, reg.leader, reg.leader_epoch, hw, {b: plog.end_offset})
+                    if b != reg.leader and not nodes[b].damaged and plog is not None and plog.log_end_offset < hw:
+                        self.invariants.isr_holds_high_watermark(tp, reg.leader, reg.leader_epoch, hw, {b: plog.log_end_offset})
         for node_id in self.touched:
             node = self.nodes[node_id]
             for tp, replica in node.replicas.items():

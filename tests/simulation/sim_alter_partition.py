@@ -88,6 +88,6 @@ class SimAlterPartitionManager:
                 replica.alter_partition_failed(result.error_code)
                 continue
             node.sim.note("alter-partition", f"broker {node.node_id} {tp[0]}-{tp[1]} isr={list(result.isr)} at partition epoch {result.partition_epoch}")
-            replica.alter_partition_succeeded(result.isr, result.leader_epoch, result.partition_epoch, node.sim.now, node.is_eligible)
+            replica.alter_partition_succeeded(result.isr, result.leader_epoch, result.partition_epoch, node.sim.now)
             node.complete_produces(tp)
         self.send()

@@ -26,21 +26,23 @@ from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_loader import MetadataLoader
 from broker.metadata.metadata_records import BrokerEndpoint, MetadataRecord
 from broker.metadata.snapshot_generator import SnapshotGenerator
+from broker.partition import Partition, ReplicationSettings
 from broker.raft_manager import MetadataRecordSerde
 from raft.kafka_raft_client import CommittedBatch, KafkaRaftClient, LeaderChange, LoadSnapshot, Respond, Send
 from raft.memory_log import MemoryLog
 from raft.quorum_state_store import MemoryQuorumStateStore
+from storage.errors import StorageError
+from storage.log_config import LogConfig
 from tests.simulation.sim_alter_partition import SimAlterPartitionManager
 from tests.simulation.sim_controller import NotController, SimController
 from tests.simulation.sim_coordinator import OFFSETS_TOPIC, SimGroupCoordinator
-from tests.simulation.sim_replica import FetchRequest, FetchResponse, SimReplica, TopicPartition
+from tests.simulation.sim_replica import FetchRequest, FetchResponse, SimPartition, TopicPartition, append_to_leader, fetch_request, read_for_follower
 from tests.simulation.simulated_disk import SimulatedPartitionLog
 
 if TYPE_CHECKING:
     from tests.simulation.cluster_simulation import Simulation
 
 SERDE = MetadataRecordSerde()
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +101,7 @@ class SimNode:
         self.snapshots: SnapshotGenerator | None = None
         self.controller: SimController | None = None
         self.image = MetadataImage()  # what the replica manager was last published
-        self.replicas: dict[TopicPartition, SimReplica] = {}
+        self.replicas: dict[TopicPartition, SimPartition] = {}
         self.poll_at: int | None = None
         self.polls_at_now = 0
         self.raft_pending: dict[int, tuple[int, int, int]] = {}  # handle -> (source, its incarnation, correlation id)
@@ -198,7 +200,7 @@ class SimNode:
         parts = [f"{self.node_id}: raft epoch={epoch} leader={leader} hw={self.client.high_watermark} image@{self.image.provenance} epoch={self.broker_epoch}"]
         for tp, r in sorted(self.replicas.items()):
             role = "L" if r.is_leader else "F"
-            parts.append(f"{tp[0]}-{tp[1]}:{role}{r.leader_epoch} leo={r.log.end_offset} hw={r.log.high_watermark} isr={list(r.isr)}")
+            parts.append(f"{tp[0]}-{tp[1]}:{role}{r.leader_epoch} leo={r.log.log_end_offset} hw={r.log.high_watermark} isr={list(r.isr)}")
         return " ".join(parts)
 
     # -- Raft -------------------------------------------------------------------------------------
@@ -429,9 +431,8 @@ class SimNode:
         for tp, info in changes.leaders.items():
             replica = self._replica(tp)
             reg = info.registration
-            min_isr = int(image.topic_config(tp[0]).get(MIN_INSYNC_REPLICAS, "1"))
-            if replica.make_leader(reg, self.broker_epoch, min_isr, sim.now, self.is_eligible):
-                sim.note("leader", f"broker {self.node_id} leads {tp[0]}-{tp[1]} epoch {reg.leader_epoch} isr={list(reg.isr)} leo={replica.log.end_offset} hw={replica.log.high_watermark}")
+            if replica.make_leader(reg, sim.now):
+                sim.note("leader", f"broker {self.node_id} leads {tp[0]}-{tp[1]} epoch {reg.leader_epoch} isr={list(reg.isr)} leo={replica.log.log_end_offset} hw={replica.log.high_watermark}")
                 sim.invariants.partition_leader(tp, reg.leader_epoch, self.node_id)
                 if self.serving and sim.is_current_leader_epoch(tp, reg.leader_epoch):
                     sim.invariants.holds_acknowledged(tp, self.node_id, f"new leader in epoch {reg.leader_epoch}", replica.log.entry)
@@ -450,11 +451,19 @@ class SimNode:
                 if info.registration.leader >= 0:
                     self.schedule(sim.now, self.fetch_tick, tp, replica.leader_epoch)
 
-    def _replica(self, tp: TopicPartition) -> SimReplica:
+    def _replica(self, tp: TopicPartition) -> SimPartition:
+        """ReplicaManager's: the partition over its log, opened with the topic's config as the image has it."""
         replica = self.replicas.get(tp)
         if replica is None:
-            plog = self.disk.partition_logs.setdefault(tp, SimulatedPartitionLog())
-            replica = self.replicas[tp] = SimReplica(tp, self.node_id, plog, self.sim.params.replica_lag_time_max_ms)
+            sim = self.sim
+            config = LogConfig.from_properties(self.image.topic_config(tp[0]))
+            plog = self.disk.partition_logs.get(tp)
+            if plog is None:
+                plog = self.disk.partition_logs[tp] = SimulatedPartitionLog(f"{tp[0]}-{tp[1]}", config)
+            plog.config = config
+            settings = ReplicationSettings(self.node_id, sim.params.replica_lag_time_max_ms, lambda: self.broker_epoch, self.is_eligible)
+            topic = self.image.topics[tp[0]]
+            replica = self.replicas[tp] = Partition(tp[0], tp[1], topic.topic_id, plog, settings, clock=lambda: sim.now)
         return replica
 
     def is_eligible(self, broker_id: int) -> bool:
@@ -469,7 +478,7 @@ class SimNode:
             return
         self.correlation += 1
         self.fetch_inflight[tp] = self.correlation
-        request = replica.fetch_request(self.broker_epoch)
+        request = fetch_request(replica, self.node_id, self.broker_epoch)
         self.sim.transmit(self.node_id, replica.leader_id, "fetch_request", self.node_id, self.incarnation, self.correlation, request)
         self.schedule(self.sim.now + self.sim.params.request_timeout_ms, self._fetch_timeout, tp, self.correlation, leader_epoch)
 
@@ -486,7 +495,7 @@ class SimNode:
         if replica is None:
             response = FetchResponse(int(ErrorCode.not_leader_or_follower))
         else:
-            response, intent = replica.read_for_follower(request, sim.params.fetch_max_records, sim.now, self.is_eligible)
+            response, intent = read_for_follower(replica, request, sim.params.fetch_max_records, sim.now)
             if intent is not None:
                 self.alter_partition.submit(request.tp, intent)
             self.complete_produces(request.tp)
@@ -499,25 +508,33 @@ class SimNode:
             return
         del self.fetch_inflight[tp]
         replica = self.replicas.get(tp)
-        if replica is None or replica.is_leader or replica.leader_epoch != request.current_leader_epoch or replica.log.end_offset != request.fetch_offset:
+        if replica is None or replica.is_leader or replica.leader_epoch != request.current_leader_epoch or replica.log.log_end_offset != request.fetch_offset:
             return
-        delay = sim.params.fetch_backoff_ms
+        try:
+            delay = self._process_fetched(replica, request, response)
+        except (StorageError, ValueError) as e:
+            # As ReplicaFetcher: the partition's failure backs off that partition alone, and it fetches again.
+            sim.note("fetch-failed", f"broker {self.node_id} {tp[0]}-{tp[1]}: {type(e).__name__}: {e}")
+            delay = sim.params.fetch_backoff_ms
+        self.schedule(sim.now + delay, self.fetch_tick, tp, replica.leader_epoch)
+
+    def _process_fetched(self, replica: SimPartition, request: FetchRequest, response: FetchResponse) -> int:
+        """ReplicaFetcher's handling of one partition's answer; returns the delay before the next fetch."""
+        sim = self.sim
+        tp = request.tp
         if response.error_code == ErrorCode.offset_out_of_range:
-            replica.restart_out_of_range(response.high_watermark)
-            delay = 0
-        elif response.error_code != 0:
-            pass
-        elif response.diverging is not None:
+            replica.restart_out_of_range(response.log_start_offset, response.high_watermark)
+            return 0
+        if response.error_code != 0:
+            return sim.params.fetch_backoff_ms
+        if response.diverging is not None:
             offset = replica.truncate_on_divergence(response.diverging)
             sim.stats.truncations += 1
             sim.note("truncate", f"broker {self.node_id} {tp[0]}-{tp[1]} to {offset} (diverging {response.diverging.end_offset}@{response.diverging.epoch})")
-            delay = 0
-        else:
-            sim.invariants.follower_append(tp, self.node_id, replica.leader_id, request.fetch_offset, replica.log.prefix[request.fetch_offset], response.prefix_digest)
-            replica.append_as_follower(response.records, response.high_watermark)
-            if response.records:
-                delay = 0
-        self.schedule(sim.now + delay, self.fetch_tick, tp, replica.leader_epoch)
+            return 0
+        sim.invariants.follower_append(tp, self.node_id, replica.leader_id, request.fetch_offset, replica.log.prefix(request.fetch_offset), response.prefix_digest)
+        replica.append_records_as_follower(response.records, response.high_watermark, response.log_start_offset)
+        return 0 if response.records else sim.params.fetch_backoff_ms
 
     # -- replication: the leader's ISR changes ---------------------------------------------------------
 
@@ -544,7 +561,7 @@ class SimNode:
         if replica is None:
             reply(ProduceResponse(int(ErrorCode.not_leader_or_follower)))
             return
-        error, base, last = replica.append_as_leader(list(request.values), request.acks_all, sim.now, self.is_eligible)
+        error, base, last = append_to_leader(replica, request.values, request.acks_all)
         if error or not request.acks_all:
             reply(ProduceResponse(error, base))
             return

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from broker.group.group_coordinator_shard import GroupCoordinatorShard
 from broker.group.group_metadata_manager import GroupConfig
 from broker.group.offset_metadata_manager import PartitionCommit
-from tests.simulation.sim_replica import SimReplica, TopicPartition
+from tests.simulation.sim_replica import SimPartition, TopicPartition, append_to_leader
 
 if TYPE_CHECKING:
     from tests.simulation.sim_broker import ProduceResponse, SimNode
@@ -46,7 +46,7 @@ class SimGroupCoordinator:
         self.node = node
         self.shards: dict[TopicPartition, GroupCoordinatorShard] = {}
 
-    def load(self, tp: TopicPartition, replica: SimReplica) -> None:
+    def load(self, tp: TopicPartition, replica: SimPartition) -> None:
         shard = GroupCoordinatorShard(GroupConfig(), offset_metadata_max_bytes=4096, offsets_retention_ms=RETENTION_MS)
         for offset, (key, value) in enumerate(replica.log.values):
             shard.replay(key, value, offset)
@@ -71,7 +71,7 @@ class SimGroupCoordinator:
         if any(code for _, code in answers) or not records:
             reply(OffsetCommitResponse(next(code for _, code in answers if code)))
             return
-        error, base, last = replica.append_as_leader(list(records), True, node.sim.now, node.is_eligible)
+        error, base, last = append_to_leader(replica, records, True)
         if error:
             reply(OffsetCommitResponse(error))
             return

@@ -1,97 +1,209 @@
 """A partition's log on a simulated disk: records with offsets and leader epochs, and a flushed prefix.
 
+It is what broker/partition.py's Partition runs on in the simulation (it satisfies
+broker.partition.PartitionLog), so it keeps the rules of storage's UnifiedLog that Partition
+relies on: the high watermark stays between the log start and the log end, reads stay within
+[log start, log end] or raise OFFSET_OUT_OF_RANGE, a follower's append starts at the log end,
+a truncation at or past the log end still forgets an epoch marked there and never written in.
+The leader epoch cache is storage's own LeaderEpochCache and the producer state storage's
+ProducerStateManager, with their file writes taken away, so OffsetForLeaderEpoch answers
+exactly as the real log's do.
+
+A record is one unit of size: a read's ``max_length`` counts records, and the region it
+returns stands for the records [position, position + length) of this log (the simulated
+disk's file is the record list; ``records_in`` is its sendfile).
+
 What a crash leaves depends on the fault: a killed process keeps everything it wrote (the
-page cache survives, as with ``kill -9``); a lost machine keeps only what was flushed. The
-leader epoch cache is storage's own LeaderEpochCache with its file writes taken away, so
-OffsetForLeaderEpoch answers exactly as the real log's do.
+page cache survives, as with ``kill -9``); a lost machine keeps only what was flushed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from storage.leader_epoch_cache import LeaderEpochCache
+from protocol.record_batch import NO_TIMESTAMP
+from storage.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from storage.fetch_data_info import FetchDataInfo, FileRegion
+from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from storage.log_config import LogConfig
+from storage.producer_state_manager import AppendOrigin, ProducerStateManager, VerificationGuard
+from storage.unified_log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LogAppendInfo
+
+NOWHERE = Path("/nonexistent")
+
+# A record as a fetch hands it to a follower: (offset, leader epoch, value).
+ReplicatedRecord = tuple[int, int, Any]
 
 
 class MemoryLeaderEpochCache(LeaderEpochCache):
     """Kafka's leader epoch cache without its checkpoint file: the simulated disk holds it."""
 
     def __init__(self) -> None:
-        super().__init__(Path("/nonexistent/leader-epoch-checkpoint"), created=True)
+        super().__init__(NOWHERE / "leader-epoch-checkpoint", created=True)
 
     def _write(self) -> None:
         self._dirty = False
 
 
 class SimulatedPartitionLog:
-    """One replica's log. Offsets are dense from 0 (no retention); every value is unique in a run."""
+    """One replica's log. Every value is unique in a run. Records carry no producer ids and no
+    timestamps (yet): the producer state stays empty, and a truncation has nothing to replay."""
 
-    def __init__(self) -> None:
-        self.epochs: list[int] = []  # the leader epoch of the record at each offset
+    def __init__(self, topic_partition: str, config: LogConfig) -> None:
+        self.config = config
+        self.log_start_offset = 0
+        self._base = 0  # the offset of values[0]: the log start of an emptied log (truncate_fully_and_start_at)
+        self.epochs: list[int] = []  # the leader epoch of each record
         self.values: list[Any] = []  # a producer's int, or a coordinator's (key, value) record
-        # prefix[o]: a digest of the records below offset o, so two logs compare over a prefix in O(1).
-        self.prefix: list[int] = [0]
+        # prefix[o - base]: a digest of the records below offset o, so two logs compare over a prefix in O(1).
+        self._prefix: list[int] = [0]
         self.flushed = 0
         self.high_watermark = 0
         self.flushed_high_watermark = 0  # the replication-offset-checkpoint as last written
-        self.epoch_cache = MemoryLeaderEpochCache()
+        self.leader_epoch_cache = MemoryLeaderEpochCache()
+        self.producer_state = ProducerStateManager(topic_partition, NOWHERE, created=True)
 
     @property
-    def end_offset(self) -> int:
+    def log_end_offset(self) -> int:
+        return self._base + len(self.values)
+
+    @property
+    def size_in_bytes(self) -> int:
         return len(self.values)
 
     @property
-    def last_epoch(self) -> int:
-        return self.epochs[-1] if self.epochs else -1
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset
+        return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
+
+    def prefix(self, offset: int) -> int:
+        """The digest of the records below ``offset`` (0 for an emptied log's start)."""
+        return self._prefix[offset - self._base]
+
+    # -- append --------------------------------------------------------------------------------------
 
     def _append(self, epoch: int, value: Any) -> None:
-        offset = len(self.values)
-        self.epoch_cache.assign(epoch, offset)
         self.epochs.append(epoch)
         self.values.append(value)
-        self.prefix.append(hash((self.prefix[-1], epoch, value)))
+        self._prefix.append(hash((self._prefix[-1], epoch, value)))
 
-    def append_as_leader(self, epoch: int, values: list[Any]) -> tuple[int, int]:
-        base = self.end_offset
-        for value in values:
+    def append_as_leader(self, records: Sequence[Any], leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT, verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
+        if not records:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0)
+        first = self.log_end_offset
+        for value in records:
+            self._append(leader_epoch, value)
+        self.leader_epoch_cache.assign(leader_epoch, first)
+        return LogAppendInfo(first, self.log_end_offset - 1, NO_TIMESTAMP, -1, -1, self.log_start_offset, len(records), len(records))
+
+    def append_as_follower(self, records: Sequence[ReplicatedRecord]) -> LogAppendInfo:
+        if not records:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0)
+        first, last = records[0][0], records[-1][0]
+        if first != self.log_end_offset:
+            # UnifiedLog refuses a start below the log end; a simulated log has no compaction gaps either.
+            raise UnexpectedAppendOffsetError(f"first offset {first} is not the log end {self.log_end_offset}", first, last)
+        for offset, epoch, value in records:
+            self.leader_epoch_cache.assign(epoch, offset)
             self._append(epoch, value)
-        return base, self.end_offset - 1
+        return LogAppendInfo(first, last, NO_TIMESTAMP, -1, -1, self.log_start_offset, len(records), len(records))
 
-    def append_as_follower(self, records: list[tuple[int, Any]]) -> None:
-        for epoch, value in records:
-            self._append(epoch, value)
+    # -- read --------------------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_records: int) -> list[tuple[int, Any]]:
-        end = min(self.end_offset, offset + max_records)
-        return list(zip(self.epochs[offset:end], self.values[offset:end]))
+    def read(self, start_offset: int, max_length: int, max_offset: int | None, min_one_message: bool) -> FetchDataInfo:
+        end = self.log_end_offset
+        if start_offset < self.log_start_offset or start_offset > end:
+            raise OffsetOutOfRangeError(f"offset {start_offset} is outside [{self.log_start_offset}, {end}]")
+        upper = end if max_offset is None else min(max_offset, end)
+        count = min(max(upper - start_offset, 0), max_length)
+        if count == 0 and min_one_message and upper > start_offset:
+            count = 1
+        return FetchDataInfo(start_offset, [FileRegion(id(self), start_offset, count)] if count else [])
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self.epoch_cache.end_offset_for(epoch, self.end_offset)
+    def records_in(self, region: FileRegion) -> tuple[ReplicatedRecord, ...]:
+        """The records a region of this log stands for, as sendfile would copy them out."""
+        start = region.position - self._base
+        stop = start + region.length
+        return tuple(zip(range(region.position, region.position + region.length), self.epochs[start:stop], self.values[start:stop]))
 
-    def truncate_to(self, offset: int) -> None:
-        if offset >= self.end_offset:
-            return
-        del self.epochs[offset:], self.values[offset:], self.prefix[offset + 1 :]
-        self.epoch_cache.truncate_from_end(offset)
-        self.flushed = min(self.flushed, offset)
-        self.high_watermark = min(self.high_watermark, offset)
+    def fetch_upper_bound(self, fetch_offset: int) -> int:
+        return self.log_end_offset  # one segment
 
-    def update_high_watermark(self, offset: int) -> None:
-        self.high_watermark = offset
+    def collect_aborted_transactions(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]:
+        return []  # no transactions (yet)
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> tuple[int, int, int] | None:
+        """UnifiedLog's answers for the offsets ListOffsets names; no record has a timestamp to find."""
+        cache = self.leader_epoch_cache
+        if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return NO_TIMESTAMP, self.log_start_offset, cache.epoch_for_offset(self.log_start_offset)
+        if target_timestamp == LATEST_TIMESTAMP:
+            return NO_TIMESTAMP, self.log_end_offset, cache.latest_epoch
+        return None
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+        if offset == UNDEFINED_EPOCH_OFFSET:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        return epoch, offset
+
+    def entry(self, offset: int) -> tuple[int, Any] | None:
+        """(leader epoch, value) at ``offset``; None past the log end or below an emptied log's start."""
+        if not self._base <= offset < self.log_end_offset:
+            return None
+        return self.epochs[offset - self._base], self.values[offset - self._base]
+
+    # -- offsets -----------------------------------------------------------------------------------------
+
+    def update_high_watermark(self, offset: int) -> int:
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
+        return self.high_watermark
+
+    def maybe_increment_log_start_offset(self, new_offset: int) -> None:
+        if new_offset > self.high_watermark:
+            raise OffsetOutOfRangeError(f"cannot move the log start to {new_offset}, past the high watermark {self.high_watermark}")
+        if new_offset > self.log_start_offset:
+            self.log_start_offset = new_offset
+            self.leader_epoch_cache.truncate_from_start(new_offset)
+
+    def truncate_to(self, target_offset: int) -> bool:
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {target_offset}")
+        end = self.log_end_offset
+        if target_offset >= end:
+            # An epoch this replica marked at its log end when it led, and never wrote in, goes.
+            self.leader_epoch_cache.truncate_from_end(end)
+            return False
+        if target_offset < self._base:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        keep = target_offset - self._base
+        del self.epochs[keep:], self.values[keep:], self._prefix[keep + 1 :]
+        self.leader_epoch_cache.truncate_from_end(target_offset)
+        self.flushed = min(self.flushed, target_offset)
+        self.high_watermark = min(self.high_watermark, target_offset)
+        self.log_start_offset = min(self.log_start_offset, target_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        self.epochs.clear()
+        self.values.clear()
+        self._prefix = [0]
+        self._base = self.log_start_offset = self.high_watermark = self.flushed = new_offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(new_offset)
+
+    # -- the disk ------------------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        self.flushed = self.end_offset
+        self.flushed = self.log_end_offset
         self.flushed_high_watermark = self.high_watermark
 
     def crash(self, lose_unflushed: bool) -> None:
         """What a restarted replica finds: the flushed prefix only when the disk lost its unflushed writes."""
-        if lose_unflushed:
-            self.truncate_to(self.flushed)
+        # As LogLoader's recovery: the epoch cache never reaches past the log end found.
+        self.truncate_to(self.flushed if lose_unflushed else self.log_end_offset)
         # Kafka restarts from the high watermark checkpoint, never past its log end.
-        self.high_watermark = min(self.flushed_high_watermark, self.end_offset)
-
-    def entry(self, offset: int) -> tuple[int, Any] | None:
-        if offset >= self.end_offset:
-            return None
-        return self.epochs[offset], self.values[offset]
+        self.high_watermark = min(self.flushed_high_watermark, self.log_end_offset)

@@ -26,8 +26,9 @@ from replication.partition_state import PartitionLeaderState
 from tests.seed_campaign import first_failure, run_campaign
 from tests.simulation.cluster_simulation import DEFAULT_WINDOW_MS, SCENARIO_NAMES, SCENARIOS, Simulation, SimulationFailure, Stats
 from tests.simulation.invariants import Invariants
+from tests.simulation import sim_broker
 from tests.simulation.sim_broker import SimNode
-from tests.simulation.sim_replica import FetchRequest, SimReplica
+from tests.simulation.sim_replica import FetchRequest, SimPartition
 
 # About 75 ms of CPU a seed. CI runs 2,000: the first half here, the second in
 # test_cluster_simulation_second_half.py, so that the suite's two workers share them (about
@@ -104,12 +105,12 @@ def _first_failure(seeds: range) -> SimulationFailure:
 def test_it_notices_a_follower_that_does_not_truncate(monkeypatch: pytest.MonkeyPatch) -> None:
     """A follower that fetches without its last fetched epoch (no KIP-320 check, so no truncation): it
     appends the new leader's records after those of the old epoch it should have cut."""
-    original = SimReplica.fetch_request
+    original = sim_broker.fetch_request
 
-    def without_epoch(self: SimReplica, broker_epoch: int) -> FetchRequest:
-        return replace(original(self, broker_epoch), last_fetched_epoch=-1)
+    def without_epoch(partition: SimPartition, node_id: int, broker_epoch: int) -> FetchRequest:
+        return replace(original(partition, node_id, broker_epoch), last_fetched_epoch=-1)
 
-    monkeypatch.setattr(SimReplica, "fetch_request", without_epoch)
+    monkeypatch.setattr(sim_broker, "fetch_request", without_epoch)
     failure = _first_failure(range(0, 800))
     assert failure.invariant == "a follower never keeps data past a divergence point", failure
     assert f"CLUSTER_SIM_SEED={failure.seed} " in str(failure)
