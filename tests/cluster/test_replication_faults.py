@@ -12,8 +12,11 @@ leader that has lost its leadership acknowledges nothing. Timing only bounds the
 from __future__ import annotations
 
 import datetime
+import io
 import os
 import signal
+import socket
+import struct
 import threading
 import time
 from typing import Iterator
@@ -22,13 +25,21 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from kio.schema.errors import ErrorCode
+from kio.schema.produce.v8 import request as produce_v8
+from kio.schema.produce.v8.response import ProduceResponse as ProduceResponseV8
 from kio.schema.produce.v9 import request as produce_v9
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
 
 from protocol.records import build_batch
 from tests.cluster.cluster import KafkaCluster, leader_id, wait_until
 from tests.cluster.test_replication import admin, create, partition_state, produce
 from tests.integration.helpers import unique_topic
+from tests.integration.test_bad_input import frame, header_v1
+from tests.integration.test_connection_pipelining import read_frame
 from tests.integration.wire import request
+
+API_PRODUCE = 0
 
 TIMEOUT_S = 60.0
 LAG_MS = 4000
@@ -389,3 +400,60 @@ def test_enabling_unclean_leader_election_gives_a_leaderless_partition_a_leader(
         lambda: replica_bytes(cluster, leader, name, 0) == replica_bytes(cluster, new_leader, name, 0) or None,
         TIMEOUT_S,
     )
+
+
+# -- 6. a leader cut off from everyone, with a client's produce requests pipelined to it ---------
+
+
+def produce_v8_frame(topic: str, partition: int, value: bytes, correlation_id: int, timeout_ms: int) -> bytes:
+    body = produce_v8.ProduceRequest(
+        transactional_id=None,
+        acks=i16(-1),
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
+        topic_data=(produce_v8.TopicProduceData(name=topic, partition_data=(produce_v8.PartitionProduceData(index=i32(partition), records=build_batch([(None, value, (), int(time.time() * 1000))])),)),),
+    )
+    buf = io.BytesIO()
+    entity_writer(produce_v8.ProduceRequest)(buf, body)
+    return frame(header_v1(API_PRODUCE, 8, correlation_id) + buf.getvalue())
+
+
+def test_a_leader_cut_off_from_everyone_appends_one_of_a_clients_pipelined_produces(cluster: KafkaCluster) -> None:
+    """Issue 32's duplicates: a leader that has lost its leadership without knowing it appended
+    every acks=all request a client had in flight, answered them all NOT_LEADER_OR_FOLLOWER once it
+    learned, and librdkafka, taking those records as not written, wrote them again under a new
+    epoch. As Kafka's broker reads no request of a connection while one is unanswered, the second
+    request waits behind the first, is never appended by the old leader, and is refused once it is
+    read."""
+    name = unique_topic("pipelined")
+    create(cluster.bootstrap, name, partitions=3)
+    for p in range(3):
+        wait_for_isr(cluster, name, {1, 2, 3}, p)
+    controller = leader_id(cluster, 1)
+    leaders = {p: partition_state(cluster.bootstrap, name, p)[0] for p in range(3)}
+    partition = next((p for p, b in leaders.items() if b != controller), 0)
+    old = cluster.nodes[leaders[partition]]
+    survivors = ",".join(n.bootstrap for n in cluster.nodes.values() if n is not old)
+    cluster.isolate(old.node_id)
+    with socket.create_connection(("127.0.0.1", old.port), timeout=TIMEOUT_S) as s:
+        s.sendall(produce_v8_frame(name, partition, b"first", 1, 30_000) + produce_v8_frame(name, partition, b"second", 2, 30_000))
+        wait_until("the first request appended by the cut-off leader", lambda: b"first" in replica_bytes(cluster, old.node_id, name, partition) or None, TIMEOUT_S)
+        # Its followers cannot fetch it and it cannot hear of a new leader: the first request
+        # waits out its 30 s, and the second is not read meanwhile.
+        time.sleep(1.0)
+        assert b"second" not in replica_bytes(cluster, old.node_id, name, partition)
+        s.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            s.recv(1)
+        s.setblocking(True)
+        wait_until("a new leader", lambda: partition_state(survivors, name, partition)[0] not in (old.node_id, -1) or None, TIMEOUT_S)
+        cluster.heal()
+        answers = {}
+        for _ in range(2):
+            response = read_frame(s)
+            correlation_id = struct.unpack_from(">i", response)[0]
+            decoded, _ = entity_reader(ProduceResponseV8)(memoryview(response), 4)
+            answers[correlation_id] = ErrorCode(decoded.responses[0].partition_responses[0].error_code)
+    assert answers[2] == ErrorCode.not_leader_or_follower, answers
+    wait_until("the old leader back in the ISR", lambda: old.node_id in isr(cluster, name, partition) or None, TIMEOUT_S)
+    for node_id in cluster.nodes:
+        assert b"second" not in replica_bytes(cluster, node_id, name, partition)
