@@ -243,12 +243,12 @@ class KafkaNode:
             self.proc.wait(STOP_TIMEOUT_S)
         self._close_log()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM: Kafka's controlled shutdown, its leaderships moved before it exits."""
         if self.running:
             assert self.proc is not None
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(STOP_TIMEOUT_S)
+            self.proc.wait(timeout_s)
         self._close_log()
 
     def send_kill(self) -> None:

@@ -34,11 +34,20 @@ from tests.cluster.link_proxy import LinkProxy, ProxyLoop
 # fetchers, transaction markers), AddPartitionsManager-client-<id> (a leader verifying a
 # transaction with its coordinator, KIP-890).
 KAFKA_CLIENT_ID = re.compile(r"(?:raft-client-|broker-|AddPartitionsManager-client-)?(\d+)(?:-|$)")
+# How long a Kafka 4.4 broker waits for the controller to approve its controlled shutdown
+# (KafkaBroker.shutdown(): Duration.ofMinutes(5)); kbroker's broker stops once its heartbeats have
+# gone unanswered for a broker session.
+CONTROLLED_SHUTDOWN_S = 300.0
 # Client port, controller port, the controller's proxy, the INTERNAL listener and its proxy.
 PORTS_PER_NODE = 5
 
 
 class ChaosKafkaNode(KafkaNode):
+    def stop(self, timeout_s: float = CONTROLLED_SHUTDOWN_S + 30.0) -> None:
+        """SIGTERM, waiting as long as Kafka may take over it: a node cut off from the controller
+        (a clean restart inside a partition) waits out its whole controlled-shutdown timeout."""
+        super().stop(timeout_s)
+
     def warm_up(self) -> None:
         """Nothing: a kbroker node's next interpreter is started ahead of a restart, but a JVM
         cannot be, so a Kafka node's restart includes its JVM's start."""
