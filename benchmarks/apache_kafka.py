@@ -36,7 +36,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import IO
+from typing import IO, Iterable
 
 KAFKA_VERSION = "4.4.0"
 LOG4J_VERSION = "2.25.4"
@@ -243,12 +243,12 @@ class KafkaNode:
             self.proc.wait(STOP_TIMEOUT_S)
         self._close_log()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM: Kafka's controlled shutdown, its leaderships moved before it exits."""
         if self.running:
             assert self.proc is not None
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(STOP_TIMEOUT_S)
+            self.proc.wait(timeout_s)
         self._close_log()
 
     def send_kill(self) -> None:
@@ -272,6 +272,47 @@ class KafkaNode:
             self._log_file = None
 
 
+def format_storage(nodes: Iterable[KafkaNode], cluster_id: str) -> None:
+    """`kafka-storage format` on every node at once (each is a JVM start: seconds)."""
+    procs = [
+        (node, subprocess.Popen(
+            node.java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(node.config_file), jvm_opts=TOOL_JVM_OPTS),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        ))
+        for node in nodes
+    ]
+    failures = []
+    for node, proc in procs:
+        try:
+            output, _ = proc.communicate(timeout=FORMAT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output, _ = proc.communicate()
+        if proc.returncode != 0:
+            failures.append(f"node {node.node_id}: {output.decode(errors='replace')[-2000:]}")
+    if failures:
+        raise RuntimeError("kafka-storage format failed:\n" + "\n".join(failures))
+
+
+def start_nodes(nodes: Iterable[KafkaNode]) -> None:
+    """Every node launched before any is awaited, so the quorum forms as it would on separate machines."""
+    started = list(nodes)
+    for node in started:
+        node.launch()
+    for node in started:
+        node.await_started()
+
+
+def kill_nodes(nodes: Iterable[KafkaNode]) -> None:
+    # Every JVM is signalled before any is waited on, so a second Ctrl-C during the waits cannot
+    # leave one running.
+    killed = list(nodes)
+    for node in killed:
+        node.send_kill()
+    for node in killed:
+        node.kill()
+
+
 class KafkaReferenceCluster:
     """``nodes`` combined KRaft nodes of Apache Kafka, ids 1..nodes, all voters of a static quorum."""
 
@@ -290,11 +331,11 @@ class KafkaReferenceCluster:
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values())
         for node in self.nodes.values():
             node.node_dir.mkdir(parents=True, exist_ok=True)
-            props = self._properties(node, voters, nodes) | (overrides or {})
+            props = self.properties(node, voters, nodes) | (overrides or {})
             node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     @staticmethod
-    def _properties(node: KafkaNode, voters: str, size: int) -> dict[str, str]:
+    def properties(node: KafkaNode, voters: str, size: int) -> dict[str, str]:
         return {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
@@ -318,32 +359,11 @@ class KafkaReferenceCluster:
         }
 
     def format(self) -> None:
-        """`kafka-storage format` on every node at once (each is a JVM start: seconds)."""
-        procs = [
-            (node, subprocess.Popen(
-                node.java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(node.config_file), jvm_opts=TOOL_JVM_OPTS),
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            ))
-            for node in self.nodes.values()
-        ]
-        failures = []
-        for node, proc in procs:
-            try:
-                output, _ = proc.communicate(timeout=FORMAT_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                output, _ = proc.communicate()
-            if proc.returncode != 0:
-                failures.append(f"node {node.node_id}: {output.decode(errors='replace')[-2000:]}")
-        if failures:
-            raise RuntimeError("kafka-storage format failed:\n" + "\n".join(failures))
+        format_storage(self.nodes.values(), self.cluster_id)
 
     def start(self) -> "KafkaReferenceCluster":
         self.format()
-        for node in self.nodes.values():
-            node.launch()
-        for node in self.nodes.values():
-            node.await_started()
+        start_nodes(self.nodes.values())
         return self
 
     def kill(self, node_id: int) -> None:
@@ -363,12 +383,7 @@ class KafkaReferenceCluster:
         return self.nodes[node_id].controller_bootstrap
 
     def close(self) -> None:
-        # Every JVM is signalled before any is waited on, so a second Ctrl-C during the waits
-        # cannot leave one running.
-        for node in self.nodes.values():
-            node.send_kill()
-        for node in self.nodes.values():
-            node.kill()
+        kill_nodes(self.nodes.values())
 
     def __enter__(self) -> "KafkaReferenceCluster":
         return self

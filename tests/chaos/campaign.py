@@ -1,6 +1,6 @@
 """The chaos campaign: a cluster, its workloads, the nemesis schedule, then heal, drain and check.
 
-    python -m tests.chaos.campaign --faults 100 --topology combined-3 --out DIR [--profile default]
+    python -m tests.chaos.campaign --faults 100 --topology combined-3 --out DIR [--profile default] [--target kafka]
 
 A topology is ``combined-N`` (N broker+controller nodes) or ``separate-C+B`` (C controllers, B
 brokers); every inter-node link, controller and inter-broker, goes through a cuttable proxy.
@@ -11,6 +11,10 @@ partition's ISR full again, and every producer acknowledged again. After the las
 clients stop, every node is killed at once and restarted, and the workloads drain. The cluster's
 and the clients' timeouts, and so the faults' hold times, come from a profile
 (tests/chaos/profile.py): ``fast`` (the default) or ``default``, the slower one.
+
+``--target kafka`` runs the same campaign against Apache Kafka 4.4 itself (tests/chaos/kafka_bench.py;
+combined-N topologies only, its jars fetched once into ~/.cache/kbroker-bench), as a control: an
+anomaly Kafka shows too is the checker's or a client's, not kbroker's.
 
 The output directory gets history.jsonl (every operation), verdicts.json (one per check, with
 counts and examples), timeline.png and clients/ (librdkafka's debug log of each confluent-kafka
@@ -31,7 +35,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from benchmarks.apache_kafka import fetch_jars
 from tests.chaos.history import NEMESIS, History
+from tests.chaos.kafka_bench import ChaosCluster, KafkaChaosCluster
 from tests.chaos.log_dir_fault import FullDisk
 from tests.chaos.nemesis import KINDS, Env, await_full_isr, crash_all, recover, run_window, schedule
 from tests.chaos.probes import Observer
@@ -50,6 +56,7 @@ WORKLOADS: dict[str, Callable[[Profile], Workload]] = {
     "transactions": lambda profile: TransactionsWorkload(),
     "groups": lambda profile: GroupsWorkload(session_timeout_ms=profile.member_session_ms),
 }
+TARGETS = ("kbroker", "kafka")
 DISK_MB = 256
 # Acknowledgements every producer must get after a window's recovery before the next fault: the
 # proof that the clients, not only the cluster, came back.
@@ -104,6 +111,7 @@ class Campaign:
     kinds: tuple[str, ...] = KINDS
     mixed: float = 0.3
     profile: Profile = PROFILES["fast"]
+    target: str = "kbroker"
 
 
 @dataclass
@@ -122,7 +130,12 @@ class Result:
         return all(v.valid for v in self.verdicts)
 
 
-def make_cluster(root: Path, topology: Topology, profile: Profile) -> KafkaCluster:
+def make_cluster(root: Path, topology: Topology, profile: Profile, target: str = "kbroker") -> ChaosCluster:
+    if target == "kafka":
+        if not topology.combined:
+            raise ValueError(f"--target kafka runs combined-N topologies only, not {topology}")
+        # The same properties as kbroker's: Kafka has every one of them, under the same name.
+        return KafkaChaosCluster(root, fetch_jars(), size=topology.combined, overrides={**CLUSTER_OVERRIDES, **profile.overrides()})
     return KafkaCluster(
         root,
         combined=topology.combined,
@@ -138,13 +151,13 @@ class Bench:
     """A started cluster, and the broker whose log dir is a tmpfs the disk-full fault fills (None
     where the machine refused the mount)."""
 
-    cluster: KafkaCluster
+    cluster: ChaosCluster
     disk: FullDisk | None = None
     disk_node: int | None = None
 
     @classmethod
-    def start(cls, root: Path, topology: Topology, with_disk: bool, profile: Profile) -> "Bench":
-        bench = cls(make_cluster(root, topology, profile))
+    def start(cls, root: Path, topology: Topology, with_disk: bool, profile: Profile, target: str = "kbroker") -> "Bench":
+        bench = cls(make_cluster(root, topology, profile, target))
         if with_disk:
             node = bench.cluster.brokers[-1]
             disk = FullDisk(node.data_dir, DISK_MB)
@@ -216,7 +229,7 @@ def _run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: H
     profile = campaign.profile
     env = Env(cluster, history, aimed, rng, profile.session_s, profile.pause_s, bench.disk, bench.disk_node)
     windows = schedule(rng, kinds, campaign.faults_per_kind, campaign.mixed)
-    print(f"chaos campaign: seed {campaign.seed} (CHAOS_SEED), {campaign.topology}, profile {profile.name}, {len(windows)} windows, {campaign.faults_per_kind} faults of each of {', '.join(kinds)}", flush=True)
+    print(f"chaos campaign: seed {campaign.seed} (CHAOS_SEED), {campaign.target}, {campaign.topology}, profile {profile.name}, {len(windows)} windows, {campaign.faults_per_kind} faults of each of {', '.join(kinds)}", flush=True)
     for w in workloads:
         w.setup(cluster.bootstrap)
     await_full_isr(env)
@@ -274,6 +287,7 @@ def write(result: Result, history: History, campaign: Campaign, workloads: list[
         json.dumps(
             {
                 "seed": campaign.seed,
+                "target": campaign.target,
                 "topology": str(campaign.topology),
                 "profile": campaign.profile.name,
                 "faults": result.counts,
@@ -329,6 +343,7 @@ def main() -> None:
     parser.add_argument("--mixed", type=float, default=0.3, help="share of windows with a second, overlapping fault")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="fast", help="the cluster's and clients' timeouts (tests/chaos/profile.py)")
     parser.add_argument("--out", type=Path, default=Path("chaos-out"))
+    parser.add_argument("--target", choices=TARGETS, default="kbroker", help="kbroker, or Apache Kafka 4.4 as the control (tests/chaos/kafka_bench.py)")
     args = parser.parse_args()
     os.environ.setdefault(CLIENT_LOGS_ENV, str(args.out.resolve() / "clients"))
     topology = Topology.parse(args.topology)
@@ -339,12 +354,16 @@ def main() -> None:
     unknown_workloads = set(args.workloads.split(",")) - set(WORKLOADS)
     if unknown_workloads:
         parser.error(f"unknown workloads {sorted(unknown_workloads)}; known: {', '.join(WORKLOADS)}")
+    if args.target == "kafka" and not topology.combined:
+        parser.error(f"--target kafka runs combined-N topologies only, not {topology}")
     profile = PROFILES[args.profile]
-    campaign = Campaign(topology, args.faults, args.seed, args.out.resolve(), kinds, args.mixed, profile)
-    bench = Bench.start(campaign.out / "cluster", topology, with_disk="disk-full" in kinds, profile=profile)
+    campaign = Campaign(topology, args.faults, args.seed, args.out.resolve(), kinds, args.mixed, profile, args.target)
+    bench = Bench.start(campaign.out / "cluster", topology, with_disk="disk-full" in kinds, profile=profile, target=args.target)
     try:
         result = run(campaign, bench, [WORKLOADS[name](profile) for name in args.workloads.split(",")], History())
     finally:
+        if isinstance(bench.cluster, KafkaChaosCluster) and (uncut := bench.cluster.unproxied_clients()):
+            print(f"chaos campaign: Kafka clients that no link carried, so no fault cut: {sorted(uncut)}", flush=True)
         bench.close()
     raise SystemExit(0 if result.valid and not result.client_failures else 1)
 

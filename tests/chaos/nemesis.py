@@ -23,7 +23,8 @@ from typing import Any, Callable
 from tests.chaos.history import NEMESIS, History
 from tests.chaos.log_dir_fault import FullDisk
 from tests.chaos.probes import active_controller, admin, partition_states
-from tests.cluster.cluster import KafkaCluster, wait_until
+from tests.chaos.kafka_bench import ChaosCluster
+from tests.cluster.cluster import wait_until
 
 RECOVERY_TIMEOUT_S = 120.0
 # A restart replays its logs and the metadata log: on a saturated machine, late in a long
@@ -36,7 +37,7 @@ START_TIMEOUT_S = 300.0
 class Env:
     """What every fault acts on."""
 
-    cluster: KafkaCluster
+    cluster: ChaosCluster
     history: History
     topics: dict[str, int]  # the workload partitions: topic -> partition count
     rng: random.Random

@@ -14,7 +14,7 @@ from kio.static.primitive import i32
 
 from broker import wire_client
 from tests.chaos.history import NEMESIS, History
-from tests.cluster.cluster import KafkaCluster
+from tests.chaos.kafka_bench import ChaosCluster
 
 METADATA_TIMEOUT_S = 5.0
 OBSERVE_INTERVAL_S = 0.5
@@ -37,7 +37,7 @@ def partition_states(client: AdminClient, topics: dict[str, int]) -> dict[tuple[
     return states
 
 
-def active_controller(cluster: KafkaCluster) -> int | None:
+def active_controller(cluster: ChaosCluster) -> int | None:
     """The Raft leader of the metadata quorum: only it answers DescribeQuorum, so every running
     controller is asked until one does."""
     for node in cluster.controllers:
@@ -57,7 +57,7 @@ class Observer:
     """Polls the workload partitions' leaders and the active controller in a thread; each change
     is an ``observe`` op: ``{"topic", "partition", "leader", "previous"}`` or ``{"controller", "previous"}``."""
 
-    def __init__(self, cluster: KafkaCluster, history: History, topics: dict[str, int]) -> None:
+    def __init__(self, cluster: ChaosCluster, history: History, topics: dict[str, int]) -> None:
         self.cluster = cluster
         self.history = history
         self.topics = topics

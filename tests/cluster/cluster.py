@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterable, TypeVar
+from typing import IO, Any, Callable, Iterable, Mapping, TypeVar
 
 from tests.cluster.link_proxy import LinkProxy, ProxyLoop
 from tests.integration.conftest import REPO, BrokerProcess, retire
@@ -96,7 +96,42 @@ class ClusterNode(BrokerProcess):
             self._standby_log = None
 
 
-class KafkaCluster:
+class CuttableLinks:
+    """Faults on a cluster's node-to-node links: ``links[(a, b)]``, how node a reaches controller
+    b, and ``broker_links[(a, b)]``, how broker a reaches broker b, all on ``proxies``."""
+
+    nodes: Mapping[int, Any]
+    proxies: ProxyLoop
+    links: dict[tuple[int, int], LinkProxy]
+    broker_links: dict[tuple[int, int], LinkProxy]
+
+    def _all_links(self) -> Iterable[tuple[tuple[int, int], LinkProxy]]:
+        return [*self.links.items(), *self.broker_links.items()]
+
+    def isolate(self, node_id: int) -> None:
+        """Cut every link to and from ``node_id``."""
+        for (a, b), link in self._all_links():
+            if node_id in (a, b):
+                link.cut()
+
+    def partition(self, side: Iterable[int]) -> None:
+        """Cut every link between ``side`` and the rest."""
+        group = set(side)
+        self.cut_between(group, set(self.nodes) - group)
+
+    def cut_between(self, one: Iterable[int], other: Iterable[int]) -> None:
+        """Cut every link between a node of ``one`` and a node of ``other``, both ways; nodes in
+        neither still reach both (a bridge)."""
+        first, second = set(one), set(other)
+        for (a, b), link in self._all_links():
+            if (a in first and b in second) or (a in second and b in first):
+                link.cut()
+
+    def heal(self) -> None:
+        self.proxies.heal_all()
+
+
+class KafkaCluster(CuttableLinks):
     def __init__(
         self,
         root: Path,
@@ -225,31 +260,6 @@ class KafkaCluster:
     def controller_bootstrap(self, node_id: int) -> str:
         spec = self.nodes[node_id].spec
         return f"127.0.0.1:{spec.controller_port}"
-
-    def _all_links(self) -> Iterable[tuple[tuple[int, int], LinkProxy]]:
-        return [*self.links.items(), *self.broker_links.items()]
-
-    def isolate(self, node_id: int) -> None:
-        """Cut every link to and from ``node_id``."""
-        for (a, b), link in self._all_links():
-            if node_id in (a, b):
-                link.cut()
-
-    def partition(self, side: Iterable[int]) -> None:
-        """Cut every link between ``side`` and the rest."""
-        group = set(side)
-        self.cut_between(group, set(self.nodes) - group)
-
-    def cut_between(self, one: Iterable[int], other: Iterable[int]) -> None:
-        """Cut every link between a node of ``one`` and a node of ``other``, both ways; nodes in
-        neither still reach both (a bridge)."""
-        first, second = set(one), set(other)
-        for (a, b), link in self._all_links():
-            if (a in first and b in second) or (a in second and b in first):
-                link.cut()
-
-    def heal(self) -> None:
-        self.proxies.heal_all()
 
 
 def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float, interval_s: float = 0.1) -> T:

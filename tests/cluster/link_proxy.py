@@ -8,7 +8,8 @@ connection. All proxies run on one event loop in a daemon thread.
 
 A broker's inter-broker listener is advertised once to every peer, so it cannot have a port per
 peer: a SourceDemux listens in front of it and hands each connection to the link of the node
-that opened it, known from the client id of its first request.
+that opened it, known from the client id of its first request (a pattern whose first group is
+the node id: kbroker's by default, Apache Kafka's for tests/chaos/kafka_bench.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ CONTROL_TIMEOUT_S = 10.0
 # A request's size, api key, api version and correlation id, then its client id's length.
 _HEAD = struct.Struct(">ihhih")
 # What a node's NetworkClient calls itself: kbroker-<node id>, kbroker-<node id>-replica-fetcher-…
-_NODE_CLIENT_ID = re.compile(r"kbroker-(\d+)(?:-|$)")
+KBROKER_CLIENT_ID = re.compile(r"kbroker-(\d+)(?:-|$)")
 
 
 @dataclass(eq=False)
@@ -123,12 +124,16 @@ class LinkProxy:
 
 class SourceDemux:
     """Listens on ``port`` for ``target_port`` and forwards each connection through the link of
-    the node that opened it (``links`` by node id), or through ``other`` for any other client."""
+    the node that opened it (``links`` by node id), or through ``other`` for any other client.
+    ``unmatched`` keeps the client ids that went through ``other``: a node's client among them
+    is a link no fault can cut."""
 
-    def __init__(self, port: int, links: dict[int, LinkProxy], other: LinkProxy) -> None:
+    def __init__(self, port: int, links: dict[int, LinkProxy], other: LinkProxy, client_id: re.Pattern[str]) -> None:
         self.port = port
         self.links = links
         self.other = other
+        self.client_id = client_id
+        self.unmatched: set[str] = set()
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
@@ -146,8 +151,11 @@ class SourceDemux:
         except (asyncio.IncompleteReadError, OSError):
             writer.close()
             return
-        match = _NODE_CLIENT_ID.match(client_id.decode(errors="replace"))
+        name = client_id.decode(errors="replace")
+        match = self.client_id.match(name)
         link = self.links.get(int(match.group(1)), self.other) if match else self.other
+        if link is self.other:
+            self.unmatched.add(name)
         await link.attach(reader, writer, head + client_id)
 
 
@@ -173,11 +181,14 @@ class ProxyLoop:
         self.proxies.append(proxy)
         return proxy
 
-    def add_demux(self, port: int, target_port: int, name: str, sources: list[int]) -> dict[int, LinkProxy]:
-        """A SourceDemux on ``port``: the link from each of ``sources`` to ``target_port``, by source."""
+    def add_demux(
+        self, port: int, target_port: int, name: str, sources: list[int], client_id: re.Pattern[str] = KBROKER_CLIENT_ID
+    ) -> dict[int, LinkProxy]:
+        """A SourceDemux on ``port``: the link from each of ``sources`` to ``target_port``, by source,
+        the source read from the first request's client id with ``client_id``."""
         links = {source: LinkProxy(self, port, target_port, f"{source}->{name}") for source in sources}
         other = LinkProxy(self, port, target_port, f"?->{name}")
-        demux = SourceDemux(port, links, other)
+        demux = SourceDemux(port, links, other, client_id)
         asyncio.run_coroutine_threadsafe(demux.start(), self._loop).result(CONTROL_TIMEOUT_S)
         self.proxies.extend([*links.values(), other])
         self.demuxes.append(demux)
