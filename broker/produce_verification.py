@@ -11,6 +11,7 @@ its coordinator knows nothing about (a hanging transaction).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Iterable
@@ -29,6 +30,10 @@ Entry = tuple[str, int, "memoryview | None"]
 # Produce v11 clients know TRANSACTION_ABORTABLE; v12 ones are on transaction version 2.
 ABORTABLE_ERROR_PRODUCE_VERSION = 11
 ADD_PARTITION_PRODUCE_VERSION = 12
+
+# add.partitions.to.txn.retry.backoff.ms and add.partitions.to.txn.retry.backoff.max.ms, Kafka's defaults.
+DEFAULT_RETRY_BACKOFF_MS = 20
+DEFAULT_RETRY_BACKOFF_MAX_MS = 100
 
 # Retriable coordinator answers older clients would not retry as such: NOT_ENOUGH_REPLICAS makes
 # them retry the produce without a metadata refresh (Kafka's choice).
@@ -75,10 +80,20 @@ class ProduceVerifier:
     """``verify``: transaction.partition.verification.enable. Off, only Produce v12's partitions
     are still added to their transactions (transaction version 2 has no other way in)."""
 
-    def __init__(self, replica_manager: ReplicaManager, manager: AddPartitionsToTxnManager, *, verify: bool = True) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        manager: AddPartitionsToTxnManager,
+        *,
+        verify: bool = True,
+        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        retry_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
+    ) -> None:
         self._rm = replica_manager
         self._manager = manager
         self._verify = verify
+        self._retry_backoff_ms = retry_backoff_ms
+        self._retry_max_ms = retry_max_ms
 
     def start(self, transactional_id: str | None, entries: Iterable[Entry], produce_version: int) -> Verification | None:
         """Start verifying the transactional batches of one produce request; None when this
@@ -110,6 +125,18 @@ class ProduceVerifier:
             out.errors = {tp: refused for tp in first_sequences}
             return out
         ((producer_id, producer_epoch),) = producers
+        to_verify = self._start_guards(out, first_sequences, producer_id, producer_epoch)
+        if not to_verify:
+            return out
+        operation = supported_operation(produce_version)
+        if operation.adds:
+            out.pending = self._add_retrying(out, transactional_id, producer_id, producer_epoch, first_sequences, to_verify)
+        else:
+            out.pending = self._manager.verify_transaction(transactional_id, producer_id, producer_epoch, to_verify, operation)
+        return out
+
+    def _start_guards(self, out: Verification, first_sequences: dict[TopicPartition, int], producer_id: int, producer_epoch: int) -> list[TopicPartition]:
+        """Each partition's guard into ``out``; the partitions whose coordinator must be asked."""
         now = time.time_ns() // 1_000_000
         to_verify: list[TopicPartition] = []
         for tp, sequence in first_sequences.items():
@@ -124,9 +151,37 @@ class ProduceVerifier:
             out.guards[tp] = guard
             if guard is not SENTINEL_VERIFICATION_GUARD:
                 to_verify.append(tp)
-        if to_verify:
-            out.pending = self._manager.verify_transaction(transactional_id, producer_id, producer_epoch, to_verify, supported_operation(produce_version))
-        return out
+        return to_verify
+
+    async def _add_retrying(
+        self,
+        out: Verification,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        first_sequences: dict[TopicPartition, int],
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, int]:
+        """Transaction version 2's add, retried here on CONCURRENT_TRANSACTIONS, as Kafka's
+        ReplicaManager.handleProduceAppend does (add.partitions.to.txn.retry.backoff.ms, for up
+        to add.partitions.to.txn.retry.backoff.max.ms).
+
+        EndTxn answers once the Prepare record is written, before the markers are: a client that
+        begins its next transaction at once has its first batch reach the coordinator while the
+        previous transaction is still PrepareCommit. The producer would be answered
+        NOT_ENOUGH_REPLICAS (``produce_result``), and franz-go retries a produce only after a
+        metadata refresh, which it spaces by its metadata min age (5 s): every transaction took
+        5 s (issue 32). The markers take milliseconds; waiting for them here hides them."""
+        deadline = time.monotonic() + self._retry_max_ms / 1000
+        while True:
+            errors = await self._manager.verify_transaction(transactional_id, producer_id, producer_epoch, partitions, TransactionSupportedOperation.ADD_PARTITION)
+            if ErrorCode.concurrent_transactions not in errors.values() or time.monotonic() >= deadline:
+                return errors
+            await asyncio.sleep(self._retry_backoff_ms / 1000)
+            # Anew: the previous transaction's marker, written meanwhile, voids a guard made before it.
+            partitions = self._start_guards(out, {tp: first_sequences[tp] for tp in partitions}, producer_id, producer_epoch)
+            if not partitions:
+                return {}
 
 
 __all__ = ["ProduceVerifier", "Verification", "produce_result", "supported_operation"]
