@@ -66,8 +66,12 @@ def supported_operation(produce_version: int) -> TransactionSupportedOperation:
     return TransactionSupportedOperation.DEFAULT_ERROR
 
 
-def produce_result(error: int) -> ProduceResult:
+def produce_result(error: int, produce_version: int) -> ProduceResult:
     """A coordinator's answer as the producer is told it (Kafka's postVerificationCallback)."""
+    # Transaction version 2 clients know CONCURRENT_TRANSACTIONS, common while a commit's markers
+    # are written: Kafka 4 answers it as it is, so do we.
+    if error == ErrorCode.concurrent_transactions and supported_operation(produce_version).adds:
+        return ProduceResult(error_code=error)
     if error in RETRIED_AS_NOT_ENOUGH_REPLICAS:
         message = f"Unable to verify the partition has been added to the transaction. Underlying error: {ErrorCode(error).name.upper()}"
         return ProduceResult(error_code=ErrorCode.not_enough_replicas, error_message=message)
@@ -168,10 +172,10 @@ class ProduceVerifier:
 
         EndTxn answers once the Prepare record is written, before the markers are: a client that
         begins its next transaction at once has its first batch reach the coordinator while the
-        previous transaction is still PrepareCommit. The producer would be answered
-        NOT_ENOUGH_REPLICAS (``produce_result``), and franz-go retries a produce only after a
-        metadata refresh, which it spaces by its metadata min age (5 s): every transaction took
-        5 s (issue 32). The markers take milliseconds; waiting for them here hides them."""
+        previous transaction is still PrepareCommit. Told so at once, franz-go retries the
+        produce only after a metadata refresh, which it spaces by its metadata min age (5 s):
+        every transaction took 5 s (issue 32). The markers take milliseconds: waiting for them
+        here, the producer is answered no error."""
         deadline = time.monotonic() + self._retry_max_ms / 1000
         while True:
             errors = await self._manager.verify_transaction(transactional_id, producer_id, producer_epoch, partitions, TransactionSupportedOperation.ADD_PARTITION)

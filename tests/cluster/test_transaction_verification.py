@@ -115,8 +115,8 @@ def test_leaders_verify_with_a_remote_coordinator(cluster: KafkaCluster) -> None
 def test_the_next_transaction_begins_while_the_last_ones_markers_are_written(cluster: KafkaCluster) -> None:
     """Issue 32: a transaction version 2 producer begins its next transaction as soon as EndTxn
     answers, before the coordinator on another node has written the markers. Its first batch
-    must be appended, not refused NOT_ENOUGH_REPLICAS: franz-go retries that only after a
-    metadata refresh, 5 s later. The leader retries the add (CONCURRENT_TRANSACTIONS) until the
+    must be appended, not refused (NOT_ENOUGH_REPLICAS, as it was, or CONCURRENT_TRANSACTIONS):
+    franz-go retries either only after a metadata refresh, 5 s later. The leader retries the add (CONCURRENT_TRANSACTIONS) until the
     markers are in, as Kafka's does."""
     topic, txn = unique_topic("next-txn"), unique_topic("next-tx")
     create(cluster.bootstrap, topic, partitions=PARTITIONS)

@@ -100,12 +100,12 @@ def test_the_add_waits_for_the_previous_transactions_markers(psm: ProducerStateM
 
 def test_the_retries_end_with_the_retry_time(psm: ProducerStateManager) -> None:
     """Markers that never come: after add.partitions.to.txn.retry.backoff.max.ms the producer is
-    told, as NOT_ENOUGH_REPLICAS, to retry on its own."""
+    told CONCURRENT_TRANSACTIONS, as Kafka 4 tells transaction version 2 clients, and retries."""
     coordinator = Coordinator(psm, busy_answers=None)
     _, unverified = next_transaction(verifier(psm, coordinator, retry_max_ms=30), produce_version=12)
     assert unverified == {TP: ErrorCode.concurrent_transactions}
     assert len(coordinator.asked) > 1
-    assert produce_result(unverified[TP]).error_code == ErrorCode.not_enough_replicas
+    assert produce_result(unverified[TP], 12).error_code == ErrorCode.concurrent_transactions
 
 
 def test_a_verification_only_is_not_retried(psm: ProducerStateManager) -> None:
@@ -115,3 +115,5 @@ def test_a_verification_only_is_not_retried(psm: ProducerStateManager) -> None:
     _, unverified = next_transaction(verifier(psm, coordinator), produce_version=11)
     assert unverified == {TP: ErrorCode.concurrent_transactions}
     assert coordinator.asked == [TransactionSupportedOperation.GENERIC_ERROR]
+    # Clients older than transaction version 2 may not retry it as such (Kafka's choice).
+    assert produce_result(unverified[TP], 11).error_code == ErrorCode.not_enough_replicas
