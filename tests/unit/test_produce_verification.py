@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Iterable
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -69,18 +68,21 @@ def psm(tmp_path: Path) -> ProducerStateManager:
     return state
 
 
+def batch(sequence: int) -> tuple[str, int, memoryview]:
+    """A batch of the producer's next transaction."""
+    records = build_batch([(None, b"v", (), 0)], producer_id=PID, producer_epoch=NEXT_EPOCH, base_sequence=sequence, is_transactional=True)
+    return TP[0], TP[1], memoryview(records)
+
+
 def next_transaction(verifier: ProduceVerifier, produce_version: int) -> tuple[Verification, dict[tuple[str, int], int]]:
     """The first batch of the producer's next transaction; its verification and what it awaited."""
-    batch = build_batch([(None, b"v", (), 0)], producer_id=PID, producer_epoch=NEXT_EPOCH, base_sequence=0, is_transactional=True)
-    entries: Iterable[tuple[str, int, memoryview | None]] = [(TP[0], TP[1], memoryview(batch))]
-    verification = verifier.start(TXN, entries, produce_version)
-    assert verification is not None and verification.pending is not None
 
-    async def settle() -> dict[tuple[str, int], int]:
-        assert verification.pending is not None
-        return await verification.pending
+    async def verify() -> tuple[Verification, dict[tuple[str, int], int]]:
+        verification = verifier.start(TXN, [batch(0)], produce_version)
+        assert verification is not None and verification.pending is not None
+        return verification, await verification.pending
 
-    return verification, asyncio.run(settle())
+    return asyncio.run(verify())
 
 
 def verifier(psm: ProducerStateManager, coordinator: Coordinator, retry_max_ms: int = 5000) -> ProduceVerifier:
@@ -117,3 +119,33 @@ def test_a_verification_only_is_not_retried(psm: ProducerStateManager) -> None:
     assert coordinator.asked == [TransactionSupportedOperation.GENERIC_ERROR]
     # Clients older than transaction version 2 may not retry it as such (Kafka's choice).
     assert produce_result(unverified[TP], 11).error_code == ErrorCode.not_enough_replicas
+
+
+def test_a_pipelined_request_waits_for_the_first_ones_verification(psm: ProducerStateManager) -> None:
+    """Three produce requests of the new transaction in flight on one connection (the Java
+    client's batches): the first is verified while the markers are written; the next ones find
+    the transaction open once it has appended, as on Kafka, which reads a connection's next
+    request only after answering the last. They ask nothing, so none is answered the
+    NETWORK_EXCEPTION of a replaced AddPartitionsToTxn, nor is appended before the first."""
+    coordinator = Coordinator(psm, busy_answers=1)
+    producer = verifier(psm, coordinator)
+    appended: list[int] = []
+
+    async def produce(sequence: int) -> None:
+        # As ProduceHandler: started in the order the requests arrive, appended once verified.
+        verification = producer.start(TXN, [batch(sequence)], 12)
+        assert verification is not None and verification.pending is not None
+
+        async def append_when_verified() -> None:
+            assert await verification.pending == {}
+            append(psm, verification.guards[TP], sequence, 2 + sequence, epoch=NEXT_EPOCH)
+            appended.append(sequence)
+
+        await asyncio.ensure_future(append_when_verified())
+
+    async def pipelined() -> None:
+        await asyncio.gather(*(produce(sequence) for sequence in range(3)))
+
+    asyncio.run(pipelined())
+    assert appended == [0, 1, 2]
+    assert coordinator.asked == [TransactionSupportedOperation.ADD_PARTITION] * 2
