@@ -76,7 +76,7 @@ def copy_confluent(bootstrap: str, source: str, dest: str, group: str, txn_id: s
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **QUIET})
     latencies: list[float] = []
     try:
-        producer.init_transactions(API_TIMEOUT_S)
+        init_transactions(producer)
         consumer.subscribe([source])
         for i in range(txns):
             t0 = time.perf_counter()
@@ -95,6 +95,20 @@ def copy_confluent(bootstrap: str, source: str, dest: str, group: str, txn_id: s
     finally:
         consumer.close()
     return latencies
+
+
+def init_transactions(producer: Producer) -> None:
+    """A cold Kafka answers a broker's first InitProducerId COORDINATOR_LOAD_IN_PROGRESS until it
+    has its block of producer ids, longer than API_TIMEOUT_S on a loaded machine; librdkafka
+    resumes the call where it timed out."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        try:
+            producer.init_transactions(API_TIMEOUT_S)
+            return
+        except KafkaException as e:
+            if not e.args[0].retriable() or time.monotonic() > deadline:
+                raise
 
 
 def run_lines(command: list[str], committed: Callable[[int], None]) -> list[float]:

@@ -38,6 +38,9 @@ public final class TxnCopy {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+        // initTransactions waits for a cold Kafka's first producer id block: longer than the
+        // default 60 s on a loaded machine.
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "300000");
 
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(c, new ByteArrayDeserializer(), new ByteArrayDeserializer());
              KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
