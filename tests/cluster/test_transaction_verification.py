@@ -122,7 +122,9 @@ def test_the_next_transaction_begins_while_the_last_ones_markers_are_written(clu
     create(cluster.bootstrap, topic, partitions=PARTITIONS)
     led_by = leaders(cluster, topic)
     coordinator = coordinator_of(cluster, txn)
-    partition, leader = next((p, b) for p, b in led_by.items() if b != coordinator)
+    remote = [(p, b) for p, b in led_by.items() if b != coordinator]
+    assert remote, "every partition is led by the coordinator"
+    partition, leader = remote[0]
 
     def initialised() -> tuple[int, int, int] | None:
         answer = init(coordinator, txn)
