@@ -239,11 +239,11 @@ class Row:
         return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-def start_cluster(target: str, root: Path, lib: Path | None) -> Cluster:
+def make_cluster(target: str, root: Path, lib: Path | None) -> Cluster:
     if target == "kafka":
         assert lib is not None
-        return KafkaReferenceCluster(root, lib, nodes=3).start()
-    return KafkaCluster(root, combined=3).start()
+        return KafkaReferenceCluster(root, lib, nodes=3)
+    return KafkaCluster(root, combined=3)
 
 
 def copy_on(cluster: Cluster, target: str, copier: tuple[str, Copier], txns: int, per_txn: int, kill_leader: bool) -> Row:
@@ -301,8 +301,10 @@ def copy_main(argv: list[str]) -> None:
         build_dir.mkdir()
         clients = list(copiers(args.clients.split(","), build_dir, lib))
         for target in targets:
-            cluster = start_cluster(target, Path(tmp) / target, lib)
+            cluster = make_cluster(target, Path(tmp) / target, lib)
             try:
+                # Inside the try: a node that does not start in time leaves the others running.
+                cluster.start()
                 # Not counted: a fresh cluster's first transactions load its coordinators (and warm
                 # Kafka's JIT); their markers take longer than a warm cluster's.
                 copy_on(cluster, target, ("confluent", copy_confluent), WARM_UP_TXNS, args.per_txn, False)
