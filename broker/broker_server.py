@@ -217,7 +217,13 @@ class BrokerServer:
             ApiKey.PRODUCE: ProduceHandler(
                 self.replica_manager,
                 self.metadata,
-                ProduceVerifier(self.replica_manager, self.add_partitions_to_txn_manager, verify=cfg.transaction_partition_verification_enable),
+                ProduceVerifier(
+                    self.replica_manager,
+                    self.add_partitions_to_txn_manager,
+                    verify=cfg.transaction_partition_verification_enable,
+                    retry_backoff_ms=cfg.add_partitions_to_txn_retry_backoff_ms,
+                    retry_max_ms=cfg.add_partitions_to_txn_retry_backoff_max_ms,
+                ),
             ),
             ApiKey.FETCH: FetchHandler(
                 self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes, ReplicationQuotaManager.leader(self.metadata)

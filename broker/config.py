@@ -275,6 +275,10 @@ class BrokerConfig(BaseModel):
     transactional_id_expiration_ms: int = Field(604800000, alias="transactional.id.expiration.ms", ge=1)
     # KIP-890: a partition leader checks a transaction's first batch with its coordinator.
     transaction_partition_verification_enable: bool = Field(True, alias="transaction.partition.verification.enable")
+    # Transaction version 2: how long a partition leader retries adding a partition to a transaction
+    # whose previous one is still writing its markers, before it answers the producer.
+    add_partitions_to_txn_retry_backoff_max_ms: int = Field(100, alias="add.partitions.to.txn.retry.backoff.max.ms", ge=0)
+    add_partitions_to_txn_retry_backoff_ms: int = Field(20, alias="add.partitions.to.txn.retry.backoff.ms", ge=1)
 
     @field_validator("listeners")
     @classmethod

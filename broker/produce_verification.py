@@ -11,6 +11,8 @@ its coordinator knows nothing about (a hanging transaction).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Iterable
@@ -29,6 +31,10 @@ Entry = tuple[str, int, "memoryview | None"]
 # Produce v11 clients know TRANSACTION_ABORTABLE; v12 ones are on transaction version 2.
 ABORTABLE_ERROR_PRODUCE_VERSION = 11
 ADD_PARTITION_PRODUCE_VERSION = 12
+
+# add.partitions.to.txn.retry.backoff.ms and add.partitions.to.txn.retry.backoff.max.ms, Kafka's defaults.
+DEFAULT_RETRY_BACKOFF_MS = 20
+DEFAULT_RETRY_BACKOFF_MAX_MS = 100
 
 # Retriable coordinator answers older clients would not retry as such: NOT_ENOUGH_REPLICAS makes
 # them retry the produce without a metadata refresh (Kafka's choice).
@@ -53,6 +59,17 @@ class Verification:
     pending: Awaitable[dict[TopicPartition, int]] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Transaction:
+    """What one produce request asks its transaction coordinator about."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    operation: TransactionSupportedOperation
+    first_sequences: dict[TopicPartition, int]
+
+
 def supported_operation(produce_version: int) -> TransactionSupportedOperation:
     if produce_version >= ADD_PARTITION_PRODUCE_VERSION:
         return TransactionSupportedOperation.ADD_PARTITION
@@ -61,8 +78,12 @@ def supported_operation(produce_version: int) -> TransactionSupportedOperation:
     return TransactionSupportedOperation.DEFAULT_ERROR
 
 
-def produce_result(error: int) -> ProduceResult:
+def produce_result(error: int, produce_version: int) -> ProduceResult:
     """A coordinator's answer as the producer is told it (Kafka's postVerificationCallback)."""
+    # Transaction version 2 clients know CONCURRENT_TRANSACTIONS, common while a commit's markers
+    # are written: Kafka 4 answers it as it is, so do we.
+    if error == ErrorCode.concurrent_transactions and supported_operation(produce_version).adds:
+        return ProduceResult(error_code=error)
     if error in RETRIED_AS_NOT_ENOUGH_REPLICAS:
         message = f"Unable to verify the partition has been added to the transaction. Underlying error: {ErrorCode(error).name.upper()}"
         return ProduceResult(error_code=ErrorCode.not_enough_replicas, error_message=message)
@@ -75,10 +96,22 @@ class ProduceVerifier:
     """``verify``: transaction.partition.verification.enable. Off, only Produce v12's partitions
     are still added to their transactions (transaction version 2 has no other way in)."""
 
-    def __init__(self, replica_manager: ReplicaManager, manager: AddPartitionsToTxnManager, *, verify: bool = True) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        manager: AddPartitionsToTxnManager,
+        *,
+        verify: bool = True,
+        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        retry_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
+    ) -> None:
         self._rm = replica_manager
         self._manager = manager
         self._verify = verify
+        self._retry_backoff_ms = retry_backoff_ms
+        self._retry_max_ms = retry_max_ms
+        # The verification under way of each (transactional id, producer id, epoch).
+        self._verifying: dict[tuple[str, int, int], asyncio.Future[dict[TopicPartition, int]]] = {}
 
     def start(self, transactional_id: str | None, entries: Iterable[Entry], produce_version: int) -> Verification | None:
         """Start verifying the transactional batches of one produce request; None when this
@@ -110,23 +143,81 @@ class ProduceVerifier:
             out.errors = {tp: refused for tp in first_sequences}
             return out
         ((producer_id, producer_epoch),) = producers
+        txn = _Transaction(transactional_id, producer_id, producer_epoch, supported_operation(produce_version), first_sequences)
+        key = (transactional_id, producer_id, producer_epoch)
+        earlier = self._verifying.get(key)
+        if earlier is None:
+            to_verify = self._start_guards(out, txn, list(first_sequences))
+            if not to_verify:
+                return out
+            asking = self._ask(out, txn, to_verify)
+        else:
+            asking = self._ask_after(earlier, out, txn)
+        task = asyncio.ensure_future(asking)
+        self._verifying[key] = task
+        task.add_done_callback(functools.partial(self._verified, key))
+        out.pending = task
+        return out
+
+    def _verified(self, key: tuple[str, int, int], task: asyncio.Future[dict[TopicPartition, int]]) -> None:
+        if self._verifying.get(key) is task:
+            del self._verifying[key]
+
+    def _start_guards(self, out: Verification, txn: _Transaction, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Each partition's guard into ``out``; the partitions whose coordinator must be asked."""
         now = time.time_ns() // 1_000_000
         to_verify: list[TopicPartition] = []
-        for tp, sequence in first_sequences.items():
+        for tp in partitions:
             partition = self._rm.get_partition(*tp)
             if partition is None:
                 continue  # the append answers NOT_LEADER_OR_FOLLOWER
             try:
-                guard = partition.maybe_start_transaction_verification(producer_id, sequence, producer_epoch, now)
+                guard = partition.maybe_start_transaction_verification(txn.producer_id, txn.first_sequences[tp], txn.producer_epoch, now)
             except StorageError as e:
                 out.errors[tp] = ProduceResult(error_code=e.error_code, error_message=str(e) or None)
                 continue
             out.guards[tp] = guard
             if guard is not SENTINEL_VERIFICATION_GUARD:
                 to_verify.append(tp)
-        if to_verify:
-            out.pending = self._manager.verify_transaction(transactional_id, producer_id, producer_epoch, to_verify, supported_operation(produce_version))
-        return out
+        return to_verify
+
+    async def _ask_after(self, earlier: asyncio.Future[dict[TopicPartition, int]], out: Verification, txn: _Transaction) -> dict[TopicPartition, int]:
+        """A produce request pipelined behind another of the same transaction still verifying.
+
+        Kafka reads a connection's next request only once it has answered the last, so the
+        producer's next batches find the transaction open and need no verification. Here they
+        are handled at once: each would ask the coordinator too, and the AddPartitionsToTxn
+        waiting for a remote coordinator would be replaced by the next one of the same
+        transaction, its producer answered NETWORK_EXCEPTION (NOT_ENOUGH_REPLICAS), and each
+        later batch OUT_OF_ORDER_SEQUENCE_NUMBER once a later one got through first: the Java
+        client's five batches in flight made it retry for seconds. So this one waits for the
+        earlier one, whose produce request appends first (it awaited ``earlier`` first), and
+        then asks only for what is still not in the transaction."""
+        await asyncio.wait((earlier,))
+        to_verify = self._start_guards(out, txn, list(txn.first_sequences))
+        return await self._ask(out, txn, to_verify) if to_verify else {}
+
+    async def _ask(self, out: Verification, txn: _Transaction, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The coordinator's answer; transaction version 2's add retried on CONCURRENT_TRANSACTIONS,
+        as Kafka's ReplicaManager.handleProduceAppend does (add.partitions.to.txn.retry.backoff.ms,
+        for up to add.partitions.to.txn.retry.backoff.max.ms).
+
+        EndTxn answers once the Prepare record is written, before the markers are: a client that
+        begins its next transaction at once has its first batch reach the coordinator while the
+        previous transaction is still PrepareCommit. Told so at once, franz-go retries the
+        produce only after a metadata refresh, which it spaces by its metadata min age (5 s):
+        every transaction took 5 s (issue 32). The markers take milliseconds: waiting for them
+        here, the producer is answered no error."""
+        deadline = time.monotonic() + self._retry_max_ms / 1000
+        while True:
+            errors = await self._manager.verify_transaction(txn.transactional_id, txn.producer_id, txn.producer_epoch, partitions, txn.operation)
+            if not txn.operation.adds or ErrorCode.concurrent_transactions not in errors.values() or time.monotonic() >= deadline:
+                return errors
+            await asyncio.sleep(self._retry_backoff_ms / 1000)
+            # Anew: the previous transaction's marker, written meanwhile, voids a guard made before it.
+            partitions = self._start_guards(out, txn, partitions)
+            if not partitions:
+                return {}
 
 
 __all__ = ["ProduceVerifier", "Verification", "produce_result", "supported_operation"]

@@ -63,7 +63,7 @@ class ProduceHandler:
         """The append once the transaction coordinator has verified the partitions."""
         assert verification.pending is not None
         unverified = await verification.pending
-        verification.errors.update((tp, produce_result(code)) for tp, code in unverified.items())
+        verification.errors.update((tp, produce_result(code, ctx.version)) for tp, code in unverified.items())
         answer = self._append(ctx, request, results, entries, verification)
         return await answer if inspect.isawaitable(answer) else answer
 
