@@ -32,7 +32,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 from protocol.records import build_batch
-from tests.cluster.cluster import KafkaCluster, leader_id, wait_until
+from tests.cluster.cluster import ClusterNode, KafkaCluster, leader_id, wait_until
 from tests.cluster.test_replication import admin, create, partition_state, produce
 from tests.integration.helpers import unique_topic
 from tests.integration.test_bad_input import frame, header_v1
@@ -186,6 +186,19 @@ def restart(cluster: KafkaCluster, node_id: int) -> None:
     cluster.nodes[node_id].await_started()
 
 
+def partition_led_away_from_the_controller(cluster: KafkaCluster, name: str) -> tuple[int, ClusterNode, str]:
+    """A new 3-partition topic's partition whose leader is preferably not the active controller (so
+    only the broker fails over): (partition, its leader, the other nodes' bootstrap)."""
+    create(cluster.bootstrap, name, partitions=3)
+    for p in range(3):
+        wait_for_isr(cluster, name, {1, 2, 3}, p)
+    controller = leader_id(cluster, 1)
+    leaders = {p: partition_state(cluster.bootstrap, name, p)[0] for p in range(3)}
+    partition = next((p for p, b in leaders.items() if b != controller), 0)
+    old = cluster.nodes[leaders[partition]]
+    return partition, old, ",".join(n.bootstrap for n in cluster.nodes.values() if n is not old)
+
+
 def replica_bytes(cluster: KafkaCluster, node_id: int, topic: str, partition: int) -> bytes:
     directory = cluster.nodes[node_id].data_dir / f"{topic}-{partition}"
     return b"".join(f.read_bytes() for f in sorted(directory.glob("*.log")))
@@ -242,15 +255,7 @@ def test_a_follower_cut_off_from_its_leader_leaves_the_isr_and_rejoins_after_hea
 
 def test_a_leader_stopped_past_its_session_is_replaced_and_acknowledges_nothing_after(cluster: KafkaCluster) -> None:
     name = unique_topic("stop")
-    create(cluster.bootstrap, name, partitions=3)
-    for p in range(3):
-        wait_for_isr(cluster, name, {1, 2, 3}, p)
-    # Preferably a partition whose leader is not the active controller, so only the broker fails over.
-    controller = leader_id(cluster, 1)
-    leaders = {p: partition_state(cluster.bootstrap, name, p)[0] for p in range(3)}
-    partition = next((p for p, b in leaders.items() if b != controller), 0)
-    old = cluster.nodes[leaders[partition]]
-    survivors = ",".join(n.bootstrap for n in cluster.nodes.values() if n is not old)
+    partition, old, survivors = partition_led_away_from_the_controller(cluster, name)
     assert old.proc is not None
     stale: list[tuple[bytes, int, int]] = []  # (value, error code, base offset) of Produce sent to the old leader alone
 
@@ -425,14 +430,7 @@ def test_a_leader_cut_off_from_everyone_appends_one_of_a_clients_pipelined_produ
     request waits behind the first, is never appended by the old leader, and is refused once it is
     read."""
     name = unique_topic("pipelined")
-    create(cluster.bootstrap, name, partitions=3)
-    for p in range(3):
-        wait_for_isr(cluster, name, {1, 2, 3}, p)
-    controller = leader_id(cluster, 1)
-    leaders = {p: partition_state(cluster.bootstrap, name, p)[0] for p in range(3)}
-    partition = next((p for p, b in leaders.items() if b != controller), 0)
-    old = cluster.nodes[leaders[partition]]
-    survivors = ",".join(n.bootstrap for n in cluster.nodes.values() if n is not old)
+    partition, old, survivors = partition_led_away_from_the_controller(cluster, name)
     cluster.isolate(old.node_id)
     with socket.create_connection(("127.0.0.1", old.port), timeout=TIMEOUT_S) as s:
         s.sendall(produce_v8_frame(name, partition, b"first", 1, 30_000) + produce_v8_frame(name, partition, b"second", 2, 30_000))
