@@ -366,6 +366,42 @@ class ProducerStateManager:
             request_guard,
         )
 
+    def analyze_batch(
+        self,
+        header: BatchHeader,
+        batch: Callable[[], bytes | memoryview],
+        base_offset: int,
+        origin: AppendOrigin,
+        producers: dict[int, ProducerAppendInfo],
+        completed: list[CompletedTxn],
+        verification_guard: VerificationGuard | None = None,
+    ) -> BatchMetadata | None:
+        """Kafka's analyzeAndValidateProducerState for one batch of an append, about to get
+        ``base_offset``: validated into ``producers`` (one ProducerAppendInfo per producer of the
+        append, for ``update`` once the append is written) and ``completed`` (the transactions its
+        markers end). ``batch`` gives its bytes, read only for a control batch's marker.
+
+        A client's retry of one of the producer's last five batches (of its open transaction, for a
+        transactional batch) returns where that batch went, and nothing is to be appended. Raises
+        the producer state errors (sequence gap, stale epoch, ...) that refuse the whole append,
+        and ValueError for a control batch that holds no valid marker."""
+        producer_id = header.producer_id
+        if origin is AppendOrigin.CLIENT:
+            last = self.producers.get(producer_id)
+            # The next batch in sequence cannot be a retry: only the others are looked up.
+            if last is not None and last.batches and header.base_sequence != last.batches[-1].last_seq + 1:
+                last_seq = increment_sequence(header.base_sequence, header.last_offset_delta)
+                duplicate = last.find_duplicate(header.producer_epoch, header.base_sequence, last_seq, header.is_transactional)
+                if duplicate is not None:
+                    return duplicate
+        info = producers.get(producer_id)
+        if info is None:
+            info = producers[producer_id] = self.prepare_update(producer_id, origin, verification_guard)
+        txn = info.append(header, batch, base_offset)
+        if txn is not None:
+            completed.append(txn)
+        return None
+
     def update(self, info: ProducerAppendInfo) -> None:
         self.producers[info.producer_id] = info.updated
         if info.verified_or_ended:

@@ -31,7 +31,7 @@ from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_segment import LogSegment
 from storage.log_validator import LogValidator
 from storage.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadataFile
-from storage.producer_state_manager import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager, VerificationGuard, increment_sequence
+from storage.producer_state_manager import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager, VerificationGuard
 
 log = structlog.get_logger()
 
@@ -347,37 +347,20 @@ class UnifiedLog:
         completed: list[CompletedTxn],
         verification_guard: VerificationGuard | None,
     ) -> LogAppendInfo | None:
-        """Kafka's analyzeAndValidateProducerState for one batch about to get ``base_offset``.
-
-        A client's retry of one of the producer's last five batches (of its open transaction,
-        for a transactional batch) is answered with where that batch went (the returned info),
-        and nothing is appended. Raises the producer
-        state errors (sequence gap, stale epoch, ...) that refuse the whole append.
-        """
-        state = self.producer_state
+        """ProducerStateManager.analyze_batch on the append's bytes: a client's retry is answered
+        with where its batch went (the returned info), and nothing is appended."""
         producer_id = header.producer_id
-        if origin is AppendOrigin.CLIENT:
-            last = state.producers.get(producer_id)
-            # The next batch in sequence cannot be a retry: only the others are looked up.
-            if last is not None and last.batches and header.base_sequence != last.batches[-1].last_seq + 1:
-                last_seq = increment_sequence(header.base_sequence, header.last_offset_delta)
-                duplicate = last.find_duplicate(header.producer_epoch, header.base_sequence, last_seq, header.is_transactional)
-                if duplicate is not None:
-                    self._log.debug("log.duplicate_batch", producer_id=producer_id, first_sequence=header.base_sequence, offset=duplicate.first_offset)
-                    return LogAppendInfo(
-                        duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, duplicate.last_offset, -1, self.log_start_offset, 0, 0
-                    )
-        info = producers.get(producer_id)
-        if info is None:
-            info = producers[producer_id] = state.prepare_update(producer_id, origin, verification_guard)
         position = header.position
         try:
-            txn = info.append(header, lambda: records[position : position + header.size], base_offset)
+            duplicate = self.producer_state.analyze_batch(
+                header, lambda: records[position : position + header.size], base_offset, origin, producers, completed, verification_guard
+            )
         except ValueError as e:
             raise InvalidRecordError(f"invalid control batch from producer {producer_id} in {self._tp}: {e}") from None
-        if txn is not None:
-            completed.append(txn)
-        return None
+        if duplicate is None:
+            return None
+        self._log.debug("log.duplicate_batch", producer_id=producer_id, first_sequence=header.base_sequence, offset=duplicate.first_offset)
+        return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, duplicate.last_offset, -1, self.log_start_offset, 0, 0)
 
     def _update_producer_state(self, producers: dict[int, ProducerAppendInfo], completed: list[CompletedTxn]) -> None:
         state = self.producer_state
