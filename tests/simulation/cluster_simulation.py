@@ -7,7 +7,9 @@ in one process: a KafkaRaftClient over a MemoryLog per node, the quorum controll
 (QuorumControllerLogic and the control managers) committing records through Raft, every node's
 MetadataLoader applying them to its MetadataImage through MetadataDelta, and from the image
 each broker leads or follows its partitions (PartitionLeaderState, the follower fetch state,
-storage's leader epoch cache). Producers append with acks=all or acks=1.
+storage's leader epoch cache). Producers append with acks=all or acks=1; in half the seeds
+idempotent producers (tests/simulation/sim_idempotent_producer.py) append too, retrying and
+bumping their epochs as the clients do, against storage's own producer state.
 
 One event queue ordered by (virtual ms, sequence); one random.Random seeded by the seed makes
 every choice (scenario, sizes, timings, faults), so a seed replays exactly. After every event
@@ -35,6 +37,8 @@ from raft.voter_set import Endpoint, VoterNode, VoterSet
 from tests.simulation.invariants import Invariants
 from tests.simulation.sim_broker import ProduceRequest, ProduceResponse, SimNode
 from tests.simulation.sim_coordinator import OFFSETS_TOPIC, OffsetCommitRequest, OffsetCommitResponse
+from tests.simulation.sim_idempotent_producer import IdempotentProducer
+from tests.simulation.simulated_disk import ProducedRecord
 from tests.simulation.simulated_network import NetworkFaults, SimulatedNetwork
 
 CLUSTER_ID = "cluster-simulation"
@@ -48,6 +52,7 @@ DEFAULT_WINDOW_MS = 1500
 LIVENESS_BOUND_MS = 20_000
 TRACE_LENGTH = 60
 PRODUCER = -1  # the producer's address on the network: outside the cluster, never cut
+FIRST_PRODUCER_ID = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +108,8 @@ class Params:
     # Every node's SnapshotGenerator writes a metadata snapshot this often (0: never), and Raft
     # trims its log behind it, so a node that lags or restarts may load its image from one.
     snapshot_interval_ms: int = 0
+    idempotent_producers: int = 0
+    delivery_timeout_ms: int = 0
 
     @classmethod
     def draw(cls, rng: random.Random, scenario: Scenario, window_ms: int) -> "Params":
@@ -183,6 +190,11 @@ class Stats:
     controlled_shutdowns_approved: int = 0
     snapshots_written: int = 0
     snapshots_loaded: int = 0
+    idempotent_acked: int = 0
+    idempotent_retries: int = 0
+    idempotent_epoch_bumps: int = 0
+    idempotent_failed: int = 0
+    duplicates_answered: int = 0  # retries the leaders answered with where the batch already was
     virtual_ms: int = 0
 
 
@@ -194,6 +206,11 @@ class Simulation:
         self.params = Params.draw(self.rng, self.scenario, window_ms)
         # Drawn apart from the seed's main stream, so seeds without snapshots run as they did before them.
         self.params.snapshot_interval_ms = random.Random(f"snapshots {seed}").choice((0, 0, 150, 600))
+        # Also apart: the seeds without idempotent producers (half) run as they did before them.
+        idempotence = random.Random(f"idempotence {seed}")
+        if idempotence.random() < 0.5:
+            self.params.idempotent_producers = idempotence.randint(1, 2)
+            self.params.delivery_timeout_ms = idempotence.choice((1000, 2000, 4000))
         self.cluster_id = CLUSTER_ID
         self.now = 0
         self.stats = Stats()
@@ -212,6 +229,11 @@ class Simulation:
         self._correlation = 0
         self._produces: dict[int, tuple[ProduceRequest, int]] = {}  # correlation id -> (request, the node asked)
         self._commits: dict[str, int] = {}  # group -> the correlation id of its one OffsetCommit in flight
+        self.producers = [
+            IdempotentProducer(self, FIRST_PRODUCER_ID + i, p.produce_timeout_ms + 200, p.delivery_timeout_ms, p.raft.retry_backoff_ms)
+            for i in range(p.idempotent_producers)
+        ]
+        self._idempotent_requests: dict[int, IdempotentProducer] = {}
         self._committed_next = {group: 0 for group in GROUPS}  # the position each group's consumer commits next
         self._faults_on = True
         self._healed_acked: set[tuple[str, int]] = set()  # partitions with an acks=all record acknowledged after the heal
@@ -237,6 +259,8 @@ class Simulation:
         self.at(100, self._create_topic_event)
         self.at(self.rng.randint(*p.produce_gap_ms), self._produce_event)
         self.at(self.rng.randint(*p.produce_gap_ms), self._commit_event)
+        if self.producers:
+            self.at(self.rng.randint(*p.produce_gap_ms), self._idempotent_produce_event)
         self.at(self.rng.randint(*p.fault_gap_ms), self._fault_event)
         # The faults last window_ms from the topic's creation; this backstop heals a cluster whose faults kept it from creating one.
         self.at(p.window_ms * 3, self._heal_event)
@@ -341,6 +365,13 @@ class Simulation:
                 best = node
         return best
 
+    def partition_leader(self, tp: tuple[str, int]) -> int:
+        """The partition's leader as a client learns it from metadata; -1 when none is known."""
+        latest = self._latest_image_node()
+        topic = latest.image.topics.get(tp[0]) if latest is not None else None
+        reg = topic.partitions.get(tp[1]) if topic is not None else None
+        return reg.leader if reg is not None else -1
+
     def is_current_leader_epoch(self, tp: tuple[str, int], leader_epoch: int) -> bool:
         """No newer leader epoch of the partition is known committed: a leader of an older one is a zombie
         nobody follows (its followers fence it by epoch), so it can acknowledge nothing and lose nothing."""
@@ -387,16 +418,49 @@ class Simulation:
         leader = topic.partitions[partition].leader
         if leader < 0:
             return
-        count = self.rng.randint(1, 3)
-        values = tuple(range(self._next_value, self._next_value + count))
-        self._next_value += count
+        values = self._new_values()
         acks_all = self.rng.random() < self.params.acks_all_share or not self._faults_on
         request = ProduceRequest((TOPIC, partition), values, acks_all)
         self._correlation += 1
         self._produces[self._correlation] = (request, leader)
         self.transmit(PRODUCER, leader, "produce_request", PRODUCER, 0, self._correlation, request)
 
+    def _idempotent_produce_event(self) -> None:
+        if not self._producing:
+            return
+        self.at(self.now + self.rng.randint(*self.params.produce_gap_ms), self._idempotent_produce_event)
+        latest = self._latest_image_node()
+        topic = latest.image.topics.get(TOPIC) if latest is not None else None
+        if topic is None:
+            return
+        producer = self.rng.choice(self.producers)
+        values = self._new_values()
+        producer.send((TOPIC, self.rng.randrange(len(topic.partitions))), values)
+
+    def _new_values(self) -> tuple[int, ...]:
+        """One to three values never produced before: every value is unique in a run."""
+        count = self.rng.randint(1, 3)
+        values = tuple(range(self._next_value, self._next_value + count))
+        self._next_value += count
+        return values
+
+    def next_correlation_id(self) -> int:
+        self._correlation += 1
+        return self._correlation
+
+    def send_idempotent(self, producer: IdempotentProducer, leader: int, correlation_id: int, request: ProduceRequest) -> None:
+        self._idempotent_requests[correlation_id] = producer
+        self.transmit(PRODUCER, leader, "produce_request", PRODUCER, 0, correlation_id, request)
+
+    def idempotent_acknowledged(self, tp: tuple[str, int]) -> None:
+        if not self._faults_on:
+            self._healed_acked.add(tp)
+
     def produce_response(self, correlation_id: int, request: ProduceRequest, response: ProduceResponse) -> None:
+        producer = self._idempotent_requests.pop(correlation_id, None)
+        if producer is not None:
+            producer.on_response(correlation_id, request, response)
+            return
         if self._produces.pop(correlation_id, None) is None:
             return  # a duplicate answer
         if response.error_code != 0:
@@ -580,6 +644,7 @@ class Simulation:
         if not reasons and self._producing:
             self._producing = False
             return "the producers stop; the followers catch up"
+        reasons += [p.summary() for p in self.producers if p.pending or p.bumping]
         if not reasons:
             for name in TOPICS:
                 for index, reg in sorted(image.topics[name].partitions.items()):
@@ -634,8 +699,13 @@ class Simulation:
                 for node_id in reg.replicas:
                     replica = self.nodes[node_id].replicas[(name, index)]
                     self.invariants.holds_acknowledged((name, index), node_id, "a replica of the healed cluster", replica.log.entry)
+        for index, reg in first.topics[TOPIC].partitions.items():
+            for node_id in reg.replicas:
+                plog = self.nodes[node_id].replicas[(TOPIC, index)].log
+                self.invariants.written_once((TOPIC, index), node_id, [v for v in plog.values if isinstance(v, ProducedRecord)])
         for node in self.nodes.values():
             node.count_snapshots()
+            self.stats.duplicates_answered += sum(plog.duplicates_answered for plog in node.disk.partition_logs.values())
         self.stats.raft_elections = len(self.invariants.raft_leaders)
         self.stats.partition_elections = len(self.invariants.partition_leaders)
 

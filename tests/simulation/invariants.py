@@ -28,6 +28,10 @@
   the check above).
 - a metadata snapshot holds the committed history: the image a node loads from a snapshot
   ending at offset o is the image of the committed records below o.
+- no idempotent record is written twice: at the end, no replica of the healed cluster holds an
+  idempotent producer's record twice, whatever the producer retried (a batch sent again keeps
+  its producer id, epoch and sequences; only batches never sent get the sequences of a bumped
+  epoch, tests/simulation/sim_idempotent_producer.py).
 - a follower never keeps data past a divergence point: when a follower appends what its
   leader sent from offset o, its log below o is the leader's log below o (digests compared).
 """
@@ -129,6 +133,14 @@ class Invariants:
                     "a new group coordinator holds the committed offsets",
                     f"broker {node} loaded {tp[0]}-{tp[1]}: group {group} at {loaded(group, committed)} for {committed[0]}-{committed[1]}, its log's last commit says {offset}",
                 )
+
+    def written_once(self, tp: TopicPartition, node: int, records: Sequence[Any]) -> None:
+        """``records``: the idempotent producers' records in one replica's log, in offset order."""
+        seen: dict[int, Any] = {}
+        for record in records:
+            first = seen.setdefault(record.value, record)
+            if first is not record:
+                self.fail("no idempotent record is written twice", f"{tp[0]}-{tp[1]} on broker {node} holds value {record.value} twice: as {first!r} and as {record!r}")
 
     def follower_append(self, tp: TopicPartition, node: int, leader: int, offset: int, local_digest: int, leader_digest: int) -> None:
         if local_digest != leader_digest:

@@ -7,11 +7,15 @@ relies on: the high watermark stays between the log start and the log end, reads
 a truncation at or past the log end still forgets an epoch marked there and never written in.
 The leader epoch cache is storage's own LeaderEpochCache and the producer state storage's
 ProducerStateManager, with their file writes taken away, so OffsetForLeaderEpoch answers
-exactly as the real log's do.
+exactly as the real log's do, and an idempotent producer's batch (a run of ProducedRecords) is
+checked, deduplicated or refused by the same ProducerStateManager.analyze_batch as UnifiedLog's
+appends, from the header fields its records carry. As UnifiedLog does, a follower's append
+updates the producer state, and a truncation rebuilds it from what the log kept.
 
 A record is one unit of size: a read's ``max_length`` counts records, and the region it
 returns stands for the records [position, position + length) of this log (the simulated
-disk's file is the record list; ``records_in`` is its sendfile).
+disk's file is the record list; ``records_in`` is its sendfile). As Kafka's, a read never ends
+inside a batch.
 
 What a crash leaves depends on the fault: a killed process keeps everything it wrote (the
 page cache survives, as with ``kill -9``); a lost machine keeps only what was flushed.
@@ -19,21 +23,49 @@ page cache survives, as with ``kill -9``); a lost machine keeps only what was fl
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
-from protocol.record_batch import NO_TIMESTAMP
+from protocol.record_batch import NO_TIMESTAMP, BatchHeader
 from storage.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from storage.fetch_data_info import FetchDataInfo, FileRegion
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.log_config import LogConfig
-from storage.producer_state_manager import AppendOrigin, ProducerStateManager, VerificationGuard
+from storage.producer_state_manager import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager, VerificationGuard
 from storage.unified_log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LogAppendInfo
 
 NOWHERE = Path("/nonexistent")
 
 # A record as a fetch hands it to a follower: (offset, leader epoch, value).
 ReplicatedRecord = tuple[int, int, Any]
+MAGIC = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ProducedRecord:
+    """One record of an idempotent producer's batch, carrying the batch header's producer fields
+    (the batch is the run of ``count`` records its first record starts)."""
+
+    value: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    index: int  # its place in the batch
+    count: int
+
+    def header(self, base_offset: int, leader_epoch: int) -> BatchHeader:
+        """The header of its batch, as the log would decode it, with ``base_offset`` assigned."""
+        return BatchHeader(
+            0, base_offset, 0, leader_epoch, MAGIC, 0, 0, self.count - 1, NO_TIMESTAMP, NO_TIMESTAMP, self.producer_id, self.producer_epoch, self.base_sequence, self.count
+        )
+
+    def __repr__(self) -> str:
+        return f"{self.value}(p{self.producer_id}e{self.producer_epoch}s{self.base_sequence + self.index})"
+
+
+def _no_bytes() -> bytes:
+    raise AssertionError("a producer's data batch is never read for a marker")
 
 
 class MemoryLeaderEpochCache(LeaderEpochCache):
@@ -47,8 +79,8 @@ class MemoryLeaderEpochCache(LeaderEpochCache):
 
 
 class SimulatedPartitionLog:
-    """One replica's log. Every value is unique in a run. Records carry no producer ids and no
-    timestamps (yet): the producer state stays empty, and a truncation has nothing to replay."""
+    """One replica's log. Every value is unique in a run. Records carry no timestamps, and no
+    transactions (yet): the producer state holds idempotent producers only."""
 
     def __init__(self, topic_partition: str, config: LogConfig) -> None:
         self.config = config
@@ -63,6 +95,7 @@ class SimulatedPartitionLog:
         self.flushed_high_watermark = 0  # the replication-offset-checkpoint as last written
         self.leader_epoch_cache = MemoryLeaderEpochCache()
         self.producer_state = ProducerStateManager(topic_partition, NOWHERE, created=True)
+        self.duplicates_answered = 0  # producer retries answered with where their batch already was
 
     @property
     def log_end_offset(self) -> int:
@@ -92,8 +125,19 @@ class SimulatedPartitionLog:
         if not records:
             return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0)
         first = self.log_end_offset
+        head = records[0]
+        producers: dict[int, ProducerAppendInfo] = {}
+        if isinstance(head, ProducedRecord):
+            completed: list[CompletedTxn] = []
+            duplicate = self.producer_state.analyze_batch(head.header(first, leader_epoch), _no_bytes, first, origin, producers, completed, verification_guard)
+            if duplicate is not None:
+                self.duplicates_answered += 1
+                return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0)
         for value in records:
             self._append(leader_epoch, value)
+        for info in producers.values():
+            self.producer_state.update(info)
+        self.producer_state.map_end_offset = self.log_end_offset
         self.leader_epoch_cache.assign(leader_epoch, first)
         return LogAppendInfo(first, self.log_end_offset - 1, NO_TIMESTAMP, -1, -1, self.log_start_offset, len(records), len(records))
 
@@ -107,7 +151,25 @@ class SimulatedPartitionLog:
         for offset, epoch, value in records:
             self.leader_epoch_cache.assign(epoch, offset)
             self._append(epoch, value)
+        self._replay_producers(records)
         return LogAppendInfo(first, last, NO_TIMESTAMP, -1, -1, self.log_start_offset, len(records), len(records))
+
+    def _replay_producers(self, records: Iterable[ReplicatedRecord]) -> None:
+        """The producer state of a follower's append or a rebuild: each batch once its last record is in."""
+        state = self.producer_state
+        for offset, epoch, value in records:
+            if isinstance(value, ProducedRecord) and value.index == value.count - 1:
+                base = offset - value.index
+                info = state.prepare_update(value.producer_id, AppendOrigin.REPLICATION)
+                info.append(value.header(base, epoch), _no_bytes, base)
+                state.update(info)
+        state.map_end_offset = self.log_end_offset
+
+    def _rebuild_producer_state(self) -> None:
+        """As UnifiedLog's truncation: the state of what the log kept (no snapshots here: replayed from its start)."""
+        self.producer_state.truncate_and_reload(self.log_start_offset, self.log_end_offset)
+        self._replay_producers(self.records_in(FileRegion(id(self), self._base, len(self.values))))
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
 
     # -- read --------------------------------------------------------------------------------------------
 
@@ -119,6 +181,10 @@ class SimulatedPartitionLog:
         count = min(max(upper - start_offset, 0), max_length)
         if count == 0 and min_one_message and upper > start_offset:
             count = 1
+        if count:
+            last = self.values[start_offset + count - 1 - self._base]
+            if isinstance(last, ProducedRecord):
+                count = min(count + last.count - 1 - last.index, upper - start_offset)
         return FetchDataInfo(start_offset, [FileRegion(id(self), start_offset, count)] if count else [])
 
     def records_in(self, region: FileRegion) -> tuple[ReplicatedRecord, ...]:
@@ -185,6 +251,7 @@ class SimulatedPartitionLog:
         self.flushed = min(self.flushed, target_offset)
         self.high_watermark = min(self.high_watermark, target_offset)
         self.log_start_offset = min(self.log_start_offset, target_offset)
+        self._rebuild_producer_state()
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
