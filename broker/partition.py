@@ -16,7 +16,7 @@ from broker.metadata.metadata_image import PartitionRegistration
 from replication.follower_fetch_state import EpochEndOffset, follower_high_watermark, offset_out_of_range_restart, truncation_for_diverging_epoch
 from replication.partition_state import AlterPartitionIntent, PartitionLeaderState
 from protocol.record_batch import NO_TIMESTAMP
-from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.errors import OffsetOutOfRangeError, StorageError, UnexpectedAppendOffsetError
 from storage.fetch_data_info import FetchDataInfo
 from storage.leader_epoch_cache import LeaderEpochCache
 from storage.log_config import LogConfig
@@ -454,7 +454,18 @@ class Partition(Generic[ProducedT, ReplicatedT]):
     def append_records_as_follower(self, records: ReplicatedT, leader_high_watermark: int, leader_log_start_offset: int) -> LogAppendInfo:
         if self.is_leader:
             raise NotLeaderOrFollowerError(f"{self.topic}-{self.index} is led by this node")
-        info = self.log.append_as_follower(records)
+        try:
+            info = self.log.append_as_follower(records)
+        except UnexpectedAppendOffsetError as e:
+            plog = self.log
+            end = plog.log_end_offset
+            # An empty log started at a leader's log start that a DeleteRecords put inside a batch:
+            # the batch comes whole, from below it. As Kafka's follower, start the log at the
+            # batch; the leader's log start, taken next, moves the local one up again.
+            if not (end == plog.log_start_offset and e.first_offset < end <= e.last_offset):
+                raise
+            plog.truncate_fully_and_start_at(e.first_offset)
+            info = plog.append_as_follower(records)
         self.take_leader_offsets(leader_high_watermark, leader_log_start_offset)
         return info
 
@@ -468,10 +479,10 @@ class Partition(Generic[ProducedT, ReplicatedT]):
         plog.truncate_to(truncation.offset)
         return truncation.offset
 
-    def restart_out_of_range(self, leader_log_start_offset: int, leader_high_watermark: int) -> int:
+    def restart_out_of_range(self, leader_log_start_offset: int, leader_end_offset: int) -> int:
         """The leader answered OFFSET_OUT_OF_RANGE: empty the log and start at the leader's log
-        start, or cut back past the leader's end. Returns where the next fetch starts."""
-        offset, empty_first = offset_out_of_range_restart(leader_log_start_offset, leader_high_watermark, self.log.log_end_offset)
+        start, or cut back to the leader's end. Returns where the next fetch starts."""
+        offset, empty_first = offset_out_of_range_restart(leader_log_start_offset, leader_end_offset, self.log.log_end_offset)
         if empty_first:
             self.log.truncate_fully_and_start_at(offset)
         else:

@@ -5,6 +5,9 @@ with this broker's id and epoch in ReplicaState) for every partition it follows 
 (`num.replica.fetchers` loops per leader, partitions spread by hash), appends what comes back as
 it is (offsets kept, CRCs checked by the log), and takes the leader's high watermark and log
 start. Truncation follows the leader's DivergingEpoch answers (replication/follower_fetch_state.py).
+A fetch answered OFFSET_OUT_OF_RANGE (a log start moved past this replica's end while it was
+away) carries no offsets, as Kafka's answer does not: the loop asks the leader for its log start
+and end with ListOffsets, as Kafka's fetcher does, and truncates or starts over there.
 A partition whose answer is an error waits `replica.fetch.backoff.ms`, the others go on; the
 metadata log says where a moved partition went.
 
@@ -29,6 +32,8 @@ import structlog
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v17.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kio.schema.fetch.v17.request import ReplicaState as FetchReplicaState
+from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 from broker.metadata.metadata_cache import MetadataCache
@@ -37,6 +42,7 @@ from broker.partition import Partition
 from broker.replication_quota_manager import ReplicationQuotaManager
 from replication.fetch_session_handler import FetchRequestData, FetchSessionHandler, PartitionData
 from replication.follower_fetch_state import EpochEndOffset
+from storage.unified_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = structlog.get_logger()
 
@@ -67,6 +73,12 @@ class _FetchState:
     partition: Partition
     leader_epoch: int
     delayed_until: float = 0.0
+    # Answered OFFSET_OUT_OF_RANGE: left out of fetches until the leader's offsets are known.
+    out_of_range: bool = False
+
+
+class _ListOffsetsError(Exception):
+    pass
 
 
 class ReplicaFetcher:
@@ -116,8 +128,11 @@ class ReplicaFetcher:
         backoff_s = self._settings.fetch_backoff_ms / 1000
         while self.partitions:
             now = time.monotonic()
-            ready = {k: s for k, s in self.partitions.items() if s.delayed_until <= now and not self._throttled(s.partition)}
             endpoint = self._metadata.broker_endpoint(self.leader_id, self._settings.listener_name)
+            if endpoint is not None:
+                for state in [s for s in self.partitions.values() if s.out_of_range and s.delayed_until <= now]:
+                    await self._restart_out_of_range(endpoint, state)
+            ready = {k: s for k, s in self.partitions.items() if s.delayed_until <= now and not s.out_of_range and not self._throttled(s.partition)}
             # Built even when nothing is ready, as Kafka's fetcher does: partitions waiting out a
             # backoff or a throttle leave the session, and are sent in full when they come back.
             data = self.session.build({k: self._partition_data(s) for k, s in ready.items()}) if endpoint is not None else None
@@ -228,8 +243,8 @@ class ReplicaFetcher:
                 partition.take_leader_offsets(int(part.high_watermark), int(part.log_start_offset))
             return
         if code == ErrorCode.offset_out_of_range:
-            offset = partition.restart_out_of_range(int(part.log_start_offset), int(part.high_watermark))
-            self._log.info("replica_fetcher.out_of_range", topic=partition.topic, partition=partition.index, restart_at=offset)
+            state.out_of_range = True
+            self._log.info("replica_fetcher.out_of_range", topic=partition.topic, partition=partition.index, fetch_offset=partition.log.log_end_offset)
             return
         # Not the leader any more, or an epoch one side has not caught up with: wait for the metadata.
         self._log.debug("replica_fetcher.partition_error", topic=partition.topic, partition=partition.index, error=ErrorCode(code).name)
@@ -240,6 +255,46 @@ class ReplicaFetcher:
             self._delay((state,), LEADERSHIP_RACE_BACKOFF_MS)
         else:
             self._delay((state,))
+
+    async def _restart_out_of_range(self, endpoint: Any, state: _FetchState) -> None:
+        """Kafka's fetchOffsetAndTruncate: the leader's log start and end, by ListOffsets, say
+        whether to empty the log and start at the leader's start or cut back to its end."""
+        partition = state.partition
+        try:
+            start = await self._list_offset(endpoint, state, EARLIEST_TIMESTAMP)
+            end = await self._list_offset(endpoint, state, LATEST_TIMESTAMP)
+        except (NetworkError, _ListOffsetsError) as e:
+            self._log.info("replica_fetcher.list_offsets_failed", topic=partition.topic, partition=partition.index, error=str(e))
+            self._delay((state,))
+            return
+        if self.partitions.get(partition.key) is not state:
+            return  # removed or re-added for a new leader meanwhile
+        try:
+            offset = partition.restart_out_of_range(start, end)
+        except Exception as e:
+            self._log.warning("replica_fetcher.partition_failed", topic=partition.topic, partition=partition.index, error=f"{type(e).__name__}: {e}")
+            self._delay((state,))
+            return
+        state.out_of_range = False
+        self._log.info("replica_fetcher.restarted_out_of_range", topic=partition.topic, partition=partition.index, leader_log_start=start, leader_end=end, restart_at=offset)
+
+    async def _list_offset(self, endpoint: Any, state: _FetchState, timestamp: int) -> int:
+        partition = state.partition
+        request = ListOffsetsRequest(
+            replica_id=BrokerId(self._settings.node_id),
+            isolation_level=i8(0),
+            topics=(
+                ListOffsetsTopic(
+                    name=TopicName(partition.topic),
+                    partitions=(ListOffsetsPartition(partition_index=i32(partition.index), current_leader_epoch=i32(state.leader_epoch), timestamp=i64(timestamp)),),
+                ),
+            ),
+        )
+        response = await self._network.send((endpoint.host, endpoint.port), request, timeout_ms=self._settings.request_timeout_ms)
+        answers = [p for t in response.topics if t.name == partition.topic for p in t.partitions if p.partition_index == partition.index]
+        if len(answers) != 1 or answers[0].error_code != ErrorCode.none:
+            raise _ListOffsetsError(f"ListOffsets({timestamp}) answered {ErrorCode(answers[0].error_code).name if answers else 'nothing'}")
+        return int(answers[0].offset)
 
     def _truncate_on_divergence(self, partition: Partition, diverging: EpochEndOffset) -> None:
         log_end_offset = partition.log.log_end_offset

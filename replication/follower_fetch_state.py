@@ -55,17 +55,19 @@ def truncation_for_diverging_epoch(
     return Truncation(min(local_end_for_epoch.end_offset, diverging.end_offset, log_end_offset), True)
 
 
-def offset_out_of_range_restart(leader_log_start_offset: int, leader_high_watermark: int, log_end_offset: int) -> tuple[int, bool]:
-    """(offset to truncate to and fetch from, whether to empty the log first) after OFFSET_OUT_OF_RANGE.
+def offset_out_of_range_restart(leader_log_start_offset: int, leader_end_offset: int, log_end_offset: int) -> tuple[int, bool]:
+    """(offset to truncate to and fetch from, whether to empty the log first) after OFFSET_OUT_OF_RANGE,
+    from the leader's log start and end as its ListOffsets EARLIEST and LATEST answer (the latter
+    is the high watermark on kbroker, the log end on Kafka, which answers a replica so).
 
     Below the leader's log start the local log is of no use: empty it and start at the
     leader's start. Otherwise the fetch was past the leader's end (an unclean election left the
-    leader shorter): records past the leader's high watermark may not be on the leader, and
-    those below it are, so cutting back to it loses nothing the leader has.
+    leader shorter): records past it may not be on the leader, and those below it are, so
+    cutting back to it loses nothing the leader has.
     """
     if log_end_offset < leader_log_start_offset:
         return leader_log_start_offset, True
-    return min(log_end_offset, max(leader_high_watermark, leader_log_start_offset)), False
+    return min(log_end_offset, max(leader_end_offset, leader_log_start_offset)), False
 
 
 def follower_high_watermark(leader_high_watermark: int, log_end_offset: int) -> int:

@@ -257,3 +257,35 @@ def test_a_broker_cut_off_from_the_controllers_stops_once_its_session_is_over(cl
     wait_until("the restarted broker back in the ISR", lambda: victim.node_id in partition_state(survivor.bootstrap, name)[1] or None, TIMEOUT_S)
     records = read_all(survivor.bootstrap, name, 1, len(acked))
     assert set(acked) <= set(records)
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_over_there(cluster: KafkaCluster) -> None:
+    """A follower down while DeleteRecords moved the log start past its log end: the leader answers
+    its fetch OFFSET_OUT_OF_RANGE, with no offsets, as Kafka's does. The follower asks the leader's
+    log start and end with ListOffsets, as Kafka's fetcher does, empties its log, starts at the
+    leader's log start (at the batch holding it) and joins the ISR again."""
+    name = unique_topic("oor")
+    create(cluster.bootstrap, name)
+    wait_until("a full ISR", lambda: len(partition_state(cluster.bootstrap, name)[1]) == 3 or None, TIMEOUT_S)
+    assert len(produce(cluster.bootstrap, name, [b"before-%d" % i for i in range(100)])) == 100
+    leader, _ = partition_state(cluster.bootstrap, name)
+    follower = next(n for n in cluster.brokers if n.node_id != leader)
+    survivor = cluster.nodes[leader]
+    follower.kill()
+    try:
+        wait_until("the dead follower out of the ISR", lambda: follower.node_id not in partition_state(survivor.bootstrap, name)[1] or None, TIMEOUT_S)
+        assert len(produce(survivor.bootstrap, name, [b"after-%d" % i for i in range(200)])) == 200
+        client = admin(survivor.bootstrap)  # held: the futures die with their client
+        [deleted] = client.delete_records([TopicPartition(name, 0, 250)], request_timeout=TIMEOUT_S).values()
+        assert deleted.result(timeout=TIMEOUT_S).low_watermark == 250
+    finally:
+        follower.launch()
+        follower.await_started()
+    wait_until("the follower back in the ISR", lambda: follower.node_id in partition_state(survivor.bootstrap, name)[1] or None, TIMEOUT_S)
+    assert follower.events_named("replica_fetcher.restarted_out_of_range", current_run=True), follower.tail()
+    # Its log starts over at the batch holding offset 250 (as Kafka's, when the leader's log start
+    # falls inside a batch): the records it had below are gone.
+    segments = sorted(int(f.stem) for f in (follower.data_dir / f"{name}-0").glob("*.log"))
+    assert segments and 100 <= segments[0] <= 250, segments
+    records = read_all(follower.bootstrap, name, 1, 50)
+    assert [v for _, _, v in sorted(records)][:1] == [b"after-150"]
