@@ -200,7 +200,8 @@ class BrokerServer:
         self.init_producer_id.transaction_coordinator = self.txn_coordinator
         # In this order: readers see the new image first, then replicas exist before the
         # coordinators load them.
-        for publisher in (self.metadata, self.replica_manager, self.group_coordinator, self.txn_state_manager):
+        self._publishers = (self.metadata, self.replica_manager, self.group_coordinator, self.txn_state_manager)
+        for publisher in self._publishers:
             loader.install_publisher(publisher)
 
     def _feature_info(self) -> FeatureInfo:
@@ -380,6 +381,11 @@ class BrokerServer:
             await server.close_connections(grace_s)
 
     async def shutdown(self) -> None:
+        # First, as Kafka's BrokerServer: the metadata log goes on committing while this broker
+        # stops, and a delta applied after the fetchers stopped started a new one, which appended
+        # to a log already closed (EBADF: the log dir offline, the broker halted).
+        for publisher in self._publishers:
+            self._shared.metadata_loader.remove_publisher(publisher)
         await self.lifecycle.close()
         await self.replica_manager.shutdown()
         await self.replica_fetcher_manager.shutdown()

@@ -325,6 +325,7 @@ class ReplicaFetcherManager:
         self._quota = quota
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
+        self._shut_down = False
 
     def _fetcher_id(self, key: TopicPartition) -> int:
         # Kafka spreads partitions over num.replica.fetchers by hash; a stable hash keeps a
@@ -332,8 +333,10 @@ class ReplicaFetcherManager:
         return zlib.crc32(f"{key[0]}-{key[1]}".encode()) % self._settings.num_fetchers
 
     def add_fetcher_for(self, partition: Partition) -> None:
-        """Fetch ``partition`` from its current leader (moving it from any other fetcher)."""
+        """Fetch ``partition`` from its current leader (moving it from any other fetcher); nothing once shut down."""
         self.remove_fetcher_for(partition.key)
+        if self._shut_down:
+            return
         slot = (partition.leader_id, self._fetcher_id(partition.key))
         fetcher = self._fetchers.get(slot)
         if fetcher is None:
@@ -347,6 +350,7 @@ class ReplicaFetcherManager:
             self._fetchers[slot].remove(key)
 
     async def shutdown(self) -> None:
+        self._shut_down = True
         await asyncio.gather(*(f.shutdown() for f in self._fetchers.values()))
         self._fetchers.clear()
         self._assigned.clear()

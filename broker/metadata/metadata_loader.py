@@ -74,6 +74,10 @@ class MetadataLoader:
         if self._published is not EMPTY_IMAGE:
             self._call(publisher, MetadataDelta.diff(EMPTY_IMAGE, self._published), self._published)
 
+    def remove_publisher(self, publisher: MetadataPublisher) -> None:
+        """Publish nothing more to ``publisher`` (Kafka's removeAndClosePublisher)."""
+        self._publishers.remove(publisher)
+
     def handle_commit(self, batch: CommittedBatch | Sequence[tuple[int, MetadataRecord]]) -> MetadataImage:
         """Replay one committed batch; returns the image published last (the current one)."""
         entries, last_offset, epoch = _entries(batch, self.image)

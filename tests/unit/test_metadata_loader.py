@@ -244,3 +244,15 @@ def test_a_publisher_installed_while_catching_up_sees_only_published_images() ->
     late: list[tuple[str, MetadataDelta, MetadataImage]] = []
     loader.install_publisher(Recorder(late, "late"))
     assert late == [] and calls == []
+
+
+def test_a_removed_publisher_gets_nothing_more() -> None:
+    """A stopping broker removes its publishers first: a delta applied after its fetchers stopped
+    would start new ones, appending to logs already closed."""
+    loader, calls = loader_with("snapshots")
+    broker = Recorder(calls, "broker")
+    loader.install_publisher(broker)
+    loader.handle_commit([(0, TopicRecord(name="a", topic_id=A))])
+    loader.remove_publisher(broker)
+    loader.handle_commit([(1, partition(A, 0))])
+    assert [c[0] for c in calls] == ["snapshots", "broker", "snapshots"]
