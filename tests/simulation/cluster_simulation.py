@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 import structlog
 
 from broker.controller.controller_logic import CreatableTopic
+from broker.metadata.metadata_image import TopicImage
 from raft.raft_config import RaftConfig
 from raft.voter_set import Endpoint, VoterNode, VoterSet
 from tests.simulation.invariants import Invariants
@@ -110,6 +111,8 @@ class Params:
     snapshot_interval_ms: int = 0
     idempotent_producers: int = 0
     delivery_timeout_ms: int = 0
+    # An administrator's DeleteRecords (up to the high watermark) this often, while the faults last (0: never).
+    delete_records_gap_ms: tuple[int, int] = (0, 0)
 
     @classmethod
     def draw(cls, rng: random.Random, scenario: Scenario, window_ms: int) -> "Params":
@@ -195,6 +198,8 @@ class Stats:
     idempotent_epoch_bumps: int = 0
     idempotent_failed: int = 0
     duplicates_answered: int = 0  # retries the leaders answered with where the batch already was
+    records_deleted: int = 0  # DeleteRecords answered
+    out_of_range_restarts: int = 0  # followers found below their leader's log start, started over there
     virtual_ms: int = 0
 
 
@@ -211,6 +216,9 @@ class Simulation:
         if idempotence.random() < 0.5:
             self.params.idempotent_producers = idempotence.randint(1, 2)
             self.params.delivery_timeout_ms = idempotence.choice((1000, 2000, 4000))
+        deletes = random.Random(f"delete records {seed}")
+        if deletes.random() < 0.5:
+            self.params.delete_records_gap_ms = (100, deletes.choice((300, 1000)))
         self.cluster_id = CLUSTER_ID
         self.now = 0
         self.stats = Stats()
@@ -261,6 +269,8 @@ class Simulation:
         self.at(self.rng.randint(*p.produce_gap_ms), self._commit_event)
         if self.producers:
             self.at(self.rng.randint(*p.produce_gap_ms), self._idempotent_produce_event)
+        if p.delete_records_gap_ms[1]:
+            self.at(self.rng.randint(*p.delete_records_gap_ms), self._delete_records_event)
         self.at(self.rng.randint(*p.fault_gap_ms), self._fault_event)
         # The faults last window_ms from the topic's creation; this backstop heals a cluster whose faults kept it from creating one.
         self.at(p.window_ms * 3, self._heal_event)
@@ -365,6 +375,11 @@ class Simulation:
                 best = node
         return best
 
+    def _events_topic(self) -> TopicImage | None:
+        """The producers' topic as a client learns it from metadata; None before it exists."""
+        latest = self._latest_image_node()
+        return latest.image.topics.get(TOPIC) if latest is not None else None
+
     def partition_leader(self, tp: tuple[str, int]) -> int:
         """The partition's leader as a client learns it from metadata; -1 when none is known."""
         latest = self._latest_image_node()
@@ -410,8 +425,7 @@ class Simulation:
         if not self._producing:
             return
         self.at(self.now + self.rng.randint(*self.params.produce_gap_ms), self._produce_event)
-        latest = self._latest_image_node()
-        topic = latest.image.topics.get(TOPIC) if latest is not None else None
+        topic = self._events_topic()
         if topic is None:
             return
         partition = self.rng.randrange(len(topic.partitions))
@@ -429,8 +443,7 @@ class Simulation:
         if not self._producing:
             return
         self.at(self.now + self.rng.randint(*self.params.produce_gap_ms), self._idempotent_produce_event)
-        latest = self._latest_image_node()
-        topic = latest.image.topics.get(TOPIC) if latest is not None else None
+        topic = self._events_topic()
         if topic is None:
             return
         producer = self.rng.choice(self.producers)
@@ -473,6 +486,27 @@ class Simulation:
         self.invariants.acknowledged(request.tp, response.base_offset, list(request.values))
         if not self._faults_on:
             self._healed_acked.add(request.tp)
+
+    # -- the administrator deleting records -------------------------------------------------------------
+
+    def _delete_records_event(self) -> None:
+        """DeleteRecords up to the high watermark of one partition: a follower that was away comes
+        back below its leader's log start."""
+        if not self._faults_on:
+            return
+        self.at(self.now + self.rng.randint(*self.params.delete_records_gap_ms), self._delete_records_event)
+        topic = self._events_topic()
+        if topic is None:
+            return
+        tp = (TOPIC, self.rng.randrange(len(topic.partitions)))
+        leader = topic.partitions[tp[1]].leader
+        if leader >= 0:
+            self.transmit(PRODUCER, leader, "delete_records_request", PRODUCER, 0, self.next_correlation_id(), tp)
+
+    def delete_records_response(self, correlation_id: int, tp: tuple[str, int], error: int, low_watermark: int) -> None:
+        if error == 0:
+            self.stats.records_deleted += 1
+            self.note("deleted", f"{tp[0]}-{tp[1]} below {low_watermark}")
 
     # -- consumers committing their positions -----------------------------------------------------------
 
@@ -698,11 +732,11 @@ class Simulation:
             for index, reg in first.topics[name].partitions.items():
                 for node_id in reg.replicas:
                     replica = self.nodes[node_id].replicas[(name, index)]
-                    self.invariants.holds_acknowledged((name, index), node_id, "a replica of the healed cluster", replica.log.entry)
+                    self.invariants.holds_acknowledged((name, index), node_id, "a replica of the healed cluster", replica.log.entry, replica.log.log_start_offset)
         for index, reg in first.topics[TOPIC].partitions.items():
             for node_id in reg.replicas:
                 plog = self.nodes[node_id].replicas[(TOPIC, index)].log
-                self.invariants.written_once((TOPIC, index), node_id, [v for v in plog.values if isinstance(v, ProducedRecord)])
+                self.invariants.written_once((TOPIC, index), node_id, [v for v in plog.values_from(plog.log_start_offset) if isinstance(v, ProducedRecord)])
         for node in self.nodes.values():
             node.count_snapshots()
             self.stats.duplicates_answered += sum(plog.duplicates_answered for plog in node.disk.partition_logs.values())

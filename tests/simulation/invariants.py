@@ -9,7 +9,8 @@
   from the moment it takes the epoch until it gives it up or its process dies, only grows.
 - no record acknowledged with acks=all is lost while fewer than min.insync.replicas replicas
   have failed: every replica that becomes leader, and at the end every replica of the
-  healed cluster, holds each such record at its offset. The fault model keeps the premise:
+  healed cluster, holds each such record at its offset (unless DeleteRecords deleted it: below
+  the replica's log start). The fault model keeps the premise:
   a crash that keeps unflushed writes (a killed process; the page cache survives) loses no
   replica's data, so any number of those may happen while no node is damaged; a crash that
   loses unflushed writes (a lost machine) damages its replicas, and happens only while every
@@ -29,11 +30,12 @@
 - a metadata snapshot holds the committed history: the image a node loads from a snapshot
   ending at offset o is the image of the committed records below o.
 - no idempotent record is written twice: at the end, no replica of the healed cluster holds an
-  idempotent producer's record twice, whatever the producer retried (a batch sent again keeps
+  idempotent producer's record twice from its log start on, whatever the producer retried (a batch sent again keeps
   its producer id, epoch and sequences; only batches never sent get the sequences of a bumped
   epoch, tests/simulation/sim_idempotent_producer.py).
 - a follower never keeps data past a divergence point: when a follower appends what its
-  leader sent from offset o, its log below o is the leader's log below o (digests compared).
+  leader sent from offset o, its log below o is the leader's log below o (digests compared),
+  from the later of their log starts on (below, records are deleted).
 """
 
 from __future__ import annotations
@@ -106,8 +108,11 @@ class Invariants:
             if known != value:
                 self.fail("no record acknowledged with acks=all is lost", f"{tp[0]}-{tp[1]} offset {base + i} acknowledged as {known} and later as {value}")
 
-    def holds_acknowledged(self, tp: TopicPartition, node: int, why: str, entry: Callable[[int], tuple[int, Any] | None]) -> None:
+    def holds_acknowledged(self, tp: TopicPartition, node: int, why: str, entry: Callable[[int], tuple[int, Any] | None], log_start: int) -> None:
+        """Below the replica's log start a record was deleted (DeleteRecords), not lost."""
         for offset, value in self.acked.get(tp, {}).items():
+            if offset < log_start:
+                continue
             held = entry(offset)
             if held is None or held[1] != value:
                 self.fail(
@@ -142,9 +147,9 @@ class Invariants:
             if first is not record:
                 self.fail("no idempotent record is written twice", f"{tp[0]}-{tp[1]} on broker {node} holds value {record.value} twice: as {first!r} and as {record!r}")
 
-    def follower_append(self, tp: TopicPartition, node: int, leader: int, offset: int, local_digest: int, leader_digest: int) -> None:
+    def follower_append(self, tp: TopicPartition, node: int, leader: int, offset: int, since: int, local_digest: int, leader_digest: int) -> None:
         if local_digest != leader_digest:
             self.fail(
                 "a follower never keeps data past a divergence point",
-                f"{tp[0]}-{tp[1]}: follower {node} appended from leader {leader} at offset {offset} but its log below {offset} differs from the leader's",
+                f"{tp[0]}-{tp[1]}: follower {node} appended from leader {leader} at offset {offset} but its log in [{since}, {offset}) differs from the leader's",
             )

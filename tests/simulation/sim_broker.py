@@ -36,7 +36,18 @@ from storage.log_config import LogConfig
 from tests.simulation.sim_alter_partition import SimAlterPartitionManager
 from tests.simulation.sim_controller import NotController, SimController
 from tests.simulation.sim_coordinator import OFFSETS_TOPIC, SimGroupCoordinator
-from tests.simulation.sim_replica import FetchRequest, FetchResponse, SimPartition, TopicPartition, append_to_leader, fetch_request, read_for_follower
+from tests.simulation.sim_replica import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsResponse,
+    SimPartition,
+    TopicPartition,
+    append_to_leader,
+    delete_records,
+    fetch_request,
+    list_offsets_for_follower,
+    read_for_follower,
+)
 from tests.simulation.simulated_disk import SimulatedPartitionLog
 
 if TYPE_CHECKING:
@@ -410,7 +421,9 @@ class SimNode:
                 self.sim.note("unfenced", f"broker {self.node_id} opens its listeners")
                 for tp, replica in sorted(self.replicas.items()):
                     if replica.is_leader and self.sim.is_current_leader_epoch(tp, replica.leader_epoch):
-                        self.sim.invariants.holds_acknowledged(tp, self.node_id, f"leader in epoch {replica.leader_epoch} opening its listeners", replica.log.entry)
+                        self.sim.invariants.holds_acknowledged(
+                            tp, self.node_id, f"leader in epoch {replica.leader_epoch} opening its listeners", replica.log.entry, replica.log.log_start_offset
+                        )
                     if replica.is_leader and tp[0] == OFFSETS_TOPIC:
                         self.coordinator.load(tp, replica)
             return
@@ -435,7 +448,7 @@ class SimNode:
                 sim.note("leader", f"broker {self.node_id} leads {tp[0]}-{tp[1]} epoch {reg.leader_epoch} isr={list(reg.isr)} leo={replica.log.log_end_offset} hw={replica.log.high_watermark}")
                 sim.invariants.partition_leader(tp, reg.leader_epoch, self.node_id)
                 if self.serving and sim.is_current_leader_epoch(tp, reg.leader_epoch):
-                    sim.invariants.holds_acknowledged(tp, self.node_id, f"new leader in epoch {reg.leader_epoch}", replica.log.entry)
+                    sim.invariants.holds_acknowledged(tp, self.node_id, f"new leader in epoch {reg.leader_epoch}", replica.log.entry, replica.log.log_start_offset)
                 if self.serving and tp[0] == OFFSETS_TOPIC:
                     self.coordinator.load(tp, replica)
                 self.fetch_inflight.pop(tp, None)
@@ -510,6 +523,9 @@ class SimNode:
         replica = self.replicas.get(tp)
         if replica is None or replica.is_leader or replica.leader_epoch != request.current_leader_epoch or replica.log.log_end_offset != request.fetch_offset:
             return
+        if response.error_code == ErrorCode.offset_out_of_range:
+            self._list_leader_offsets(replica)
+            return
         try:
             delay = self._process_fetched(replica, request, response)
         except (StorageError, ValueError) as e:
@@ -522,9 +538,6 @@ class SimNode:
         """ReplicaFetcher's handling of one partition's answer; returns the delay before the next fetch."""
         sim = self.sim
         tp = request.tp
-        if response.error_code == ErrorCode.offset_out_of_range:
-            replica.restart_out_of_range(response.log_start_offset, response.high_watermark)
-            return 0
         if response.error_code != 0:
             return sim.params.fetch_backoff_ms
         if response.diverging is not None:
@@ -532,9 +545,48 @@ class SimNode:
             sim.stats.truncations += 1
             sim.note("truncate", f"broker {self.node_id} {tp[0]}-{tp[1]} to {offset} (diverging {response.diverging.end_offset}@{response.diverging.epoch})")
             return 0
-        sim.invariants.follower_append(tp, self.node_id, replica.leader_id, request.fetch_offset, replica.log.prefix(request.fetch_offset), response.prefix_digest)
+        local = replica.log.digest(response.digest_from, request.fetch_offset)
+        sim.invariants.follower_append(tp, self.node_id, replica.leader_id, request.fetch_offset, response.digest_from, local, response.digest)
         replica.append_records_as_follower(response.records, response.high_watermark, response.log_start_offset)
         return 0 if response.records else sim.params.fetch_backoff_ms
+
+    def _list_leader_offsets(self, replica: SimPartition) -> None:
+        """As ReplicaFetcher: an OFFSET_OUT_OF_RANGE answer carries no offsets; ListOffsets asks them."""
+        tp = replica.key
+        self.correlation += 1
+        self.fetch_inflight[tp] = self.correlation
+        self.sim.transmit(self.node_id, replica.leader_id, "list_offsets_request", self.node_id, self.incarnation, self.correlation, tp, replica.leader_epoch)
+        self.schedule(self.sim.now + self.sim.params.request_timeout_ms, self._fetch_timeout, tp, self.correlation, replica.leader_epoch)
+
+    def list_offsets_request(self, source: int, source_incarnation: int, correlation_id: int, tp: TopicPartition, leader_epoch: int) -> None:
+        if not self.serving:
+            return
+        replica = self.replicas.get(tp)
+        response = ListOffsetsResponse(int(ErrorCode.not_leader_or_follower)) if replica is None else list_offsets_for_follower(replica, leader_epoch)
+        self.sim.transmit_to(self.node_id, source, source_incarnation, "list_offsets_response", correlation_id, tp, leader_epoch, response)
+
+    def list_offsets_response(self, correlation_id: int, tp: TopicPartition, leader_epoch: int, response: ListOffsetsResponse) -> None:
+        sim = self.sim
+        if self.fetch_inflight.get(tp) != correlation_id:
+            return
+        del self.fetch_inflight[tp]
+        replica = self.replicas.get(tp)
+        if replica is None or replica.is_leader or replica.leader_epoch != leader_epoch:
+            return
+        if response.error_code:
+            self.schedule(sim.now + sim.params.fetch_backoff_ms, self.fetch_tick, tp, leader_epoch)
+            return
+        offset = replica.restart_out_of_range(response.log_start_offset, response.end_offset)
+        sim.stats.out_of_range_restarts += 1
+        sim.note("out-of-range", f"broker {self.node_id} {tp[0]}-{tp[1]} restarts at {offset} (leader's log start {response.log_start_offset}, end {response.end_offset})")
+        self.schedule(sim.now, self.fetch_tick, tp, leader_epoch)
+
+    def delete_records_request(self, source: int, source_incarnation: int, correlation_id: int, tp: TopicPartition) -> None:
+        if not self.serving:
+            return
+        replica = self.replicas.get(tp)
+        error, low = (int(ErrorCode.not_leader_or_follower), -1) if replica is None else delete_records(replica)
+        self.sim.transmit_to(self.node_id, source, source_incarnation, "delete_records_response", correlation_id, tp, error, low)
 
     # -- replication: the leader's ISR changes ---------------------------------------------------------
 

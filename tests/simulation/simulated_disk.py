@@ -39,6 +39,7 @@ NOWHERE = Path("/nonexistent")
 
 # A record as a fetch hands it to a follower: (offset, leader epoch, value).
 ReplicatedRecord = tuple[int, int, Any]
+DIGEST_MASK = (1 << 64) - 1
 MAGIC = 2
 
 
@@ -88,8 +89,9 @@ class SimulatedPartitionLog:
         self._base = 0  # the offset of values[0]: the log start of an emptied log (truncate_fully_and_start_at)
         self.epochs: list[int] = []  # the leader epoch of each record
         self.values: list[Any] = []  # a producer's int, or a coordinator's (key, value) record
-        # prefix[o - base]: a digest of the records below offset o, so two logs compare over a prefix in O(1).
-        self._prefix: list[int] = [0]
+        # _sums[o - base]: the sum of the hashes of the records below offset o (each hashed with its
+        # offset), so two logs compare over any range of offsets in O(1).
+        self._sums: list[int] = [0]
         self.flushed = 0
         self.high_watermark = 0
         self.flushed_high_watermark = 0  # the replication-offset-checkpoint as last written
@@ -110,16 +112,16 @@ class SimulatedPartitionLog:
         first_unstable = self.producer_state.first_unstable_offset
         return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
 
-    def prefix(self, offset: int) -> int:
-        """The digest of the records below ``offset`` (0 for an emptied log's start)."""
-        return self._prefix[offset - self._base]
+    def digest(self, start: int, end: int) -> int:
+        """A digest of the records in [start, end), both within [the log's base, its end]."""
+        return (self._sums[end - self._base] - self._sums[start - self._base]) & DIGEST_MASK
 
     # -- append --------------------------------------------------------------------------------------
 
     def _append(self, epoch: int, value: Any) -> None:
         self.epochs.append(epoch)
         self.values.append(value)
-        self._prefix.append(hash((self._prefix[-1], epoch, value)))
+        self._sums.append((self._sums[-1] + hash((self.log_end_offset, epoch, value))) & DIGEST_MASK)
 
     def append_as_leader(self, records: Sequence[Any], leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT, verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
         if not records:
@@ -246,7 +248,7 @@ class SimulatedPartitionLog:
             self.truncate_fully_and_start_at(target_offset)
             return True
         keep = target_offset - self._base
-        del self.epochs[keep:], self.values[keep:], self._prefix[keep + 1 :]
+        del self.epochs[keep:], self.values[keep:], self._sums[keep + 1 :]
         self.leader_epoch_cache.truncate_from_end(target_offset)
         self.flushed = min(self.flushed, target_offset)
         self.high_watermark = min(self.high_watermark, target_offset)
@@ -254,10 +256,14 @@ class SimulatedPartitionLog:
         self._rebuild_producer_state()
         return True
 
+    def values_from(self, offset: int) -> list[Any]:
+        """The values at ``offset`` and past it."""
+        return self.values[max(offset - self._base, 0) :]
+
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         self.epochs.clear()
         self.values.clear()
-        self._prefix = [0]
+        self._sums = [0]
         self._base = self.log_start_offset = self.high_watermark = self.flushed = new_offset
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(new_offset)

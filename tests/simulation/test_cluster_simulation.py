@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import pytest
 
+from broker import partition as partition_module
 from broker.metadata import snapshot_generator
 from broker.metadata.metadata_image import MetadataImage, PartitionRegistration
 from broker.metadata.metadata_records import FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, RegisterBrokerRecord
@@ -75,10 +76,14 @@ def _check_coverage(scenario: str, totals: Stats, seeds: int) -> None:
     # About half the seeds run idempotent producers; under faults they retry, leaders find some
     # retries already written, and delivery timeouts bump epochs.
     assert totals.idempotent_acked > 5 * seeds, totals
+    # About half the seeds delete records while the faults last; under faults some followers come
+    # back below their leader's log start and start over there.
+    assert totals.records_deleted > seeds // 4, totals
     kind = next(s for s in SCENARIOS if s.name == scenario)
     if scenario != "steady":
         assert totals.snapshots_loaded > 0, totals
         assert totals.idempotent_retries > seeds and totals.duplicates_answered > 0 and totals.idempotent_epoch_bumps > 0, totals
+        assert totals.out_of_range_restarts > 0, totals
     if kind.kill or kind.power:
         assert totals.crashes >= seeds // 2, totals
     if kind.kill:
@@ -143,6 +148,16 @@ def test_it_notices_a_leader_that_does_not_recognise_a_retry(monkeypatch: pytest
     monkeypatch.setattr(ProducerStateEntry, "find_duplicate", lambda self, epoch, first_seq, last_seq, transactional: None)
     failure = _first_failure(range(0, 400))
     assert failure.invariant == "no idempotent record is written twice", failure
+
+
+def test_it_notices_a_follower_that_stays_below_its_leaders_log_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower answered OFFSET_OUT_OF_RANGE (DeleteRecords moved its leader's log start past its
+    log end while it was away) that cuts back instead of emptying its log: it fetches below the log
+    start again and again, and never rejoins the ISR. (Until 2026-11-28 the real fetcher did not
+    rejoin either: it took the answer's -1 for the leader's offsets.)"""
+    monkeypatch.setattr(partition_module, "offset_out_of_range_restart", lambda log_start, end, log_end: (log_start, False))
+    failure = _first_failure(range(0, 400))
+    assert failure.invariant == "liveness", failure
 
 
 def test_it_notices_a_high_watermark_that_goes_down(monkeypatch: pytest.MonkeyPatch) -> None:
