@@ -113,8 +113,10 @@ class AddPartitionsToTxnHandler:
             return self._coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
 
         def results(error: int) -> dict[TopicPartition, int]:
+            # CONCURRENT_TRANSACTIONS is the usual answer while the last transaction's markers are
+            # written, retried by the client every 20 ms or so: at info it filled the log.
             if error:
-                log.info("txn.add_partitions_failed", transactional_id=transactional_id, error=ErrorCode(error).name)
+                (log.debug if error == ErrorCode.concurrent_transactions else log.info)("txn.add_partitions_failed", transactional_id=transactional_id, error=ErrorCode(error).name)
             return {tp: error for tp in wanted}
 
         return then(self._coordinator.add_partitions(transactional_id, producer_id, producer_epoch, wanted), results)
