@@ -73,10 +73,12 @@ class SimAlterPartitionManager:
             node.schedule(node.sim.now + RETRY_MS, self.send)
             return
         answered = {(t.topic_id, p.partition_index): p for t in answer.topics for p in t.partitions}
+        unanswered = False
         for tp, intent in batch.items():
             topic = node.image.topics.get(tp[0])
             result = answered.get((topic.topic_id, tp[1])) if topic is not None else None
             if result is None:
+                unanswered = True  # it stays waiting and goes again, after the backoff
                 continue
             if self.waiting.get(tp) == intent:
                 del self.waiting[tp]
@@ -90,4 +92,7 @@ class SimAlterPartitionManager:
             node.sim.note("alter-partition", f"broker {node.node_id} {tp[0]}-{tp[1]} isr={list(result.isr)} at partition epoch {result.partition_epoch}")
             replica.alter_partition_succeeded(result.isr, result.leader_epoch, result.partition_epoch, node.sim.now)
             node.complete_produces(tp)
-        self.send()
+        if unanswered:
+            node.schedule(node.sim.now + RETRY_MS, self.send)
+        else:
+            self.send()
