@@ -1,11 +1,10 @@
 """AlterPartitionManager: a leader's ISR changes, sent to the active controller.
 
-Kafka's DefaultAlterPartitionManager. Each partition has at most one change in flight (its
-PartitionLeaderState asks for no second one until the first is answered); the changes waiting
-at a moment go out together in one AlterPartition (v3, with broker epochs). An answer per
-partition is handed back to the partition. A request that gets no answer (no active controller,
-a lost connection) is sent again after a backoff, unchanged: the controller decides on epochs,
-so a duplicate is answered as the first was or refused as stale.
+Kafka's DefaultAlterPartitionManager, the asyncio shell of replication/unsent_isr_updates.py
+(which holds the rules: what waits, what a request carries, how an answer settles it): the
+changes waiting at a moment go out together in one AlterPartition (v3, with broker epochs), one
+request at a time; a request that gets no answer (no active controller, a lost connection), is
+refused as a whole, or leaves a partition unanswered goes again after a backoff.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from kio.static.primitive import i8, i32, i64
 from broker.controller_channel import ControllerUnavailableError
 from broker.partition import Partition
 from replication.partition_state import AlterPartitionIntent
+from replication.unsent_isr_updates import IsrUpdateAnswer, UnsentIsrUpdates
 
 log = structlog.get_logger()
 
@@ -39,7 +39,7 @@ class AlterPartitionManager:
         self._broker_id = broker_id
         self._broker_epoch = broker_epoch
         self._on_hw_moved = on_high_watermark_moved
-        self._waiting: dict[tuple[str, int], tuple[Partition, AlterPartitionIntent]] = {}
+        self._unsent: UnsentIsrUpdates[Partition] = UnsentIsrUpdates()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -52,14 +52,14 @@ class AlterPartitionManager:
             await asyncio.gather(self._task, return_exceptions=True)
 
     def submit(self, partition: Partition, intent: AlterPartitionIntent) -> None:
-        self._waiting[partition.key] = (partition, intent)
+        self._unsent.submit(partition, intent)
         self._wake.set()
 
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            batch = dict(self._waiting)
+            batch = self._unsent.batch()
             if not batch:
                 continue
             try:
@@ -103,25 +103,24 @@ class AlterPartitionManager:
             # again, with the broker epoch of the registration by then.
             log.warning("alter_partition.refused", error=ErrorCode(response.error_code).name, partitions=len(batch))
             return True
-        answered: dict[tuple[Any, int], Any] = {}
-        for topic in response.topics:
-            for part in topic.partitions:
-                answered[(topic.topic_id, int(part.partition_index))] = part
-        unanswered = False
-        for key, (partition, intent) in batch.items():
-            part = answered.get((partition.topic_id, partition.index))
+        parts = {(topic.topic_id, int(part.partition_index)): part for topic in response.topics for part in topic.partitions}
+        answers: dict[tuple[str, int], IsrUpdateAnswer] = {}
+        for key, (partition, _) in batch.items():
+            part = parts.get((partition.topic_id, partition.index))
             if part is None:
-                unanswered = True  # it stays waiting and goes again
                 continue
-            if self._waiting.get(key) == (partition, intent):
-                del self._waiting[key]
             if part.error_code != ErrorCode.none:
-                log.info("alter_partition.failed", topic=partition.topic, partition=partition.index, error=ErrorCode(part.error_code).name, isr=intent.isr)
-                partition.alter_partition_failed(int(part.error_code))
+                answers[key] = IsrUpdateAnswer(int(part.error_code))
+            else:
+                answers[key] = IsrUpdateAnswer(0, tuple(int(b) for b in part.isr), int(part.leader_epoch), int(part.partition_epoch))
+        settled, unanswered = self._unsent.settle(batch, answers, _now_ms())
+        for update in settled:
+            partition, answer = update.partition, update.answer
+            if answer.error_code:
+                log.info("alter_partition.failed", topic=partition.topic, partition=partition.index, error=ErrorCode(answer.error_code).name, isr=update.intent.isr)
                 continue
-            isr = tuple(int(b) for b in part.isr)
-            log.info("alter_partition.done", topic=partition.topic, partition=partition.index, isr=isr, partition_epoch=int(part.partition_epoch))
-            if partition.alter_partition_succeeded(isr, int(part.leader_epoch), int(part.partition_epoch), _now_ms()):
+            log.info("alter_partition.done", topic=partition.topic, partition=partition.index, isr=answer.isr, partition_epoch=answer.partition_epoch)
+            if update.high_watermark_moved:
                 self._on_hw_moved(partition)
         return unanswered
 

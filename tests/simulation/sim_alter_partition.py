@@ -1,9 +1,10 @@
-"""A broker's AlterPartition requests on the virtual clock: broker/alter_partition_manager.py's rules.
+"""A broker's AlterPartition requests on the virtual clock: the shell broker/alter_partition_manager.py
+is, over the same sans-IO core (replication/unsent_isr_updates.py, which decides what waits, what
+a request carries and how its answer settles each partition).
 
-The latest change per partition waits; what waits goes out in one request, one request at a
-time; a request that gets no answer (no active controller, a lost message) goes again after a
-backoff, unchanged, and so does one refused as a whole; each partition is handed its own answer,
-with its error code, whatever changed on the leader since it was asked.
+What waits goes out in one request, one request at a time; a request that gets no answer (no
+active controller, a lost message) goes again after a backoff, unchanged, and so does one
+refused as a whole, and the partitions an answer does not name.
 """
 
 from __future__ import annotations
@@ -12,23 +13,27 @@ from typing import TYPE_CHECKING, Any
 
 from broker.controller.replication_control_manager import AlterPartitionReply, AlterPartitionTopic, IsrMember, PartitionIsrChange
 from replication.partition_state import AlterPartitionIntent
+from replication.unsent_isr_updates import IsrUpdateAnswer, UnsentIsrUpdates
 from tests.simulation.sim_controller import NotController
-from tests.simulation.sim_replica import TopicPartition
+from tests.simulation.sim_replica import SimPartition, TopicPartition
 
 if TYPE_CHECKING:
     from tests.simulation.sim_broker import SimNode
 
 RETRY_MS = 50  # alter_partition_manager.RETRY_BACKOFF_S
 
+Batch = dict[TopicPartition, tuple[SimPartition, AlterPartitionIntent]]
+
 
 class SimAlterPartitionManager:
     def __init__(self, node: "SimNode") -> None:
         self.node = node
-        self.waiting: dict[TopicPartition, AlterPartitionIntent] = {}
-        self.inflight: tuple[int, dict[TopicPartition, AlterPartitionIntent]] | None = None
+        self.unsent: UnsentIsrUpdates[SimPartition] = UnsentIsrUpdates()
+        self.inflight: tuple[int, Batch] | None = None
 
-    def submit(self, tp: TopicPartition, intent: AlterPartitionIntent) -> None:
-        self.waiting[tp] = intent
+    def submit(self, replica: SimPartition, intent: AlterPartitionIntent) -> None:
+        self.unsent.submit(replica, intent)
+        tp = replica.key
         self.node.sim.note("alter-partition", f"broker {self.node.node_id} asks {tp[0]}-{tp[1]} isr={list(intent.isr)} at partition epoch {intent.partition_epoch}")
         self.send()
 
@@ -36,12 +41,12 @@ class SimAlterPartitionManager:
         return self.inflight is not None and self.inflight[0] == correlation_id
 
     def send(self) -> None:
-        if self.inflight is not None or not self.waiting:
+        if self.inflight is not None or not self.unsent:
             return
         node = self.node
-        batch = dict(self.waiting)
+        batch = self.unsent.batch()
         by_topic: dict[Any, list[PartitionIsrChange]] = {}
-        for (topic_name, index), intent in sorted(batch.items()):
+        for (topic_name, index), (_, intent) in sorted(batch.items(), key=lambda item: item[0]):
             topic = node.image.topics.get(topic_name)
             if topic is None:
                 continue
@@ -72,26 +77,22 @@ class SimAlterPartitionManager:
             node.sim.note("alter-partition", f"broker {node.node_id} refused as a whole: {answer.error_code}")
             node.schedule(node.sim.now + RETRY_MS, self.send)
             return
-        answered = {(t.topic_id, p.partition_index): p for t in answer.topics for p in t.partitions}
-        unanswered = False
-        for tp, intent in batch.items():
+        parts = {(t.topic_id, p.partition_index): p for t in answer.topics for p in t.partitions}
+        answers: dict[TopicPartition, IsrUpdateAnswer] = {}
+        for tp in batch:
             topic = node.image.topics.get(tp[0])
-            result = answered.get((topic.topic_id, tp[1])) if topic is not None else None
-            if result is None:
-                unanswered = True  # it stays waiting and goes again, after the backoff
-                continue
-            if self.waiting.get(tp) == intent:
-                del self.waiting[tp]
-            replica = node.replicas.get(tp)
-            if replica is None:
-                continue
-            if result.error_code != 0:
-                node.sim.note("alter-partition", f"broker {node.node_id} {tp[0]}-{tp[1]} isr={list(intent.isr)} refused: {result.error_code}")
-                replica.alter_partition_failed(result.error_code)
+            part = parts.get((topic.topic_id, tp[1])) if topic is not None else None
+            if part is not None:
+                answers[tp] = IsrUpdateAnswer(part.error_code) if part.error_code else IsrUpdateAnswer(0, tuple(part.isr), part.leader_epoch, part.partition_epoch)
+        settled, unanswered = self.unsent.settle(batch, answers, node.sim.now)
+        for update in settled:
+            tp, result = update.partition.key, update.answer
+            if result.error_code:
+                node.sim.note("alter-partition", f"broker {node.node_id} {tp[0]}-{tp[1]} isr={list(update.intent.isr)} refused: {result.error_code}")
                 continue
             node.sim.note("alter-partition", f"broker {node.node_id} {tp[0]}-{tp[1]} isr={list(result.isr)} at partition epoch {result.partition_epoch}")
-            replica.alter_partition_succeeded(result.isr, result.leader_epoch, result.partition_epoch, node.sim.now)
-            node.complete_produces(tp)
+            if update.high_watermark_moved:
+                node.complete_produces(tp)
         if unanswered:
             node.schedule(node.sim.now + RETRY_MS, self.send)
         else:

@@ -510,7 +510,7 @@ class SimNode:
         else:
             response, intent = read_for_follower(replica, request, sim.params.fetch_max_records, sim.now)
             if intent is not None:
-                self.alter_partition.submit(request.tp, intent)
+                self.alter_partition.submit(replica, intent)
             self.complete_produces(request.tp)
         sim.transmit_to(self.node_id, source, source_incarnation, "fetch_response", correlation_id, request, response)
 
@@ -596,7 +596,7 @@ class SimNode:
         for tp, replica in sorted(self.replicas.items()):
             intent = replica.maybe_shrink_isr(sim.now)
             if intent is not None:
-                self.alter_partition.submit(tp, intent)
+                self.alter_partition.submit(replica, intent)
 
     # -- produce -----------------------------------------------------------------------------------
 

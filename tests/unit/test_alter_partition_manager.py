@@ -47,18 +47,20 @@ def test_each_partition_gets_its_error_code_or_its_new_isr() -> None:
     m = manager()
     p0, p1 = StubPartition(0), StubPartition(1)
     batch = {p0.key: (p0, intent((0, 1, 2))), p1.key: (p1, intent((0, 1)))}
-    m._waiting.update(batch)
+    for partition, change in batch.values():
+        m._unsent.submit(partition, change)
     refused = {"error_code": ErrorCode.invalid_update_version}
     done = {"error_code": 0, "isr": (0, 1), "leader_epoch": 3, "partition_epoch": 9}
     assert not m._handle(batch, answer(p0=refused, p1=done))
     assert p0.failed == [ErrorCode.invalid_update_version] and p1.succeeded == [(0, 1)]
-    assert not m._waiting
+    assert not m._unsent
 
 
 def test_a_request_refused_as_a_whole_goes_again_and_fails_no_partition() -> None:
     m = manager()
     p0 = StubPartition(0)
     batch = {p0.key: (p0, intent((0, 1, 2)))}
-    m._waiting.update(batch)
+    for partition, change in batch.values():
+        m._unsent.submit(partition, change)
     assert m._handle(batch, answer(ErrorCode.stale_broker_epoch))
-    assert p0.failed == [] and m._waiting == batch
+    assert p0.failed == [] and m._unsent.batch() == batch
