@@ -41,7 +41,7 @@ from tests.chaos.kafka_bench import ChaosCluster, KafkaChaosCluster
 from tests.chaos.log_dir_fault import FullDisk
 from tests.chaos.nemesis import KINDS, Env, await_full_isr, crash_all, recover, run_window, schedule
 from tests.chaos.probes import Observer
-from tests.chaos.producers import CLIENT_LOGS_ENV
+from tests.chaos.client_logs import CLIENT_LOGS_ENV
 from tests.chaos.profile import PROFILES, Profile
 from tests.chaos.timeline import draw
 from tests.chaos.workload import Verdict, Workload

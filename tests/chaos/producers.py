@@ -16,18 +16,16 @@ never has more than ``MAX_IN_FLIGHT`` unanswered, so a stalled cluster is not bu
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import KafkaError, Producer
 from kafka import KafkaProducer
 
+from tests.chaos.client_logs import librdkafka_debug
 from tests.chaos.history import History
 
 ROUND = 10
@@ -38,31 +36,6 @@ CLOSE_TIMEOUT_S = 60.0
 # producer moves to a new leader within seconds (the default, 30-60 s, outlasts most faults).
 REQUEST_TIMEOUT_MS = 5000
 DELIVERY_TIMEOUT_MS = 120000
-# A directory named here gets librdkafka's own account of each confluent-kafka client: its
-# sequence numbers, epoch bumps, drains and retries, which the broker's logs cannot show.
-CLIENT_LOGS_ENV = "KBROKER_CHAOS_CLIENT_LOGS"
-LIBRDKAFKA_DEBUG = "eos,msg,topic,broker"
-
-
-def librdkafka_debug(name: str) -> dict[str, Any]:
-    """The settings that send ``name``'s librdkafka debug log to ``$KBROKER_CHAOS_CLIENT_LOGS/<name>.librdkafka.log``
-    (none when the variable is unset)."""
-    directory = os.environ.get(CLIENT_LOGS_ENV)
-    if not directory:
-        return {}
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    logger = logging.getLogger(f"librdkafka.{name}")
-    for old in logger.handlers[:]:  # a client of an earlier campaign in this process
-        logger.removeHandler(old)
-        old.close()
-    handler = logging.FileHandler(Path(directory) / f"{name}.librdkafka.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
-    return {"debug": LIBRDKAFKA_DEBUG, "log_level": 7, "logger": logger}
-
-
 class ChaosProducer:
     """One client's producer in a thread; ``acknowledged`` counts its ok sends."""
 

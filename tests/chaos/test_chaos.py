@@ -19,7 +19,7 @@ import pytest
 from tests.chaos.campaign import Bench, Campaign, Topology, run, seed_from_env
 from tests.chaos.history import History
 from tests.chaos.nemesis import KINDS
-from tests.chaos.producers import CLIENT_LOGS_ENV
+from tests.chaos.client_logs import CLIENT_LOGS_ENV
 from tests.chaos.profile import PROFILES
 from tests.chaos.workloads.queue import QueueWorkload
 

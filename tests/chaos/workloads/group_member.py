@@ -32,6 +32,8 @@ import kafka.errors  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition  # noqa: E402
 from kafka.structs import OffsetAndMetadata  # noqa: E402
 
+from tests.chaos.client_logs import LIBRDKAFKA_CONSUMER_DEBUG, librdkafka_debug  # noqa: E402
+
 Record = list[Any]  # [partition, offset, value]
 # Errors by which the coordinator refuses a commit: it certainly did not happen.
 REFUSED = {KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.FENCED_INSTANCE_ID}
@@ -129,6 +131,7 @@ class ConfluentMember(Member):
             "session.timeout.ms": config["session_timeout_ms"],
             "heartbeat.interval.ms": config["session_timeout_ms"] // 6,
             "socket.timeout.ms": 6000,
+            **librdkafka_debug(f"groups.member-{self.session}", LIBRDKAFKA_CONSUMER_DEBUG),
         })
 
     def subscribe(self) -> None:

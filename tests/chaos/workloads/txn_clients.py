@@ -15,7 +15,7 @@ from typing import Any, Callable, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from tests.chaos.producers import librdkafka_debug
+from tests.chaos.client_logs import librdkafka_debug
 
 API_TIMEOUT_S = 15.0
 # A transaction the loop abandons (its node killed mid-commit) is aborted this soon.
