@@ -12,7 +12,7 @@ from typing import Any
 CLIENT_LOGS_ENV = "KBROKER_CHAOS_CLIENT_LOGS"
 LIBRDKAFKA_DEBUG = "eos,msg,topic,broker"
 # A group member's: its rebalances, the committed offsets it fetched, where it reset a position and why.
-LIBRDKAFKA_CONSUMER_DEBUG = "cgrp,fetch,topic,broker"
+LIBRDKAFKA_CONSUMER_DEBUG = "cgrp,topic,broker"
 
 
 def librdkafka_debug(name: str, contexts: str = LIBRDKAFKA_DEBUG) -> dict[str, Any]:
