@@ -123,6 +123,13 @@ class NotLeaderOrFollowerError(StorageError):
     error_code = ErrorCode.not_leader_or_follower
 
 
+class OffsetNotAvailableError(StorageError):
+    """A new leader's high watermark is still below where its epoch began: the end offset it would
+    answer may be below one a client was already shown (retriable)."""
+
+    error_code = ErrorCode.offset_not_available
+
+
 class UnknownTopicOrPartitionError(StorageError):
     """A partition the metadata does not have."""
 
@@ -176,6 +183,8 @@ class Partition(Generic[ProducedT, ReplicatedT]):
         self.leader_epoch = NO_EPOCH
         self.leader_id = -1
         self.partition_epoch = -1
+        # Kafka's leaderEpochStartOffsetOpt: the log end when this replica took its leader epoch.
+        self.leader_epoch_start_offset: int | None = None
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
         self.leader_state: PartitionLeaderState | None = None
@@ -208,6 +217,7 @@ class Partition(Generic[ProducedT, ReplicatedT]):
             # metadata log on a restart, and marking it would drop the later epochs' boundaries.
             if registration.leader_epoch >= self.log.leader_epoch_cache.latest_epoch:
                 self.log.leader_epoch_cache.assign(registration.leader_epoch, leo)
+            self.leader_epoch_start_offset = leo
             self.leader_state = PartitionLeaderState(
                 self._settings.node_id,
                 self._settings.broker_epoch(),
@@ -232,6 +242,7 @@ class Partition(Generic[ProducedT, ReplicatedT]):
         """Follow ``registration.leader``; True if the leader or its epoch changed."""
         changed = self.is_leader or self.leader_id != registration.leader or self.leader_epoch != registration.leader_epoch
         self.leader_state = None
+        self.leader_epoch_start_offset = None
         self._update(registration)
         return changed
 
@@ -264,13 +275,23 @@ class Partition(Generic[ProducedT, ReplicatedT]):
 
     # -- what the leader answers from its log (ListOffsets, OffsetForLeaderEpoch, DeleteRecords, ...) ---
 
-    def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int, current_leader_epoch: int) -> tuple[int, int, int] | None:
+    def fetch_offset_for_timestamp(self, timestamp: int, isolation_level: int | None, current_leader_epoch: int) -> tuple[int, int, int] | None:
         """Kafka's fetchOffsetForTimestamp: (timestamp, offset, leader epoch), None when no record is
-        that recent. The latest offset is the high watermark (the last stable offset for
-        read_committed): consumers are never told of offsets they may not read."""
+        that recent. ``isolation_level`` None: a replica asks (ListOffsets with a replica id), and
+        the latest offset is the log end. For a client it is the high watermark (the last stable
+        offset for read_committed): consumers are never told of offsets they may not read; and
+        while a new leader's high watermark is below where its epoch began it is
+        OFFSET_NOT_AVAILABLE, so that no client is told an end below one it was already shown."""
         self._leader()
         self.check_leader_epoch(current_leader_epoch)
         if timestamp == LATEST_TIMESTAMP:
+            if isolation_level is None:
+                return NO_TIMESTAMP, self.log.log_end_offset, self.leader_epoch
+            start = self.leader_epoch_start_offset
+            if start is not None and start > self.high_watermark:
+                raise OffsetNotAvailableError(
+                    f"the high watermark {self.high_watermark} of {self.topic}-{self.index} lags behind the start offset {start} of leader epoch {self.leader_epoch}"
+                )
             return NO_TIMESTAMP, self.last_stable_offset if isolation_level == READ_COMMITTED else self.high_watermark, self.leader_epoch
         return self.log.fetch_offset_by_timestamp(timestamp)
 

@@ -57,8 +57,7 @@ def truncation_for_diverging_epoch(
 
 def offset_out_of_range_restart(leader_log_start_offset: int, leader_end_offset: int, log_end_offset: int) -> tuple[int, bool]:
     """(offset to truncate to and fetch from, whether to empty the log first) after OFFSET_OUT_OF_RANGE,
-    from the leader's log start and end as its ListOffsets EARLIEST and LATEST answer (the latter
-    is the high watermark on kbroker, the log end on Kafka, which answers a replica so).
+    from the leader's log start and end as its ListOffsets EARLIEST and LATEST answer a replica.
 
     Below the leader's log start the local log is of no use: empty it and start at the
     leader's start. Otherwise the fetch was past the leader's end (an unclean election left the

@@ -19,7 +19,8 @@ class ListOffsetsHandler:
         schema = response_schema(ApiKey.LIST_OFFSETS, ctx.version)
         topic_cls = nested(schema, "ListOffsetsTopicResponse")
         part_cls = nested(schema, "ListOffsetsPartitionResponse")
-        isolation = getattr(request, "isolation_level", 0)
+        # As Kafka's: a replica's request (a follower answered OFFSET_OUT_OF_RANGE) has no isolation level.
+        isolation = None if request.replica_id >= 0 else getattr(request, "isolation_level", 0)
         topics = []
         for t in request.topics:
             parts = []
@@ -29,7 +30,7 @@ class ListOffsetsHandler:
             topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))
         return build(schema, throttle_time=0, topics=tuple(topics))
 
-    def _lookup(self, topic: str, index: int, timestamp: int, leader_epoch: int, isolation: int) -> tuple[int, int, int, int]:
+    def _lookup(self, topic: str, index: int, timestamp: int, leader_epoch: int, isolation: int | None) -> tuple[int, int, int, int]:
         try:
             partition = self._rm.leader_partition(topic, index, self._metadata.image)
             found = partition.fetch_offset_for_timestamp(timestamp, isolation, leader_epoch)

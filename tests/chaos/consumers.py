@@ -169,6 +169,9 @@ LEADERSHIP_MOVING = frozenset({
     # librdkafka's own answer while its metadata does not list the partition yet: seen against
     # Apache Kafka right after every node was killed and restarted (seed 2 of --target kafka).
     KafkaError._UNKNOWN_PARTITION,
+    # A new leader whose high watermark is still below where its epoch began (Kafka's answer too):
+    # the end it would give may be below records already acknowledged and read.
+    KafkaError.OFFSET_NOT_AVAILABLE,
 })
 
 

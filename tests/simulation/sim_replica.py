@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from broker.partition import ACKS_ALL, HIGH_WATERMARK, READ_UNCOMMITTED, Partition
+from broker.partition import ACKS_ALL, HIGH_WATERMARK, Partition
 from replication.follower_fetch_state import EpochEndOffset
 from replication.partition_state import AlterPartitionIntent
 from storage.errors import StorageError
@@ -89,7 +89,7 @@ def read_for_follower(partition: SimPartition, request: FetchRequest, max_record
 def list_offsets_for_follower(partition: SimPartition, current_leader_epoch: int) -> ListOffsetsResponse:
     try:
         [(_, start, _), (_, end, _)] = [
-            partition.fetch_offset_for_timestamp(timestamp, READ_UNCOMMITTED, current_leader_epoch)  # type: ignore[misc]
+            partition.fetch_offset_for_timestamp(timestamp, None, current_leader_epoch)  # type: ignore[misc]
             for timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)
         ]
     except StorageError as e:

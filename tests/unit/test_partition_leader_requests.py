@@ -17,6 +17,7 @@ from broker.partition import (
     READ_UNCOMMITTED,
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     Partition,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
@@ -93,3 +94,20 @@ def test_leader_partition_is_the_one_leader_check(tmp_path: Path) -> None:
         rm.leader_partition("t", 0, with_topic)
     with pytest.raises(UnknownTopicOrPartitionError):
         rm.leader_partition("t", 0, image)
+
+
+def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_latest_offset_not_available(tmp_path: Path) -> None:
+    """Kafka's fetchOffsetForTimestamp: a follower elected with records past its high watermark
+    (its old leader's high watermark had moved on) would tell a client an end below the one it
+    was shown; until its followers catch up it answers OFFSET_NOT_AVAILABLE, retriable. A replica
+    asking (no isolation level) gets the log end."""
+    partition = sole_leader("t", 0, open_log(tmp_path / "t-0"), node_id=1, leader_epoch=3)
+    partition.append_records_to_leader(memoryview(make_batch([b"a", b"b", b"c", b"d"])))
+    partition.make_follower(PartitionRegistration(replicas=(1, 2), isr=(1, 2), leader=2, leader_epoch=4, partition_epoch=1))
+    partition.log.update_high_watermark(2)  # what the follower last heard from its leader
+    partition.make_leader(PartitionRegistration(replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=5, partition_epoch=2), 0)
+    assert partition.high_watermark == 2 and partition.leader_epoch_start_offset == 4
+    with pytest.raises(OffsetNotAvailableError):
+        partition.fetch_offset_for_timestamp(LATEST, READ_UNCOMMITTED, -1)
+    assert partition.fetch_offset_for_timestamp(LATEST, None, -1) == (-1, 4, 5)
+    assert partition.fetch_offset_for_timestamp(EARLIEST, READ_UNCOMMITTED, -1) == (-1, 0, 3)
