@@ -221,10 +221,14 @@ class ReplicaFetcher:
             try:
                 self._process_partition(state, part)
             except Exception as e:
-                # A storage error or a bug, Kafka's fetcher backs off this partition alone:
-                # leaving the loop would stop, silently, every partition fetched from this leader.
-                self._log.warning("replica_fetcher.partition_failed", topic=name, partition=int(part.partition_index), error=f"{type(e).__name__}: {e}")
-                self._delay((state,))
+                self._partition_failed(state, e)
+
+    def _partition_failed(self, state: _FetchState, error: Exception) -> None:
+        """A storage error or a bug: as Kafka's fetcher, back off this partition alone (leaving the
+        loop would stop, silently, every partition fetched from this leader)."""
+        partition = state.partition
+        self._log.warning("replica_fetcher.partition_failed", topic=partition.topic, partition=partition.index, error=f"{type(error).__name__}: {error}")
+        self._delay((state,))
 
     def _process_partition(self, state: _FetchState, part: Any) -> None:
         partition = state.partition
@@ -272,8 +276,7 @@ class ReplicaFetcher:
         try:
             offset = partition.restart_out_of_range(start, end)
         except Exception as e:
-            self._log.warning("replica_fetcher.partition_failed", topic=partition.topic, partition=partition.index, error=f"{type(e).__name__}: {e}")
-            self._delay((state,))
+            self._partition_failed(state, e)
             return
         state.out_of_range = False
         self._log.info("replica_fetcher.restarted_out_of_range", topic=partition.topic, partition=partition.index, leader_log_start=start, leader_end=end, restart_at=offset)
