@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from functools import partial
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -109,8 +109,10 @@ class TransactionCoordinator:
         *,
         max_timeout_ms: int,
         transactional_id_expiration_ms: int,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.state = state
+        self._clock = clock
         self._producer_ids = producer_ids
         self._markers = markers
         self._max_timeout_ms = max_timeout_ms
@@ -144,7 +146,7 @@ class TransactionCoordinator:
             loaded = self.state.partition_of(transactional_id)
         except CoordinatorNotAvailable as e:
             return InitProducerIdResult(e.error_code)
-        now = now_ms()
+        now = self._clock()
         metadata = loaded.metadata.get(transactional_id)
         if metadata is None:
             if new_producer_id is None:
@@ -222,7 +224,7 @@ class TransactionCoordinator:
         if metadata.state is S.ONGOING and wanted <= metadata.topic_partitions:
             return 0
         try:
-            transit = metadata.prepare_add_partitions(wanted, now_ms())
+            transit = metadata.prepare_add_partitions(wanted, self._clock())
         except IllegalTransitionError:
             log.warning("txn.add_partitions_invalid_state", transactional_id=transactional_id, state=metadata.state.display_name)
             return ErrorCode.invalid_txn_state
@@ -308,7 +310,7 @@ class TransactionCoordinator:
         of its own (a fence did already)."""
         state = metadata.state
         if state is S.ONGOING:
-            transit = metadata.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms(), client_transaction_version, next_producer_id)
+            transit = metadata.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, self._clock(), client_transaction_version, next_producer_id)
 
             def send_markers(error: int) -> int:
                 # Only once the Prepare state is replicated: a new coordinator would otherwise
@@ -404,7 +406,7 @@ class TransactionCoordinator:
                 partitions=len(entry.partitions),
             )
 
-        then(self.state.append_transaction(metadata, metadata.prepare_complete(now_ms())), completed)
+        then(self.state.append_transaction(metadata, metadata.prepare_complete(self._clock())), completed)
 
     def _resume_completions(self, loaded: TxnStatePartition) -> None:
         """A partition just loaded: finish the transactions it left between Prepare and Complete."""
@@ -422,7 +424,7 @@ class TransactionCoordinator:
     def abort_timed_out_transactions(self) -> None:
         """transaction.timeout.ms: abort ongoing transactions past their timeout, fencing their producer;
         and write the markers still missing from transactions being completed."""
-        now = now_ms()
+        now = self._clock()
         for loaded, metadata in self.state.all_metadata():
             if metadata.state is not S.ONGOING or metadata.pending_transition_in_progress:
                 continue
@@ -436,7 +438,7 @@ class TransactionCoordinator:
 
     def remove_expired_transactional_ids(self) -> None:
         """transactional.id.expiration.ms: forget ids with no transaction that were idle that long."""
-        now = now_ms()
+        now = self._clock()
         for _, metadata in self.state.all_metadata():
             if metadata.state not in EXPIRABLE_STATES or metadata.pending_transition_in_progress:
                 continue
@@ -471,7 +473,7 @@ class TransactionCoordinator:
         if unknown and not wanted_states:
             # Only unknown states asked for: nothing can match.
             return 0, unknown, []
-        now = now_ms()
+        now = self._clock()
         listed = []
         for _, metadata in self.state.all_metadata():
             if metadata.state is S.DEAD:

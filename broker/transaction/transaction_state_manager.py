@@ -50,7 +50,8 @@ def then(written: Written, answer: Callable[[int], T]) -> Settled[T]:
     partition with no follower to wait for), else a future of it, resolved once the write is."""
     if not isinstance(written, asyncio.Future):
         return answer(written)
-    out: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    # The write's own loop, not the running one: a simulation settles writes on a loop it drives.
+    out: asyncio.Future[T] = written.get_loop().create_future()
 
     def done(f: asyncio.Future[int]) -> None:
         if out.done():
@@ -117,12 +118,30 @@ class TxnStateLoader:
         self._manager.on_unloaded(index)
 
 
+RuntimeFactory = Callable[[TxnStateLoader], CoordinatorRuntime[TxnStatePartition]]
+
+
 class TransactionStateManager:
-    def __init__(self, config: BrokerConfig, controller: AutoTopicCreationManager, metadata: MetadataCache, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        controller: AutoTopicCreationManager,
+        metadata: MetadataCache,
+        replica_manager: ReplicaManager,
+        *,
+        make_runtime: RuntimeFactory | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        """``make_runtime``: the runtime over ``__transaction_state`` (default: the CoordinatorRuntime
+        on ``replica_manager``; the cluster simulation gives one over its simulated logs)."""
         self._config = config
         self._controller = controller
-        self.runtime: CoordinatorRuntime[TxnStatePartition] = CoordinatorRuntime(
-            TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions, metadata, replica_manager, TxnStateLoader(self)
+        self._clock = clock
+        loader = TxnStateLoader(self)
+        self.runtime: CoordinatorRuntime[TxnStatePartition] = (
+            make_runtime(loader)
+            if make_runtime is not None
+            else CoordinatorRuntime(TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions, metadata, replica_manager, loader)
         )
         self.partitions = self.runtime.shards
         # Called with each partition once loaded: the coordinator resumes its unfinished commits and aborts.
@@ -227,9 +246,8 @@ class TransactionStateManager:
         """Is ``metadata`` still what this node coordinates, in the partition a write was made to?"""
         return loaded is not None and self.partitions.get(loaded.index) is loaded and loaded.metadata.get(metadata.transactional_id) is metadata
 
-    @staticmethod
-    def _batch(transactional_id: str, value: bytes | None) -> bytes:
-        return build_batch([(encode_key(transactional_id), value, (), now_ms())])
+    def _batch(self, transactional_id: str, value: bytes | None) -> bytes:
+        return build_batch([(encode_key(transactional_id), value, (), self._clock())])
 
     def shutdown(self) -> None:
         self.runtime.shutdown()
