@@ -9,7 +9,7 @@ invariant, last events and replay command) and a line for each of the next ones.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Protocol, TypeVar
+from typing import Callable, Iterable, Protocol, TypeVar
 
 import pytest
 
@@ -43,7 +43,7 @@ def run_campaign(seeds: list[int], run: Callable[[int], S], totals: S, failure_t
     return totals
 
 
-def first_failure(seeds: range, run: Callable[[int], object], failure_type: type[F]) -> F:
+def first_failure(seeds: Iterable[int], run: Callable[[int], object], failure_type: type[F]) -> F:
     """The first seed's failure: how a test shows that an injected wrong step is noticed."""
     for seed in seeds:
         try:

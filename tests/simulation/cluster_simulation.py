@@ -9,7 +9,10 @@ MetadataLoader applying them to its MetadataImage through MetadataDelta, and fro
 each broker leads or follows its partitions (PartitionLeaderState, the follower fetch state,
 storage's leader epoch cache). Producers append with acks=all or acks=1; in half the seeds
 idempotent producers (tests/simulation/sim_idempotent_producer.py) append too, retrying and
-bumping their epochs as the clients do, against storage's own producer state.
+bumping their epochs as the clients do, against storage's own producer state; in half the seeds
+transactional producers (tests/simulation/sim_transactional_producer.py) run transactions
+through the broker's own transaction coordinator, which runs on an asyncio loop the simulation
+steps on its clock (tests/simulation/virtual_loop.py, tests/simulation/sim_transactions.py).
 
 One event queue ordered by (virtual ms, sequence); one random.Random seeded by the seed makes
 every choice (scenario, sizes, timings, faults), so a seed replays exactly. After every event
@@ -32,15 +35,18 @@ from typing import Any, Callable, Sequence
 import structlog
 
 from broker.controller.controller_logic import CreatableTopic
-from broker.metadata.metadata_image import TopicImage
+from broker.metadata.metadata_image import MetadataImage, TopicImage
 from raft.raft_config import RaftConfig
 from raft.voter_set import Endpoint, VoterNode, VoterSet
 from tests.simulation.invariants import Invariants
 from tests.simulation.sim_broker import ProduceRequest, ProduceResponse, SimNode
 from tests.simulation.sim_coordinator import OFFSETS_TOPIC, OffsetCommitRequest, OffsetCommitResponse
 from tests.simulation.sim_idempotent_producer import IdempotentProducer
-from tests.simulation.simulated_disk import ProducedRecord
+from tests.simulation.sim_transactional_producer import TransactionalProducer
+from tests.simulation.sim_transactions import TXN_TOPIC
+from tests.simulation.simulated_disk import ControlMarker, ProducedRecord
 from tests.simulation.simulated_network import NetworkFaults, SimulatedNetwork
+from tests.simulation.virtual_loop import VirtualTimeLoop
 
 CLUSTER_ID = "cluster-simulation"
 REPLAY_COMMAND = "CLUSTER_SIM_SEED={seed} .venv/bin/python -m pytest tests/simulation -k replay"
@@ -54,6 +60,7 @@ LIVENESS_BOUND_MS = 20_000
 TRACE_LENGTH = 60
 PRODUCER = -1  # the producer's address on the network: outside the cluster, never cut
 FIRST_PRODUCER_ID = 1000
+FIRST_TRANSACTIONAL_PRODUCER_ID = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +120,10 @@ class Params:
     delivery_timeout_ms: int = 0
     # An administrator's DeleteRecords (up to the high watermark) this often, while the faults last (0: never).
     delete_records_gap_ms: tuple[int, int] = (0, 0)
+    transactional_producers: int = 0
+    txn_state_partitions: int = 1
+    txn_timeout_ms: int = 0  # the producers' transaction.timeout.ms (and the coordinator's maximum)
+    txn_check_ms: int = 200  # how often each coordinator aborts timed-out transactions
 
     @classmethod
     def draw(cls, rng: random.Random, scenario: Scenario, window_ms: int) -> "Params":
@@ -200,6 +211,13 @@ class Stats:
     duplicates_answered: int = 0  # retries the leaders answered with where the batch already was
     records_deleted: int = 0  # DeleteRecords answered
     out_of_range_restarts: int = 0  # followers found below their leader's log start, started over there
+    txn_committed: int = 0  # EndTxn(commit) answered OK
+    txn_aborted: int = 0  # EndTxn(abort) answered OK
+    txn_unknown: int = 0  # transactions whose producer was fenced before it learnt their outcome
+    txn_records_acked: int = 0
+    txn_request_retries: int = 0  # coordinator requests answered with a retriable error
+    txn_markers: int = 0  # markers appended by partition leaders
+    txn_coordinator_loads: int = 0
     virtual_ms: int = 0
 
 
@@ -219,6 +237,13 @@ class Simulation:
         deletes = random.Random(f"delete records {seed}")
         if deletes.random() < 0.5:
             self.params.delete_records_gap_ms = (100, deletes.choice((300, 1000)))
+        transactions = random.Random(f"transactions {seed}")
+        if transactions.random() < 0.5:
+            self.params.transactional_producers = transactions.randint(1, 2)
+            self.params.txn_state_partitions = transactions.randint(1, 2)
+            self.params.txn_timeout_ms = transactions.choice((1500, 3000))
+        self.txn_rng = random.Random(f"marker backoff {seed}")
+        self.topics = TOPICS + ((TXN_TOPIC,) if self.params.transactional_producers else ())
         self.cluster_id = CLUSTER_ID
         self.now = 0
         self.stats = Stats()
@@ -241,7 +266,14 @@ class Simulation:
             IdempotentProducer(self, FIRST_PRODUCER_ID + i, p.produce_timeout_ms + 200, p.delivery_timeout_ms, p.raft.retry_backoff_ms)
             for i in range(p.idempotent_producers)
         ]
-        self._idempotent_requests: dict[int, IdempotentProducer] = {}
+        self._idempotent_requests: dict[int, Any] = {}  # correlation id -> the idempotent or transactional producer
+        self.loop: VirtualTimeLoop  # opened by run(), closed when it ends
+        self.txn_producers = [
+            TransactionalProducer(self, TOPIC, f"txn-{i}", p.txn_timeout_ms, p.produce_timeout_ms + 200, p.txn_timeout_ms // 2, p.raft.retry_backoff_ms)
+            for i in range(p.transactional_producers)
+        ]
+        self._txn_requests: dict[int, TransactionalProducer] = {}
+        self._next_producer_id = FIRST_TRANSACTIONAL_PRODUCER_ID
         self._committed_next = {group: 0 for group in GROUPS}  # the position each group's consumer commits next
         self._faults_on = True
         self._healed_acked: set[tuple[str, int]] = set()  # partitions with an acks=all record acknowledged after the heal
@@ -262,6 +294,7 @@ class Simulation:
 
     def _run(self) -> Stats:
         p = self.params
+        self.loop = VirtualTimeLoop(lambda: self.now)
         for node in self.nodes.values():
             self.at(self.rng.randrange(0, 50), self._start, node.node_id)
         self.at(100, self._create_topic_event)
@@ -269,19 +302,32 @@ class Simulation:
         self.at(self.rng.randint(*p.produce_gap_ms), self._commit_event)
         if self.producers:
             self.at(self.rng.randint(*p.produce_gap_ms), self._idempotent_produce_event)
+        for producer in self.txn_producers:
+            self.at(self.txn_rng.randint(200, 600), producer.start)
         if p.delete_records_gap_ms[1]:
             self.at(self.rng.randint(*p.delete_records_gap_ms), self._delete_records_event)
         self.at(self.rng.randint(*p.fault_gap_ms), self._fault_event)
         # The faults last window_ms from the topic's creation; this backstop heals a cluster whose faults kept it from creating one.
         self.at(p.window_ms * 3, self._heal_event)
+        loop = self.loop
         try:
             while self._queue and not self._done:
-                time_ms, _, action, args = heapq.heappop(self._queue)
+                timer = loop.next_timer_ms()
+                if timer is not None and timer < self._queue[0][0]:
+                    # The coordinators' asyncio timers (backoffs, request timeouts) are events too.
+                    time_ms, action, args = timer, _no_action, ()
+                    if timer <= self.now and not loop.has_work():
+                        self.fail_plain(f"the virtual loop's timer due at {timer} ms does not run at {self.now} ms")
+                else:
+                    time_ms, _, action, args = heapq.heappop(self._queue)
                 if time_ms > self._deadline:
                     self.fail("liveness", f"{LIVENESS_BOUND_MS} ms after the faults stopped the cluster has not settled: {self._unsettled()}")
                 self.now = max(self.now, time_ms)
                 self.stats.events += 1
                 action(*args)
+                loop.run_ready()
+                if loop.errors:
+                    self.fail("no exception escapes a core", "the transaction coordinator's event loop: " + "; ".join(loop.errors))
                 if self._failure is not None:
                     raise self._failure  # raised inside a core that catches what its callbacks raise (the loader's publishers)
                 self._check_step()
@@ -292,6 +338,8 @@ class Simulation:
             raise
         except Exception as e:
             self.fail("no exception escapes a core", f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+        finally:
+            loop.close()
         self.stats.messages = self.network.messages
         self.stats.virtual_ms = self.now
         self.stats.metadata_records = len(self.invariants.metadata)
@@ -375,7 +423,7 @@ class Simulation:
                 best = node
         return best
 
-    def _events_topic(self) -> TopicImage | None:
+    def events_topic(self) -> TopicImage | None:
         """The producers' topic as a client learns it from metadata; None before it exists."""
         latest = self._latest_image_node()
         return latest.image.topics.get(TOPIC) if latest is not None else None
@@ -403,7 +451,7 @@ class Simulation:
         latest = self._latest_image_node()
         if latest is None:
             return
-        if all(name in latest.image.topics for name in TOPICS):
+        if all(name in latest.image.topics for name in self.topics):
             self.topic_ready = True
             self.at(self.now + self.params.window_ms, self._heal_event)
             return
@@ -411,8 +459,8 @@ class Simulation:
         if len(unfenced) < REPLICATION_FACTOR:
             return
         configs: dict[str, str | None] = {"min.insync.replicas": str(MIN_INSYNC)}
-        counts = {TOPIC: self.params.partitions, OFFSETS_TOPIC: self.params.offsets_partitions}
-        topics = [CreatableTopic(name, counts[name], REPLICATION_FACTOR, None, configs) for name in TOPICS if name not in latest.image.topics]
+        counts = {TOPIC: self.params.partitions, OFFSETS_TOPIC: self.params.offsets_partitions, TXN_TOPIC: self.params.txn_state_partitions}
+        topics = [CreatableTopic(name, counts[name], REPLICATION_FACTOR, None, configs) for name in self.topics if name not in latest.image.topics]
         if latest.to_controller("create_topics", topics) is not None:
             self.note("create-topic", f"asked through node {latest.node_id}")
 
@@ -425,32 +473,54 @@ class Simulation:
         if not self._producing:
             return
         self.at(self.now + self.rng.randint(*self.params.produce_gap_ms), self._produce_event)
-        topic = self._events_topic()
+        topic = self.events_topic()
         if topic is None:
             return
         partition = self.rng.randrange(len(topic.partitions))
         leader = topic.partitions[partition].leader
         if leader < 0:
             return
-        values = self._new_values()
+        values = self.new_values()
         acks_all = self.rng.random() < self.params.acks_all_share or not self._faults_on
         request = ProduceRequest((TOPIC, partition), values, acks_all)
         self._correlation += 1
         self._produces[self._correlation] = (request, leader)
         self.transmit(PRODUCER, leader, "produce_request", PRODUCER, 0, self._correlation, request)
 
+    @property
+    def producing(self) -> bool:
+        return self._producing
+
+    def latest_image(self) -> MetadataImage | None:
+        latest = self._latest_image_node()
+        return latest.image if latest is not None else None
+
+    def send_txn_request(self, producer: TransactionalProducer, coordinator: int, correlation_id: int, request: Any) -> None:
+        self._txn_requests[correlation_id] = producer
+        self.transmit(PRODUCER, coordinator, "txn_request", PRODUCER, 0, correlation_id, request)
+
+    def txn_response(self, correlation_id: int, response: Any) -> None:
+        producer = self._txn_requests.pop(correlation_id, None)
+        if producer is not None:
+            producer.on_txn_response(correlation_id, response)
+
+    async def generate_producer_id(self) -> int:
+        """The transaction coordinators' producer ids: one counter (brokers get blocks of them from the controller)."""
+        self._next_producer_id += 1
+        return self._next_producer_id
+
     def _idempotent_produce_event(self) -> None:
         if not self._producing:
             return
         self.at(self.now + self.rng.randint(*self.params.produce_gap_ms), self._idempotent_produce_event)
-        topic = self._events_topic()
+        topic = self.events_topic()
         if topic is None:
             return
         producer = self.rng.choice(self.producers)
-        values = self._new_values()
+        values = self.new_values()
         producer.send((TOPIC, self.rng.randrange(len(topic.partitions))), values)
 
-    def _new_values(self) -> tuple[int, ...]:
+    def new_values(self) -> tuple[int, ...]:
         """One to three values never produced before: every value is unique in a run."""
         count = self.rng.randint(1, 3)
         values = tuple(range(self._next_value, self._next_value + count))
@@ -495,7 +565,7 @@ class Simulation:
         if not self._faults_on:
             return
         self.at(self.now + self.rng.randint(*self.params.delete_records_gap_ms), self._delete_records_event)
-        topic = self._events_topic()
+        topic = self.events_topic()
         if topic is None:
             return
         tp = (TOPIC, self.rng.randrange(len(topic.partitions)))
@@ -625,7 +695,7 @@ class Simulation:
             registration = image.brokers.get(node.node_id)
             if registration is None or registration.epoch != node.broker_epoch:
                 continue
-            hosted = [reg for name in TOPICS if name in image.topics for reg in image.topics[name].partitions.values() if node.node_id in reg.replicas]
+            hosted = [reg for name in self.topics if name in image.topics for reg in image.topics[name].partitions.values() if node.node_id in reg.replicas]
             if all(node.node_id in reg.isr for reg in hosted):
                 node.recovering = node.damaged = False
                 self.note("whole-again", f"node {node.node_id}")
@@ -664,9 +734,9 @@ class Simulation:
         reasons = []
         latest = self._latest_image_node()
         image = latest.image if latest is not None else None
-        if not self.topic_ready or image is None or any(name not in image.topics for name in TOPICS):
+        if not self.topic_ready or image is None or any(name not in image.topics for name in self.topics):
             return "the topics were never created; " + " | ".join(n.summary() for n in self.nodes.values())
-        for name in TOPICS:
+        for name in self.topics:
             for index, reg in sorted(image.topics[name].partitions.items()):
                 if reg.leader < 0 or sorted(reg.isr) != sorted(reg.replicas):
                     reasons.append(f"{name}-{index} leader={reg.leader} isr={list(reg.isr)} replicas={list(reg.replicas)}")
@@ -679,8 +749,12 @@ class Simulation:
             self._producing = False
             return "the producers stop; the followers catch up"
         reasons += [p.summary() for p in self.producers if p.pending or p.bumping]
+        reasons += [p.summary() for p in self.txn_producers if p.busy]
+        for node in self.nodes.values():
+            if node.txn is not None and node.txn.markers.pending_transactions:
+                reasons.append(f"node {node.node_id} writing the markers of {sorted(node.txn.markers.pending_transactions)}")
         if not reasons:
-            for name in TOPICS:
+            for name in self.topics:
                 for index, reg in sorted(image.topics[name].partitions.items()):
                     logs = {n.node_id: n.replicas.get((name, index)) for n in self.nodes.values() if n.node_id in reg.replicas}
                     ends = {i: (r.log.log_end_offset, r.log.high_watermark) if r is not None else None for i, r in logs.items()}
@@ -699,7 +773,7 @@ class Simulation:
         and of the current leaders against the committed ISR."""
         committed = self.invariants.committed
         nodes = self.nodes
-        for name in TOPICS:
+        for name in self.topics:
             topic = committed.topics.get(name)
             if topic is None:
                 continue
@@ -728,7 +802,7 @@ class Simulation:
         for node_id, image in images.items():
             if image != first:
                 self.fail("committed metadata identical on every node", f"node {node_id}'s image at offset {image.provenance} differs from node 0's")
-        for name in TOPICS:
+        for name in self.topics:
             for index, reg in first.topics[name].partitions.items():
                 for node_id in reg.replicas:
                     replica = self.nodes[node_id].replicas[(name, index)]
@@ -737,11 +811,23 @@ class Simulation:
             for node_id in reg.replicas:
                 plog = self.nodes[node_id].replicas[(TOPIC, index)].log
                 self.invariants.written_once((TOPIC, index), node_id, [v for v in plog.values_from(plog.log_start_offset) if isinstance(v, ProducedRecord)])
+        if self.txn_producers:
+            for index, reg in first.topics[TOPIC].partitions.items():
+                for node_id in reg.replicas:
+                    plog = self.nodes[node_id].replicas[(TOPIC, index)].log
+                    start = plog.log_start_offset
+                    records = list(enumerate(plog.values_from(start), start))
+                    self.invariants.read_committed((TOPIC, index), node_id, start, records, lambda v: isinstance(v, ControlMarker))
+            self.invariants.transactions_atomic(lambda tp: first.topics[tp[0]].partitions[tp[1]].leader)
         for node in self.nodes.values():
             node.count_snapshots()
             self.stats.duplicates_answered += sum(plog.duplicates_answered for plog in node.disk.partition_logs.values())
         self.stats.raft_elections = len(self.invariants.raft_leaders)
         self.stats.partition_elections = len(self.invariants.partition_leaders)
+
+
+def _no_action() -> None:
+    """The event of an asyncio timer: the loop runs after it."""
 
 
 @contextlib.contextmanager

@@ -33,6 +33,14 @@
   idempotent producer's record twice from its log start on, whatever the producer retried (a batch sent again keeps
   its producer id, epoch and sequences; only batches never sent get the sequences of a bumped
   epoch, tests/simulation/sim_idempotent_producer.py).
+- after healing, every committed transaction's records are visible to read_committed and no
+  aborted one is: at the end, the read_committed view of every replica of the healed cluster
+  (a producer's transactional records become visible at its COMMIT marker and are dropped at
+  its ABORT marker) holds every record of each transaction whose EndTxn(commit) was answered
+  OK (those DeleteRecords deleted excepted) and no record of each whose EndTxn(abort) was; a
+  transaction whose outcome its producer never learnt (it was fenced) is visible everywhere
+  or nowhere; and no transaction is left open in any log (a hanging transaction holds the
+  last stable offset back for ever).
 - a follower never keeps data past a divergence point: when a follower appends what its
   leader sent from offset o, its log below o is the leader's log below o (digests compared),
   from the later of their log starts on (below, records are deleted).
@@ -62,6 +70,10 @@ class Invariants:
     partition_leaders: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
     high_watermarks: dict[tuple[TopicPartition, int, int, int], int] = field(default_factory=dict)  # (tp, epoch, node, incarnation) -> hw
     acked: dict[TopicPartition, dict[int, Any]] = field(default_factory=dict)  # tp -> offset -> value, acks=all only
+    # Transaction name -> (outcome the producer learnt: committed, aborted or unknown; (partition, value, acknowledged offset or -1) of its records)
+    transactions: dict[str, tuple[str, list[tuple[TopicPartition, int, int]]]] = field(default_factory=dict)
+    # tp -> node -> (the transactional values read_committed sees, those it skips as aborted)
+    _outcomes: dict[TopicPartition, dict[int, tuple[set[int], set[int]]]] = field(default_factory=dict)
     checks: int = 0
 
     def metadata_committed(self, node: int, offset: int, record: MetadataRecord | None) -> None:
@@ -146,6 +158,63 @@ class Invariants:
             first = seen.setdefault(record.value, record)
             if first is not record:
                 self.fail("no idempotent record is written twice", f"{tp[0]}-{tp[1]} on broker {node} holds value {record.value} twice: as {first!r} and as {record!r}")
+
+    def transaction_ended(self, name: str, outcome: str, values: list[tuple[TopicPartition, int, int]]) -> None:
+        self.transactions[name] = (outcome, values)
+
+    def read_committed(self, tp: TopicPartition, node: int, log_start: int, records: Sequence[tuple[int, Any]], is_marker: Callable[[Any], bool]) -> None:
+        """``records``: (offset, value) of one replica's log from its log start, every
+        transaction in it ended. Checks the transactions that wrote to ``tp`` against what a
+        read_committed consumer of this replica would see."""
+        visible: set[int] = set()
+        aborted: set[int] = set()
+        open_txns: dict[int, list[tuple[int, int]]] = {}  # producer id -> (offset, value) of its open transaction
+        for offset, value in records:
+            if is_marker(value):
+                done = open_txns.pop(value.producer_id, [])
+                (visible if value.commit else aborted).update(v for _, v in done)
+            elif getattr(value, "transactional", False):
+                open_txns.setdefault(value.producer_id, []).append((offset, value.value))
+        for producer_id, held in open_txns.items():
+            self.fail(
+                "after healing, every committed transaction's records are visible to read_committed and no aborted one is",
+                f"{tp[0]}-{tp[1]} on broker {node}: producer {producer_id}'s transaction from offset {held[0][0]} has no marker (a hanging transaction)",
+            )
+        self.checks += 1
+        for name, (outcome, values) in sorted(self.transactions.items()):
+            mine = [(value, offset) for t, value, offset in values if t == tp]
+            if not mine:
+                continue
+            seen = [value for value, _ in mine if value in visible]
+            if outcome == "committed":
+                missing = [value for value, offset in mine if value not in visible and offset >= log_start]
+                if missing:
+                    self.fail(
+                        "after healing, every committed transaction's records are visible to read_committed and no aborted one is",
+                        f"{tp[0]}-{tp[1]} on broker {node}: committed transaction {name} lacks {missing} (aborted there: {[v for v in missing if v in aborted]})",
+                    )
+            elif outcome == "aborted" and seen:
+                self.fail(
+                    "after healing, every committed transaction's records are visible to read_committed and no aborted one is",
+                    f"{tp[0]}-{tp[1]} on broker {node}: aborted transaction {name} shows {seen}",
+                )
+        self._outcomes.setdefault(tp, {})[node] = (visible, aborted)
+
+    def transactions_atomic(self, node_of: Callable[[TopicPartition], int]) -> None:
+        """Each transaction whose outcome is unknown shows all of its records or none, across its partitions."""
+        for name, (outcome, values) in sorted(self.transactions.items()):
+            if outcome != "unknown":
+                continue
+            shown = {}
+            for tp, value, _ in values:
+                visible, aborted = self._outcomes.get(tp, {}).get(node_of(tp), (set(), set()))
+                if value in visible or value in aborted:  # absent: never written, or deleted
+                    shown[(tp, value)] = value in visible
+            if len(set(shown.values())) > 1:
+                self.fail(
+                    "after healing, every committed transaction's records are visible to read_committed and no aborted one is",
+                    f"transaction {name} (outcome unknown to its producer) is partly visible: {shown}",
+                )
 
     def follower_append(self, tp: TopicPartition, node: int, leader: int, offset: int, since: int, local_digest: int, leader_digest: int) -> None:
         if local_digest != leader_digest:

@@ -12,6 +12,7 @@ store what it wrote, each partition log what the crash kind allows.
 from __future__ import annotations
 
 import random
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from storage.log_config import LogConfig
 from tests.simulation.sim_alter_partition import SimAlterPartitionManager
 from tests.simulation.sim_controller import NotController, SimController
 from tests.simulation.sim_coordinator import OFFSETS_TOPIC, SimGroupCoordinator
+from tests.simulation.sim_transactions import TXN_TOPIC, SimTransactionCoordinator
 from tests.simulation.sim_replica import (
     FetchRequest,
     FetchResponse,
@@ -131,6 +133,7 @@ class SimNode:
         self.alter_partition = SimAlterPartitionManager(self)
         self.produces: dict[TopicPartition, list[PendingProduce]] = {}
         self.coordinator = SimGroupCoordinator(self)
+        self.txn: SimTransactionCoordinator | None = None
 
     # -- life -------------------------------------------------------------------------------------
 
@@ -167,6 +170,9 @@ class SimNode:
         self.schedule(sim.now + sim.rng.randint(0, 20), self.lifecycle_tick)
         self.schedule(sim.now + sim.params.isr_check_ms, self.isr_tick)
         self.schedule(sim.now + sim.rng.randint(*sim.params.flush_gap_ms), self.flush_tick)
+        if sim.params.transactional_producers:
+            self.txn = SimTransactionCoordinator(self, sim.params.txn_state_partitions, sim.params.txn_timeout_ms)
+            self.schedule(sim.now + sim.params.txn_check_ms, self.txn_tick)
 
     def crash(self, lose_unflushed: bool) -> None:
         self.sim.note("crash", f"node {self.node_id}", "losing unflushed writes" if lose_unflushed else "keeping unflushed writes", self.summary())
@@ -174,6 +180,8 @@ class SimNode:
 
     def _go_down(self, lose_unflushed: bool) -> None:
         self.running = False
+        if self.txn is not None:
+            self.txn.shutdown()
         self.incarnation += 1
         self.count_snapshots()
         self.disk.raft_log = self.disk.raft_log.recover()
@@ -426,6 +434,8 @@ class SimNode:
                         )
                     if replica.is_leader and tp[0] == OFFSETS_TOPIC:
                         self.coordinator.load(tp, replica)
+                    if replica.is_leader and tp[0] == TXN_TOPIC and self.txn is not None:
+                        self.txn.load(tp[1], replica)
             return
         if self.alter_partition.is_answered_by(correlation_id):
             self.alter_partition.answered(answer)
@@ -436,8 +446,17 @@ class SimNode:
     # -- the replica manager: a metadata publisher ----------------------------------------------------
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        try:
+            self._publish(delta, image)
+        except Exception as e:
+            # The loader would log and swallow it; here it is a failure of the seed.
+            self.sim.fail("no exception escapes a core", f"broker {self.node_id}'s replica manager on image {image.provenance}: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+
+    def _publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
         sim = self.sim
         self.image = image
+        if self.txn is not None:
+            self.txn.metadata.on_metadata_update(delta, image)
         if delta.topics_delta is None:
             return
         changes = delta.topics_delta.local_changes(self.node_id)
@@ -451,12 +470,16 @@ class SimNode:
                     sim.invariants.holds_acknowledged(tp, self.node_id, f"new leader in epoch {reg.leader_epoch}", replica.log.entry, replica.log.log_start_offset)
                 if self.serving and tp[0] == OFFSETS_TOPIC:
                     self.coordinator.load(tp, replica)
+                if self.serving and tp[0] == TXN_TOPIC and self.txn is not None:
+                    self.txn.load(tp[1], replica)
                 self.fetch_inflight.pop(tp, None)
             self.complete_produces(tp)
         for tp, info in changes.followers.items():
             replica = self._replica(tp)
             was_leader = replica.is_leader
             self.coordinator.unload(tp)
+            if tp[0] == TXN_TOPIC and self.txn is not None:
+                self.txn.resign(tp[1])
             if replica.make_follower(info.registration):
                 self.fetch_inflight.pop(tp, None)
                 if was_leader:
@@ -658,6 +681,37 @@ class SimNode:
             self.sim.transmit_to(self.node_id, source, source_incarnation, "offset_commit_response", correlation_id, request, response)
 
         self.coordinator.offset_commit(request, reply)
+
+    # -- transactions -------------------------------------------------------------------------------
+
+    def txn_request(self, source: int, source_incarnation: int, correlation_id: int, request: Any) -> None:
+        """A producer's InitProducerId, AddPartitionsToTxn or EndTxn."""
+        if not self.serving or self.txn is None:
+            return
+
+        def reply(response: Any) -> None:
+            self.sim.transmit_to(self.node_id, source, source_incarnation, "txn_response", correlation_id, response)
+
+        self.txn.handle(request, reply)
+
+    def write_txn_markers_request(self, source: int, source_incarnation: int, correlation_id: int, request: Any) -> None:
+        if not self.serving or self.txn is None:
+            return
+
+        def reply(response: Any) -> None:
+            self.sim.transmit_to(self.node_id, source, source_incarnation, "write_txn_markers_response", correlation_id, response)
+
+        self.txn.write_txn_markers(request, reply)
+
+    def write_txn_markers_response(self, correlation_id: int, response: Any) -> None:
+        if self.txn is not None:
+            self.txn.sender.answered(correlation_id, response)
+
+    def txn_tick(self) -> None:
+        """The coordinator's periodic job: abort transactions past their timeout, ask again for missing markers."""
+        self.schedule(self.sim.now + self.sim.params.txn_check_ms, self.txn_tick)
+        if self.txn is not None and self.serving:
+            self.txn.abort_timed_out_transactions()
 
     # -- the disk --------------------------------------------------------------------------------
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from protocol.record_batch import NO_TIMESTAMP, BatchHeader
+from protocol.control_records import build_control_batch
+from protocol.record_batch import NO_TIMESTAMP, TRANSACTIONAL_MASK, BatchHeader, read_header
 from storage.errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from storage.fetch_data_info import FetchDataInfo, FileRegion
 from storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
@@ -54,15 +55,38 @@ class ProducedRecord:
     base_sequence: int
     index: int  # its place in the batch
     count: int
+    transactional: bool = False
 
     def header(self, base_offset: int, leader_epoch: int) -> BatchHeader:
         """The header of its batch, as the log would decode it, with ``base_offset`` assigned."""
+        attributes = TRANSACTIONAL_MASK if self.transactional else 0
         return BatchHeader(
-            0, base_offset, 0, leader_epoch, MAGIC, 0, 0, self.count - 1, NO_TIMESTAMP, NO_TIMESTAMP, self.producer_id, self.producer_epoch, self.base_sequence, self.count
+            0, base_offset, 0, leader_epoch, MAGIC, 0, attributes, self.count - 1, NO_TIMESTAMP, NO_TIMESTAMP, self.producer_id, self.producer_epoch, self.base_sequence, self.count
         )
 
     def __repr__(self) -> str:
-        return f"{self.value}(p{self.producer_id}e{self.producer_epoch}s{self.base_sequence + self.index})"
+        return f"{self.value}(p{self.producer_id}e{self.producer_epoch}s{self.base_sequence + self.index}{'t' if self.transactional else ''})"
+
+
+@dataclass(frozen=True, slots=True)
+class ControlMarker:
+    """A transaction marker: a control batch of one COMMIT or ABORT record, written by a
+    transaction coordinator (through the partition's leader) to end a producer's transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+
+    def batch(self) -> bytes:
+        """The marker's control batch as the broker builds it: storage reads the marker from it."""
+        return build_control_batch(self.producer_id, self.producer_epoch, self.coordinator_epoch, self.commit, 0)
+
+    def header(self, base_offset: int, leader_epoch: int) -> BatchHeader:
+        return read_header(self.batch())._replace(base_offset=base_offset, partition_leader_epoch=leader_epoch)
+
+    def __repr__(self) -> str:
+        return f"{'COMMIT' if self.commit else 'ABORT'}(p{self.producer_id}e{self.producer_epoch}c{self.coordinator_epoch})"
 
 
 def _no_bytes() -> bytes:
@@ -80,8 +104,11 @@ class MemoryLeaderEpochCache(LeaderEpochCache):
 
 
 class SimulatedPartitionLog:
-    """One replica's log. Every value is unique in a run. Records carry no timestamps, and no
-    transactions (yet): the producer state holds idempotent producers only."""
+    """One replica's log. Every value is unique in a run. Records carry no timestamps. A
+    transaction's records are ProducedRecords marked transactional and its end a ControlMarker;
+    the producer state tracks open transactions (the last stable offset) as UnifiedLog's does,
+    but there is no transaction index: the simulation reads a log's read_committed view from the
+    log itself (tests/simulation/invariants.py)."""
 
     def __init__(self, topic_partition: str, config: LogConfig) -> None:
         self.config = config
@@ -129,16 +156,20 @@ class SimulatedPartitionLog:
         first = self.log_end_offset
         head = records[0]
         producers: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
         if isinstance(head, ProducedRecord):
-            completed: list[CompletedTxn] = []
             duplicate = self.producer_state.analyze_batch(head.header(first, leader_epoch), _no_bytes, first, origin, producers, completed, verification_guard)
             if duplicate is not None:
                 self.duplicates_answered += 1
                 return LogAppendInfo(duplicate.first_offset, duplicate.last_offset, NO_TIMESTAMP, -1, -1, self.log_start_offset, 0, 0)
+        elif isinstance(head, ControlMarker):
+            self.producer_state.analyze_batch(head.header(first, leader_epoch), head.batch, first, origin, producers, completed, verification_guard)
         for value in records:
             self._append(leader_epoch, value)
         for info in producers.values():
             self.producer_state.update(info)
+        for txn in completed:
+            self.producer_state.complete_txn(txn)
         self.producer_state.map_end_offset = self.log_end_offset
         self.leader_epoch_cache.assign(leader_epoch, first)
         return LogAppendInfo(first, self.log_end_offset - 1, NO_TIMESTAMP, -1, -1, self.log_start_offset, len(records), len(records))
@@ -165,6 +196,12 @@ class SimulatedPartitionLog:
                 info = state.prepare_update(value.producer_id, AppendOrigin.REPLICATION)
                 info.append(value.header(base, epoch), _no_bytes, base)
                 state.update(info)
+            elif isinstance(value, ControlMarker):
+                info = state.prepare_update(value.producer_id, AppendOrigin.REPLICATION)
+                txn = info.append(value.header(offset, epoch), value.batch, offset)
+                state.update(info)
+                if txn is not None:
+                    state.complete_txn(txn)
         state.map_end_offset = self.log_end_offset
 
     def _rebuild_producer_state(self) -> None:
@@ -199,7 +236,7 @@ class SimulatedPartitionLog:
         return self.log_end_offset  # one segment
 
     def collect_aborted_transactions(self, start_offset: int, upper_offset: int) -> list[tuple[int, int]]:
-        return []  # no transactions (yet)
+        return []  # no transaction index: nobody in the simulation fetches read_committed
 
     def fetch_offset_by_timestamp(self, target_timestamp: int) -> tuple[int, int, int] | None:
         """UnifiedLog's answers for the offsets ListOffsets names; no record has a timestamp to find."""

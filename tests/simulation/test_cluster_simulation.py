@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from broker import partition as partition_module
+from broker.transaction import transaction_marker_channel_manager as marker_channel
 from broker.metadata import snapshot_generator
 from broker.metadata.metadata_image import MetadataImage, PartitionRegistration
 from broker.metadata.metadata_records import FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, RegisterBrokerRecord
@@ -79,6 +81,10 @@ def _check_coverage(scenario: str, totals: Stats, seeds: int) -> None:
     # About half the seeds delete records while the faults last; under faults some followers come
     # back below their leader's log start and start over there.
     assert totals.records_deleted > seeds // 4, totals
+    # About half the seeds run transactional producers: most transactions commit, some abort (a
+    # quarter by choice), and coordinators move with the leaders of __transaction_state.
+    assert totals.txn_committed > seeds // 2 and totals.txn_aborted > seeds // 8 and totals.txn_markers > seeds, totals
+    assert totals.txn_coordinator_loads >= seeds // 2, totals
     kind = next(s for s in SCENARIOS if s.name == scenario)
     if scenario != "steady":
         assert totals.snapshots_loaded > 0, totals
@@ -137,8 +143,37 @@ def test_it_notices_followers_that_keep_no_producer_state(monkeypatch: pytest.Mo
             original(self, info)
 
     monkeypatch.setattr(ProducerStateManager, "update", leader_only)
-    failure = _first_failure(range(0, 400))
+    # Where transactions run, their markers trip over the missing state first.
+    failure = first_failure([s for s in range(1000, 1400) if not Simulation(s).params.transactional_producers], _run, SimulationFailure)
     assert failure.invariant == "no idempotent record is written twice", failure
+
+
+def test_it_notices_a_coordinator_that_writes_the_wrong_marker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transaction coordinator whose WriteTxnMarkers to other brokers says ABORT for a commit:
+    a committed transaction's records on a partition another broker leads are dropped there."""
+    original = marker_channel.write_txn_markers_request
+
+    def flipped(entry: marker_channel.TxnMarkerEntry, partitions: Any) -> Any:
+        return original(replace(entry, commit=False), partitions)
+
+    monkeypatch.setattr(marker_channel, "write_txn_markers_request", flipped)
+    failure = _first_failure(range(0, 400))
+    assert failure.invariant == "after healing, every committed transaction's records are visible to read_committed and no aborted one is", failure
+    assert "committed transaction" in failure.message, failure
+
+
+def test_it_notices_a_transaction_completed_without_all_its_markers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A marker channel that takes any failure to write a marker (NOT_LEADER_OR_FOLLOWER while the
+    partition's leadership moves, a timeout) as no marker needed: the coordinator completes the
+    transaction, and the partition that missed its marker keeps it open for ever."""
+    monkeypatch.setattr(marker_channel, "NO_MARKER_NEEDED", _Everything())
+    failure = _first_failure(range(0, 400))
+    assert failure.invariant in ("after healing, every committed transaction's records are visible to read_committed and no aborted one is", "liveness"), failure
+
+
+class _Everything(frozenset):  # type: ignore[type-arg]
+    def __contains__(self, item: object) -> bool:
+        return True
 
 
 def test_it_notices_a_leader_that_does_not_recognise_a_retry(monkeypatch: pytest.MonkeyPatch) -> None:
