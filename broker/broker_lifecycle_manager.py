@@ -27,6 +27,7 @@ from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest,
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64, u16
 
+from broker.broker_session_lease import BrokerSessionLease
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
 
 log = structlog.get_logger()
@@ -64,6 +65,7 @@ class BrokerLifecycleManager:
         log_dir_ids: list[uuid.UUID],
         heartbeat_interval_ms: int,
         session_timeout_ms: int,
+        quorum_fetch_timeout_ms: int,
         channel: ControllerChannel,
         metadata_offset: Callable[[], int],
         previous_broker_epoch: int = -1,
@@ -77,6 +79,7 @@ class BrokerLifecycleManager:
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
         self._session_timeout_s = session_timeout_ms / 1000
         self._last_answered = 0.0  # loop time of the last heartbeat or registration the controller accepted
+        self.lease = BrokerSessionLease(session_timeout_ms, quorum_fetch_timeout_ms)
         self._channel = channel
         self._metadata_offset = metadata_offset
         # The epoch this broker had when it last shut down cleanly (-1: it did not): the controller
@@ -178,6 +181,7 @@ class BrokerLifecycleManager:
             want_shut_down=want_shut_down,
             offline_log_dirs=(),
         )
+        sent_at = asyncio.get_running_loop().time()
         try:
             response = await self._channel.send(request)
         except ControllerUnavailableError as e:
@@ -186,11 +190,16 @@ class BrokerLifecycleManager:
         if response.error_code == ErrorCode.stale_broker_epoch:
             self._log.warning("broker.stale_epoch", broker_epoch=self.broker_epoch)
             self.broker_epoch = -1
+            self.lease.revoked()
             return
         if response.error_code != ErrorCode.none:
             self._log.info("broker.heartbeat_refused", error=response.error_code.name)
             return
         self._last_answered = asyncio.get_running_loop().time()
+        if response.is_fenced:
+            self.lease.revoked()
+        else:
+            self.lease.renewed(sent_at)
         if response.is_caught_up and not self.caught_up.is_set():
             self._log.info("broker.caught_up", metadata_offset=int(request.current_metadata_offset))
             self.caught_up.set()

@@ -178,6 +178,7 @@ class BrokerServer:
             log_dir_ids=[shared.directory_id],
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             session_timeout_ms=cfg.broker_session_timeout_ms,
+            quorum_fetch_timeout_ms=cfg.controller_quorum_fetch_timeout_ms,
             channel=self.channel,
             metadata_offset=lambda: loader.image.provenance,
         )
@@ -207,6 +208,10 @@ class BrokerServer:
     def _feature_info(self) -> FeatureInfo:
         image = self.metadata.image
         return FeatureInfo(BROKER_SUPPORTED_FEATURES, image.features, image.provenance)
+
+    def _in_session(self) -> bool:
+        """The controller cannot have fenced this broker yet (BrokerSessionLease)."""
+        return self.lifecycle.lease.holds(asyncio.get_running_loop().time())
 
     def _handlers(self) -> dict[ApiKey, Callable[[RequestContext, object], object]]:
         cfg = self.config
@@ -241,7 +246,7 @@ class BrokerServer:
             ApiKey.HEARTBEAT: HeartbeatHandler(self.group_coordinator),
             ApiKey.LEAVE_GROUP: LeaveGroupHandler(self.group_coordinator),
             ApiKey.OFFSET_COMMIT: OffsetCommitHandler(self.group_coordinator),
-            ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator),
+            ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator, self._in_session),
             ApiKey.OFFSET_DELETE: OffsetDeleteHandler(self.group_coordinator),
             ApiKey.DESCRIBE_GROUPS: DescribeGroupsHandler(self.group_coordinator),
             ApiKey.LIST_GROUPS: ListGroupsHandler(self.group_coordinator),
