@@ -34,9 +34,9 @@ from tests.simulation import sim_broker
 from tests.simulation.sim_broker import SimNode
 from tests.simulation.sim_replica import FetchRequest, SimPartition
 
-# About 75 ms of CPU a seed. CI runs 2,000: the first half here, the second in
-# test_cluster_simulation_second_half.py, so that the suite's two workers share them (about
-# 75 s of one core each); the rest of this file takes 15 s.
+# About 100 ms of CPU a seed (a seed with transactions about twice one without). CI runs 2,000:
+# the first half here, the second in test_cluster_simulation_second_half.py, so that the suite's
+# two workers share them (about 100 s of one core each); the rest of this file takes 15 s.
 CI_SEEDS = 2000
 SEEDS = int(os.environ.get("CLUSTER_SIM_SEEDS", str(CI_SEEDS)))
 FIRST_SEED = int(os.environ.get("CLUSTER_SIM_FIRST_SEED", "0"))
