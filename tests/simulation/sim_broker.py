@@ -1,7 +1,7 @@
 """One node of the simulated cluster: a KafkaRaftClient over a MemoryLog, the metadata loader,
 the quorum controller (on voters), the broker's lifecycle, its replica manager, fetchers and
-produce path; its AlterPartition requests (sim_alter_partition.py) and group coordinator
-(sim_coordinator.py) have modules of their own.
+produce path; its AlterPartition requests (sim_alter_partition.py), group coordinator
+(sim_coordinator.py) and transaction coordinator (sim_transactions.py) have modules of their own.
 
 Everything runs on the simulation's virtual clock and event queue; messages go through the
 simulated network as Python objects (Raft's are kio entities, the broker's small dataclasses).

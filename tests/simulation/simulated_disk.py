@@ -104,7 +104,8 @@ class MemoryLeaderEpochCache(LeaderEpochCache):
 
 
 class SimulatedPartitionLog:
-    """One replica's log. Every value is unique in a run. Records carry no timestamps. A
+    """One replica's log. Every value a producer writes is unique in a run (a marker may repeat:
+    a coordinator that retries writes it again). Records carry no timestamps. A
     transaction's records are ProducedRecords marked transactional and its end a ControlMarker;
     the producer state tracks open transactions (the last stable offset) as UnifiedLog's does,
     but there is no transaction index: the simulation reads a log's read_committed view from the
