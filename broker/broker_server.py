@@ -182,6 +182,7 @@ class BrokerServer:
             channel=self.channel,
             metadata_offset=lambda: loader.image.provenance,
         )
+        self.replica_manager.in_session = self._in_session
         self.producer_id_manager = ProducerIdManager(cfg.node_id, ControllerProducerIdAllocator(self.channel, lambda: self.lifecycle.broker_epoch))
         self.txn_coordinator = TransactionCoordinator(
             self.txn_state_manager,

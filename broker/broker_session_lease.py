@@ -6,7 +6,9 @@ cut off from the controller does not get. Until then it still believes it leads 
 and coordinates their groups: a zombie. Kafka lets a zombie coordinator answer OffsetFetch from
 its memory, so a read_committed consumer that asks it after a transaction committed through the
 new coordinator gets the offsets from before that commit and processes its input twice (chaos
-soak seeds 57861548, 483707690 and 1867237364).
+soak seeds 57861548, 483707690 and 1867237364); and a zombie leader answers a fetch past its log
+end OFFSET_OUT_OF_RANGE, which sends the consumer to its auto.offset.reset although the new
+leader has that offset (soak seed 1484106251). Outside the lease the broker gives neither answer.
 
 The lease says, from this broker's side, whether a fence could have happened: it runs from the
 moment the last heartbeat the controller accepted, with the broker unfenced, was *sent*, since

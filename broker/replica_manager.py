@@ -98,6 +98,8 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory()
         self._image = EMPTY_IMAGE
         self.settings = ReplicationSettings(node_id, replica_lag_time_max_ms, broker_epoch, self._is_eligible)
+        # Whether the controller cannot have fenced this broker yet (BrokerSessionLease); the broker sets it.
+        self.in_session: Callable[[], bool] = lambda: True
         self.alter_partition_manager: AlterPartitionManager | None = None
         # replica.selector.class is Kafka's RackAwareReplicaSelector (KIP-392).
         self.rack_aware_selection = False
@@ -448,6 +450,11 @@ class ReplicaManager:
                     return ReadResult(read=partition.redirect(preferred))
             return ReadResult(read=partition.read_records(fetch_offset, max_bytes, isolation_level, min_one_message, current_leader_epoch, not partition.is_leader))
         except StorageError as e:
+            if e.error_code == ErrorCode.offset_out_of_range and fetch_offset > partition.log.log_end_offset and not self.in_session():
+                # Past the log end of a leader the controller may have replaced: the successor
+                # may hold that offset, and OFFSET_OUT_OF_RANGE would send the consumer to its
+                # auto.offset.reset (soak seed 1484106251). Sent to refresh its metadata instead.
+                return ReadResult(error_code=ErrorCode.not_leader_or_follower)
             hint = (partition.leader_id, partition.leader_epoch) if e.error_code == ErrorCode.fenced_leader_epoch else None
             return ReadResult(error_code=e.error_code, current_leader=hint)
 

@@ -36,8 +36,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
         c.close()
 
 
-def fetch(bootstrap: str, name: str, rack_id: str) -> Any:
-    """A consumer's Fetch v12 of partition 0 from offset 0, naming ``rack_id``: its one partition."""
+def fetch(bootstrap: str, name: str, rack_id: str, partition: int = 0, offset: int = 0) -> Any:
+    """A consumer's Fetch v12 of one partition (0) from ``offset`` (0), naming ``rack_id``: its one partition."""
     body = FetchRequest(
         replica_id=-1,
         max_wait=datetime.timedelta(0),
@@ -46,7 +46,14 @@ def fetch(bootstrap: str, name: str, rack_id: str) -> Any:
         isolation_level=0,
         session_id=0,
         session_epoch=-1,
-        topics=(FetchTopic(topic=name, partitions=(FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+        topics=(
+            FetchTopic(
+                topic=name,
+                partitions=(
+                    FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20),
+                ),
+            ),
+        ),
         forgotten_topics_data=(),
         rack_id=rack_id,
     )

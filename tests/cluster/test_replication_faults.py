@@ -33,8 +33,9 @@ from kio.static.primitive import i16, i32
 
 from protocol.records import build_batch
 from tests.cluster.cluster import ClusterNode, KafkaCluster, leader_id, wait_until
+from tests.cluster.test_fetch_from_follower import fetch
 from tests.cluster.test_replication import admin, create, partition_state, produce
-from tests.integration.helpers import unique_topic
+from tests.integration.helpers import unique_topic, watermarks
 from tests.integration.test_bad_input import frame, header_v1
 from tests.integration.test_connection_pipelining import read_frame
 from tests.integration.wire import request
@@ -455,3 +456,38 @@ def test_a_leader_cut_off_from_everyone_appends_one_of_a_clients_pipelined_produ
     wait_until("the old leader back in the ISR", lambda: old.node_id in isr(cluster, name, partition) or None, TIMEOUT_S)
     for node_id in cluster.nodes:
         assert b"second" not in replica_bytes(cluster, node_id, name, partition)
+
+
+def consumer_fetch(bootstrap: str, topic: str, partition: int, offset: int) -> int:
+    """A consumer's Fetch of one partition at ``offset``, sent to ``bootstrap`` alone: its error code."""
+    return int(fetch(bootstrap, topic, "", partition, offset).error_code)
+
+
+def test_a_leader_cut_off_from_the_controller_sends_no_consumer_to_its_offset_reset(cluster: KafkaCluster) -> None:
+    """The zombie leader of soak seed 1484106251: a consumer that learnt its position from the new
+    leader, and its metadata from the old one, fetches past the old leader's log end. Answered
+    OFFSET_OUT_OF_RANGE, librdkafka resets to auto.offset.reset (earliest: the group reads its
+    input again); once the old leader's session with the controller may have expired, it answers
+    NOT_LEADER_OR_FOLLOWER, and the consumer looks for the leader again."""
+    name = unique_topic("zombie-fetch")
+    partition, old, survivors = partition_led_away_from_the_controller(cluster, name)
+    for i in range(10):
+        assert raw_produce(old.bootstrap, name, partition, b"before-%d" % i)[0] == ErrorCode.none
+    end = watermarks(old.bootstrap, name, partition)[1]
+    # In session, past the log end is OFFSET_OUT_OF_RANGE, as Kafka answers.
+    assert consumer_fetch(old.bootstrap, name, partition, end + 5) == ErrorCode.offset_out_of_range
+    cluster.partition([old.node_id])
+    try:
+        new_leader = wait_until(
+            "a new leader elected by the others",
+            lambda: (b := partition_state(survivors, name, partition)[0]) not in (old.node_id, -1) and b or None,
+            TIMEOUT_S,
+        )
+        for i in range(10):
+            assert raw_produce(cluster.nodes[new_leader].bootstrap, name, partition, b"after-%d" % i)[0] == ErrorCode.none
+        assert consumer_fetch(cluster.nodes[new_leader].bootstrap, name, partition, end + 5) == ErrorCode.none
+        assert consumer_fetch(old.bootstrap, name, partition, end + 5) == ErrorCode.not_leader_or_follower
+        # Within its log it still serves what it has: records below its high watermark are committed.
+        assert consumer_fetch(old.bootstrap, name, partition, 0) == ErrorCode.none
+    finally:
+        cluster.heal()
