@@ -2,13 +2,15 @@
 
 The active controller fences a broker that sent no heartbeat for ``broker.session.timeout.ms``
 and moves its leaderships; the broker learns of that only from the metadata log, which a broker
-cut off from the controller does not get. Until then it still believes it leads its partitions
-and coordinates their groups: a zombie. Kafka lets a zombie coordinator answer OffsetFetch from
-its memory, so a read_committed consumer that asks it after a transaction committed through the
-new coordinator gets the offsets from before that commit and processes its input twice (chaos
-soak seeds 57861548, 483707690 and 1867237364); and a zombie leader answers a fetch past its log
-end OFFSET_OUT_OF_RANGE, which sends the consumer to its auto.offset.reset although the new
-leader has that offset (soak seed 1484106251). Outside the lease the broker gives neither answer.
+cut off from the controller does not get. Until then it still believes it leads its partitions:
+a zombie. A zombie leader answers a consumer's fetch past its log end OFFSET_OUT_OF_RANGE, which
+sends the consumer to its auto.offset.reset although the new leader has that offset (soak seed
+1484106251); outside the lease the broker answers NOT_LEADER_OR_FOLLOWER instead.
+
+(A zombie group coordinator also answers OffsetFetch from memory, stale offsets included: soak
+seeds 57861548, 483707690 and 1867237364. Answering a stable fetch UNSTABLE_OFFSET_COMMIT outside
+the lease was tried and taken back: librdkafka's assignment path, given that answer, started the
+partition at no offset and reset it to earliest, soak seed 314609839.)
 
 The lease says, from this broker's side, whether a fence could have happened: it runs from the
 moment the last heartbeat the controller accepted, with the broker unfenced, was *sent*, since

@@ -298,16 +298,8 @@ class OffsetCommitHandler:
 
 
 class OffsetFetchHandler:
-    """``in_session``: whether the controller cannot have fenced this broker yet. A broker that
-    may have been fenced may be a zombie coordinator, whose offsets a newer coordinator may
-    already have moved past: it answers a read_committed consumer's stable fetch
-    UNSTABLE_OFFSET_COMMIT (retried by the consumer) rather than offsets that may be stale, until
-    its session is renewed or the metadata tells it that the group moved (NOT_COORDINATOR).
-    Kafka answers from memory either way."""
-
-    def __init__(self, coordinator: GroupCoordinator, in_session: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
         self._coordinator = coordinator
-        self._in_session = in_session
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.OFFSET_FETCH, ctx.version)
@@ -340,14 +332,11 @@ class OffsetFetchHandler:
             parts = [(t, p, build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)) for t, p in wanted or ()]
             return e.error_code, _group_by_topic(topic_cls, parts)
         found = shard.offsets.fetch(group_id, wanted)
-        unstable = require_stable and not self._in_session()
-        if unstable:
-            log.info("group_coordinator.stable_fetch_outside_session", group=group_id)
         parts = []
         for topic, partition, o in found:
             # KIP-447: a read_committed consumer asks for stable offsets; one a transaction is
             # still writing answers UNSTABLE_OFFSET_COMMIT, and the consumer asks again.
-            if unstable or (require_stable and shard.offsets.has_pending_offset(group_id, topic, partition)):
+            if require_stable and shard.offsets.has_pending_offset(group_id, topic, partition):
                 o, code = None, ErrorCode.unstable_offset_commit
             else:
                 code = ErrorCode.none
