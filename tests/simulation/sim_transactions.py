@@ -42,7 +42,7 @@ from broker.network_client import NetworkError
 from broker.partition import ACKS_ALL
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
-from broker.transaction.transaction_state_manager import TransactionStateManager, TxnStateLoader, TxnStatePartition, replay
+from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnStateLoader, TxnStatePartition, replay
 from protocol.record_batch import read_header
 from protocol.records import iter_records
 from storage.errors import StorageError
@@ -53,7 +53,7 @@ from tests.simulation.simulated_disk import ControlMarker
 if TYPE_CHECKING:
     from tests.simulation.sim_broker import SimNode
 
-TXN_TOPIC = "__transaction_state"
+TXN_TOPIC = TRANSACTION_STATE_TOPIC
 LISTENER = "PLAINTEXT"
 
 
