@@ -247,7 +247,7 @@ class BrokerServer:
             ApiKey.HEARTBEAT: HeartbeatHandler(self.group_coordinator),
             ApiKey.LEAVE_GROUP: LeaveGroupHandler(self.group_coordinator),
             ApiKey.OFFSET_COMMIT: OffsetCommitHandler(self.group_coordinator),
-            ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator),
+            ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator, self._in_session, cfg.offsets_commit_timeout_ms),
             ApiKey.OFFSET_DELETE: OffsetDeleteHandler(self.group_coordinator),
             ApiKey.DESCRIBE_GROUPS: DescribeGroupsHandler(self.group_coordinator),
             ApiKey.LIST_GROUPS: ListGroupsHandler(self.group_coordinator),

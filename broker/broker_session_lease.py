@@ -7,10 +7,12 @@ a zombie. A zombie leader answers a consumer's fetch past its log end OFFSET_OUT
 sends the consumer to its auto.offset.reset although the new leader has that offset (soak seed
 1484106251); outside the lease the broker answers NOT_LEADER_OR_FOLLOWER instead.
 
-(A zombie group coordinator also answers OffsetFetch from memory, stale offsets included: soak
-seeds 57861548, 483707690 and 1867237364. Answering a stable fetch UNSTABLE_OFFSET_COMMIT outside
-the lease was tried and taken back: librdkafka's assignment path, given that answer, started the
-partition at no offset and reset it to earliest, soak seed 314609839.)
+A zombie group coordinator also answers OffsetFetch from memory, stale offsets included, and a
+read_committed consumer that rewinds to them processes its input twice (soak seeds 57861548,
+483707690 and 1867237364); outside the lease a stable fetch waits for the session, then answers
+NOT_COORDINATOR. (Answering it UNSTABLE_OFFSET_COMMIT at once was tried and taken back:
+librdkafka's assignment path, given that answer after its retries, started the partition at no
+offset and reset it to earliest, soak seed 314609839.)
 
 The lease says, from this broker's side, whether a fence could have happened: it runs from the
 moment the last heartbeat the controller accepted, with the broker unfenced, was *sent*, since

@@ -36,6 +36,8 @@ log = structlog.get_logger()
 
 # How long FindCoordinator waits for its partition to load before answering COORDINATOR_LOAD_IN_PROGRESS.
 LOAD_WAIT_S = 0.5
+# How often a stable OffsetFetch held outside the broker's session looks at the session again.
+SESSION_POLL_S = 0.1
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 NO_LEADER_EPOCH = -1
@@ -298,10 +300,43 @@ class OffsetCommitHandler:
 
 
 class OffsetFetchHandler:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    """``in_session``: whether the controller cannot have fenced this broker yet. A broker that may
+    have been fenced may be a zombie coordinator, whose offsets a newer coordinator may already
+    have moved past (chaos soak seeds 57861548, 483707690 and 1867237364: a read_committed
+    consumer rewound to them after an abort and processed its input twice). A stable fetch
+    (require_stable, what read_committed consumers send) to a coordinator outside its session
+    waits for the session to be renewed, as Kafka 4's coordinator holds a stable fetch until its
+    writes are committed; after ``offsets.commit.timeout.ms`` it answers NOT_COORDINATOR, Kafka's
+    answer when that wait times out, and the consumer looks the coordinator up again. A plain
+    fetch answers from memory, as Kafka's does."""
+
+    def __init__(self, coordinator: GroupCoordinator, in_session: Callable[[], bool] = lambda: True, session_wait_ms: int = 5000) -> None:
         self._coordinator = coordinator
+        self._in_session = in_session
+        self._session_wait_s = session_wait_ms / 1000
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        group_ids = [g.group_id for g in request.groups] if ctx.version >= 8 else [request.group_id]
+        if getattr(request, "require_stable", False) and self._waits_for_session(group_ids):
+            return self._answer_in_session(ctx, request, group_ids)
+        return self._answer(ctx, request)
+
+    def _waits_for_session(self, group_ids: list[str]) -> bool:
+        return not self._in_session() and any(self._coordinator.coordinator_error(g) == 0 for g in group_ids)
+
+    async def _answer_in_session(self, ctx: RequestContext, request, group_ids: list[str]):  # type: ignore[no-untyped-def]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._session_wait_s
+        log.info("group_coordinator.stable_fetch_waits_for_session", groups=group_ids)
+        while self._waits_for_session(group_ids):
+            if loop.time() >= deadline:
+                log.warning("group_coordinator.stable_fetch_outside_session", groups=group_ids)
+                return self._answer(ctx, request, ErrorCode.not_coordinator)
+            await asyncio.sleep(SESSION_POLL_S)
+        return self._answer(ctx, request)
+
+    def _answer(self, ctx: RequestContext, request, unavailable: int | None = None):  # type: ignore[no-untyped-def]
+        """``unavailable``: answer every group with this coordinator error instead of its offsets."""
         schema = response_schema(ApiKey.OFFSET_FETCH, ctx.version)
         if ctx.version >= 8:
             group_cls = nested(schema, "OffsetFetchResponseGroup")
@@ -309,7 +344,7 @@ class OffsetFetchHandler:
             part_cls = nested(schema, "OffsetFetchResponsePartitions")
             groups = []
             for g in request.groups:
-                error, topics = self._fetch(g.group_id, g.topics, topic_cls, part_cls, False, request.require_stable)
+                error, topics = self._fetch(g.group_id, g.topics, topic_cls, part_cls, False, request.require_stable, unavailable)
                 groups.append(build(group_cls, group_id=g.group_id, topics=topics, error_code=error))
             return build(schema, throttle_time=0, groups=tuple(groups))
         # v0-1 have no top-level error: a coordinator error goes on every partition.
@@ -320,12 +355,17 @@ class OffsetFetchHandler:
             nested(schema, "OffsetFetchResponsePartition"),
             ctx.version < 2,
             getattr(request, "require_stable", False),
+            unavailable,
         )
         return build(schema, throttle_time=0, topics=topics, error_code=error)
 
-    def _fetch(self, group_id: str, requested, topic_cls: type, part_cls: type, errors_per_partition: bool, require_stable: bool) -> tuple[int, tuple[Any, ...]]:  # type: ignore[no-untyped-def]
+    def _fetch(  # type: ignore[no-untyped-def]
+        self, group_id: str, requested, topic_cls: type, part_cls: type, errors_per_partition: bool, require_stable: bool, unavailable: int | None
+    ) -> tuple[int, tuple[Any, ...]]:
         wanted = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
         try:
+            if unavailable is not None:
+                raise CoordinatorNotAvailable(unavailable)
             shard = self._coordinator.shard_for(group_id)
         except CoordinatorNotAvailable as e:
             code = e.error_code if errors_per_partition else 0

@@ -11,16 +11,19 @@ import time
 from typing import Any, Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kafka import KafkaConsumer
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KafkaTopicPartition
+from kio.schema.errors import ErrorCode
+from kio.schema.offset_fetch.v8 import request as fetch_v8
 
 from broker.coordinator.coordinator_runtime import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import FAST_FAILOVER, create, partition_state, produce
 from tests.integration.helpers import unique_topic
+from tests.integration.wire import request
 
 TIMEOUT_S = 120.0
 PARTITIONS = 3
@@ -196,3 +199,74 @@ def test_a_group_consumes_through_the_death_of_its_coordinator(cluster: KafkaClu
         if killed is not None:
             killed.launch()
             killed.await_started()
+
+
+def offset_fetch(bootstrap: str, group: str, topic: str, require_stable: bool) -> tuple[int, int, int]:
+    """OffsetFetch v8 of partition 0 sent to ``bootstrap`` alone: (group error, offset, partition error)."""
+    response = request(
+        bootstrap,
+        fetch_v8.OffsetFetchRequest(
+            groups=(fetch_v8.OffsetFetchRequestGroup(group_id=group, topics=(fetch_v8.OffsetFetchRequestTopics(name=topic, partition_indexes=(0,)),)),),
+            require_stable=require_stable,
+        ),
+    )
+    [g] = response.groups
+    parts = [p for t in g.topics for p in t.partitions]
+    if not parts:
+        return int(g.error_code), -1, 0
+    return int(g.error_code), int(parts[0].committed_offset), int(parts[0].error_code)
+
+
+def commit_offset(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        for attempt in range(60):
+            try:
+                consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+                return
+            except KafkaException:
+                if attempt == 59:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
+def test_a_coordinator_cut_off_from_the_controller_never_answers_a_stable_fetch_with_stale_offsets(cluster: KafkaCluster) -> None:
+    """The zombie coordinator of chaos soak seeds 57861548, 483707690 and 1867237364: the leader of
+    a group's offsets partition, cut off from the other nodes but not from the clients, is fenced
+    and replaced; the new coordinator takes a commit; a read_committed consumer still talking to
+    the old one must not be told the offset from before it. The old one still answers a plain
+    OffsetFetch from memory (as Kafka's does), but holds a stable one (require_stable, what
+    read_committed consumers send) while its broker session may have expired, and then answers
+    NOT_COORDINATOR, so that the consumer looks the coordinator up again."""
+    topic, group = unique_topic("zombie"), unique_topic("zombie-group")
+    create(cluster.bootstrap, topic)
+    commit_offset(cluster.bootstrap, group, topic, 5)
+    offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
+    coordinator, _ = partition_state(cluster.bootstrap, GROUP_METADATA_TOPIC, offsets_partition)
+    zombie = cluster.nodes[coordinator]
+    survivors = ",".join(n.bootstrap for n in cluster.brokers if n is not zombie)
+    assert offset_fetch(zombie.bootstrap, group, topic, require_stable=True) == (0, 5, 0)
+    cluster.partition([coordinator])
+    try:
+        successor = wait_until(
+            "a new coordinator elected by the others",
+            lambda: (leader := partition_state(survivors, GROUP_METADATA_TOPIC, offsets_partition)[0]) not in (coordinator, -1) and leader or None,
+            TIMEOUT_S,
+        )
+        commit_offset(survivors, group, topic, 9)
+        assert offset_fetch(cluster.nodes[successor].bootstrap, group, topic, require_stable=True) == (0, 9, 0)
+        # Still its own idea of the group: from memory, the offset the new coordinator moved past.
+        assert offset_fetch(zombie.bootstrap, group, topic, require_stable=False) == (0, 5, 0)
+        assert offset_fetch(zombie.bootstrap, group, topic, require_stable=True) == (ErrorCode.not_coordinator, -1, 0)
+    finally:
+        cluster.heal()
+    # Once healed it learns that it was replaced (or leads again, with the new coordinator's offsets).
+    wait_until(
+        "the old coordinator to catch up",
+        lambda: (r := offset_fetch(zombie.bootstrap, group, topic, require_stable=True))[0] == ErrorCode.not_coordinator or r == (0, 9, 0) or None,
+        TIMEOUT_S,
+    )
+    current, _ = partition_state(cluster.bootstrap, GROUP_METADATA_TOPIC, offsets_partition)
+    assert offset_fetch(cluster.nodes[current].bootstrap, group, topic, require_stable=True) == (0, 9, 0)
