@@ -22,7 +22,7 @@ import time
 from typing import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v8 import request as produce_v8
@@ -143,11 +143,27 @@ class Load:
         wait_until(f"{count} more records acknowledged {what} (errors so far: {self.errors[-3:]})", lambda: len(self.acked) >= target or None, TIMEOUT_S)
 
 
+def high_watermark(consumer: Consumer, topic: str, partition: int) -> int:
+    """The partition's high watermark; OFFSET_NOT_AVAILABLE (a new leader whose high watermark has
+    not reached its epoch's start yet) is retried, as Kafka's own consumer retries it."""
+
+    def probe() -> tuple[int] | None:
+        try:
+            return (consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)[1],)
+        except KafkaException as e:
+            if e.args[0].code() == KafkaError.OFFSET_NOT_AVAILABLE:
+                return None
+            raise
+
+    [end] = wait_until(f"the high watermark of {topic}-{partition}", probe, TIMEOUT_S)
+    return end
+
+
 def read_to_end(bootstrap: str, topic: str, partitions: list[int], isolation_level: str = "read_committed") -> tuple[list[Record], dict[int, int]]:
     """Every record of ``partitions`` below the high watermark, and the high watermarks."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("g"), "enable.auto.commit": False, "isolation.level": isolation_level})
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S)[1] for p in partitions}
+        ends = {p: high_watermark(consumer, topic, p) for p in partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         records: list[Record] = []
 
