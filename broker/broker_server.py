@@ -65,13 +65,14 @@ from broker.handlers.transactions import (
 )
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
-from broker.network import SocketServer, TransferMetrics
+from broker.network import ListenerSecurity, SocketServer, TransferMetrics
 from broker.produce_verification import ProduceVerifier
 from broker.producer_id_manager import ControllerProducerIdAllocator, ProducerIdManager
 from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replication_quota_manager import ReplicationQuotaManager
 from broker.replica_manager import ReplicaManager
 from broker.shared_server import SharedServer
+from broker.ssl_factory import server_context
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
@@ -289,6 +290,8 @@ class BrokerServer:
         # is still freed by reference counting (only a cycle among such objects would stay).
         gc.collect()
         gc.freeze()
+        protocols = cfg.security_protocol_map
+        tls = server_context(cfg) if any(protocols[listen.name] == "SSL" for listen in cfg.client_listeners) else None
         for listen in cfg.client_listeners:
             server = SocketServer(
                 listen.host,
@@ -297,6 +300,7 @@ class BrokerServer:
                 max_request_size=cfg.socket_request_max_bytes,
                 max_in_flight=cfg.queued_max_requests,
                 metrics=self.metrics,
+                security=ListenerSecurity(listen.name, tls if protocols[listen.name] == "SSL" else None),
             )
             await server.start()
             self.socket_servers.append(server)

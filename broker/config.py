@@ -9,6 +9,7 @@ from typing import Any, Literal, Mapping, NamedTuple
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from broker.ssl_factory import SslConfigError, check_ssl_config
 from storage.log_cleaner import CleanerConfig
 
 LONG_MAX = 9223372036854775807
@@ -17,8 +18,10 @@ log = structlog.get_logger()
 BROKER_ROLE = "broker"
 CONTROLLER_ROLE = "controller"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# The only protocol kbroker's sockets speak; the others are named so that Kafka's files parse.
+# What kbroker's own links between nodes speak; SASL_* are named so that Kafka's files parse.
 SERVED_SECURITY_PROTOCOL = "PLAINTEXT"
+# What client listeners may use; SASL is not served yet.
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 # The node id of the zero-config node (`make run`): the only node that may leave node.id out.
 ZERO_CONFIG_NODE_ID = 1
@@ -135,6 +138,21 @@ class BrokerConfig(BaseModel):
     )
     # Kafka has no default; CONTROLLER is what every Kafka example names it.
     controller_listener_names: str = Field("CONTROLLER", alias="controller.listener.names")
+    # TLS of the SSL listeners (broker/ssl_factory.py), under Kafka's names and defaults. Kafka's
+    # default store type is JKS, which only a JVM reads: kbroker reads PEM and PKCS12 stores.
+    ssl_keystore_type: str = Field("JKS", alias="ssl.keystore.type")
+    ssl_keystore_location: str | None = Field(None, alias="ssl.keystore.location")
+    ssl_keystore_password: str | None = Field(None, alias="ssl.keystore.password")
+    ssl_key_password: str | None = Field(None, alias="ssl.key.password")
+    ssl_keystore_certificate_chain: str | None = Field(None, alias="ssl.keystore.certificate.chain")
+    ssl_keystore_key: str | None = Field(None, alias="ssl.keystore.key")
+    ssl_truststore_type: str = Field("JKS", alias="ssl.truststore.type")
+    ssl_truststore_location: str | None = Field(None, alias="ssl.truststore.location")
+    ssl_truststore_password: str | None = Field(None, alias="ssl.truststore.password")
+    ssl_truststore_certificates: str | None = Field(None, alias="ssl.truststore.certificates")
+    ssl_client_auth: Literal["none", "requested", "required"] = Field("none", alias="ssl.client.auth")
+    ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", alias="ssl.enabled.protocols")
+    ssl_protocol: str = Field("TLSv1.3", alias="ssl.protocol")
     inter_broker_listener_name: str = Field("PLAINTEXT", alias="inter.broker.listener.name")
     controller_quorum_voters: str = Field("", alias="controller.quorum.voters")
     controller_quorum_bootstrap_servers: str = Field("", alias="controller.quorum.bootstrap.servers")
@@ -404,8 +422,17 @@ class BrokerConfig(BaseModel):
         for lst in listeners + explicit_advertised:
             if lst.name not in protocols:
                 return f"No security protocol defined for listener {lst.name} in listener.security.protocol.map"
-            if protocols[lst.name] != SERVED_SECURITY_PROTOCOL:
-                return f"Listener {lst.name} uses security protocol {protocols[lst.name]}: kbroker serves {SERVED_SECURITY_PROTOCOL} only"
+            if protocols[lst.name] not in SERVED_SECURITY_PROTOCOLS:
+                return f"Listener {lst.name} uses security protocol {protocols[lst.name]}: kbroker serves {' and '.join(SERVED_SECURITY_PROTOCOLS)} only"
+        node_links = {self.inter_broker_listener_name.upper(), *self.controller_listener_name_list}
+        for name in sorted(node_links & {lst.name for lst in listeners}):
+            if protocols.get(name, SERVED_SECURITY_PROTOCOL) != SERVED_SECURITY_PROTOCOL:
+                return f"Listener {name} uses security protocol {protocols[name]}: kbroker's own links between nodes (inter-broker and controller listeners) are {SERVED_SECURITY_PROTOCOL} only"
+        if any(protocols[lst.name] == "SSL" for lst in listeners):
+            try:
+                check_ssl_config(self)
+            except SslConfigError as e:
+                return str(e)
         controller_names = self.controller_listener_name_list
         listener_names = [lst.name for lst in listeners]
         voter_ids = sorted(v.node_id for v in parse_quorum_voters(self.controller_quorum_voters))

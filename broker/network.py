@@ -5,7 +5,8 @@ out strictly in request order, and record bytes are written with ``os.sendfile``
 the segment files.
 
 Sockets are driven with the loop's add_reader/add_writer callbacks rather than a transport,
-because ``sendfile`` needs the raw descriptor and a transport would own it.
+because ``sendfile`` needs the raw descriptor and a transport would own it. An SSL listener's
+connections read and write through an SslTransportLayer instead of the socket itself.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import asyncio
 import errno
 import os
 import socket
+import ssl
 from collections import deque
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Protocol, cast
 
 import structlog
 
+from broker.ssl_transport_layer import SslTransportLayer
 from protocol.api_keys import ApiKey
 from protocol.fetch_response import Chunk
 from protocol.frame import FrameDecoder, FrameTooLarge
@@ -77,7 +80,20 @@ class ClientInfo:
     connection_id: str
     client_id: str | None
     address: str
+    # The listener the client connected to: Metadata answers with every broker's endpoint on it.
+    listener: str = "PLAINTEXT"
 
+
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    """What a listener's connections speak: its name (the endpoints Metadata shows its clients)
+    and, for an SSL listener, the TLS context."""
+
+    name: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+
+
+PLAINTEXT_LISTENER = ListenerSecurity()
 
 Response = list[Chunk] | None
 Dispatch = Callable[[RequestHeader, bytearray, ClientInfo], "Awaitable[Response] | Response"]
@@ -98,10 +114,17 @@ class Connection:
     only an answer that has to wait (acks=all, a long-polling fetch) goes through a future.
     """
 
-    def __init__(self, sock: socket.socket, address: str, dispatch: Dispatch, max_request_size: int, max_in_flight: int, metrics: TransferMetrics) -> None:
+    def __init__(
+        self, sock: socket.socket, address: str, dispatch: Dispatch, max_request_size: int, max_in_flight: int, metrics: TransferMetrics, security: ListenerSecurity = PLAINTEXT_LISTENER
+    ) -> None:
         self._sock = sock
         self._fd = sock.fileno()
         self._address = address
+        self._listener = security.name
+        self._tls = None if security.ssl_context is None else SslTransportLayer(sock, security.ssl_context)
+        # The socket's own calls in plaintext (no wrapper on the hot path), the TLS layer's otherwise.
+        self._recv_into = sock.recv_into if self._tls is None else self._tls.recv_into
+        self._sendmsg = sock.sendmsg if self._tls is None else self._tls.sendmsg
         self._dispatch = dispatch
         self._decoder = FrameDecoder(max_request_size, READ_BUFFER)
         self._max_in_flight = max_in_flight
@@ -144,6 +167,13 @@ class Connection:
         if not self._reading and not self._draining and not self._held and not self._closed.done():
             self._loop.add_reader(self._fd, self._on_readable)
             self._reading = True
+            if self._tls is not None and self._tls.has_buffered:
+                self._loop.call_soon(self._on_buffered)
+
+    def _on_buffered(self) -> None:
+        """TLS records read from the socket earlier and not decrypted yet: no readable event comes for them."""
+        if self._reading:
+            self._on_readable()
 
     def _pause_reading(self) -> None:
         if self._reading:
@@ -153,8 +183,14 @@ class Connection:
     def _on_readable(self) -> None:
         decoder = self._decoder
         try:
-            n = self._sock.recv_into(decoder.buffer())
+            n = self._recv_into(decoder.buffer())
         except (BlockingIOError, InterruptedError):
+            if self._tls is not None and self._tls.wants_write:
+                self._write()  # the handshake's answer, which the socket did not take at once
+            return
+        except ssl.SSLError as e:
+            self._log.warning("connection.ssl_failed", reason=str(e))
+            self._close()
             return
         except OSError as e:
             self._log.debug("connection.read_error", error=str(e))
@@ -180,6 +216,8 @@ class Connection:
         if len(self._pending) >= self._max_in_flight:
             self._pause_reading()  # queued.max.requests: the client waits for its answers
         self._write()
+        if self._tls is not None and self._reading and self._tls.has_buffered:
+            self._loop.call_soon(self._on_buffered)
 
     def _handle(self, frame: bytearray) -> bool:
         """Dispatch one request; False when it cost the connection."""
@@ -190,7 +228,7 @@ class Connection:
             return False
         client = self._client
         if client is None or client.client_id != header.client_id:
-            client = self._client = ClientInfo(self.id, header.client_id, self._address)
+            client = self._client = ClientInfo(self.id, header.client_id, self._address, self._listener)
         try:
             result = self._dispatch(header, frame, client)
         except (InvalidRequest, CloseConnection) as e:
@@ -251,9 +289,9 @@ class Connection:
                         pending.popleft()
                     if chunks:
                         out.extend(cast("list[OutChunk]", chunks))
-                if not out:
+                if not out and (self._tls is None or self._tls.flush()):
                     break
-                if not self._send(out):
+                if not out or not self._send(out):
                     if not self._writing:
                         self._loop.add_writer(self._fd, self._on_writable)
                         self._writing = True
@@ -302,7 +340,7 @@ class Connection:
         region with sendfile. False when the socket took less than offered."""
         head = out[0]
         if not isinstance(head, (bytes, bytearray, memoryview)):
-            return self._sendfile(out, head)
+            return self._sendfile(out, head) if self._tls is None else self._send_region_tls(out, head)
         buffers: list[bytes | bytearray | memoryview] = []
         flags = 0
         for chunk in out:
@@ -315,7 +353,7 @@ class Connection:
                 break
             buffers.append(chunk)
         try:
-            sent = self._sock.sendmsg(buffers, (), flags)
+            sent = self._sendmsg(buffers, (), flags)
         except (BlockingIOError, InterruptedError):
             return False
         for chunk in buffers:
@@ -342,6 +380,21 @@ class Connection:
                 self._metrics.sendfile_bytes += sent
         except (BlockingIOError, InterruptedError):
             out[0] = StoredRegion(region.fd, position, remaining)  # the unsent rest
+            return False
+        out.popleft()
+        return True
+
+    def _send_region_tls(self, out: deque[OutChunk], region: FileRegion) -> bool:
+        assert self._tls is not None
+        position, remaining = region.position, region.length
+        try:
+            while remaining > 0:
+                sent = self._tls.send_region(region.fd, position, remaining)
+                position += sent
+                remaining -= sent
+                self._metrics.copied_bytes += sent
+        except (BlockingIOError, InterruptedError):
+            out[0] = StoredRegion(region.fd, position, remaining)
             return False
         out.popleft()
         return True
@@ -383,9 +436,12 @@ class Connection:
 
 
 class SocketServer:
-    def __init__(self, host: str, port: int, dispatch: Dispatch, *, max_request_size: int, max_in_flight: int, metrics: TransferMetrics) -> None:
+    def __init__(
+        self, host: str, port: int, dispatch: Dispatch, *, max_request_size: int, max_in_flight: int, metrics: TransferMetrics, security: ListenerSecurity = PLAINTEXT_LISTENER
+    ) -> None:
         self._host = host
         self._port = port
+        self._security = security
         self._dispatch = dispatch
         self._max_request_size = max_request_size
         self._max_in_flight = max_in_flight
@@ -436,7 +492,7 @@ class SocketServer:
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         address = f"{addr[0]}:{addr[1]}"
-        conn = Connection(sock, address, self._dispatch, self._max_request_size, self._max_in_flight, self._metrics)
+        conn = Connection(sock, address, self._dispatch, self._max_request_size, self._max_in_flight, self._metrics, self._security)
         task = asyncio.create_task(conn.run())
         self._connections[task] = conn
         task.add_done_callback(lambda t: self._connections.pop(t, None))

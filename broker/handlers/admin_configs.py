@@ -25,7 +25,7 @@ SOURCE_DYNAMIC_BROKER_CONFIG = 2
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST, TYPE_PASSWORD = 1, 2, 3, 5, 6, 7, 9
 
 
 class TopicConfigs(Protocol):
@@ -40,7 +40,22 @@ class ConfigController(Protocol):
     async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool) -> list[AlterConfigsResult]: ...
 
 
+# Kafka's configs of type PASSWORD: DescribeConfigs names them sensitive and shows no value.
+SENSITIVE_CONFIGS = frozenset(
+    {
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+    }
+)
+
+
 def _config_type(name: str, value: str | None) -> int:
+    if name in SENSITIVE_CONFIGS:
+        return TYPE_PASSWORD
     if name == "cleanup.policy" or name.endswith(".policy"):
         return TYPE_LIST
     if value in ("true", "false"):
@@ -88,6 +103,8 @@ class DescribeConfigsHandler:
             for name, value, source, broker_synonym in entries:
                 if keys is not None and name not in keys:
                     continue
+                if name in SENSITIVE_CONFIGS:
+                    value = None  # Kafka's PASSWORD configs: described, never shown
                 synonyms = []
                 if synonyms_wanted:
                     synonyms.append(build(synonym_cls, name=name, value=value, source=source))
@@ -100,7 +117,7 @@ class DescribeConfigsHandler:
                         value=value,
                         read_only=res.resource_type == BROKER or name == CLEANER_STATS_KEY,
                         config_source=source,
-                        is_sensitive=False,
+                        is_sensitive=name in SENSITIVE_CONFIGS,
                         synonyms=tuple(synonyms),
                         config_type=_config_type(name, value),
                         documentation=None,

@@ -37,7 +37,7 @@ class DescribeClusterHandler:
                 brokers=(),
                 cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
             )
-        brokers = tuple(build(broker_cls, broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in self._metadata.alive_brokers())
+        brokers = tuple(build(broker_cls, broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in self._metadata.alive_brokers(ctx.client.listener))
         return build(
             schema,
             throttle_time=0,

@@ -166,7 +166,7 @@ class FetchHandler:
             ctx.header.correlation_id,
             self._topics(session, results, unknown_ids),
             session_id=session.session_id,
-            node_endpoints=self._metadata.leader_endpoints(r.current_leader for r in results.values()),
+            node_endpoints=self._metadata.leader_endpoints((r.current_leader for r in results.values()), ctx.client.listener),
         )
 
     def _read_all(

@@ -53,7 +53,7 @@ async def _when_all_written(codes: dict[str, Written], answer: Callable[[dict[st
     return answer({key: await code if isinstance(code, asyncio.Future) else code for key, code in codes.items()})
 
 
-def coordinator_endpoint(metadata: MetadataCache, topic: str, partition: int) -> tuple[int, BrokerEndpoint | None]:
+def coordinator_endpoint(metadata: MetadataCache, topic: str, partition: int, listener: str | None = None) -> tuple[int, BrokerEndpoint | None]:
     """Kafka's FindCoordinator answer: the leader of the coordinator partition, at its endpoint
     on the listener clients use, wherever it is; COORDINATOR_NOT_AVAILABLE while the topic is
     missing, the partition has no leader, or its leader is not a live broker. Whether the leader
@@ -62,7 +62,7 @@ def coordinator_endpoint(metadata: MetadataCache, topic: str, partition: int) ->
     registration = t.partitions.get(partition) if t is not None else None
     if registration is None or registration.leader == NO_LEADER:
         return ErrorCode.coordinator_not_available, None
-    endpoint = metadata.alive_broker(registration.leader)
+    endpoint = metadata.alive_broker(registration.leader, listener)
     if endpoint is None:
         return ErrorCode.coordinator_not_available, None
     return 0, endpoint
@@ -87,18 +87,18 @@ class FindCoordinatorHandler:
             await self._transactions.ensure_topic()
             for key in keys:
                 await self._transactions.wait_loaded(key, LOAD_WAIT_S)
-        answers = [self._find(key_type, key) for key in keys]
+        answers = [self._find(key_type, key, ctx.client.listener) for key in keys]
         schema = response_schema(ApiKey.FIND_COORDINATOR, ctx.version)
         if ctx.version >= 4:
             coordinator_cls = nested(schema, "Coordinator")
             return build(schema, throttle_time=0, coordinators=tuple(build(coordinator_cls, key=key, **answer) for key, answer in zip(keys, answers, strict=True)))
         return build(schema, throttle_time=0, **answers[0])
 
-    def _find(self, key_type: int, key: str) -> dict[str, Any]:
+    def _find(self, key_type: int, key: str, listener: str) -> dict[str, Any]:
         if key_type == GROUP_KEY_TYPE:
-            error, endpoint = coordinator_endpoint(self._metadata, GROUP_METADATA_TOPIC, self._coordinator.partition_for(key))
+            error, endpoint = coordinator_endpoint(self._metadata, GROUP_METADATA_TOPIC, self._coordinator.partition_for(key), listener)
         elif key_type == TRANSACTION_KEY_TYPE and key:
-            error, endpoint = coordinator_endpoint(self._metadata, TRANSACTION_STATE_TOPIC, self._transactions.partition_for(key))
+            error, endpoint = coordinator_endpoint(self._metadata, TRANSACTION_STATE_TOPIC, self._transactions.partition_for(key), listener)
         else:
             error, endpoint = ErrorCode.invalid_request, None
         if endpoint is None:

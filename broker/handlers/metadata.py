@@ -35,8 +35,8 @@ class MetadataHandler:
         self._metadata = metadata
         self._controller = controller
         self._auto_create = auto_create_enabled
-        # API version -> ((image id, image provenance), encoded body) of the all-topics answer.
-        self._all_topics_bodies: dict[int, tuple[tuple[int, int], bytes]] = {}
+        # (API version, listener) -> ((image id, image provenance), encoded body) of the all-topics answer.
+        self._all_topics_bodies: dict[tuple[int, str], tuple[tuple[int, int], bytes]] = {}
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         version = ctx.version
@@ -45,7 +45,7 @@ class MetadataHandler:
         if requested is None or (version == 0 and not requested):
             return self._all_topics(ctx, image)
         if version < FIRST_TOPIC_ID_VERSION and any(_names_by_id(entry) for entry in requested):
-            return self._response(version, [(entry.name or "", entry.topic_id, ErrorCode.invalid_request, None) for entry in requested])
+            return self._response(version, ctx.client.listener, [(entry.name or "", entry.topic_id, ErrorCode.invalid_request, None) for entry in requested])
         topics: list[tuple[str | None, uuid.UUID | None, int, TopicImage | None]] = []
         missing: list[str] = []
         for entry in requested:
@@ -61,24 +61,24 @@ class MetadataHandler:
             topics.append((name, found.topic_id if found else None, 0 if found else ErrorCode.unknown_topic_or_partition, found))
         allow = getattr(request, "allow_auto_topic_creation", True)
         if missing and allow and self._auto_create:
-            return self._create_then_respond(version, topics, missing)
-        return self._response(version, topics)
+            return self._create_then_respond(version, ctx.client.listener, topics, missing)
+        return self._response(version, ctx.client.listener, topics)
 
     def _all_topics(self, ctx: RequestContext, image: MetadataImage) -> list[bytes]:
         """Every topic, encoded once per metadata change and API version: with 10,000 partitions
         building and encoding the answer took 135-270 ms, and admin clients ask for it often."""
         key = (id(image), image.provenance)
-        cached = self._all_topics_bodies.get(ctx.version)
+        cached = self._all_topics_bodies.get((ctx.version, ctx.client.listener))
         if cached is None or cached[0] != key:
             topics = [(t.name, t.topic_id, 0, t) for t in image.topics.values()]
-            cached = (key, encode_body(self._response(ctx.version, topics)))
-            self._all_topics_bodies[ctx.version] = cached
+            cached = (key, encode_body(self._response(ctx.version, ctx.client.listener, topics)))
+            self._all_topics_bodies[(ctx.version, ctx.client.listener)] = cached
         return response_frame(ApiKey.METADATA, ctx.version, ctx.header.correlation_id, cached[1])
 
-    async def _create_then_respond(self, version, topics, missing: list[str]):  # type: ignore[no-untyped-def]
+    async def _create_then_respond(self, version, listener: str, topics, missing: list[str]):  # type: ignore[no-untyped-def]
         created = await self._controller.auto_create_topics(missing)
         image = self._metadata.image
-        return self._response(version, [self._after_create(entry, image, created) for entry in topics])
+        return self._response(version, listener, [self._after_create(entry, image, created) for entry in topics])
 
     @staticmethod
     def _after_create(entry, image, created: dict[str, int]):  # type: ignore[no-untyped-def]
@@ -92,12 +92,12 @@ class MetadataHandler:
             return (name, None, ErrorCode.leader_not_available, None)
         return (name, topic.topic_id, 0, topic)
 
-    def _response(self, version: int, topics):  # type: ignore[no-untyped-def]
+    def _response(self, version: int, listener: str, topics):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.METADATA, version)
         broker_cls = nested(schema, "MetadataResponseBroker")
         topic_cls = nested(schema, "MetadataResponseTopic")
         part_cls = nested(schema, "MetadataResponsePartition")
-        brokers = tuple(build(broker_cls, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in self._metadata.alive_brokers())
+        brokers = tuple(build(broker_cls, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in self._metadata.alive_brokers(listener))
         out = []
         for name, topic_id, error, topic in topics:
             parts = ()

@@ -105,7 +105,7 @@ class ProduceHandler:
             if result.current_leader is None and result.error_code in LEADER_HINT_ERRORS:
                 result.current_leader = leader_hint(image, topic, index)
         topics = [(t.name, [(p.index, results[(t.name, p.index)]) for p in t.partition_data]) for t in request.topic_data]
-        endpoints = self._metadata.leader_endpoints(r.current_leader for r in results.values())
+        endpoints = self._metadata.leader_endpoints((r.current_leader for r in results.values()), ctx.client.listener)
         return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics, node_endpoints=endpoints)]
 
 

@@ -31,8 +31,9 @@ class MetadataCache:
         self.endpoint = endpoint
         self.listener_name = listener_name
         self.image = image
-        self._alive: list[BrokerEndpoint] = []
-        self._by_id: dict[int, BrokerEndpoint] = {}
+        # Per listener: a client is shown every broker at its endpoint on the listener it came in on.
+        self._alive: dict[str, list[BrokerEndpoint]] = {}
+        self._by_id: dict[str, dict[int, BrokerEndpoint]] = {}
         self._refresh_brokers()
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
@@ -41,33 +42,32 @@ class MetadataCache:
             self._refresh_brokers()
 
     def _refresh_brokers(self) -> None:
-        alive = []
+        alive: dict[str, list[BrokerEndpoint]] = {self.listener_name: []}
         for broker_id, registration in sorted(self.image.brokers.items()):
             if registration.fenced:
                 continue
             for endpoint in registration.endpoints:
-                if endpoint.name == self.listener_name:
-                    alive.append(BrokerEndpoint(broker_id, endpoint.host, endpoint.port, registration.rack))
-                    break
+                alive.setdefault(endpoint.name, []).append(BrokerEndpoint(broker_id, endpoint.host, endpoint.port, registration.rack))
         self._alive = alive
-        self._by_id = {b.node_id: b for b in alive}
+        self._by_id = {name: {b.node_id: b for b in brokers} for name, brokers in alive.items()}
 
     @property
     def controller_id(self) -> int:
         # Clients cannot reach KRaft controllers: as Kafka, they are told a live broker, which forwards.
         return self.node_id
 
-    def alive_brokers(self) -> list[BrokerEndpoint]:
-        """Registered, unfenced brokers at their endpoint on this listener, by id."""
-        return self._alive
+    def alive_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
+        """Registered, unfenced brokers at their endpoint on ``listener`` (this node's first client listener), by id."""
+        return self._alive.get(listener or self.listener_name, [])
 
-    def alive_broker(self, broker_id: int) -> BrokerEndpoint | None:
-        return self._by_id.get(broker_id)
+    def alive_broker(self, broker_id: int, listener: str | None = None) -> BrokerEndpoint | None:
+        return self._by_id.get(listener or self.listener_name, {}).get(broker_id)
 
-    def leader_endpoints(self, hints: Iterable[tuple[int, int] | None]) -> list[tuple[int, str, int, str | None]]:
+    def leader_endpoints(self, hints: Iterable[tuple[int, int] | None], listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
         """KIP-951's NodeEndpoints: (id, host, port, rack) of each live leader named in ``hints``."""
         ids = sorted({hint[0] for hint in hints if hint is not None})
-        return [(b.node_id, b.host, b.port, b.rack) for b in map(self._by_id.get, ids) if b is not None]
+        by_id = self._by_id.get(listener or self.listener_name, {})
+        return [(b.node_id, b.host, b.port, b.rack) for b in map(by_id.get, ids) if b is not None]
 
     def broker_endpoint(self, broker_id: int, listener_name: str) -> BrokerEndpoint | None:
         """A registered broker's endpoint on any listener (the inter-broker one, for node-to-node

@@ -1,0 +1,140 @@
+"""SslFactory: the TLS context of the SSL listeners, from Kafka's ``ssl.*`` broker configs.
+
+Kafka's DefaultSslEngineFactory reads JKS, PKCS12 and PEM stores; a JKS store is a Java format
+that only a JVM reads, so kbroker takes PEM and PKCS12 ones and says how to convert a JKS store.
+A PEM keystore is a file with the private key and the certificate chain (``ssl.keystore.location``)
+or both given inline (``ssl.keystore.key``, ``ssl.keystore.certificate.chain``); ``ssl.key.password``
+decrypts an encrypted key. Python's ssl module loads a certificate chain only from a file, so a
+store given inline or as PKCS12 is written, unencrypted, to a private temporary directory for the
+moment of the load and removed at once.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, pkcs12
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+
+TLS_VERSIONS = {
+    "TLSv1": ssl.TLSVersion.TLSv1,
+    "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSv1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+}
+STORE_TYPES = ("PEM", "PKCS12")
+JKS_ADVICE = "a JKS store is read only by a JVM: convert it with keytool -importkeystore -deststoretype PKCS12, or give PEM"
+
+
+class SslConfigError(ValueError):
+    """A listener's TLS settings that cannot work; the message names the config."""
+
+
+def check_ssl_config(cfg: BrokerConfig) -> None:
+    """Refuse at start-up what would fail at the first handshake: the stores are loaded once."""
+    server_context(cfg)
+
+
+def server_context(cfg: BrokerConfig) -> ssl.SSLContext:
+    """The context every SSL listener of this broker serves with."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    versions = _enabled_versions(cfg.ssl_enabled_protocols)
+    context.minimum_version, context.maximum_version = min(versions), max(versions)
+    _load_keystore(context, cfg)
+    if cfg.ssl_client_auth != "none":
+        if not _load_truststore(context, cfg):
+            raise SslConfigError(f"ssl.client.auth={cfg.ssl_client_auth} needs a truststore: set ssl.truststore.location or ssl.truststore.certificates")
+        context.verify_mode = ssl.CERT_REQUIRED if cfg.ssl_client_auth == "required" else ssl.CERT_OPTIONAL
+    return context
+
+
+def _enabled_versions(value: str) -> list[ssl.TLSVersion]:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in TLS_VERSIONS]
+    if unknown or not names:
+        raise SslConfigError(f"ssl.enabled.protocols: {', '.join(unknown) or 'empty'}; expected some of {', '.join(TLS_VERSIONS)}")
+    return [TLS_VERSIONS[n] for n in names]
+
+
+def _load_keystore(context: ssl.SSLContext, cfg: BrokerConfig) -> None:
+    kind = cfg.ssl_keystore_type.upper()
+    inline = cfg.ssl_keystore_key is not None or cfg.ssl_keystore_certificate_chain is not None
+    if not inline and cfg.ssl_keystore_location is None:
+        raise SslConfigError("an SSL listener needs a keystore: set ssl.keystore.location (or ssl.keystore.key and ssl.keystore.certificate.chain)")
+    if kind not in STORE_TYPES:
+        raise SslConfigError(f"ssl.keystore.type {cfg.ssl_keystore_type} is not supported: {JKS_ADVICE}" if kind == "JKS" else f"ssl.keystore.type {cfg.ssl_keystore_type}: expected PEM or PKCS12")
+    if inline and kind != "PEM":
+        raise SslConfigError("ssl.keystore.key and ssl.keystore.certificate.chain are PEM: set ssl.keystore.type=PEM")
+    if inline and cfg.ssl_keystore_location is not None:
+        raise SslConfigError("ssl.keystore.location and ssl.keystore.key cannot both be set")
+    if inline and (cfg.ssl_keystore_key is None or cfg.ssl_keystore_certificate_chain is None):
+        raise SslConfigError("ssl.keystore.key and ssl.keystore.certificate.chain go together")
+    if kind == "PEM" and cfg.ssl_keystore_password is not None:
+        raise SslConfigError("ssl.keystore.password cannot be set for a PEM keystore: only ssl.key.password (of an encrypted key) may be")
+    try:
+        if kind == "PEM" and cfg.ssl_keystore_location is not None:
+            context.load_cert_chain(cfg.ssl_keystore_location, password=cfg.ssl_key_password)
+        elif kind == "PEM":
+            assert cfg.ssl_keystore_key is not None and cfg.ssl_keystore_certificate_chain is not None
+            _load_chain_from_text(context, _pem_block(cfg.ssl_keystore_key) + _pem_block(cfg.ssl_keystore_certificate_chain), cfg.ssl_key_password)
+        else:
+            assert cfg.ssl_keystore_location is not None
+            _load_chain_from_text(context, _pkcs12_as_pem(cfg), None)
+    except (OSError, ValueError) as e:
+        raise SslConfigError(f"ssl.keystore: cannot load the key and certificate chain ({e})") from None
+
+
+def _pkcs12_as_pem(cfg: BrokerConfig) -> str:
+    assert cfg.ssl_keystore_location is not None
+    password = cfg.ssl_key_password if cfg.ssl_key_password is not None else cfg.ssl_keystore_password
+    key, cert, chain = pkcs12.load_key_and_certificates(Path(cfg.ssl_keystore_location).read_bytes(), password.encode() if password else None)
+    if key is None or cert is None:
+        raise ValueError(f"{cfg.ssl_keystore_location} holds no private key entry")
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+    return pem + "".join(c.public_bytes(Encoding.PEM).decode() for c in [cert, *chain])
+
+
+def _load_chain_from_text(context: ssl.SSLContext, pem: str, password: str | None) -> None:
+    with tempfile.TemporaryDirectory(prefix="kbroker-ssl-") as directory:
+        path = os.path.join(directory, "keystore.pem")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(pem)
+        context.load_cert_chain(path, password=password)
+
+
+def _pem_block(text: str) -> str:
+    """A PEM value as a properties file gives it: possibly on one line with escaped newlines."""
+    return text.replace("\\n", "\n").strip() + "\n"
+
+
+def _load_truststore(context: ssl.SSLContext, cfg: BrokerConfig) -> bool:
+    """Load the CAs client certificates must chain to; False when none is configured."""
+    if cfg.ssl_truststore_location is None and cfg.ssl_truststore_certificates is None:
+        return False
+    kind = cfg.ssl_truststore_type.upper()
+    if kind not in STORE_TYPES:
+        raise SslConfigError(f"ssl.truststore.type {cfg.ssl_truststore_type} is not supported: {JKS_ADVICE}" if kind == "JKS" else f"ssl.truststore.type {cfg.ssl_truststore_type}: expected PEM or PKCS12")
+    try:
+        if cfg.ssl_truststore_certificates is not None:
+            context.load_verify_locations(cadata=_pem_block(cfg.ssl_truststore_certificates))
+        elif kind == "PEM":
+            context.load_verify_locations(cafile=cfg.ssl_truststore_location)
+        else:
+            assert cfg.ssl_truststore_location is not None
+            password = cfg.ssl_truststore_password.encode() if cfg.ssl_truststore_password else None
+            store = pkcs12.load_pkcs12(Path(cfg.ssl_truststore_location).read_bytes(), password)
+            certs = [c.certificate for c in store.additional_certs] + ([store.cert.certificate] if store.cert else [])
+            if not certs:
+                raise ValueError(f"{cfg.ssl_truststore_location} holds no certificate")
+            context.load_verify_locations(cadata="".join(c.public_bytes(Encoding.PEM).decode() for c in certs))
+    except (OSError, ValueError) as e:
+        raise SslConfigError(f"ssl.truststore: cannot load the trusted certificates ({e})") from None
+    return True
+

@@ -1,0 +1,170 @@
+"""SSL listeners: one broker with a PLAINTEXT and an SSL listener (a PEM keystore made by a test CA,
+``ssl.client.auth=requested``), stock clients over TLS with and without a client certificate,
+Metadata that shows each client the listener it came in on, fetches of more than one TLS record's
+worth of segment bytes (read and encrypted, not sendfile), and clients that break TLS."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KafkaTopicPartition
+
+from tests.integration.certificates import TestCA
+from tests.integration.conftest import BrokerProcess, retire
+from tests.integration.helpers import create_topic, unique_topic
+from tests.ports import free_port
+
+TIMEOUT_S = 30.0
+
+
+class SslBroker:
+    def __init__(self, broker: BrokerProcess, ssl_port: int, directory: Path) -> None:
+        self.broker = broker
+        self.ssl_port = ssl_port
+        self.ca = directory / "ca.pem"
+        self.client_cert = directory / "client.pem"
+        self.client_key = directory / "client.key"
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.ssl_port}"
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SslBroker]:
+    directory = tmp_path_factory.mktemp("ssl")
+    ca = TestCA()
+    ca.write_ca(directory / "ca.pem")
+    server = ca.issue("localhost")
+    keystore = ca.write_pem_keystore(server, directory / "server-keystore.pem", key_password="key-secret")
+    client = ca.issue("client-1", server=False)
+    (directory / "client.pem").write_text(client.cert_pem())
+    (directory / "client.key").write_text(client.key_pem())
+    broker = BrokerProcess(directory / "data")
+    ssl_port = free_port()
+    broker.overrides.update(
+        {
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_port}",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+            "ssl.key.password": "key-secret",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(directory / "ca.pem"),
+            "ssl.client.auth": "requested",
+        }
+    )
+    broker.start()
+    try:
+        yield SslBroker(broker, ssl_port, directory)
+    finally:
+        retire(broker)
+
+
+def confluent_ssl(tls: SslBroker, **extra: object) -> dict[str, object]:
+    return {"bootstrap.servers": tls.ssl_bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(tls.ca), **extra}
+
+
+def test_confluent_kafka_produces_and_consumes_over_tls_and_metadata_names_the_ssl_listener(tls: SslBroker) -> None:
+    topic = unique_topic("ssl")
+    create_topic(tls.broker.bootstrap, topic)
+    # 4 MB of records: fetches of many TLS records, and answers bigger than the socket takes at once.
+    values = [f"{i:08d}".encode() + bytes(4000) for i in range(1000)]
+    producer = Producer(confluent_ssl(tls, **{"linger.ms": 5}))
+    acked: list[int] = []
+    for value in values:
+        producer.produce(topic, value, partition=0, on_delivery=lambda err, msg: acked.append(msg.offset()) if err is None else None)
+        producer.poll(0)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert sorted(acked) == list(range(len(values)))
+    metadata = producer.list_topics(topic, timeout=TIMEOUT_S)
+    assert [(b.host, b.port) for b in metadata.brokers.values()] == [("127.0.0.1", tls.ssl_port)]
+
+    consumer = Consumer(confluent_ssl(tls, **{"group.id": unique_topic("g"), "enable.auto.commit": False, "fetch.max.bytes": 8 * 1024 * 1024}))
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(seen) < len(values) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                seen.append(msg.value())
+        assert seen == values
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_over_tls_with_and_without_a_client_certificate(tls: SslBroker) -> None:
+    topic = unique_topic("ssl-kp")
+    create_topic(tls.broker.bootstrap, topic)
+    with_cert = {"ssl_certfile": str(tls.client_cert), "ssl_keyfile": str(tls.client_key)}
+    for n, extra in enumerate(({}, with_cert)):
+        producer = KafkaProducer(bootstrap_servers=tls.ssl_bootstrap, security_protocol="SSL", ssl_cafile=str(tls.ca), **extra)
+        try:
+            producer.send(topic, f"value-{n}".encode(), partition=0).get(timeout=TIMEOUT_S)
+        finally:
+            producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=tls.ssl_bootstrap, security_protocol="SSL", ssl_cafile=str(tls.ca), consumer_timeout_ms=int(TIMEOUT_S * 1000))
+    try:
+        consumer.assign([KafkaTopicPartition(topic, 0)])
+        consumer.seek(KafkaTopicPartition(topic, 0), 0)
+        got = [next(consumer).value for _ in range(2)]
+    finally:
+        consumer.close()
+    assert got == [b"value-0", b"value-1"]
+
+
+def test_the_plaintext_listener_still_names_itself(tls: SslBroker) -> None:
+    producer = Producer({"bootstrap.servers": tls.broker.bootstrap})
+    metadata = producer.list_topics(timeout=TIMEOUT_S)
+    assert [(b.host, b.port) for b in metadata.brokers.values()] == [("127.0.0.1", tls.broker.port)]
+
+
+def test_a_client_that_is_not_a_tls_client_or_gives_up_mid_handshake_costs_only_its_own_connection(tls: SslBroker) -> None:
+    # A Kafka request in plaintext on the SSL port: not a ClientHello.
+    with socket.create_connection(("127.0.0.1", tls.ssl_port), timeout=10) as s:
+        s.sendall(b"\x00\x00\x00\x0a\x00\x12\x00\x03\x00\x00\x00\x01\x00\x00")
+        assert s.recv(1024) == b""  # closed, not answered
+    # Random bytes, then a handshake abandoned after the ClientHello.
+    with socket.create_connection(("127.0.0.1", tls.ssl_port), timeout=10) as s:
+        s.sendall(bytes(range(256)) * 4)
+        assert s.recv(1024) == b""
+    context = ssl.create_default_context(cafile=str(tls.ca))
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    half = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        half.do_handshake()
+    with socket.create_connection(("127.0.0.1", tls.ssl_port), timeout=10) as s:
+        s.sendall(outgoing.read())
+        assert s.recv(65536)  # the server's first flight; the client goes away here
+    # A client that trusts another CA fails its handshake; the broker is unmoved.
+    other = TestCA("another CA")
+    other_ca = other.write_ca(tls.ca.parent / "other-ca.pem")
+    with pytest.raises(ssl.SSLCertVerificationError):
+        ssl.create_default_context(cafile=str(other_ca)).wrap_socket(socket.create_connection(("127.0.0.1", tls.ssl_port), timeout=10), server_hostname="localhost")
+    topic = unique_topic("ssl-after")
+    create_topic(tls.broker.bootstrap, topic)
+    producer = Producer(confluent_ssl(tls))
+    producer.produce(topic, b"still serving", partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert tls.broker.running
+    failures = [e for e in tls.broker.log_events() if e.get("event") == "connection.ssl_failed"]
+    assert len(failures) >= 2
+    assert all("error" not in (e.get("level") or "") for e in failures)
+
+
+def test_describe_configs_shows_the_ssl_settings_and_never_a_password(tls: SslBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": tls.broker.bootstrap})
+    [future] = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "1")]).values()
+    configs = future.result(timeout=TIMEOUT_S)
+    assert configs["ssl.keystore.location"].value == str(tls.ca.parent / "server-keystore.pem")
+    assert configs["ssl.client.auth"].value == "requested"
+    password = configs["ssl.key.password"]
+    assert (password.value, password.is_sensitive) == (None, True)

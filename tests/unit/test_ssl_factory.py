@@ -1,0 +1,117 @@
+"""SslFactory: each way Kafka's ssl.* configs give a store, a handshake through the context it
+builds (in memory, both ends), and the settings it refuses with one line naming the config."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
+
+from broker.config import BrokerConfig
+from broker.ssl_factory import SslConfigError, server_context
+from tests.integration.certificates import TestCA
+
+
+def config(**ssl_props: str) -> BrokerConfig:
+    return BrokerConfig.model_validate({"listeners": "PLAINTEXT://127.0.0.1:9092", **ssl_props})
+
+
+def handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> ssl.SSLObject:
+    """Run a TLS handshake between two in-memory ends; the server's end once done."""
+    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    c = client.wrap_bio(c_in, c_out, server_hostname="localhost")
+    s = server.wrap_bio(s_in, s_out, server_side=True)
+    done = {"c": False, "s": False}
+    for _ in range(10):
+        for name, end, out, peer_in in (("c", c, c_out, s_in), ("s", s, s_out, c_in)):
+            if not done[name]:
+                try:
+                    end.do_handshake()
+                    done[name] = True
+                except ssl.SSLWantReadError:
+                    pass
+            peer_in.write(out.read())
+        if all(done.values()):
+            # TLS 1.3: the server checks a client certificate when the client's last flight arrives.
+            s.write(b"x")
+            c_in.write(s_out.read())
+            assert c.read(1) == b"x"
+            return s
+    raise AssertionError("handshake did not finish")
+
+
+@pytest.fixture(scope="module")
+def ca() -> TestCA:
+    return TestCA()
+
+
+def client_context(ca: TestCA, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cadata=ca.cert_pem())
+    if cert is not None:
+        context.load_cert_chain(*map(str, cert))
+    return context
+
+
+def test_a_pem_keystore_file_with_an_encrypted_key(ca: TestCA, tmp_path: Path) -> None:
+    keystore = ca.write_pem_keystore(ca.issue("localhost"), tmp_path / "ks.pem", key_password="s3cret")
+    cfg = config(**{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore), "ssl.key.password": "s3cret"})
+    assert handshake(server_context(cfg), client_context(ca)).version() in ("TLSv1.2", "TLSv1.3")
+    with pytest.raises(SslConfigError, match="ssl.keystore: cannot load"):
+        server_context(config(**{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore), "ssl.key.password": "wrong"}))
+
+
+def test_a_pem_keystore_given_inline_as_a_properties_file_spells_it(ca: TestCA) -> None:
+    issued = ca.issue("localhost")
+    one_line = {"ssl.keystore.key": issued.key_pem().replace("\n", "\\n"), "ssl.keystore.certificate.chain": (issued.cert_pem() + ca.cert_pem()).replace("\n", "\\n")}
+    handshake(server_context(config(**{"ssl.keystore.type": "PEM"}, **one_line)), client_context(ca))
+
+
+def test_pkcs12_keystore_and_truststore_with_a_required_client_certificate(ca: TestCA, tmp_path: Path) -> None:
+    keystore = ca.write_pkcs12_keystore(ca.issue("localhost"), tmp_path / "ks.p12", "store-pw")
+    truststore = tmp_path / "ts.p12"
+    truststore.write_bytes(pkcs12.serialize_key_and_certificates(None, None, None, [ca.cert], BestAvailableEncryption(b"trust-pw")))
+    cfg = config(
+        **{
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(keystore),
+            "ssl.keystore.password": "store-pw",
+            "ssl.truststore.type": "PKCS12",
+            "ssl.truststore.location": str(truststore),
+            "ssl.truststore.password": "trust-pw",
+            "ssl.client.auth": "required",
+        }
+    )
+    server = server_context(cfg)
+    client = ca.issue("client-1", server=False)
+    (tmp_path / "c.pem").write_text(client.cert_pem())
+    (tmp_path / "c.key").write_text(client.key_pem())
+    end = handshake(server, client_context(ca, (tmp_path / "c.pem", tmp_path / "c.key")))
+    assert dict(x[0] for x in end.getpeercert()["subject"])["commonName"] == "client-1"
+    with pytest.raises(ssl.SSLError):
+        handshake(server, client_context(ca))
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({}, "ssl.keystore.type JKS is not supported: a JKS store is read only by a JVM"),
+        ({"ssl.keystore.type": "PEM", "ssl.keystore.password": "x"}, "ssl.keystore.password cannot be set for a PEM keystore"),
+        ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "k"}, "ssl.keystore.location and ssl.keystore.key cannot both be set"),
+        ({"ssl.keystore.type": "PEM", "ssl.client.auth": "required"}, "ssl.client.auth=required needs a truststore"),
+        ({"ssl.keystore.type": "PEM", "ssl.client.auth": "requested", "ssl.truststore.location": "/nonexistent"}, "ssl.truststore.type JKS is not supported"),
+        ({"ssl.keystore.type": "PEM", "ssl.enabled.protocols": "TLSv1.2,SSLv3"}, "ssl.enabled.protocols: SSLv3"),
+        ({"ssl.keystore.type": "PKCS12", "ssl.keystore.password": "wrong"}, "ssl.keystore: cannot load"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_naming_the_config(ca: TestCA, tmp_path: Path, props: dict[str, str], message: str) -> None:
+    issued = ca.issue("localhost")
+    location = ca.write_pkcs12_keystore(issued, tmp_path / "ks.p12", "pw") if props.get("ssl.keystore.type") == "PKCS12" else ca.write_pem_keystore(issued, tmp_path / "ks.pem")
+    with pytest.raises(SslConfigError, match=message):
+        server_context(config(**{"ssl.keystore.location": str(location), **props}))
+
+
+def test_a_broker_with_an_ssl_listener_and_no_keystore_refuses_to_start_with_one_line() -> None:
+    with pytest.raises(Exception, match="an SSL listener needs a keystore"):
+        BrokerConfig.model_validate({"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"})
