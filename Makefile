@@ -44,7 +44,7 @@ kcat:
 # tests: that is not a failure here.
 PYTEST_WORKERS ?= 2
 test: $(TEST_STAMP) kcat
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=40; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 # The long fault campaign: 100,000 seeds of the Raft simulation (the suite runs 1,000). A failure
 # prints the one command that replays its seed alone. CHAOS_SEEDS and CHAOS_FIRST_SEED pick the range.
