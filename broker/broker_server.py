@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import gc
 import time
+from functools import partial
 from typing import Awaitable, Callable, TypeVar
 
 import structlog
@@ -54,6 +55,7 @@ from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.metadata import MetadataHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
+from broker.handlers.sasl import sasl_authenticate, sasl_handshake
 from broker.handlers.transactions import (
     AddOffsetsToTxnHandler,
     AddPartitionsToTxnHandler,
@@ -72,6 +74,8 @@ from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManage
 from broker.replication_quota_manager import ReplicationQuotaManager
 from broker.replica_manager import ReplicaManager
 from broker.shared_server import SharedServer
+from broker.security.sasl_config import server_factories
+from broker.security.sasl_server_authenticator import SaslServerAuthenticator
 from broker.ssl_factory import server_context
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
@@ -211,6 +215,17 @@ class BrokerServer:
         image = self.metadata.image
         return FeatureInfo(BROKER_SUPPORTED_FEATURES, image.features, image.provenance)
 
+    def _listener_security(self, listener: str) -> ListenerSecurity:
+        cfg = self.config
+        protocol = cfg.security_protocol_map[listener]
+        tls = server_context(cfg) if protocol in ("SSL", "SASL_SSL") else None
+        if not protocol.startswith("SASL_"):
+            return ListenerSecurity(listener, tls)
+        authenticator = partial(
+            SaslServerAuthenticator, server_factories(cfg, listener), cfg.sasl_server_max_receive_size, cfg.connection_failed_authentication_delay_ms
+        )
+        return ListenerSecurity(listener, tls, authenticator)
+
     def _in_session(self) -> bool:
         """The controller cannot have fenced this broker yet (BrokerSessionLease)."""
         return self.lifecycle.lease.holds(asyncio.get_running_loop().time())
@@ -248,6 +263,8 @@ class BrokerServer:
             ApiKey.HEARTBEAT: HeartbeatHandler(self.group_coordinator),
             ApiKey.LEAVE_GROUP: LeaveGroupHandler(self.group_coordinator),
             ApiKey.OFFSET_COMMIT: OffsetCommitHandler(self.group_coordinator),
+            ApiKey.SASL_HANDSHAKE: sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
             ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator, self._in_session, cfg.offsets_commit_timeout_ms),
             ApiKey.OFFSET_DELETE: OffsetDeleteHandler(self.group_coordinator),
             ApiKey.DESCRIBE_GROUPS: DescribeGroupsHandler(self.group_coordinator),
@@ -290,8 +307,6 @@ class BrokerServer:
         # is still freed by reference counting (only a cycle among such objects would stay).
         gc.collect()
         gc.freeze()
-        protocols = cfg.security_protocol_map
-        tls = server_context(cfg) if any(protocols[listen.name] == "SSL" for listen in cfg.client_listeners) else None
         for listen in cfg.client_listeners:
             server = SocketServer(
                 listen.host,
@@ -300,7 +315,7 @@ class BrokerServer:
                 max_request_size=cfg.socket_request_max_bytes,
                 max_in_flight=cfg.queued_max_requests,
                 metrics=self.metrics,
-                security=ListenerSecurity(listen.name, tls if protocols[listen.name] == "SSL" else None),
+                security=self._listener_security(listen.name),
             )
             await server.start()
             self.socket_servers.append(server)

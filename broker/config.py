@@ -9,6 +9,7 @@ from typing import Any, Literal, Mapping, NamedTuple
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from broker.security.sasl_config import sasl_listener_problem
 from broker.ssl_factory import SslConfigError, check_ssl_config
 from storage.log_cleaner import CleanerConfig
 
@@ -20,9 +21,10 @@ CONTROLLER_ROLE = "controller"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # What kbroker's own links between nodes speak; SASL_* are named so that Kafka's files parse.
 SERVED_SECURITY_PROTOCOL = "PLAINTEXT"
-# What client listeners may use; SASL is not served yet.
-SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
+# What client listeners may use.
+SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+LISTENER_PREFIX = "listener.name."
 # The node id of the zero-config node (`make run`): the only node that may leave node.id out.
 ZERO_CONFIG_NODE_ID = 1
 
@@ -153,6 +155,14 @@ class BrokerConfig(BaseModel):
     ssl_client_auth: Literal["none", "requested", "required"] = Field("none", alias="ssl.client.auth")
     ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", alias="ssl.enabled.protocols")
     ssl_protocol: str = Field("TLSv1.3", alias="ssl.protocol")
+    # SASL of the SASL_PLAINTEXT and SASL_SSL listeners (broker/security/). Kafka's default
+    # mechanism is GSSAPI (Kerberos), which kbroker does not serve: a SASL listener names its own.
+    sasl_enabled_mechanisms: str = Field("GSSAPI", alias="sasl.enabled.mechanisms")
+    connection_failed_authentication_delay_ms: int = Field(100, alias="connection.failed.authentication.delay.ms", ge=0)
+    sasl_server_max_receive_size: int = Field(524288, alias="sasl.server.max.receive.size", ge=1)
+    # Kafka's listener-prefixed configs, `listener.name.<listener>.<config>` (a SASL listener's
+    # `<mechanism>.sasl.jaas.config` among them), by their full names.
+    listener_prefixed: dict[str, str] = Field(default_factory=dict)
     inter_broker_listener_name: str = Field("PLAINTEXT", alias="inter.broker.listener.name")
     controller_quorum_voters: str = Field("", alias="controller.quorum.voters")
     controller_quorum_bootstrap_servers: str = Field("", alias="controller.quorum.bootstrap.servers")
@@ -366,6 +376,22 @@ class BrokerConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _listener_prefixed_configs(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or not any(str(k).startswith(LISTENER_PREFIX) for k in data):
+            return data
+        prefixed = {str(k): str(v) for k, v in data.items() if str(k).startswith(LISTENER_PREFIX)}
+        return {**{k: v for k, v in data.items() if not str(k).startswith(LISTENER_PREFIX)}, "listener_prefixed": prefixed}
+
+    def listener_config(self, listener: str, name: str) -> str | None:
+        """A config as a listener sees it: `listener.name.<listener>.<name>` over the broker-wide one."""
+        prefixed = self.listener_prefixed.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        if prefixed is not None:
+            return prefixed
+        field = _FIELDS_BY_ALIAS.get(name)
+        return None if field is None else getattr(self, field)
+
+    @model_validator(mode="before")
+    @classmethod
     def _node_id_of_the_zero_config_node(cls, data: Any) -> Any:
         if not isinstance(data, Mapping) or _raw(data, "node_id") is not None:
             return data
@@ -428,11 +454,16 @@ class BrokerConfig(BaseModel):
         for name in sorted(node_links & {lst.name for lst in listeners}):
             if protocols.get(name, SERVED_SECURITY_PROTOCOL) != SERVED_SECURITY_PROTOCOL:
                 return f"Listener {name} uses security protocol {protocols[name]}: kbroker's own links between nodes (inter-broker and controller listeners) are {SERVED_SECURITY_PROTOCOL} only"
-        if any(protocols[lst.name] == "SSL" for lst in listeners):
+        if any(protocols[lst.name] in ("SSL", "SASL_SSL") for lst in listeners):
             try:
                 check_ssl_config(self)
             except SslConfigError as e:
                 return str(e)
+        for lst in listeners:
+            if protocols[lst.name].startswith("SASL_"):
+                problem = sasl_listener_problem(self, lst.name)
+                if problem:
+                    return problem
         controller_names = self.controller_listener_name_list
         listener_names = [lst.name for lst in listeners]
         voter_ids = sorted(v.node_id for v in parse_quorum_voters(self.controller_quorum_voters))
@@ -666,8 +697,10 @@ class BrokerConfig(BaseModel):
         )
 
     def as_properties(self) -> dict[str, str | None]:
-        out: dict[str, str | None] = {}
+        out: dict[str, str | None] = dict(self.listener_prefixed)
         for name, info in type(self).model_fields.items():
+            if name == "listener_prefixed":
+                continue
             value = getattr(self, name)
             key = info.alias or name
             out[key] = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
@@ -694,7 +727,7 @@ def load_config(path: Path | None, overrides: Mapping[str, str]) -> BrokerConfig
     if "log.dir" in props and "log.dirs" not in props:
         props["log.dirs"] = props.pop("log.dir")
     known = {info.alias for info in BrokerConfig.model_fields.values()}
-    for key in sorted(set(props) - known):
+    for key in sorted(k for k in set(props) - known if not k.startswith(LISTENER_PREFIX)):
         # Kafka only warns about configs it does not use, so existing files keep working.
         log.warning("config.unknown", key=key, message=f"The configuration '{key}' was supplied but isn't a known config.")
         props.pop(key)
@@ -709,3 +742,6 @@ def load_config(path: Path | None, overrides: Mapping[str, str]) -> BrokerConfig
         value = props.get(str(loc))
         shown = f" '{value}'" if value is not None else ""
         raise ConfigError(f"Invalid value{shown} for configuration {loc}: {err['msg'].removeprefix('Value error, ')}") from None
+
+
+_FIELDS_BY_ALIAS = {info.alias: name for name, info in BrokerConfig.model_fields.items() if info.alias}

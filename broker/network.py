@@ -22,6 +22,7 @@ from typing import Awaitable, Callable, Protocol, cast
 
 import structlog
 
+from broker.security.sasl_server_authenticator import AuthAnswer, SaslServerAuthenticator
 from broker.ssl_transport_layer import SslTransportLayer
 from protocol.api_keys import ApiKey
 from protocol.fetch_response import Chunk
@@ -52,6 +53,7 @@ MAX_IOV = 64
 # the client has in flight, and that client is told NOT_LEADER_OR_FOLLOWER (librdkafka then takes
 # the records as not written) for at most one request's records that the next leader has.
 PRODUCE = int(ApiKey.PRODUCE)
+API_VERSIONS = int(ApiKey.API_VERSIONS)
 
 
 class FileRegion(Protocol):
@@ -82,15 +84,18 @@ class ClientInfo:
     address: str
     # The listener the client connected to: Metadata answers with every broker's endpoint on it.
     listener: str = "PLAINTEXT"
+    # Who the client authenticated as on a SASL listener, as Kafka's KafkaPrincipal prints.
+    principal: str = "User:ANONYMOUS"
 
 
 @dataclass(frozen=True, slots=True)
 class ListenerSecurity:
-    """What a listener's connections speak: its name (the endpoints Metadata shows its clients)
-    and, for an SSL listener, the TLS context."""
+    """What a listener's connections speak: its name (the endpoints Metadata shows its clients),
+    for SSL and SASL_SSL the TLS context, and for SASL_* a new authenticator per connection."""
 
     name: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
+    authenticator: Callable[[], SaslServerAuthenticator] | None = None
 
 
 PLAINTEXT_LISTENER = ListenerSecurity()
@@ -125,8 +130,11 @@ class Connection:
         # The socket's own calls in plaintext (no wrapper on the hot path), the TLS layer's otherwise.
         self._recv_into = sock.recv_into if self._tls is None else self._tls.recv_into
         self._sendmsg = sock.sendmsg if self._tls is None else self._tls.sendmsg
+        self._auth = None if security.authenticator is None else security.authenticator()
+        self._principal = "User:ANONYMOUS"
+        self._max_request_size = max_request_size
         self._dispatch = dispatch
-        self._decoder = FrameDecoder(max_request_size, READ_BUFFER)
+        self._decoder = FrameDecoder(max_request_size if self._auth is None else min(max_request_size, self._auth.max_receive_size), READ_BUFFER)
         self._max_in_flight = max_in_flight
         self._metrics = metrics
         self._loop = asyncio.get_running_loop()
@@ -221,14 +229,24 @@ class Connection:
 
     def _handle(self, frame: bytearray) -> bool:
         """Dispatch one request; False when it cost the connection."""
+        auth = self._auth
+        if auth is not None and auth.expects_raw_token:
+            return self._authenticated(auth.raw_token(frame))
         try:
             header = parse_request_header(frame)
         except InvalidRequest as e:
             self._refuse("connection.closed_bad_request", e)
             return False
+        if auth is not None and not auth.complete and header.api_key != API_VERSIONS:
+            try:
+                answer = auth.request(header, frame)
+            except Exception as e:  # noqa: BLE001 - a request that does not decode: Kafka drops the client too
+                self._refuse("connection.closed_bad_request", e, header)
+                return False
+            return self._authenticated(answer)
         client = self._client
         if client is None or client.client_id != header.client_id:
-            client = self._client = ClientInfo(self.id, header.client_id, self._address, self._listener)
+            client = self._client = ClientInfo(self.id, header.client_id, self._address, self._listener, self._principal)
         try:
             result = self._dispatch(header, frame, client)
         except (InvalidRequest, CloseConnection) as e:
@@ -248,6 +266,30 @@ class Connection:
         self._pending.append(future)
         if header.api_key == PRODUCE:
             self._barrier = future
+        return True
+
+    def _authenticated(self, answer: AuthAnswer) -> bool:
+        """Queue a step of the SASL exchange; False when it ends the connection."""
+        auth = self._auth
+        assert auth is not None
+        if auth.complete and auth.principal is not None:
+            self._principal = auth.principal
+            self._client = None
+            self._decoder.max_frame_size = self._max_request_size
+            self._log.info("connection.authenticated", principal=auth.principal)
+        response: Response = None if answer.frame is None else [answer.frame]
+        if answer.delay_s:
+            # connection.failed.authentication.delay.ms: a client that guesses passwords waits for each answer.
+            delayed: asyncio.Future[Response] = self._loop.create_future()
+            self._loop.call_later(answer.delay_s, lambda: delayed.done() or delayed.set_result(response))
+            delayed.add_done_callback(self._on_answer_ready)
+            self._pending.append(delayed)
+        elif response is not None:
+            self._pending.append(response)
+        if answer.close:
+            self._log.warning("connection.authentication_failed", reason=answer.reason)
+            self.stop_reading()
+            return False
         return True
 
     def _on_answer_ready(self, future: asyncio.Future[Response]) -> None:

@@ -33,6 +33,13 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 
 def request(bootstrap: str, body: Any, correlation_id: int = 1, client_id: str = "wire-test") -> Any:
     """Send ``body`` (a kio request entity; its class gives the API key and version) and decode the answer."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+        return exchange(sock, body, correlation_id, client_id)
+
+
+def encode_request(body: Any, correlation_id: int = 1, client_id: str = "wire-test") -> bytes:
+    """A whole request frame: size, header and ``body``."""
     api_key, version = int(body.__api_key__), int(body.__version__)
     header_cls = RequestHeaderV2 if is_flexible(api_key, version) else RequestHeaderV1
     out = io.BytesIO()
@@ -40,11 +47,15 @@ def request(bootstrap: str, body: Any, correlation_id: int = 1, client_id: str =
     entity_writer(header_cls)(out, header)
     entity_writer(type(body))(out, body)
     payload = out.getvalue()
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
-        sock.sendall(struct.pack(">i", len(payload)) + payload)
-        (size,) = struct.unpack(">i", recv_exact(sock, 4))
-        frame = memoryview(recv_exact(sock, size)).toreadonly()
+    return struct.pack(">i", len(payload)) + payload
+
+
+def exchange(sock: socket.socket, body: Any, correlation_id: int = 1, client_id: str = "wire-test") -> Any:
+    """``request`` on a connection the caller holds (a SASL exchange spans several requests)."""
+    api_key, version = int(body.__api_key__), int(body.__version__)
+    sock.sendall(encode_request(body, correlation_id, client_id))
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    frame = memoryview(recv_exact(sock, size)).toreadonly()
     (got_correlation,) = struct.unpack_from(">i", frame)
     if got_correlation != correlation_id:
         raise ConnectionError(f"response for correlation id {got_correlation}, expected {correlation_id}")

@@ -29,6 +29,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -43,6 +44,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -103,6 +105,10 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.DESCRIBE_GROUPS, 0, 5, 5),
         ApiRange(ApiKey.LIST_GROUPS, 0, 5, 3),
         ApiRange(ApiKey.API_VERSIONS, 0, 4, 3),
+        # Answered by a SASL listener's authenticator until a connection is authenticated; after
+        # that, and on other listeners, ILLEGAL_SASL_STATE, as Kafka's KafkaApis answers.
+        ApiRange(ApiKey.SASL_HANDSHAKE, 0, 1, NEVER_FLEXIBLE),
+        ApiRange(ApiKey.SASL_AUTHENTICATE, 0, 2, 2),
         ApiRange(ApiKey.CREATE_TOPICS, 2, 7, 5),
         ApiRange(ApiKey.DELETE_TOPICS, 1, 6, 4),
         ApiRange(ApiKey.DELETE_RECORDS, 0, 2, 2),

@@ -33,7 +33,8 @@ class FrameDecoder:
     """
 
     def __init__(self, max_frame_size: int, buffer_size: int = DEFAULT_BUFFER_SIZE) -> None:
-        self._max = max_frame_size
+        # Public: a SASL listener lowers it to sasl.server.max.receive.size until a client is authenticated.
+        self.max_frame_size = max_frame_size
         self._staging = bytearray(buffer_size)
         self._view = memoryview(self._staging)
         self._start = 0
@@ -64,8 +65,8 @@ class FrameDecoder:
         staging, start, end = self._staging, self._start, self._end
         while end - start >= 4:
             (size,) = _SIZE.unpack_from(staging, start)
-            if size < 0 or size > self._max:
-                raise FrameTooLarge(f"frame size {size} outside 0..{self._max}", frames)
+            if size < 0 or size > self.max_frame_size:
+                raise FrameTooLarge(f"frame size {size} outside 0..{self.max_frame_size}", frames)
             if end - start - 4 >= size:
                 frames.append(staging[start + 4 : start + 4 + size])
                 start += 4 + size

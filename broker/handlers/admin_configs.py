@@ -40,9 +40,11 @@ class ConfigController(Protocol):
     async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool) -> list[AlterConfigsResult]: ...
 
 
-# Kafka's configs of type PASSWORD: DescribeConfigs names them sensitive and shows no value.
+# Kafka's configs of type PASSWORD, also under a listener's prefix: DescribeConfigs names them
+# sensitive and shows no value.
 SENSITIVE_CONFIGS = frozenset(
     {
+        "sasl.jaas.config",
         "ssl.key.password",
         "ssl.keystore.password",
         "ssl.keystore.key",
@@ -53,8 +55,12 @@ SENSITIVE_CONFIGS = frozenset(
 )
 
 
+def is_sensitive(name: str) -> bool:
+    return name in SENSITIVE_CONFIGS or any(name.endswith("." + key) for key in SENSITIVE_CONFIGS)
+
+
 def _config_type(name: str, value: str | None) -> int:
-    if name in SENSITIVE_CONFIGS:
+    if is_sensitive(name):
         return TYPE_PASSWORD
     if name == "cleanup.policy" or name.endswith(".policy"):
         return TYPE_LIST
@@ -103,7 +109,7 @@ class DescribeConfigsHandler:
             for name, value, source, broker_synonym in entries:
                 if keys is not None and name not in keys:
                     continue
-                if name in SENSITIVE_CONFIGS:
+                if is_sensitive(name):
                     value = None  # Kafka's PASSWORD configs: described, never shown
                 synonyms = []
                 if synonyms_wanted:
@@ -117,7 +123,7 @@ class DescribeConfigsHandler:
                         value=value,
                         read_only=res.resource_type == BROKER or name == CLEANER_STATS_KEY,
                         config_source=source,
-                        is_sensitive=name in SENSITIVE_CONFIGS,
+                        is_sensitive=is_sensitive(name),
                         synonyms=tuple(synonyms),
                         config_type=_config_type(name, value),
                         documentation=None,

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from broker.wire_client import TIMEOUT_S, request
+from broker.wire_client import TIMEOUT_S, exchange, request
 
-__all__ = ["TIMEOUT_S", "request"]
+__all__ = ["TIMEOUT_S", "exchange", "request"]

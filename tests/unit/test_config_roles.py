@@ -179,7 +179,12 @@ def test_several_client_listeners_each_on_its_own_port() -> None:
         (broker_only(**{"inter.broker.listener.name": "REPLICATION"}), "inter.broker.listener.name must be a listener name defined in advertised.listeners"),
         (broker_only(**{"advertised.listeners": "OTHER://h:1", "listener.security.protocol.map": "OTHER:PLAINTEXT,PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"}), "inter.broker.listener.name"),
         (broker_only(listeners="SSL://127.0.0.1:9192", **{"inter.broker.listener.name": "SSL"}), "uses security protocol SSL: kbroker's own links between nodes"),
-        (broker_only(listeners="SASL_SSL://127.0.0.1:9192", **{"inter.broker.listener.name": "SASL_SSL"}), "uses security protocol SASL_SSL: kbroker serves PLAINTEXT and SSL only"),
+        (broker_only(listeners="SASL_SSL://127.0.0.1:9192", **{"inter.broker.listener.name": "SASL_SSL"}), "uses security protocol SASL_SSL: kbroker's own links between nodes"),
+        (broker_only(listeners="PLAINTEXT://127.0.0.1:9192,SASL_PLAINTEXT://127.0.0.1:9193"), "SASL mechanism GSSAPI is not served by kbroker"),
+        (
+            broker_only(listeners="PLAINTEXT://127.0.0.1:9192,SASL_PLAINTEXT://127.0.0.1:9193", **{"sasl.enabled.mechanisms": "PLAIN"}),
+            "SASL mechanism PLAIN needs listener.name.sasl_plaintext.plain.sasl.jaas.config",
+        ),
         (broker_only(listeners="PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9192"), "an SSL listener needs a keystore"),
         (broker_only(listeners="INTERNAL://127.0.0.1:9192"), "No security protocol defined for listener INTERNAL"),
         (broker_only(**{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}), "Controller listener with name CONTROLLER defined in controller.listener.names not found"),

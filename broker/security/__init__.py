@@ -1,0 +1,1 @@
+"""Authentication of client connections: SASL mechanisms and the per-connection exchange."""

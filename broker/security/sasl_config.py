@@ -1,0 +1,64 @@
+"""A SASL listener's mechanisms and their servers, from Kafka's config names.
+
+`sasl.enabled.mechanisms` (or `listener.name.<l>.sasl.enabled.mechanisms`) lists a listener's
+mechanisms; each needs `listener.name.<l>.<mechanism>.sasl.jaas.config`, as a Kafka broker does
+(kbroker reads no JAAS file). PLAIN's users are the `user_<name>="<password>"` options of
+PlainLoginModule.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+from broker.security.jaas_config import JaasConfigError, parse_jaas_config
+from broker.security.plain_sasl_server import PlainSaslServer
+from broker.security.sasl_server import SaslServerFactory
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SERVED_MECHANISMS = ("PLAIN",)
+
+
+def enabled_mechanisms(cfg: BrokerConfig, listener: str) -> list[str]:
+    value = cfg.listener_config(listener, "sasl.enabled.mechanisms") or ""
+    return [m.strip() for m in value.split(",") if m.strip()]
+
+
+def sasl_listener_problem(cfg: BrokerConfig, listener: str) -> str | None:
+    """Why the listener's SASL settings cannot work, in one line; None when they can."""
+    try:
+        server_factories(cfg, listener)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def server_factories(cfg: BrokerConfig, listener: str) -> dict[str, SaslServerFactory]:
+    """Per enabled mechanism, a new server for each connection's exchange."""
+    mechanisms = enabled_mechanisms(cfg, listener)
+    if not mechanisms:
+        raise ValueError(f"Listener {listener}: sasl.enabled.mechanisms is empty")
+    factories: dict[str, SaslServerFactory] = {}
+    for mechanism in mechanisms:
+        if mechanism not in SERVED_MECHANISMS:
+            raise ValueError(
+                f"Listener {listener}: SASL mechanism {mechanism} is not served by kbroker ({', '.join(SERVED_MECHANISMS)} is): "
+                f"set sasl.enabled.mechanisms or listener.name.{listener.lower()}.sasl.enabled.mechanisms"
+            )
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        text = cfg.listener_prefixed.get(key)
+        if text is None:
+            raise ValueError(f"Listener {listener}: SASL mechanism {mechanism} needs {key}")
+        try:
+            modules = parse_jaas_config(text)
+        except JaasConfigError as e:
+            raise ValueError(f"{key}: {e}") from None
+        plain = [m for m in modules if m.name == PLAIN_LOGIN_MODULE]
+        if not plain:
+            raise ValueError(f"{key}: {mechanism} needs {PLAIN_LOGIN_MODULE}")
+        users = {k.removeprefix("user_"): v for k, v in plain[0].options.items() if k.startswith("user_")}
+        factories[mechanism] = partial(PlainSaslServer, users)
+    return factories
