@@ -56,6 +56,7 @@ from broker.handlers.metadata import MetadataHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
 from broker.handlers.sasl import sasl_authenticate, sasl_handshake
+from broker.handlers.scram_credentials import DescribeUserScramCredentialsHandler
 from broker.handlers.transactions import (
     AddOffsetsToTxnHandler,
     AddPartitionsToTxnHandler,
@@ -67,6 +68,7 @@ from broker.handlers.transactions import (
 )
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metadata.metadata_image import ScramCredential
 from broker.network import ListenerSecurity, SocketServer, TransferMetrics
 from broker.produce_verification import ProduceVerifier
 from broker.producer_id_manager import ControllerProducerIdAllocator, ProducerIdManager
@@ -104,6 +106,7 @@ FORWARDED_APIS = (
     ApiKey.ALTER_PARTITION_REASSIGNMENTS,
     ApiKey.LIST_PARTITION_REASSIGNMENTS,
     ApiKey.UPDATE_FEATURES,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
 )
 
 
@@ -221,10 +224,13 @@ class BrokerServer:
         tls = server_context(cfg) if protocol in ("SSL", "SASL_SSL") else None
         if not protocol.startswith("SASL_"):
             return ListenerSecurity(listener, tls)
-        authenticator = partial(
-            SaslServerAuthenticator, server_factories(cfg, listener), cfg.sasl_server_max_receive_size, cfg.connection_failed_authentication_delay_ms
-        )
+        mechanisms = server_factories(cfg, listener, self._scram_credential)
+        authenticator = partial(SaslServerAuthenticator, mechanisms, cfg.sasl_server_max_receive_size, cfg.connection_failed_authentication_delay_ms)
         return ListenerSecurity(listener, tls, authenticator)
+
+    def _scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
+        """A SCRAM exchange's credential: the metadata log's, as this broker has applied it."""
+        return self.metadata.image.scram_credentials.get((user, mechanism))
 
     def _in_session(self) -> bool:
         """The controller cannot have fenced this broker yet (BrokerSessionLease)."""
@@ -263,6 +269,7 @@ class BrokerServer:
             ApiKey.HEARTBEAT: HeartbeatHandler(self.group_coordinator),
             ApiKey.LEAVE_GROUP: LeaveGroupHandler(self.group_coordinator),
             ApiKey.OFFSET_COMMIT: OffsetCommitHandler(self.group_coordinator),
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsHandler(self.metadata),
             ApiKey.SASL_HANDSHAKE: sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
             ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator, self._in_session, cfg.offsets_commit_timeout_ms),

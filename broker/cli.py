@@ -56,6 +56,7 @@ def _storage(args: argparse.Namespace) -> int:
             standalone=args.standalone,
             initial_controllers=args.initial_controllers,
             no_initial_controllers=args.no_initial_controllers,
+            add_scram=args.add_scram or [],
         )
     except (ConfigError, StorageToolError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -292,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     quorum.add_argument("--standalone", "-s", action="store_true", help="a controller that starts a dynamic quorum alone")
     quorum.add_argument("--no-initial-controllers", "-N", action="store_true", help="no initial dynamic quorum (a broker, or a controller added later)")
     quorum.add_argument("--initial-controllers", "-I", metavar="ID@HOST:PORT:DIRECTORY_ID,...", help="the initial voters of a dynamic quorum, the same on every node")
+    fmt.add_argument(
+        "--add-scram", "-S", action="append", metavar="MECHANISM=[name=USER,password=PASSWORD]", help="a SCRAM credential the new cluster starts with (repeatable)"
+    )
     info = storage_sub.add_parser("info", help="show the log directories and their meta.properties")
     info.add_argument("--config", "-c", required=True, help="the node's server.properties")
     storage_sub.add_parser("random-uuid", help="print a random cluster id")

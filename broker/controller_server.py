@@ -16,6 +16,7 @@ from broker.controller.controller_apis import ControllerApis
 from broker.controller.quorum_controller import QuorumController
 from broker.handlers.api_versions import api_versions_response
 from broker.kafka_apis import KafkaApis, RequestContext
+from broker.metadata.bootstrap_directory import read_bootstrap_metadata
 from broker.network import SocketServer, TransferMetrics
 from broker.raft_manager import KafkaRaftManager
 from broker.shared_server import SharedServer
@@ -46,7 +47,8 @@ class ControllerServer:
         assert raft is not None
         self._raft: KafkaRaftManager = raft
         loader = shared.metadata_loader
-        self.controller = QuorumController(self.config, raft, lambda: loader.image, shared.cluster_id)
+        bootstrap = read_bootstrap_metadata(self.config.metadata_dir) or ()
+        self.controller = QuorumController(self.config, raft, lambda: loader.image, shared.cluster_id, bootstrap=bootstrap)
         # After the loader: the controller decides over an image that already holds each batch.
         raft.register_listener(self.controller)
         self.apis = ControllerApis(self.controller, self.config, shared.cluster_id, raft)

@@ -17,9 +17,13 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Sequence, TextIO
 
 from broker.config import BrokerConfig
+from broker.controller.controller_logic import cluster_bootstrap_records
+from broker.controller.feature_control_manager import NEW_CLUSTER_FEATURES
+from broker.metadata.bootstrap_directory import write_bootstrap_metadata
+from broker.security.scram_parser import ScramParseError, parse_add_scram
 from raft.kafka_metadata_log import KafkaMetadataLog, metadata_log_dir
 from raft.voter_history import write_bootstrap_checkpoint
 from raft.voter_set import Endpoint, VoterNode, VoterSet
@@ -125,11 +129,17 @@ def format_storage(
     standalone: bool = False,
     initial_controllers: str | None = None,
     no_initial_controllers: bool = False,
+    add_scram: Sequence[str] = (),
 ) -> None:
-    """Kafka's StorageTool format + Formatter: meta.properties in every directory not formatted yet."""
+    """Kafka's StorageTool format + Formatter: meta.properties in every directory not formatted yet;
+    with ``add_scram``, the metadata directory's bootstrap.checkpoint too."""
     try:
         check_cluster_id(cluster_id)
     except MetaPropertiesError as e:
+        raise StorageToolError(str(e)) from None
+    try:
+        scram = [parse_add_scram(text) for text in add_scram]
+    except ScramParseError as e:
         raise StorageToolError(str(e)) from None
     voters: list[DynamicVoter] | None = None
     if standalone:
@@ -173,6 +183,11 @@ def format_storage(
         else:
             kind, directory_id = "dynamic metadata voter directory", own_voter.directory_id
         print(f"Formatting {kind} {directory} with cluster.id {cluster_id}.", file=out)
+        if scram and kind != "data directory":
+            try:
+                write_bootstrap_metadata(directory, [*cluster_bootstrap_records(features=NEW_CLUSTER_FEATURES), *scram], int(time.time() * 1000))
+            except OSError as e:
+                raise StorageToolError(f"Error while writing the bootstrap checkpoint in {directory}: {e.strerror or e}") from None
         if voter_set is not None and kind != "data directory":
             # Before meta.properties, as Kafka does: a directory that is formatted is complete.
             try:

@@ -37,6 +37,7 @@ from broker.handlers.forwarding import (
     list_partition_reassignments_response,
     update_features_response,
 )
+from broker.handlers.scram_credentials import alter_request_items, alter_user_scram_credentials_response
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_records import BrokerEndpoint
 from protocol.api_keys import ApiKey, response_schema
@@ -62,6 +63,7 @@ _ITEMIZED = frozenset(
         ApiKey.ALTER_PARTITION_REASSIGNMENTS,
         ApiKey.LIST_PARTITION_REASSIGNMENTS,
         ApiKey.UPDATE_FEATURES,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     }
 )
 # The Raft APIs a broker forwards (kafka-metadata-quorum's describe, add-controller and
@@ -110,6 +112,7 @@ class ControllerApis:
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
             ApiKey.UPDATE_FEATURES: self._update_features,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
             ApiKey.BROKER_REGISTRATION: self._broker_registration,
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.UNREGISTER_BROKER: self._unregister_broker,
@@ -191,6 +194,11 @@ class ControllerApis:
             is_fenced=reply.is_fenced,
             should_shut_down=reply.should_shut_down,
         )
+
+    async def _alter_user_scram_credentials(self, ctx: RequestContext, request: Any) -> Any:
+        deletions, upsertions = alter_request_items(request)
+        results = await self._controller.alter_user_scram_credentials(deletions, upsertions)
+        return alter_user_scram_credentials_response(ctx.version, results)
 
     async def _unregister_broker(self, ctx: RequestContext, request: Any) -> Any:
         reply = await self._controller.unregister_broker(int(request.broker_id))

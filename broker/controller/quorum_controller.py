@@ -50,6 +50,7 @@ from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, 
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
 from broker.controller.reassignment_control_manager import OngoingTopicReassignment, ReassignableTopic, ReassignableTopicResult
 from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
+from broker.controller.scram_control_manager import AlterScramResult, ScramDeletion, ScramUpsertion, alter_credentials
 from broker.dynamic_broker_config import validate_dynamic_broker_config
 from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_loader import CommittedBatch
@@ -113,8 +114,12 @@ class QuorumController:
         *,
         now_ms: Callable[[], int] = wall_clock_ms,
         new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4,
+        bootstrap: Sequence[MetadataRecord] = (),
     ) -> None:
+        """``bootstrap``: the records of the metadata directory's bootstrap.checkpoint (feature
+        levels, `--add-scram` credentials), appended instead of the default start of a new log."""
         self._config = config
+        self._bootstrap = list(bootstrap)
         self._raft = raft
         self._image = image
         self._now_ms = now_ms
@@ -194,7 +199,7 @@ class QuorumController:
         self._log.info("controller.activated", epoch=epoch, committed_offset=self._committed, brokers=len(image.brokers))
         if METADATA_VERSION_FEATURE not in image.features:
             # Appended now, before any write can run: every decision of this epoch sees it committed first.
-            records = controller_logic.cluster_bootstrap_records(features=NEW_CLUSTER_FEATURES)
+            records = self._bootstrap or controller_logic.cluster_bootstrap_records(features=NEW_CLUSTER_FEATURES)
             try:
                 self._append(records)
             except NotControllerError:
@@ -466,6 +471,9 @@ class QuorumController:
         if elected:
             self._log.info("controller.leaderless_partitions_elected", partitions=elected)
         return elected
+
+    async def alter_user_scram_credentials(self, deletions: list[ScramDeletion], upsertions: list[ScramUpsertion]) -> list[AlterScramResult]:
+        return await self._write(lambda image: alter_credentials(image, deletions, upsertions))
 
     async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool) -> list[controller_logic.AlterConfigsResult]:
         def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[controller_logic.AlterConfigsResult]]:

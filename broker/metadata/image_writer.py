@@ -3,7 +3,7 @@
 Kafka's MetadataImage.write. Replayed in order over the empty image, they give back an equal
 image, so a snapshot can stand for the log up to the image's offset. The order is Kafka's:
 features (metadata.version first, as every metadata log starts), brokers, topics each followed
-by its partitions, configurations, then the producer id block.
+by its partitions, configurations, the producer id block, then SCRAM credentials.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from broker.metadata.metadata_records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 
 METADATA_VERSION_FEATURE = "metadata.version"
@@ -70,6 +71,10 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     if image.next_producer_id:
         # Kafka writes the block's owner as -1: only the next id matters to whoever replays it.
         records.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
+    for (name, mechanism), c in sorted(image.scram_credentials.items()):
+        records.append(
+            UserScramCredentialRecord(name=name, mechanism=mechanism, salt=c.salt, stored_key=c.stored_key, server_key=c.server_key, iterations=c.iterations)
+        )
     return records
 
 

@@ -21,6 +21,7 @@ from broker.metadata.metadata_image import (
     BrokerRegistration,
     MetadataImage,
     MetadataImageError,
+    ScramCredential,
     TopicImage,
 )
 from broker.metadata.metadata_records import (
@@ -38,9 +39,11 @@ from broker.metadata.metadata_records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from broker.metadata.topics_delta import TopicDelta, TopicsDelta
 
@@ -154,6 +157,20 @@ class ProducerIdsDelta:
         self.next_producer_id = record.next_producer_id
 
 
+class ScramDelta:
+    def __init__(self, image: MetadataImage) -> None:
+        self.credentials = dict(image.scram_credentials)
+
+    def replay(self, record: UserScramCredentialRecord | RemoveUserScramCredentialRecord) -> None:
+        if isinstance(record, UserScramCredentialRecord):
+            self.credentials[(record.name, record.mechanism)] = ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
+        else:
+            self.credentials.pop((record.name, record.mechanism), None)
+
+    def apply(self) -> Mapping[tuple[str, int], ScramCredential]:
+        return MappingProxyType(self.credentials)
+
+
 class MetadataDelta:
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
@@ -162,6 +179,7 @@ class MetadataDelta:
         self.topics_delta: TopicsDelta | None = None
         self.configs_delta: ConfigurationsDelta | None = None
         self.producer_ids_delta: ProducerIdsDelta | None = None
+        self.scram_delta: ScramDelta | None = None
         self.record_count = 0
 
     # Kafka's getOrCreate*Delta.
@@ -190,6 +208,11 @@ class MetadataDelta:
             self.producer_ids_delta = ProducerIdsDelta(self.image)
         return self.producer_ids_delta
 
+    def _scram(self) -> ScramDelta:
+        if self.scram_delta is None:
+            self.scram_delta = ScramDelta(self.image)
+        return self.scram_delta
+
     def replay(self, record: MetadataRecord) -> None:
         replay = _REPLAY.get(type(record))
         if replay is None:
@@ -216,12 +239,15 @@ class MetadataDelta:
     def _replay_producer_ids(self, record: ProducerIdsRecord) -> None:
         self._producer_ids().replay(record)
 
+    def _replay_scram(self, record: UserScramCredentialRecord | RemoveUserScramCredentialRecord) -> None:
+        self._scram().replay(record)
+
     def _replay_nothing(self, record: MetadataRecord) -> None:
         pass
 
     @property
     def is_empty(self) -> bool:
-        return self.features_delta is self.cluster_delta is self.topics_delta is self.configs_delta is self.producer_ids_delta is None
+        return self.features_delta is self.cluster_delta is self.topics_delta is self.configs_delta is self.producer_ids_delta is self.scram_delta is None
 
     def apply(self, provenance: int | None = None, provenance_epoch: int | None = None) -> MetadataImage:
         """The next image; ``provenance`` is the offset of the last record replayed (default: unchanged)."""
@@ -234,6 +260,7 @@ class MetadataDelta:
             features=image.features if self.features_delta is None else self.features_delta.apply(),
             brokers=image.brokers if self.cluster_delta is None else self.cluster_delta.apply(),
             next_producer_id=image.next_producer_id if self.producer_ids_delta is None else self.producer_ids_delta.next_producer_id,
+            scram_credentials=image.scram_credentials if self.scram_delta is None else self.scram_delta.apply(),
             provenance=image.provenance if provenance is None else provenance,
             provenance_epoch=image.provenance_epoch if provenance_epoch is None else provenance_epoch,
         )
@@ -284,6 +311,8 @@ class MetadataDelta:
                     cluster.changed_brokers[broker_id] = image.brokers.get(broker_id)
         if previous.next_producer_id != image.next_producer_id:
             delta._producer_ids().next_producer_id = image.next_producer_id
+        if previous.scram_credentials != image.scram_credentials:
+            delta._scram().credentials = dict(image.scram_credentials)
         return delta
 
 
@@ -302,6 +331,8 @@ _REPLAY: dict[type, Callable[[MetadataDelta, MetadataRecord], None]] = {
     FenceBrokerRecord: MetadataDelta._replay_broker,
     UnfenceBrokerRecord: MetadataDelta._replay_broker,
     BrokerRegistrationChangeRecord: MetadataDelta._replay_broker,
+    UserScramCredentialRecord: MetadataDelta._replay_scram,  # type: ignore[dict-item]
+    RemoveUserScramCredentialRecord: MetadataDelta._replay_scram,  # type: ignore[dict-item]
     NoOpRecord: MetadataDelta._replay_nothing,
     **{t: MetadataDelta._replay_nothing for t in _TRANSACTION_RECORDS},
 }
@@ -324,5 +355,6 @@ __all__ = [
     "FeaturesDelta",
     "MetadataDelta",
     "ProducerIdsDelta",
+    "ScramDelta",
     "apply_records",
 ]

@@ -136,6 +136,16 @@ class BrokerRegistration:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """What UserScramCredentialRecord keeps of a user's password for one mechanism."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     topics: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY_MAP)
     topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=lambda: EMPTY_MAP)
@@ -143,6 +153,8 @@ class MetadataImage:
     features: Mapping[str, int] = field(default_factory=lambda: EMPTY_MAP)
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: EMPTY_MAP)
     next_producer_id: int = 0  # the first producer id of the next block to hand out
+    # (user, mechanism: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512) -> credential
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: EMPTY_MAP)
     provenance: int = -1  # offset of the last record applied
     provenance_epoch: int = -1  # epoch of the batch holding that record
 
@@ -152,7 +164,7 @@ class MetadataImage:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.topics or self.configs or self.features or self.brokers or self.next_producer_id)
+        return not (self.topics or self.configs or self.features or self.brokers or self.next_producer_id or self.scram_credentials)
 
     def has_partition(self, topic: str, partition: int) -> bool:
         t = self.topics.get(topic)
@@ -177,6 +189,7 @@ __all__ = [
     "NO_LEADER",
     "NO_LEADER_CHANGE",
     "PartitionRegistration",
+    "ScramCredential",
     "TOPIC_RESOURCE",
     "TopicImage",
     "UNASSIGNED_DIR",

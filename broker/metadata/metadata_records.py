@@ -33,6 +33,7 @@ from kio._kio_native import (
     read_unsigned_varint,
 )
 from kio.serial.errors import BufferUnderflow, SerialError
+from kio.serial.readers import read_compact_string_as_bytes
 from kio.serial.writers import (
     compact_array_writer,
     write_boolean,
@@ -103,6 +104,7 @@ _PRIMITIVES: dict[str, tuple[Reader, Writer]] = {
     "int64": (read_int64, write_int64),
     "uint16": (read_uint16, write_uint16),
     "uuid": (_read_uuid, write_uuid),
+    "bytes": (read_compact_string_as_bytes, write_compact_string),
 }
 
 
@@ -418,6 +420,38 @@ class RemoveTopicRecord(MetadataRecord):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredentialRecord(MetadataRecord):
+    """A user's SCRAM credential for one mechanism (1: SCRAM-SHA-256, 2: SCRAM-SHA-512); the
+    salted password itself is never stored, only the keys derived from it."""
+
+    API_KEY: ClassVar[int] = 11
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("name", "string"),
+        Field("mechanism", "int8"),
+        Field("salt", "bytes"),
+        Field("stored_key", "bytes"),
+        Field("server_key", "bytes"),
+        Field("iterations", "int32"),
+    )
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredentialRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 22
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("name", "string"), Field("mechanism", "int8"))
+    name: str
+    mechanism: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FeatureLevelRecord(MetadataRecord):
     API_KEY: ClassVar[int] = 12
     VERSION: ClassVar[int] = 0
@@ -503,6 +537,8 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         FeatureLevelRecord,
         ProducerIdsRecord,
         BrokerRegistrationChangeRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
         NoOpRecord,
         BeginTransactionRecord,
         EndTransactionRecord,
@@ -558,9 +594,11 @@ __all__ = [
     "RECORD_TYPES",
     "RegisterBrokerRecord",
     "RemoveTopicRecord",
+    "RemoveUserScramCredentialRecord",
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
+    "UserScramCredentialRecord",
     "ZERO_UUID",
     "decode_metadata_record",
 ]

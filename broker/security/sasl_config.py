@@ -3,23 +3,28 @@
 `sasl.enabled.mechanisms` (or `listener.name.<l>.sasl.enabled.mechanisms`) lists a listener's
 mechanisms; each needs `listener.name.<l>.<mechanism>.sasl.jaas.config`, as a Kafka broker does
 (kbroker reads no JAAS file). PLAIN's users are the `user_<name>="<password>"` options of
-PlainLoginModule.
+PlainLoginModule; SCRAM's (ScramLoginModule) are the credentials in the metadata log.
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from broker.security.jaas_config import JaasConfigError, parse_jaas_config
+from broker.metadata.metadata_image import ScramCredential
 from broker.security.plain_sasl_server import PlainSaslServer
+from broker.security.scram import SCRAM_MECHANISMS, ScramSaslServer
 from broker.security.sasl_server import SaslServerFactory
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-SERVED_MECHANISMS = ("PLAIN",)
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+SERVED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+# Where a SCRAM server finds a user's credential: the broker's metadata image.
+ScramLookup = Callable[[str, int], ScramCredential | None]
 
 
 def enabled_mechanisms(cfg: BrokerConfig, listener: str) -> list[str]:
@@ -36,7 +41,7 @@ def sasl_listener_problem(cfg: BrokerConfig, listener: str) -> str | None:
     return None
 
 
-def server_factories(cfg: BrokerConfig, listener: str) -> dict[str, SaslServerFactory]:
+def server_factories(cfg: BrokerConfig, listener: str, scram_lookup: ScramLookup = lambda user, mechanism: None) -> dict[str, SaslServerFactory]:
     """Per enabled mechanism, a new server for each connection's exchange."""
     mechanisms = enabled_mechanisms(cfg, listener)
     if not mechanisms:
@@ -56,9 +61,13 @@ def server_factories(cfg: BrokerConfig, listener: str) -> dict[str, SaslServerFa
             modules = parse_jaas_config(text)
         except JaasConfigError as e:
             raise ValueError(f"{key}: {e}") from None
-        plain = [m for m in modules if m.name == PLAIN_LOGIN_MODULE]
-        if not plain:
-            raise ValueError(f"{key}: {mechanism} needs {PLAIN_LOGIN_MODULE}")
-        users = {k.removeprefix("user_"): v for k, v in plain[0].options.items() if k.startswith("user_")}
-        factories[mechanism] = partial(PlainSaslServer, users)
+        login_module = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
+        found = [m for m in modules if m.name == login_module]
+        if not found:
+            raise ValueError(f"{key}: {mechanism} needs {login_module}")
+        if mechanism == "PLAIN":
+            users = {k.removeprefix("user_"): v for k, v in found[0].options.items() if k.startswith("user_")}
+            factories[mechanism] = partial(PlainSaslServer, users)
+        else:
+            factories[mechanism] = partial(ScramSaslServer, SCRAM_MECHANISMS[mechanism], scram_lookup)
     return factories

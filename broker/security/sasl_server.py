@@ -9,6 +9,11 @@ class SaslAuthenticationError(Exception):
     """The client's credentials or messages were refused; the message goes back to the client."""
 
 
+class SaslCredentialsError(Exception):
+    """Refused where saying why could tell the client whether a user exists (Kafka's SaslException):
+    the client gets a message that names only the mechanism; the reason goes to the log."""
+
+
 class SaslServer(Protocol):
     mechanism: str
     is_complete: bool

@@ -17,7 +17,7 @@ from enum import Enum
 
 from kio.schema.errors import ErrorCode
 
-from broker.security.sasl_server import SaslAuthenticationError, SaslServer, SaslServerFactory
+from broker.security.sasl_server import SaslAuthenticationError, SaslCredentialsError, SaslServer, SaslServerFactory
 from protocol.api_keys import ApiKey, is_supported, response_schema
 from protocol.entities import build
 from protocol.headers import RequestHeader
@@ -77,7 +77,7 @@ class SaslServerAuthenticator:
         assert server is not None
         try:
             challenge = server.evaluate_response(bytes(frame))
-        except SaslAuthenticationError as e:
+        except (SaslAuthenticationError, SaslCredentialsError) as e:
             self.state = SaslState.FAILED
             return AuthAnswer(None, close=True, delay_s=self._failed_delay_s, reason=str(e))
         self._maybe_complete(server)
@@ -109,6 +109,10 @@ class SaslServerAuthenticator:
         except SaslAuthenticationError as e:
             self.state = SaslState.FAILED
             return AuthAnswer(answer(ErrorCode.sasl_authentication_failed, str(e), b""), close=True, delay_s=self._failed_delay_s, reason=str(e))
+        except SaslCredentialsError as e:
+            self.state = SaslState.FAILED
+            message = f"Authentication failed during authentication due to invalid credentials with SASL mechanism {server.mechanism}"
+            return AuthAnswer(answer(ErrorCode.sasl_authentication_failed, message, b""), close=True, delay_s=self._failed_delay_s, reason=str(e))
         self._maybe_complete(server)
         return AuthAnswer(answer(ErrorCode.none, "", challenge))  # Kafka's success carries an empty message, not null
 

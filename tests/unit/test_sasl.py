@@ -1,8 +1,10 @@
-"""The SASL pieces without a socket: JAAS parsing, PLAIN's checks and messages, the per-connection
-exchange (states, refusals, delays), and the listener settings a broker refuses to start with."""
+"""The SASL pieces without a socket: JAAS parsing, PLAIN's checks and messages, SCRAM against
+RFC 7677's exchange and its refusals, the controller's rules for SCRAM credentials, the
+per-connection exchange (states, refusals, delays), and listener-prefixed settings."""
 
 from __future__ import annotations
 
+import base64
 import struct
 
 import pytest
@@ -15,11 +17,18 @@ from kio.schema.sasl_handshake.v1 import request as handshake_v1
 from kio.schema.metadata.v12 import request as metadata_v12
 
 from broker.config import BrokerConfig
+from broker.controller.scram_control_manager import ScramDeletion, ScramUpsertion, alter_credentials
+from broker.metadata.metadata_delta import apply_records
+from broker.metadata.metadata_image import EMPTY_IMAGE
+from broker.metadata.image_writer import image_records
+from broker.metadata.metadata_records import RemoveUserScramCredentialRecord, UserScramCredentialRecord, decode_metadata_record
+from broker.security.scram import SCRAM_MECHANISMS, ScramSaslServer, new_credential
+from broker.security.scram_parser import ScramParseError, parse_add_scram
 from broker.wire_client import encode_request
 from broker.security.jaas_config import JaasConfigError, parse_jaas_config
 from broker.security.plain_sasl_server import PlainSaslServer
 from broker.security.sasl_config import server_factories
-from broker.security.sasl_server import SaslAuthenticationError
+from broker.security.sasl_server import SaslAuthenticationError, SaslCredentialsError
 from broker.security.sasl_server_authenticator import SaslServerAuthenticator, SaslState
 from protocol.api_keys import response_schema
 from protocol.headers import parse_request_header
@@ -151,3 +160,89 @@ def test_listener_prefixed_settings_reach_their_listener_only() -> None:
     assert server.is_complete
     # Described as Kafka describes them: under their full names, the JAAS config as a secret.
     assert "listener.name.sasl_plaintext.plain.sasl.jaas.config" in cfg.as_properties()
+
+
+def test_scram_sha_256_against_rfc_7677s_exchange() -> None:
+    mechanism = SCRAM_MECHANISMS["SCRAM-SHA-256"]
+    credential = new_credential(mechanism, "pencil", 4096, salt=base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="))
+    server = ScramSaslServer(mechanism, lambda user, m: credential if (user, m) == ("user", 1) else None, server_nonce=lambda: "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0")
+    first = server.evaluate_response(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
+    assert first == b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+    final = server.evaluate_response(b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    assert final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    assert (server.is_complete, server.authorization_id) == (True, "user")
+
+
+@pytest.mark.parametrize(
+    ("first", "final"),
+    [
+        (b"n,,n=user,r=abc", b"c=biws,r=abcSERVER,p=" + base64.b64encode(bytes(32))),  # a wrong proof
+        (b"n,,n=user,r=abc", b"c=biws,r=other,p=" + base64.b64encode(bytes(32))),  # another nonce
+        (b"n,,n=nobody,r=abc", None),  # no such user
+        (b"garbage", None),
+    ],
+)
+def test_scram_refusals_never_tell_the_client_why(first: bytes, final: bytes | None) -> None:
+    mechanism = SCRAM_MECHANISMS["SCRAM-SHA-256"]
+    credential = new_credential(mechanism, "pencil")
+    server = ScramSaslServer(mechanism, lambda user, m: credential if user == "user" else None, server_nonce=lambda: "SERVER")
+    with pytest.raises(SaslCredentialsError):
+        server.evaluate_response(first)
+        assert final is not None
+        server.evaluate_response(final)
+    assert not server.is_complete
+
+
+def test_scram_alterations_follow_kafkas_rules() -> None:
+    existing = [UserScramCredentialRecord(name=n, mechanism=2, salt=b"s", stored_key=b"k", server_key=b"v", iterations=4096) for n in ("carol", "dave")]
+    records, results = alter_credentials(
+        apply_records(EMPTY_IMAGE, existing),
+        [ScramDeletion("carol", 2), ScramDeletion("carol", 2), ScramDeletion("ghost", 1), ScramDeletion("dave", 2)],
+        [ScramUpsertion("alice", 2, 4096, b"salt", b"salted"), ScramUpsertion("", 1, 4096, b"", b""), ScramUpsertion("x", 9, 4096, b"", b""), ScramUpsertion("few", 1, 100, b"", b""), ScramUpsertion("dave", 1, 4096, b"", b"")],
+    )
+    by_user = {user: (code, message) for user, code, message in results}
+    assert by_user["alice"] == (0, None)
+    assert by_user["ghost"] == (ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist")
+    # carol deleted twice, dave deleted and upserted: the same user altered twice.
+    assert by_user["carol"] == by_user["dave"] == (ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request")
+    assert by_user[""] == (ErrorCode.unacceptable_credential, "Username must not be empty")
+    assert by_user["x"] == (ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism")
+    assert by_user["few"] == (ErrorCode.unacceptable_credential, "Too few iterations")
+    [record] = records
+    assert isinstance(record, UserScramCredentialRecord) and record.name == "alice" and b"salted" not in (record.stored_key, record.server_key)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("SCRAM-SHA-256", "Failed to find equals sign in SCRAM argument 'SCRAM-SHA-256'"),
+        ("SCRAM-SHA-1=[name=a,password=b]", "The add-scram mechanism SCRAM-SHA-1 is not supported."),
+        ("SCRAM-SHA-256=name=a]", "Expected configuration string to start with ["),
+        ("SCRAM-SHA-256=[name=a", "Expected configuration string to end with ]"),
+        ("SCRAM-SHA-256=[password=b]", "You must supply 'name' to add-scram"),
+        ("SCRAM-SHA-256=[name=a]", "You must supply one of 'password' or 'saltedpassword' to add-scram"),
+        ("SCRAM-SHA-256=[name=a,saltedpassword=YWJj]", "You must supply 'salt' with 'saltedpassword' to add-scram"),
+        ("SCRAM-SHA-256=[name=a,password=b,colour=red]", "Unknown SCRAM configurations: colour"),
+        ("SCRAM-SHA-256=[name=a,password=b,iterations=99999]", "The 'iterations' value must be <= 16384 for add-scram using SCRAM-SHA-256"),
+        ("SCRAM-SHA-256=[name=a,password=b,iterations=many]", "Failed to parse iterations count: many"),
+    ],
+)
+def test_add_scram_arguments_refused_with_kafkas_messages(text: str, message: str) -> None:
+    with pytest.raises(ScramParseError) as e:
+        parse_add_scram(text)
+    assert str(e.value) == message
+
+
+def test_add_scram_with_a_salted_password_stores_what_alter_would() -> None:
+    salt, salted = b"0123456789abcdef", bytes(range(32))
+    record = parse_add_scram(f'SCRAM-SHA-512=[name="bob",iterations=8192,salt="{base64.b64encode(salt).decode()}",saltedpassword="{base64.b64encode(salted).decode()}"]')
+    [expected], _ = alter_credentials(EMPTY_IMAGE, [], [ScramUpsertion("bob", 2, 8192, salt, salted)])
+    assert record == expected
+
+
+def test_scram_credentials_live_in_the_metadata_image_and_its_snapshots() -> None:
+    record = UserScramCredentialRecord(name="alice", mechanism=2, salt=b"\x00salt", stored_key=b"k" * 64, server_key=b"v" * 64, iterations=8192)
+    assert decode_metadata_record(record.encode()) == record
+    image = apply_records(EMPTY_IMAGE, [record])
+    assert apply_records(EMPTY_IMAGE, image_records(image)).scram_credentials == image.scram_credentials
+    assert not apply_records(image, [RemoveUserScramCredentialRecord(name="alice", mechanism=2)]).scram_credentials
