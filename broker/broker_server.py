@@ -55,6 +55,7 @@ from broker.handlers.list_offsets import ListOffsetsHandler
 from broker.handlers.metadata import MetadataHandler
 from broker.handlers.offset_for_leader_epoch import OffsetForLeaderEpochHandler
 from broker.handlers.produce import ProduceHandler
+from broker.handlers.client_quotas import DescribeClientQuotasHandler
 from broker.handlers.sasl import sasl_authenticate, sasl_handshake
 from broker.handlers.scram_credentials import DescribeUserScramCredentialsHandler
 from broker.handlers.transactions import (
@@ -107,6 +108,7 @@ FORWARDED_APIS = (
     ApiKey.LIST_PARTITION_REASSIGNMENTS,
     ApiKey.UPDATE_FEATURES,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ApiKey.ALTER_CLIENT_QUOTAS,
 )
 
 
@@ -270,6 +272,7 @@ class BrokerServer:
             ApiKey.LEAVE_GROUP: LeaveGroupHandler(self.group_coordinator),
             ApiKey.OFFSET_COMMIT: OffsetCommitHandler(self.group_coordinator),
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsHandler(self.metadata),
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasHandler(self.metadata),
             ApiKey.SASL_HANDSHAKE: sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
             ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator, self._in_session, cfg.offsets_commit_timeout_ms),

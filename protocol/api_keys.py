@@ -52,6 +52,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
@@ -137,6 +139,10 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, 0),
         ApiRange(ApiKey.OFFSET_DELETE, 0, 0, NEVER_FLEXIBLE),
         ApiRange(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, 1),
+        # Kept and described, not enforced yet.
+        ApiRange(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, 1),
+        # Forwarded to the active controller, as Kafka's brokers do for kafka-configs.sh --entity-type users/clients/ips.
+        ApiRange(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, 1),
         ApiRange(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, 0),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-configs.sh --entity-type users.
         ApiRange(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, 0),
@@ -177,6 +183,7 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         SUPPORTED_APIS[ApiKey.LIST_PARTITION_REASSIGNMENTS],
         SUPPORTED_APIS[ApiKey.DESCRIBE_CLUSTER],
         SUPPORTED_APIS[ApiKey.ALTER_USER_SCRAM_CREDENTIALS],
+        SUPPORTED_APIS[ApiKey.ALTER_CLIENT_QUOTAS],
         ApiRange(ApiKey.VOTE, 0, 2, 0),
         ApiRange(ApiKey.BEGIN_QUORUM_EPOCH, 0, 1, 1),
         ApiRange(ApiKey.END_QUORUM_EPOCH, 0, 1, 1),

@@ -37,6 +37,8 @@ from broker.handlers.forwarding import (
     list_partition_reassignments_response,
     update_features_response,
 )
+from broker.handlers.client_quotas import alter_client_quotas_response
+from broker.handlers.client_quotas import alter_request_items as quota_alterations
 from broker.handlers.scram_credentials import alter_request_items, alter_user_scram_credentials_response
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_records import BrokerEndpoint
@@ -64,6 +66,7 @@ _ITEMIZED = frozenset(
         ApiKey.LIST_PARTITION_REASSIGNMENTS,
         ApiKey.UPDATE_FEATURES,
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        ApiKey.ALTER_CLIENT_QUOTAS,
     }
 )
 # The Raft APIs a broker forwards (kafka-metadata-quorum's describe, add-controller and
@@ -113,6 +116,7 @@ class ControllerApis:
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
             ApiKey.UPDATE_FEATURES: self._update_features,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
+            ApiKey.ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
             ApiKey.BROKER_REGISTRATION: self._broker_registration,
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.UNREGISTER_BROKER: self._unregister_broker,
@@ -194,6 +198,10 @@ class ControllerApis:
             is_fenced=reply.is_fenced,
             should_shut_down=reply.should_shut_down,
         )
+
+    async def _alter_client_quotas(self, ctx: RequestContext, request: Any) -> Any:
+        results = await self._controller.alter_client_quotas(quota_alterations(request), bool(request.validate_only))
+        return alter_client_quotas_response(ctx.version, results)
 
     async def _alter_user_scram_credentials(self, ctx: RequestContext, request: Any) -> Any:
         deletions, upsertions = alter_request_items(request)

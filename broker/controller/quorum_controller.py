@@ -38,6 +38,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
 from broker.controller import controller_logic
+from broker.controller.client_quota_control_manager import QuotaAlteration, QuotaResult, alter_client_quotas
 from broker.controller.cluster_control_manager import (
     BrokerHeartbeatReply,
     BrokerRegistrationReply,
@@ -471,6 +472,13 @@ class QuorumController:
         if elected:
             self._log.info("controller.leaderless_partitions_elected", partitions=elected)
         return elected
+
+    async def alter_client_quotas(self, alterations: list[QuotaAlteration], validate_only: bool) -> list[QuotaResult]:
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[QuotaResult]]:
+            records, results = alter_client_quotas(image, alterations)
+            return ([] if validate_only else records), results
+
+        return await self._write(decide)
 
     async def alter_user_scram_credentials(self, deletions: list[ScramDeletion], upsertions: list[ScramUpsertion]) -> list[AlterScramResult]:
         return await self._write(lambda image: alter_credentials(image, deletions, upsertions))

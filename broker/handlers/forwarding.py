@@ -19,6 +19,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
+from broker.handlers.client_quotas import alter_client_quotas_response, every_entry_answered
 from broker.handlers.scram_credentials import alter_user_scram_credentials_response, every_user_answered
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_image import BROKER_RESOURCE
@@ -58,6 +59,8 @@ def error_response(api_key: ApiKey, version: int, request: Any, error_code: Erro
     if api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
         topics = ((t.name, ((int(p.partition_index), error_code, message) for p in t.partitions)) for t in request.topics)
         return alter_partition_reassignments_response(version, error_code, message, topics, bool(getattr(request, "allow_replication_factor_change", True)))
+    if api_key == ApiKey.ALTER_CLIENT_QUOTAS:
+        return alter_client_quotas_response(version, every_entry_answered(request, error_code, message))
     if api_key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
         return alter_user_scram_credentials_response(version, every_user_answered(request, error_code, message))
     if api_key == ApiKey.UPDATE_FEATURES:

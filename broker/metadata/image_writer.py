@@ -3,14 +3,16 @@
 Kafka's MetadataImage.write. Replayed in order over the empty image, they give back an equal
 image, so a snapshot can stand for the log up to the image's offset. The order is Kafka's:
 features (metadata.version first, as every metadata log starts), brokers, topics each followed
-by its partitions, configurations, the producer id block, then SCRAM credentials.
+by its partitions, configurations, client quotas, the producer id block, then SCRAM credentials.
 """
 
 from __future__ import annotations
 
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import (
+    ClientQuotaRecord,
     ConfigRecord,
+    EntityData,
     FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
@@ -71,6 +73,9 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     if image.next_producer_id:
         # Kafka writes the block's owner as -1: only the next id matters to whoever replays it.
         records.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
+    for entity, values in sorted(image.client_quotas.items(), key=lambda item: [(t, n or "") for t, n in item[0]]):
+        for key in sorted(values):
+            records.append(ClientQuotaRecord(entity=tuple(EntityData(entity_type=t, entity_name=n) for t, n in entity), key=key, value=values[key]))
     for (name, mechanism), c in sorted(image.scram_credentials.items()):
         records.append(
             UserScramCredentialRecord(name=name, mechanism=mechanism, salt=c.salt, stored_key=c.stored_key, server_key=c.server_key, iterations=c.iterations)

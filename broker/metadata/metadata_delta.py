@@ -21,6 +21,7 @@ from broker.metadata.metadata_image import (
     BrokerRegistration,
     MetadataImage,
     MetadataImageError,
+    QuotaEntity,
     ScramCredential,
     TopicImage,
 )
@@ -28,6 +29,7 @@ from broker.metadata.metadata_records import (
     AbortTransactionRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     EndTransactionRecord,
     FeatureLevelRecord,
@@ -171,6 +173,28 @@ class ScramDelta:
         return MappingProxyType(self.credentials)
 
 
+class ClientQuotasDelta:
+    def __init__(self, image: MetadataImage) -> None:
+        self.quotas = {entity: dict(values) for entity, values in image.client_quotas.items()}
+
+    def replay(self, record: ClientQuotaRecord) -> None:
+        entity = quota_entity((e.entity_type, e.entity_name) for e in record.entity)
+        values = self.quotas.setdefault(entity, {})
+        if record.remove:
+            values.pop(record.key, None)
+            if not values:
+                del self.quotas[entity]
+        else:
+            values[record.key] = record.value
+
+    def apply(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
+        return MappingProxyType({entity: MappingProxyType(values) for entity, values in self.quotas.items()})
+
+
+def quota_entity(parts: Iterable[tuple[str, str | None]]) -> QuotaEntity:
+    return tuple(sorted(parts, key=lambda part: part[0]))
+
+
 class MetadataDelta:
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
@@ -180,6 +204,7 @@ class MetadataDelta:
         self.configs_delta: ConfigurationsDelta | None = None
         self.producer_ids_delta: ProducerIdsDelta | None = None
         self.scram_delta: ScramDelta | None = None
+        self.client_quotas_delta: ClientQuotasDelta | None = None
         self.record_count = 0
 
     # Kafka's getOrCreate*Delta.
@@ -213,6 +238,11 @@ class MetadataDelta:
             self.scram_delta = ScramDelta(self.image)
         return self.scram_delta
 
+    def _client_quotas(self) -> ClientQuotasDelta:
+        if self.client_quotas_delta is None:
+            self.client_quotas_delta = ClientQuotasDelta(self.image)
+        return self.client_quotas_delta
+
     def replay(self, record: MetadataRecord) -> None:
         replay = _REPLAY.get(type(record))
         if replay is None:
@@ -242,12 +272,15 @@ class MetadataDelta:
     def _replay_scram(self, record: UserScramCredentialRecord | RemoveUserScramCredentialRecord) -> None:
         self._scram().replay(record)
 
+    def _replay_client_quota(self, record: ClientQuotaRecord) -> None:
+        self._client_quotas().replay(record)
+
     def _replay_nothing(self, record: MetadataRecord) -> None:
         pass
 
     @property
     def is_empty(self) -> bool:
-        return self.features_delta is self.cluster_delta is self.topics_delta is self.configs_delta is self.producer_ids_delta is self.scram_delta is None
+        return self.features_delta is self.cluster_delta is self.topics_delta is self.configs_delta is self.producer_ids_delta is self.scram_delta is self.client_quotas_delta is None
 
     def apply(self, provenance: int | None = None, provenance_epoch: int | None = None) -> MetadataImage:
         """The next image; ``provenance`` is the offset of the last record replayed (default: unchanged)."""
@@ -261,6 +294,7 @@ class MetadataDelta:
             brokers=image.brokers if self.cluster_delta is None else self.cluster_delta.apply(),
             next_producer_id=image.next_producer_id if self.producer_ids_delta is None else self.producer_ids_delta.next_producer_id,
             scram_credentials=image.scram_credentials if self.scram_delta is None else self.scram_delta.apply(),
+            client_quotas=image.client_quotas if self.client_quotas_delta is None else self.client_quotas_delta.apply(),
             provenance=image.provenance if provenance is None else provenance,
             provenance_epoch=image.provenance_epoch if provenance_epoch is None else provenance_epoch,
         )
@@ -313,6 +347,8 @@ class MetadataDelta:
             delta._producer_ids().next_producer_id = image.next_producer_id
         if previous.scram_credentials != image.scram_credentials:
             delta._scram().credentials = dict(image.scram_credentials)
+        if previous.client_quotas != image.client_quotas:
+            delta._client_quotas().quotas = {entity: dict(values) for entity, values in image.client_quotas.items()}
         return delta
 
 
@@ -333,6 +369,7 @@ _REPLAY: dict[type, Callable[[MetadataDelta, MetadataRecord], None]] = {
     BrokerRegistrationChangeRecord: MetadataDelta._replay_broker,
     UserScramCredentialRecord: MetadataDelta._replay_scram,  # type: ignore[dict-item]
     RemoveUserScramCredentialRecord: MetadataDelta._replay_scram,  # type: ignore[dict-item]
+    ClientQuotaRecord: MetadataDelta._replay_client_quota,  # type: ignore[dict-item]
     NoOpRecord: MetadataDelta._replay_nothing,
     **{t: MetadataDelta._replay_nothing for t in _TRANSACTION_RECORDS},
 }
@@ -350,6 +387,7 @@ def apply_records(image: MetadataImage, records: Iterable[MetadataRecord]) -> Me
 
 
 __all__ = [
+    "ClientQuotasDelta",
     "ClusterDelta",
     "ConfigurationsDelta",
     "FeaturesDelta",
@@ -357,4 +395,5 @@ __all__ = [
     "ProducerIdsDelta",
     "ScramDelta",
     "apply_records",
+    "quota_entity",
 ]

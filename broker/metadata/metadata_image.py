@@ -135,6 +135,10 @@ class BrokerRegistration:
         )
 
 
+# A client quota entity: (entity type, name or None for the default) pairs, sorted by type.
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class ScramCredential:
     """What UserScramCredentialRecord keeps of a user's password for one mechanism."""
@@ -155,6 +159,7 @@ class MetadataImage:
     next_producer_id: int = 0  # the first producer id of the next block to hand out
     # (user, mechanism: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512) -> credential
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: EMPTY_MAP)
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: EMPTY_MAP)
     provenance: int = -1  # offset of the last record applied
     provenance_epoch: int = -1  # epoch of the batch holding that record
 
@@ -164,7 +169,7 @@ class MetadataImage:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.topics or self.configs or self.features or self.brokers or self.next_producer_id or self.scram_credentials)
+        return not (self.topics or self.configs or self.features or self.brokers or self.next_producer_id or self.scram_credentials or self.client_quotas)
 
     def has_partition(self, topic: str, partition: int) -> bool:
         t = self.topics.get(topic)
@@ -189,6 +194,7 @@ __all__ = [
     "NO_LEADER",
     "NO_LEADER_CHANGE",
     "PartitionRegistration",
+    "QuotaEntity",
     "ScramCredential",
     "TOPIC_RESOURCE",
     "TopicImage",

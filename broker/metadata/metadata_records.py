@@ -25,6 +25,7 @@ from kio._kio_native import (
     read_boolean,
     read_compact_string,
     read_compact_string_nullable,
+    read_float64,
     read_int8,
     read_int16,
     read_int32,
@@ -38,6 +39,7 @@ from kio.serial.writers import (
     compact_array_writer,
     write_boolean,
     write_compact_string,
+    write_float64,
     write_int8,
     write_int16,
     write_int32,
@@ -105,6 +107,7 @@ _PRIMITIVES: dict[str, tuple[Reader, Writer]] = {
     "uint16": (read_uint16, write_uint16),
     "uuid": (_read_uuid, write_uuid),
     "bytes": (read_compact_string_as_bytes, write_compact_string),
+    "float64": (read_float64, write_float64),
 }
 
 
@@ -262,7 +265,16 @@ class BrokerFeature:
     max_supported_version: int
 
 
-_STRUCTS: dict[str, type] = {"BrokerEndpoint": BrokerEndpoint, "BrokerFeature": BrokerFeature}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntityData:
+    """One part of a client quota entity: its type (user, client-id, ip) and name (None: the default)."""
+
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("entity_type", "string"), Field("entity_name", "string", nullable=True))
+    entity_type: str
+    entity_name: str | None
+
+
+_STRUCTS: dict[str, type] = {"BrokerEndpoint": BrokerEndpoint, "BrokerFeature": BrokerFeature, "EntityData": EntityData}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -420,6 +432,19 @@ class RemoveTopicRecord(MetadataRecord):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaRecord(MetadataRecord):
+    """One quota of one client quota entity set, or removed."""
+
+    API_KEY: ClassVar[int] = 14
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("entity", "[]EntityData"), Field("key", "string"), Field("value", "float64"), Field("remove", "bool"))
+    entity: tuple[EntityData, ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UserScramCredentialRecord(MetadataRecord):
     """A user's SCRAM credential for one mechanism (1: SCRAM-SHA-256, 2: SCRAM-SHA-512); the
     salted password itself is never stored, only the keys derived from it."""
@@ -539,6 +564,7 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         BrokerRegistrationChangeRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        ClientQuotaRecord,
         NoOpRecord,
         BeginTransactionRecord,
         EndTransactionRecord,
@@ -579,8 +605,10 @@ __all__ = [
     "BrokerEndpoint",
     "BrokerFeature",
     "BrokerRegistrationChangeRecord",
+    "ClientQuotaRecord",
     "ConfigRecord",
     "EndTransactionRecord",
+    "EntityData",
     "FRAME_VERSION",
     "FeatureLevelRecord",
     "FenceBrokerRecord",

@@ -18,8 +18,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
-from kio.schema.errors import ErrorCode
 from kio.schema.api_versions.v3 import request as api_versions_v3
+from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
 from kio.schema.sasl_handshake.v0 import request as handshake_v0

@@ -7,6 +7,7 @@ Kafka 4.4 configured the same way."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 from typing import Iterator
@@ -21,6 +22,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kafka import KafkaProducer
+
+from benchmarks.apache_kafka import TOOL_JVM_OPTS
 
 from tests.integration.conftest import BrokerProcess, retire
 from tests.integration.helpers import create_topic, unique_topic
@@ -166,3 +169,37 @@ def test_storage_format_add_scram_starts_the_cluster_with_a_user(tmp_path: Path)
     finally:
         node.stop()
 
+
+
+def test_kafkas_own_kafka_configs_manages_scram_users(broker: tuple[BrokerProcess, str], kafka_lib: Path) -> None:
+    """kafka-configs.sh --entity-type users and clients, unchanged: SCRAM credentials and quotas
+    (AlterUserScramCredentials, AlterClientQuotas and their Describe twins), printed as it prints
+    them against Kafka."""
+    b, sasl = broker
+
+    def configs(*args: str) -> str:
+        command = ["java", *TOOL_JVM_OPTS, "-cp", f"{kafka_lib}/*", "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", b.bootstrap, *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    added = configs("--alter", "--add-config", "SCRAM-SHA-512=[iterations=8192,password=carol-secret]", "--entity-type", "users", "--entity-name", "carol")
+    assert "Completed updating config for user carol." in added
+    described = configs("--describe", "--entity-type", "users", "--entity-name", "carol")
+    assert "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-512=iterations=8192" in described
+    topic = unique_topic("configs-user")
+    create_topic(b.bootstrap, topic)
+    assert produce_as(sasl, "SCRAM-SHA-512", "carol", "carol-secret", topic) == []
+    configs("--alter", "--delete-config", "SCRAM-SHA-512", "--entity-type", "users", "--entity-name", "carol")
+    assert "SCRAM credential configs for user-principal 'carol'" not in configs("--describe", "--entity-type", "users", "--entity-name", "carol")
+
+    # Quotas: kept in the metadata log (ClientQuotaRecord) and described, as Kafka prints them.
+    configs("--alter", "--add-config", "producer_byte_rate=1048576,request_percentage=50", "--entity-type", "users", "--entity-name", "carol")
+    configs("--alter", "--add-config", "consumer_byte_rate=2048", "--entity-type", "clients", "--entity-default")
+    # In Kafka's order: its quotas are a Java HashMap.
+    assert "Quota configs for user-principal 'carol' are request_percentage=50.0, producer_byte_rate=1048576.0" in configs(
+        "--describe", "--entity-type", "users", "--entity-name", "carol"
+    )
+    assert "Quota configs for the default client-id are consumer_byte_rate=2048.0" in configs("--describe", "--entity-type", "clients", "--entity-default")
+    configs("--alter", "--delete-config", "request_percentage", "--entity-type", "users", "--entity-name", "carol")
+    assert "Quota configs for user-principal 'carol' are producer_byte_rate=1048576.0" in configs("--describe", "--entity-type", "users", "--entity-name", "carol")

@@ -19,6 +19,7 @@ from broker.metadata.metadata_records import (
     ZERO_UUID,
     BrokerEndpoint,
     BrokerFeature,
+    EntityData,
     ConfigRecord,
     Field,
     MetadataRecord,
@@ -32,7 +33,7 @@ from broker.metadata.metadata_records import (
 )
 
 METADATA_SPECS = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol" / "metadata"
-STRUCTS = {"BrokerEndpoint": BrokerEndpoint, "BrokerFeature": BrokerFeature}
+STRUCTS = {"BrokerEndpoint": BrokerEndpoint, "BrokerFeature": BrokerFeature, "EntityData": EntityData}
 INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 TOPIC_ID = uuid.UUID("5f1d6c5e-0d3a-4c8e-9a57-6a2b3c4d5e6f")
 
@@ -71,6 +72,10 @@ def value_strategy(kind: str, nullable: bool) -> st.SearchStrategy[Any]:
         base = st.uuids() | st.just(ZERO_UUID)
     elif kind == "string":
         base = st.text(max_size=12)
+    elif kind == "bytes":
+        base = st.binary(max_size=24)
+    elif kind == "float64":
+        base = st.floats(allow_nan=False)
     else:
         raise AssertionError(kind)
     return (base | st.none()) if nullable else base

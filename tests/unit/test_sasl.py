@@ -1,6 +1,6 @@
 """The SASL pieces without a socket: JAAS parsing, PLAIN's checks and messages, SCRAM against
-RFC 7677's exchange and its refusals, the controller's rules for SCRAM credentials, the
-per-connection exchange (states, refusals, delays), and listener-prefixed settings."""
+RFC 7677's exchange and its refusals, the controller's rules for SCRAM credentials and client
+quotas, the per-connection exchange (states, refusals, delays), and listener-prefixed settings."""
 
 from __future__ import annotations
 
@@ -11,25 +11,27 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
 from kio.schema.sasl_handshake.v0 import request as handshake_v0
 from kio.schema.sasl_handshake.v1 import request as handshake_v1
-from kio.schema.metadata.v12 import request as metadata_v12
 
 from broker.config import BrokerConfig
+from broker.controller.client_quota_control_manager import QuotaAlteration, alter_client_quotas
 from broker.controller.scram_control_manager import ScramDeletion, ScramUpsertion, alter_credentials
+from broker.handlers.client_quotas import java_hash_map_order
+from broker.metadata.image_writer import image_records
 from broker.metadata.metadata_delta import apply_records
 from broker.metadata.metadata_image import EMPTY_IMAGE
-from broker.metadata.image_writer import image_records
-from broker.metadata.metadata_records import RemoveUserScramCredentialRecord, UserScramCredentialRecord, decode_metadata_record
-from broker.security.scram import SCRAM_MECHANISMS, ScramSaslServer, new_credential
-from broker.security.scram_parser import ScramParseError, parse_add_scram
-from broker.wire_client import encode_request
+from broker.metadata.metadata_records import ClientQuotaRecord, EntityData, RemoveUserScramCredentialRecord, UserScramCredentialRecord, decode_metadata_record
 from broker.security.jaas_config import JaasConfigError, parse_jaas_config
 from broker.security.plain_sasl_server import PlainSaslServer
 from broker.security.sasl_config import server_factories
 from broker.security.sasl_server import SaslAuthenticationError, SaslCredentialsError
 from broker.security.sasl_server_authenticator import SaslServerAuthenticator, SaslState
+from broker.security.scram import SCRAM_MECHANISMS, ScramSaslServer, new_credential
+from broker.security.scram_parser import ScramParseError, parse_add_scram
+from broker.wire_client import encode_request
 from protocol.api_keys import response_schema
 from protocol.headers import parse_request_header
 
@@ -246,3 +248,42 @@ def test_scram_credentials_live_in_the_metadata_image_and_its_snapshots() -> Non
     image = apply_records(EMPTY_IMAGE, [record])
     assert apply_records(EMPTY_IMAGE, image_records(image)).scram_credentials == image.scram_credentials
     assert not apply_records(image, [RemoveUserScramCredentialRecord(name="alice", mechanism=2)]).scram_credentials
+
+
+def test_client_quota_alterations_follow_kafkas_rules() -> None:
+    image = apply_records(EMPTY_IMAGE, [ClientQuotaRecord(entity=(EntityData(entity_type="user", entity_name="a"),), key="producer_byte_rate", value=1024.0)])
+    records, results = alter_client_quotas(
+        image,
+        [
+            QuotaAlteration((("user", "a"),), (("producer_byte_rate", 1024.0), ("consumer_byte_rate", 2048.0))),
+            QuotaAlteration((("user", "b"),), (("producer_byte_rate", None),)),
+            QuotaAlteration((), (("producer_byte_rate", 1.0),)),
+            QuotaAlteration((("user", "c"), ("user", "d")), ()),
+            QuotaAlteration((("group", "g"),), ()),
+            QuotaAlteration((("client-id", ""),), ()),
+            QuotaAlteration((("ip", "127.0.0.1"), ("user", "e")), ()),
+            QuotaAlteration((("user", "f"),), (("connection_creation_rate", 5.0),)),
+            QuotaAlteration((("user", "g"),), (("producer_byte_rate", 0.0),)),
+            QuotaAlteration((("user", "h"),), (("producer_byte_rate", 1.5),)),
+            QuotaAlteration((("user", "i"),), (("request_percentage", 1.0), ("request_percentage", 2.0))),
+            QuotaAlteration((("ip", None),), (("connection_creation_rate", 10.0),)),
+        ],
+    )
+    errors = {entity: message for entity, code, message in results if code}
+    assert errors == {
+        (): "Invalid empty client quota entity",
+        (("user", "c"), ("user", "d")): "Invalid client quota entity, duplicate entity entry user",
+        (("group", "g"),): "Unhandled client quota entity type: group",
+        (("client-id", ""),): "Empty client-id not supported",
+        (("ip", "127.0.0.1"), ("user", "e")): "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId",
+        (("user", "f"),): "Invalid configuration key connection_creation_rate",
+        (("user", "g"),): "Quota producer_byte_rate must be greater than 0",
+        (("user", "h"),): "producer_byte_rate cannot be a fractional value.",
+        (("user", "i"),): "Duplicate quota key request_percentage not updating quota for this entity ClientQuotaEntity(entries={user=i})",
+    }
+    # Unchanged values and removals of what is not set write nothing.
+    assert [(r.entity, r.key, r.value) for r in records] == [
+        ((EntityData(entity_type="user", entity_name="a"),), "consumer_byte_rate", 2048.0),
+        ((EntityData(entity_type="ip", entity_name=None),), "connection_creation_rate", 10.0),
+    ]
+    assert java_hash_map_order(["producer_byte_rate", "request_percentage"]) == ["request_percentage", "producer_byte_rate"]
