@@ -162,6 +162,12 @@ class GroupCoordinator:
     def coordinator_error(self, group_id: str) -> int:
         return self.runtime.coordinator_error(group_id)
 
+    def last_pending_write(self, group_id: str) -> int | None:
+        return self.runtime.last_pending_write(group_id)
+
+    def writes_settled_through(self, group_id: str, required_offset: int) -> bool:
+        return self.runtime.writes_settled_through(group_id, required_offset)
+
     # -- running shard operations ------------------------------------------------------------------
 
     def execute(self, group_id: str, result: CoordinatorResult, before: GroupSnapshot | None) -> Written:

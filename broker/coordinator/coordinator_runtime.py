@@ -209,6 +209,18 @@ class CoordinatorRuntime(Generic[S]):
             raise CoordinatorNotAvailable(ErrorCode.coordinator_not_available)
         raise CoordinatorNotAvailable(ErrorCode.not_coordinator)
 
+    def last_pending_write(self, key: str) -> int | None:
+        """The offset the latest write of ``key``'s partition still waiting for its followers needs."""
+        queue = self._deferred.get(self.partition_for(key))
+        return None if queue is None else queue.last_required_offset
+
+    def writes_settled_through(self, key: str, required_offset: int) -> bool:
+        """Every write of ``key``'s partition up to ``required_offset`` is replicated or failed (and so
+        applied to, or taken back from, the shard)."""
+        queue = self._deferred.get(self.partition_for(key))
+        first = None if queue is None else queue.first_required_offset
+        return first is None or first > required_offset
+
     def coordinator_error(self, key: str) -> int:
         try:
             self.shard_of(key)
@@ -233,24 +245,35 @@ class CoordinatorRuntime(Generic[S]):
         high watermark passes it or ``timeout_ms`` ends (REQUEST_TIMED_OUT). A failed write
         calls ``revert`` with its error first, and so do the later writes of the partition,
         latest first. ``appended`` is told the batch's base offset once it is in the log.
-        No batch (an operation that wrote nothing) settles as written."""
-        if batch is None:
-            return settle(0)
+
+        No batch (an operation that wrote nothing) settles once the partition's earlier writes
+        have, as in Kafka's CoordinatorRuntime: at once when none waits, else with the last of
+        them (its error if it fails). A member's SyncGroup answered after its leader's is told
+        the assignment only once the group record holding it, and the offset commits before that
+        record, are replicated (chaos soak seed 1354848650: a kafka-python member was given a
+        partition while its previous owner's last commit still waited for the followers, read the
+        commit before it, and committed below it)."""
         queue = self._deferred.get(index)
-        partition = self._rm.get_partition(self.topic, index)
-        if queue is None or index not in self.shards or partition is None:
-            revert(ErrorCode.not_coordinator)
-            return settle(ErrorCode.not_coordinator)
-        try:
-            info = partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR, ACKS_ALL)
-        except StorageError as e:
-            # NOT_ENOUGH_REPLICAS among others: the ISR is below the topic's min.insync.replicas.
-            log.warning("coordinator.append_failed", topic=self.topic, partition=index, error=str(e))
-            revert(e.error_code)
-            return settle(e.error_code)
-        self._rm.fetch_purgatory.touch((self.topic, index))
-        appended(info.first_offset)
-        required = info.last_offset + 1
+        if batch is None:
+            required = None if queue is None else queue.last_required_offset
+            if required is None:
+                return settle(0)
+        else:
+            partition = self._rm.get_partition(self.topic, index)
+            if queue is None or index not in self.shards or partition is None:
+                revert(ErrorCode.not_coordinator)
+                return settle(ErrorCode.not_coordinator)
+            try:
+                info = partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR, ACKS_ALL)
+            except StorageError as e:
+                # NOT_ENOUGH_REPLICAS among others: the ISR is below the topic's min.insync.replicas.
+                log.warning("coordinator.append_failed", topic=self.topic, partition=index, error=str(e))
+                revert(e.error_code)
+                return settle(e.error_code)
+            self._rm.fetch_purgatory.touch((self.topic, index))
+            appended(info.first_offset)
+            required = info.last_offset + 1
+        assert queue is not None
         settled: list[T] = []
         future: asyncio.Future[T] | None = None
 
@@ -274,6 +297,9 @@ class CoordinatorRuntime(Generic[S]):
             return settled[0]
         loop = asyncio.get_running_loop()
         future = loop.create_future()
+        if batch is None:
+            # Settled with the write it waits for, by that write's own wait and timeout.
+            return future
         task = loop.create_task(self._settle_when_replicated(queue, index, required, timeout_ms), name=f"replicate-{self.topic}-{index}")
         waiting = self._replicating.setdefault(index, set())
         waiting.add(task)

@@ -30,6 +30,16 @@ class DeferredWriteQueue:
     def __len__(self) -> int:
         return len(self._writes)
 
+    @property
+    def first_required_offset(self) -> int | None:
+        """The offset the oldest write still waiting needs (None: none waits)."""
+        return self._writes[0].required_offset if self._writes else None
+
+    @property
+    def last_required_offset(self) -> int | None:
+        """The offset the newest write still waiting needs (None: none waits)."""
+        return self._writes[-1].required_offset if self._writes else None
+
     def add(self, write: DeferredWrite) -> None:
         if self._writes and write.required_offset < self._writes[-1].required_offset:
             raise ValueError(f"write at {write.required_offset} appended after one at {self._writes[-1].required_offset}")

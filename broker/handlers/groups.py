@@ -36,8 +36,8 @@ log = structlog.get_logger()
 
 # How long FindCoordinator waits for its partition to load before answering COORDINATOR_LOAD_IN_PROGRESS.
 LOAD_WAIT_S = 0.5
-# How often a stable OffsetFetch held outside the broker's session looks at the session again.
-SESSION_POLL_S = 0.1
+# How often a held stable OffsetFetch looks again at the broker's session and the group's pending writes.
+STABLE_POLL_S = 0.01
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 NO_LEADER_EPOCH = -1
@@ -300,39 +300,54 @@ class OffsetCommitHandler:
 
 
 class OffsetFetchHandler:
-    """``in_session``: whether the controller cannot have fenced this broker yet. A broker that may
-    have been fenced may be a zombie coordinator, whose offsets a newer coordinator may already
-    have moved past (chaos soak seeds 57861548, 483707690 and 1867237364: a read_committed
-    consumer rewound to them after an abort and processed its input twice). A stable fetch
-    (require_stable, what read_committed consumers send) to a coordinator outside its session
-    waits for the session to be renewed, as Kafka 4's coordinator holds a stable fetch until its
-    writes are committed; after ``offsets.commit.timeout.ms`` it answers NOT_COORDINATOR, Kafka's
-    answer when that wait times out, and the consumer looks the coordinator up again. A plain
-    fetch answers from memory, as Kafka's does."""
+    """A stable fetch (require_stable, what read_committed consumers send: librdkafka's by default)
+    is answered once the offsets it reads are settled, as Kafka 4's coordinator holds it as a
+    write until the coordinator's earlier writes are committed:
 
-    def __init__(self, coordinator: GroupCoordinator, in_session: Callable[[], bool] = lambda: True, session_wait_ms: int = 5000) -> None:
+    - every offset commit this coordinator has appended for the group's partition is replicated
+      (or failed): a member that takes over a partition while its previous owner's last commit
+      waits for the followers reads that commit, not the one before it (chaos soak seed
+      1354848650: the new owner was told 4058 while 4067 was on its way, re-read nine records and
+      committed 4063 after 4067);
+    - ``in_session``: the controller cannot have fenced this broker yet. A broker that may have
+      been fenced may be a zombie coordinator, whose offsets a newer coordinator may already have
+      moved past (soak seeds 57861548, 483707690 and 1867237364: a read_committed consumer rewound
+      to them after an abort and processed its input twice).
+
+    After ``offsets.commit.timeout.ms`` it answers NOT_COORDINATOR, Kafka's answer when that wait
+    times out, and the consumer looks the coordinator up again. A plain fetch answers from memory
+    at once, as Kafka's does."""
+
+    def __init__(self, coordinator: GroupCoordinator, in_session: Callable[[], bool] = lambda: True, stable_wait_ms: int = 5000) -> None:
         self._coordinator = coordinator
         self._in_session = in_session
-        self._session_wait_s = session_wait_ms / 1000
+        self._stable_wait_s = stable_wait_ms / 1000
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         group_ids = [g.group_id for g in request.groups] if ctx.version >= 8 else [request.group_id]
-        if getattr(request, "require_stable", False) and self._waits_for_session(group_ids):
-            return self._answer_in_session(ctx, request, group_ids)
+        if getattr(request, "require_stable", False):
+            # Per group, the offset the latest write waiting for the followers needs: later writes are not waited for.
+            pending = {g: o for g in group_ids if (o := self._coordinator.last_pending_write(g)) is not None}
+            if self._unsettled(group_ids, pending):
+                return self._answer_when_settled(ctx, request, group_ids, pending)
         return self._answer(ctx, request)
 
     def _waits_for_session(self, group_ids: list[str]) -> bool:
         return not self._in_session() and any(self._coordinator.coordinator_error(g) == 0 for g in group_ids)
 
-    async def _answer_in_session(self, ctx: RequestContext, request, group_ids: list[str]):  # type: ignore[no-untyped-def]
+    def _unsettled(self, group_ids: list[str], pending: dict[str, int]) -> bool:
+        return self._waits_for_session(group_ids) or any(not self._coordinator.writes_settled_through(g, o) for g, o in pending.items())
+
+    async def _answer_when_settled(self, ctx: RequestContext, request, group_ids: list[str], pending: dict[str, int]):  # type: ignore[no-untyped-def]
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._session_wait_s
-        log.info("group_coordinator.stable_fetch_waits_for_session", groups=group_ids)
-        while self._waits_for_session(group_ids):
+        deadline = loop.time() + self._stable_wait_s
+        if self._waits_for_session(group_ids):
+            log.info("group_coordinator.stable_fetch_waits_for_session", groups=group_ids)
+        while self._unsettled(group_ids, pending):
             if loop.time() >= deadline:
-                log.warning("group_coordinator.stable_fetch_outside_session", groups=group_ids)
+                log.warning("group_coordinator.stable_fetch_timed_out", groups=group_ids, in_session=self._in_session())
                 return self._answer(ctx, request, ErrorCode.not_coordinator)
-            await asyncio.sleep(SESSION_POLL_S)
+            await asyncio.sleep(STABLE_POLL_S)
         return self._answer(ctx, request)
 
     def _answer(self, ctx: RequestContext, request, unavailable: int | None = None):  # type: ignore[no-untyped-def]

@@ -19,20 +19,24 @@ import socket
 import struct
 import threading
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v8 import request as commit_v8
 from kio.schema.produce.v8 import request as produce_v8
 from kio.schema.produce.v8.response import ProduceResponse as ProduceResponseV8
 from kio.schema.produce.v9 import request as produce_v9
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
+from broker.coordinator.coordinator_runtime import partition_for
+from broker.group_coordinator import GROUP_METADATA_TOPIC
 from protocol.records import build_batch
 from tests.cluster.cluster import ClusterNode, KafkaCluster, leader_id, wait_until
+from tests.cluster.test_coordinator_failover import OFFSETS_PARTITIONS, commit_offset, offset_fetch
 from tests.cluster.test_fetch_from_follower import fetch
 from tests.cluster.test_replication import admin, create, partition_state, produce
 from tests.integration.helpers import unique_topic, watermarks
@@ -507,3 +511,51 @@ def test_a_leader_cut_off_from_the_controller_sends_no_consumer_to_its_offset_re
         assert consumer_fetch(old.bootstrap, name, partition, 0) == ErrorCode.none
     finally:
         cluster.heal()
+
+
+def offset_commit_v8(bootstrap: str, group: str, topic: str, offset: int) -> int:
+    """A simple (generation -1) OffsetCommit of partition 0 sent to ``bootstrap`` alone: its error code."""
+    body = commit_v8.OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(commit_v8.OffsetCommitRequestTopic(name=topic, partitions=(commit_v8.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""),)),),
+    )
+    [t] = request(bootstrap, body).topics
+    return int(t.partitions[0].error_code)
+
+
+def test_a_stable_offset_fetch_waits_for_the_commit_still_replicating(cluster: KafkaCluster) -> None:
+    """Chaos soak seed 1354848650: a partition's new owner asked for the committed offset while its
+    previous owner's last commit was appended but not yet replicated, was told the one before,
+    re-read records and committed below it. A stable fetch (require_stable, librdkafka's default)
+    waits for the coordinator's pending writes, as Kafka 4's does; a plain one answers at once."""
+    topic, group = unique_topic("pending"), unique_topic("pending-group")
+    create(cluster.bootstrap, topic)
+    commit_offset(cluster.bootstrap, group, topic, 5)  # the first commit creates __consumer_offsets
+    offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
+    coordinator, _ = partition_state(cluster.bootstrap, GROUP_METADATA_TOPIC, offsets_partition)
+    wait_for_isr(cluster, GROUP_METADATA_TOPIC, {1, 2, 3}, offsets_partition)
+    node = cluster.nodes[coordinator]
+    # The followers can no longer fetch the offsets partition; the controller links stay up.
+    for (a, b), link in cluster.broker_links.items():
+        if coordinator in (a, b):
+            link.cut()
+    results: dict[str, Any] = {}
+    committing = threading.Thread(target=lambda: results.update(commit=offset_commit_v8(node.bootstrap, group, topic, 9)))
+    committing.start()
+    try:
+        time.sleep(1.0)  # the commit is appended and waits for the followers
+        assert committing.is_alive()
+        assert offset_fetch(node.bootstrap, group, topic, require_stable=False) == (0, 5, 0)
+        fetching = threading.Thread(target=lambda: results.update(fetch=offset_fetch(node.bootstrap, group, topic, require_stable=True)))
+        fetching.start()
+        time.sleep(1.0)
+        assert "fetch" not in results, "a stable fetch answered while the commit before it was still replicating"
+    finally:
+        cluster.heal()
+    committing.join(TIMEOUT_S)
+    fetching.join(TIMEOUT_S)
+    assert results["commit"] == 0
+    assert results["fetch"] == (0, 9, 0)

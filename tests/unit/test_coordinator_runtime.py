@@ -333,3 +333,24 @@ def test_a_waiter_of_the_old_epoch_never_settles_a_write_of_the_new_one() -> Non
         assert node.runtime.shards[0].value == 11  # reloaded from the log (1), then the new write
 
     run(test)
+
+
+def test_an_operation_that_writes_nothing_settles_with_the_writes_before_it() -> None:
+    """Kafka's CoordinatorRuntime: an answer that rests on state an earlier write put in memory
+    (a member's SyncGroup after its leader's) waits for that write, and shares its fate."""
+
+    async def test(node: Node) -> None:
+        await node.load_partition_0()
+        assert node.runtime.write(0, None, 5000, lambda error: ("nothing pending", error)) == ("nothing pending", 0)
+        first = node.write(0, "first", 1)
+        empty = node.runtime.write(0, None, 5000, lambda error: ("empty", error))
+        assert isinstance(empty, asyncio.Future) and not empty.done()
+        await node.rm.advance(0, 1)
+        assert await empty == ("empty", 0) and await first == 0  # type: ignore[misc]
+        failing = node.write(0, "failing", 10, timeout_ms=100)
+        empty = node.runtime.write(0, None, 60000, lambda error: ("empty", error))
+        assert await failing == ErrorCode.request_timed_out  # type: ignore[misc]
+        assert await empty == ("empty", ErrorCode.request_timed_out)  # type: ignore[misc]
+        assert node.runtime.shards[0].value == 1
+
+    run(test)
