@@ -1,6 +1,6 @@
 """SASL/PLAIN: one broker with PLAINTEXT, SASL_PLAINTEXT and SASL_SSL listeners, users in each
 listener's JAAS config as a Kafka broker's file gives them. Stock clients (confluent-kafka,
-kafka-python, aiokafka, kcat over SASL_SSL) authenticate and work;
+kafka-python, aiokafka, kcat and Kafka's console tools over SASL_SSL) authenticate and work;
 the exchange on the wire (handshake v0 and v1) answers as Kafka's does, refusals included, and a
 refused client costs only its own connection. Every answer the wire test expects was first taken
 from Apache Kafka 4.4 configured the same way (SASL_PLAINTEXT, PLAIN, the same JAAS config):
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import subprocess
 import time
 from pathlib import Path
 from typing import Iterator
@@ -29,6 +30,7 @@ from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
 from kio.schema.sasl_handshake.v0 import request as handshake_v0
 from kio.schema.sasl_handshake.v1 import request as handshake_v1
 
+from benchmarks.apache_kafka import TOOL_JVM_OPTS
 from broker.wire_client import recv_exact
 from tests.integration.certificates import TestCA
 from tests.integration.conftest import BrokerProcess, retire
@@ -248,3 +250,28 @@ def test_aiokafka_over_sasl_plaintext(sasl: SaslBroker) -> None:
             await consumer.stop()
 
     assert asyncio.run(roundtrip()) == [b"from aiokafka"]
+
+
+def test_kafkas_console_producer_and_consumer_over_sasl_ssl(sasl: SaslBroker, kafka_lib: Path, tmp_path: Path) -> None:
+    """kafka-console-producer.sh and kafka-console-consumer.sh with --command-config, as a user of
+    a secured Kafka cluster runs them: SASL_SSL, PLAIN, a PEM truststore, hostname verification."""
+    topic = unique_topic("sasl-java")
+    create_topic(sasl.broker.bootstrap, topic)
+    client = tmp_path / "client.properties"
+    client.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=PLAIN\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={sasl.ca}\n"
+    )
+
+    def tool(main_class: str, *args: str, stdin: str | None = None) -> str:
+        command = ["java", *TOOL_JVM_OPTS, "-cp", f"{kafka_lib}/*", main_class, "--bootstrap-server", sasl.sasl_ssl, "--command-config", str(client), *args]
+        done = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    tool("org.apache.kafka.tools.ConsoleProducer", "--topic", topic, stdin="first\nsecond\n")
+    out = tool("org.apache.kafka.tools.consumer.ConsoleConsumer", "--topic", topic, "--from-beginning", "--max-messages", "2", "--timeout-ms", "30000")
+    assert out.splitlines() == ["first", "second"]
