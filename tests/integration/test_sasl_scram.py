@@ -183,23 +183,17 @@ def test_kafkas_own_kafka_configs_manages_scram_users(broker: tuple[BrokerProces
         assert done.returncode == 0, done.stderr
         return done.stdout
 
+    # Five JVM runs (each costs seconds): deletions are the admin API test's.
     added = configs("--alter", "--add-config", "SCRAM-SHA-512=[iterations=8192,password=carol-secret]", "--entity-type", "users", "--entity-name", "carol")
     assert "Completed updating config for user carol." in added
-    described = configs("--describe", "--entity-type", "users", "--entity-name", "carol")
-    assert "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-512=iterations=8192" in described
     topic = unique_topic("configs-user")
     create_topic(b.bootstrap, topic)
     assert produce_as(sasl, "SCRAM-SHA-512", "carol", "carol-secret", topic) == []
-    configs("--alter", "--delete-config", "SCRAM-SHA-512", "--entity-type", "users", "--entity-name", "carol")
-    assert "SCRAM credential configs for user-principal 'carol'" not in configs("--describe", "--entity-type", "users", "--entity-name", "carol")
-
     # Quotas: kept in the metadata log (ClientQuotaRecord) and described, as Kafka prints them.
     configs("--alter", "--add-config", "producer_byte_rate=1048576,request_percentage=50", "--entity-type", "users", "--entity-name", "carol")
     configs("--alter", "--add-config", "consumer_byte_rate=2048", "--entity-type", "clients", "--entity-default")
-    # In Kafka's order: its quotas are a Java HashMap.
-    assert "Quota configs for user-principal 'carol' are request_percentage=50.0, producer_byte_rate=1048576.0" in configs(
-        "--describe", "--entity-type", "users", "--entity-name", "carol"
-    )
+    described = configs("--describe", "--entity-type", "users", "--entity-name", "carol")
+    # Quotas in Kafka's order (its quotas are a Java HashMap), then the SCRAM line.
+    assert "Quota configs for user-principal 'carol' are request_percentage=50.0, producer_byte_rate=1048576.0" in described
+    assert "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-512=iterations=8192" in described
     assert "Quota configs for the default client-id are consumer_byte_rate=2048.0" in configs("--describe", "--entity-type", "clients", "--entity-default")
-    configs("--alter", "--delete-config", "request_percentage", "--entity-type", "users", "--entity-name", "carol")
-    assert "Quota configs for user-principal 'carol' are producer_byte_rate=1048576.0" in configs("--describe", "--entity-type", "users", "--entity-name", "carol")
