@@ -27,6 +27,7 @@ from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
 from broker.controller_channel import ControllerChannel, LocalController
 from broker.fetch_session import FetchSessionCache
 from broker.group_coordinator import GroupCoordinator
+from broker.handlers.acls import create_acls, delete_acls, describe_acls
 from broker.handlers.admin_configs import DescribeConfigsHandler
 from broker.handlers.api_versions import FeatureInfo, api_versions_response
 from broker.handlers.cluster import DescribeClusterHandler, DescribeLogDirsHandler
@@ -273,6 +274,9 @@ class BrokerServer:
             ApiKey.OFFSET_COMMIT: OffsetCommitHandler(self.group_coordinator),
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsHandler(self.metadata),
             ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasHandler(self.metadata),
+            ApiKey.DESCRIBE_ACLS: describe_acls,
+            ApiKey.CREATE_ACLS: create_acls,
+            ApiKey.DELETE_ACLS: delete_acls,
             ApiKey.SASL_HANDSHAKE: sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
             ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator, self._in_session, cfg.offsets_commit_timeout_ms),

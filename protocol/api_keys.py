@@ -41,6 +41,9 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -126,6 +129,10 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.WRITE_TXN_MARKERS, 1, 1, 1),
         # v5 (KIP-890 part 2): the offsets partition is added to the transaction by the group coordinator.
         ApiRange(ApiKey.TXN_OFFSET_COMMIT, 0, 5, 3),
+        # No authorizer yet: SECURITY_DISABLED, as Kafka answers without one (Kafka 4 serves v1-3).
+        ApiRange(ApiKey.DESCRIBE_ACLS, 1, 3, 2),
+        ApiRange(ApiKey.CREATE_ACLS, 1, 3, 2),
+        ApiRange(ApiKey.DELETE_ACLS, 1, 3, 2),
         ApiRange(ApiKey.DESCRIBE_CONFIGS, 1, 4, 4),
         ApiRange(ApiKey.ALTER_CONFIGS, 0, 2, 2),
         ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
+from kio.schema.create_acls.v3 import request as create_acls_v3
+from kio.schema.delete_acls.v3 import request as delete_acls_v3
+from kio.schema.describe_acls.v3 import request as describe_acls_v3
 from kio.schema.describe_log_dirs.v1 import request as dld_v1
 from kio.schema.describe_log_dirs.v4 import request as dld_v4
 from kio.schema.errors import ErrorCode
@@ -90,3 +93,23 @@ def test_start_from_a_server_properties_file(tmp_path: Path) -> None:
         assert len(metadata.topics[topic].partitions) == 3
     finally:
         broker.stop()
+
+
+def test_acl_apis_without_an_authorizer_answer_security_disabled_as_kafka(module_broker: BrokerProcess) -> None:
+    """Kafka's answers and messages with no authorizer configured (kafka-acls.sh --list, --add and
+    --remove print the same first line against Kafka 4.4 and kbroker)."""
+    described = request(
+        module_broker.bootstrap,
+        describe_acls_v3.DescribeAclsRequest(
+            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None, host_filter=None, operation=1, permission_type=1
+        ),
+    )
+    assert (described.error_code, described.error_message, described.resources) == (ErrorCode.security_disabled, "No Authorizer is configured on the broker", ())
+    creation = create_acls_v3.AclCreation(resource_type=2, resource_name="t", resource_pattern_type=3, principal="User:alice", host="*", operation=3, permission_type=3)
+    created = request(module_broker.bootstrap, create_acls_v3.CreateAclsRequest(creations=(creation, creation)))
+    assert [(r.error_code, r.error_message) for r in created.results] == [(ErrorCode.security_disabled, "No Authorizer is configured.")] * 2
+    acl_filter = delete_acls_v3.DeleteAclsFilter(
+        resource_type_filter=2, resource_name_filter="t", pattern_type_filter=3, principal_filter=None, host_filter=None, operation=1, permission_type=1
+    )
+    deleted = request(module_broker.bootstrap, delete_acls_v3.DeleteAclsRequest(filters=(acl_filter,)))
+    assert [(r.error_code, r.error_message, r.matching_acls) for r in deleted.filter_results] == [(ErrorCode.security_disabled, "No Authorizer is configured.", ())]
