@@ -80,6 +80,7 @@ from broker.replica_manager import ReplicaManager
 from broker.shared_server import SharedServer
 from broker.security.sasl_config import server_factories
 from broker.security.sasl_server_authenticator import SaslServerAuthenticator
+from broker.security.ssl_principal_mapper import SslPrincipalMapper
 from broker.ssl_factory import server_context
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
@@ -226,7 +227,8 @@ class BrokerServer:
         protocol = cfg.security_protocol_map[listener]
         tls = server_context(cfg) if protocol in ("SSL", "SASL_SSL") else None
         if not protocol.startswith("SASL_"):
-            return ListenerSecurity(listener, tls)
+            mapper = SslPrincipalMapper(cfg.ssl_principal_mapping_rules) if tls is not None else None
+            return ListenerSecurity(listener, tls, principal_mapper=mapper)
         mechanisms = server_factories(cfg, listener, self._scram_credential)
         authenticator = partial(SaslServerAuthenticator, mechanisms, cfg.sasl_server_max_receive_size, cfg.connection_failed_authentication_delay_ms)
         return ListenerSecurity(listener, tls, authenticator)

@@ -155,6 +155,8 @@ class BrokerConfig(BaseModel):
     ssl_client_auth: Literal["none", "requested", "required"] = Field("none", alias="ssl.client.auth")
     ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", alias="ssl.enabled.protocols")
     ssl_protocol: str = Field("TLSv1.3", alias="ssl.protocol")
+    # How an SSL listener names a client by its certificate (broker/security/ssl_principal_mapper.py).
+    ssl_principal_mapping_rules: str = Field("DEFAULT", alias="ssl.principal.mapping.rules")
     # SASL of the SASL_PLAINTEXT and SASL_SSL listeners (broker/security/). Kafka's default
     # mechanism is GSSAPI (Kerberos), which kbroker does not serve: a SASL listener names its own.
     sasl_enabled_mechanisms: str = Field("GSSAPI", alias="sasl.enabled.mechanisms")

@@ -23,6 +23,7 @@ from typing import Awaitable, Callable, Protocol, cast
 import structlog
 
 from broker.security.sasl_server_authenticator import AuthAnswer, SaslServerAuthenticator
+from broker.security.ssl_principal_mapper import SslPrincipalMapper
 from broker.ssl_transport_layer import SslTransportLayer
 from protocol.api_keys import ApiKey
 from protocol.fetch_response import Chunk
@@ -96,6 +97,8 @@ class ListenerSecurity:
     name: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
     authenticator: Callable[[], SaslServerAuthenticator] | None = None
+    # SSL without SASL: the client's principal from its certificate (ssl.principal.mapping.rules).
+    principal_mapper: SslPrincipalMapper | None = None
 
 
 PLAINTEXT_LISTENER = ListenerSecurity()
@@ -132,6 +135,7 @@ class Connection:
         self._sendmsg = sock.sendmsg if self._tls is None else self._tls.sendmsg
         self._auth = None if security.authenticator is None else security.authenticator()
         self._principal = "User:ANONYMOUS"
+        self._principal_mapper = security.principal_mapper
         self._max_request_size = max_request_size
         self._dispatch = dispatch
         self._decoder = FrameDecoder(max_request_size if self._auth is None else min(max_request_size, self._auth.max_receive_size), READ_BUFFER)
@@ -244,6 +248,15 @@ class Connection:
                 self._refuse("connection.closed_bad_request", e, header)
                 return False
             return self._authenticated(answer)
+        if self._principal_mapper is not None and self._tls is not None and self._tls.handshaken:
+            try:
+                self._principal = self._principal_mapper.principal(self._tls.peer_certificate())
+            except ValueError as e:  # no mapping rule applies: Kafka fails the connection too
+                self._refuse("connection.authentication_failed", e, header)
+                return False
+            self._principal_mapper = None
+            self._client = None
+            self._log.debug("connection.authenticated", principal=self._principal)
         client = self._client
         if client is None or client.client_id != header.client_id:
             client = self._client = ClientInfo(self.id, header.client_id, self._address, self._listener, self._principal)
@@ -276,7 +289,7 @@ class Connection:
             self._principal = auth.principal
             self._client = None
             self._decoder.max_frame_size = self._max_request_size
-            self._log.info("connection.authenticated", principal=auth.principal)
+            self._log.debug("connection.authenticated", principal=auth.principal)
         response: Response = None if answer.frame is None else [answer.frame]
         if answer.delay_s:
             # connection.failed.authentication.delay.ms: a client that guesses passwords waits for each answer.

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, pkcs12
 
+from broker.security.ssl_principal_mapper import SslPrincipalMapper
+
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
 
@@ -39,6 +41,10 @@ class SslConfigError(ValueError):
 def check_ssl_config(cfg: BrokerConfig) -> None:
     """Refuse at start-up what would fail at the first handshake: the stores are loaded once."""
     server_context(cfg)
+    try:
+        SslPrincipalMapper(cfg.ssl_principal_mapping_rules)
+    except ValueError as e:
+        raise SslConfigError(f"ssl.principal.mapping.rules: {e}") from None
 
 
 def server_context(cfg: BrokerConfig) -> ssl.SSLContext:

@@ -37,6 +37,14 @@ class SslTransportLayer:
         self._unsent = memoryview(b"")  # ciphertext the socket has not taken yet
 
     @property
+    def handshaken(self) -> bool:
+        return self._handshaken
+
+    def peer_certificate(self) -> bytes | None:
+        """The client's certificate (DER), once the handshake is done; None if it gave none."""
+        return self._ssl.getpeercert(binary_form=True) or None
+
+    @property
     def has_buffered(self) -> bool:
         """Bytes already read from the socket that may hold more plaintext."""
         return self._ssl.pending() > 0 or self._incoming.pending > 0

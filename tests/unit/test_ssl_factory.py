@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
 
 from broker.config import BrokerConfig
-from broker.ssl_factory import SslConfigError, server_context
+from broker.ssl_factory import SslConfigError, check_ssl_config, server_context
 from tests.integration.certificates import TestCA
 
 
@@ -103,13 +103,14 @@ def test_pkcs12_keystore_and_truststore_with_a_required_client_certificate(ca: T
         ({"ssl.keystore.type": "PEM", "ssl.client.auth": "requested", "ssl.truststore.location": "/nonexistent"}, "ssl.truststore.type JKS is not supported"),
         ({"ssl.keystore.type": "PEM", "ssl.enabled.protocols": "TLSv1.2,SSLv3"}, "ssl.enabled.protocols: SSLv3"),
         ({"ssl.keystore.type": "PKCS12", "ssl.keystore.password": "wrong"}, "ssl.keystore: cannot load"),
+        ({"ssl.keystore.type": "PEM", "ssl.principal.mapping.rules": "DEFAULT/L"}, "ssl.principal.mapping.rules: Invalid rule"),
     ],
 )
 def test_settings_that_cannot_work_are_refused_naming_the_config(ca: TestCA, tmp_path: Path, props: dict[str, str], message: str) -> None:
     issued = ca.issue("localhost")
     location = ca.write_pkcs12_keystore(issued, tmp_path / "ks.p12", "pw") if props.get("ssl.keystore.type") == "PKCS12" else ca.write_pem_keystore(issued, tmp_path / "ks.pem")
     with pytest.raises(SslConfigError, match=message):
-        server_context(config(**{"ssl.keystore.location": str(location), **props}))
+        check_ssl_config(config(**{"ssl.keystore.location": str(location), **props}))
 
 
 def test_a_broker_with_an_ssl_listener_and_no_keystore_refuses_to_start_with_one_line() -> None:
