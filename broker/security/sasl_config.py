@@ -3,7 +3,8 @@
 `sasl.enabled.mechanisms` (or `listener.name.<l>.sasl.enabled.mechanisms`) lists a listener's
 mechanisms; each needs `listener.name.<l>.<mechanism>.sasl.jaas.config`, as a Kafka broker does
 (kbroker reads no JAAS file). PLAIN's users are the `user_<name>="<password>"` options of
-PlainLoginModule; SCRAM's (ScramLoginModule) are the credentials in the metadata log.
+PlainLoginModule; SCRAM's (ScramLoginModule) are the credentials in the metadata log;
+OAUTHBEARER's (OAuthBearerLoginModule) tokens are checked by the unsecured validator's options.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from broker.security.jaas_config import JaasConfigError, parse_jaas_config
 from broker.metadata.metadata_image import ScramCredential
+from broker.security.oauthbearer_sasl_server import OAuthBearerSaslServer
 from broker.security.plain_sasl_server import PlainSaslServer
 from broker.security.scram import SCRAM_MECHANISMS, ScramSaslServer
 from broker.security.sasl_server import SaslServerFactory
@@ -22,7 +24,9 @@ if TYPE_CHECKING:
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-SERVED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+SERVED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
+LOGIN_MODULES = {"PLAIN": PLAIN_LOGIN_MODULE, "OAUTHBEARER": OAUTHBEARER_LOGIN_MODULE, **{m: SCRAM_LOGIN_MODULE for m in SCRAM_MECHANISMS}}
 # Where a SCRAM server finds a user's credential: the broker's metadata image.
 ScramLookup = Callable[[str, int], ScramCredential | None]
 
@@ -61,13 +65,15 @@ def server_factories(cfg: BrokerConfig, listener: str, scram_lookup: ScramLookup
             modules = parse_jaas_config(text)
         except JaasConfigError as e:
             raise ValueError(f"{key}: {e}") from None
-        login_module = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
+        login_module = LOGIN_MODULES[mechanism]
         found = [m for m in modules if m.name == login_module]
         if not found:
             raise ValueError(f"{key}: {mechanism} needs {login_module}")
         if mechanism == "PLAIN":
             users = {k.removeprefix("user_"): v for k, v in found[0].options.items() if k.startswith("user_")}
             factories[mechanism] = partial(PlainSaslServer, users)
+        elif mechanism == "OAUTHBEARER":
+            factories[mechanism] = partial(OAuthBearerSaslServer, found[0].options)
         else:
             factories[mechanism] = partial(ScramSaslServer, SCRAM_MECHANISMS[mechanism], scram_lookup)
     return factories

@@ -303,3 +303,51 @@ def test_a_flood_of_failed_logins_and_abandoned_exchanges_costs_only_those_conne
     producer.produce(topic, b"still serving")
     assert producer.flush(TIMEOUT_S) == 0
     assert sasl.broker.running
+
+
+def test_oauthbearer_with_unsecured_tokens(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """OAUTHBEARER as Kafka's out-of-the-box unsecured validator checks it: librdkafka's unsecured
+    JWT (sasl.oauthbearer.config) logs in; a token without the required scope gets Kafka's JSON
+    challenge and the client reports the failure."""
+    broker = BrokerProcess(tmp_path_factory.mktemp("oauth") / "data")
+    port = free_ports(1)[0]
+    jaas = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="kafka";'
+    broker.overrides.update(
+        {
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},SASL_PLAINTEXT://127.0.0.1:{port}",
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
+        }
+    )
+    broker.start()
+    try:
+        topic = unique_topic("oauth")
+        create_topic(broker.bootstrap, topic)
+
+        def produce(scope: str) -> tuple[bool, list[KafkaError]]:
+            errors: list[KafkaError] = []
+            delivered: list[bool] = []
+            producer = Producer(
+                {
+                    "bootstrap.servers": f"127.0.0.1:{port}",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "OAUTHBEARER",
+                    "enable.sasl.oauthbearer.unsecure.jwt": True,
+                    "sasl.oauthbearer.config": f"principal=alice scope={scope}",
+                    "error_cb": errors.append,
+                }
+            )
+            producer.produce(topic, b"token", partition=0, on_delivery=lambda err, msg: delivered.append(err is None))
+            deadline = time.monotonic() + TIMEOUT_S
+            while not delivered and not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
+                producer.poll(0.2)
+            producer.purge()
+            producer.flush(0)
+            return delivered == [True], errors
+
+        assert produce("kafka,other")[0]
+        ok, errors = produce("other")
+        # Kafka 4.4's answer to the same client, compared: the required scope as Java prints a list.
+        assert not ok and any('{"status":"insufficient_scope", "scope":"[kafka]"}' in e.str() for e in errors), errors
+    finally:
+        retire(broker)

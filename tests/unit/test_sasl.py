@@ -5,6 +5,8 @@ quotas, the per-connection exchange (states, refusals, delays), and listener-pre
 from __future__ import annotations
 
 import base64
+import json
+import re
 import struct
 
 import pytest
@@ -25,6 +27,7 @@ from broker.metadata.metadata_delta import apply_records
 from broker.metadata.metadata_image import EMPTY_IMAGE
 from broker.metadata.metadata_records import ClientQuotaRecord, EntityData, RemoveUserScramCredentialRecord, UserScramCredentialRecord, decode_metadata_record
 from broker.security.jaas_config import JaasConfigError, parse_jaas_config
+from broker.security.oauthbearer_sasl_server import OAuthBearerSaslServer
 from broker.security.plain_sasl_server import PlainSaslServer
 from broker.security.sasl_config import server_factories
 from broker.security.sasl_server import SaslAuthenticationError, SaslCredentialsError
@@ -287,3 +290,47 @@ def test_client_quota_alterations_follow_kafkas_rules() -> None:
         ((EntityData(entity_type="ip", entity_name=None),), "connection_creation_rate", 10.0),
     ]
     assert java_hash_map_order(["producer_byte_rate", "request_percentage"]) == ["request_percentage", "producer_byte_rate"]
+
+
+def unsecured_jwt(claims: dict[str, object], header: dict[str, object] | None = None) -> str:
+    def part(value: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    return f"{part(header or {'alg': 'none'})}.{part(claims)}."
+
+
+def oauth_message(token: str, authzid: str = "") -> bytes:
+    return f"n,{'a=' + authzid if authzid else ''},\x01auth=Bearer {token}\x01\x01".encode()
+
+
+def test_oauthbearer_accepts_an_unsecured_token_naming_its_principal() -> None:
+    server = OAuthBearerSaslServer({}, now_ms=lambda: 1_000_000)
+    assert server.evaluate_response(oauth_message(unsecured_jwt({"sub": "alice", "exp": 2000, "iat": 900}))) == b""
+    assert (server.is_complete, server.authorization_id) == (True, "alice")
+
+
+@pytest.mark.parametrize(
+    ("claims", "options", "challenge"),
+    [
+        ({"sub": "alice", "exp": 999}, {}, b'{"status":"invalid_token"}'),  # expired
+        ({"sub": "alice"}, {}, b'{"status":"invalid_token"}'),  # no exp
+        ({"exp": 2000}, {}, b'{"status":"invalid_token"}'),  # no principal
+        ({"sub": "alice", "exp": 2000, "iat": 1200}, {}, b'{"status":"invalid_token"}'),  # issued in the future
+        ({"sub": "alice", "exp": 2000, "scope": ["a"]}, {"unsecuredValidatorRequiredScope": "a b"}, b'{"status":"insufficient_scope", "scope":"[a, b]"}'),
+    ],
+)
+def test_oauthbearer_refuses_with_kafkas_json_challenge_then_fails(claims: dict[str, object], options: dict[str, str], challenge: bytes) -> None:
+    server = OAuthBearerSaslServer(options, now_ms=lambda: 1_000_000)
+    assert server.evaluate_response(oauth_message(unsecured_jwt(claims))) == challenge
+    with pytest.raises(SaslAuthenticationError, match=re.escape(challenge.decode())):
+        server.evaluate_response(b"\x01")
+    assert not server.is_complete
+
+
+def test_oauthbearer_refuses_a_signed_token_an_authzid_of_someone_else_and_garbage() -> None:
+    server = OAuthBearerSaslServer({}, now_ms=lambda: 1_000_000)
+    assert server.evaluate_response(oauth_message(unsecured_jwt({"sub": "a", "exp": 2000}, {"alg": "RS256"}))) == b'{"status":"invalid_token"}'
+    with pytest.raises(SaslAuthenticationError, match=r"authorization id \(bob\) that is different from the token's principal name \(alice\)"):
+        OAuthBearerSaslServer({}, now_ms=lambda: 1_000_000).evaluate_response(oauth_message(unsecured_jwt({"sub": "alice", "exp": 2000}), authzid="bob"))
+    with pytest.raises(SaslCredentialsError):
+        OAuthBearerSaslServer({}).evaluate_response(b"n,,\x01auth=Basic xyz\x01\x01")
