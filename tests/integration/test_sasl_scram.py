@@ -66,12 +66,16 @@ def alter(admin: AdminClient, alterations: list[object]) -> dict[str, Exception 
 
 def produce_as(bootstrap: str, mechanism: str, user: str, password: str, topic: str) -> list[KafkaError]:
     """Produce one record with SCRAM; the client errors seen (empty when it went through)."""
+    return produce_once({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}, topic)
+
+
+def produce_once(config: dict[str, object], topic: str) -> list[KafkaError]:
+    """Produce one record with a confluent-kafka producer so configured: the client errors seen
+    (empty when it went through), once it was delivered or refused authentication."""
     errors: list[KafkaError] = []
     delivered: list[bool] = []
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password, "error_cb": errors.append}
-    )
-    producer.produce(topic, b"scram", partition=0, on_delivery=lambda err, msg: delivered.append(err is None))
+    producer = Producer({**config, "error_cb": errors.append})
+    producer.produce(topic, b"one", partition=0, on_delivery=lambda err, msg: delivered.append(err is None))
     deadline = time.monotonic() + TIMEOUT_S
     while not delivered and not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
         producer.poll(0.2)
