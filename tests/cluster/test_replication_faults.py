@@ -569,5 +569,12 @@ def test_a_stable_offset_fetch_waits_for_the_commit_still_replicating(cluster: K
         cluster.heal()
     committing.join(TIMEOUT_S)
     fetching.join(TIMEOUT_S)
-    assert results["commit"] == 0
-    assert results["fetch"] == (0, 9, 0)
+    # The followers may take longer than offsets.commit.timeout.ms to fetch again after healing
+    # (a fetch lost in a cut link is given up after replica.socket.timeout.ms): then the commit
+    # failed (COORDINATOR_NOT_AVAILABLE, Kafka's answer to a commit that timed out) and the
+    # stable fetch, which waited for it, says so by the offset before it.
+    if results["commit"] == 0:
+        assert results["fetch"] == (0, 9, 0)
+    else:
+        assert results["commit"] == ErrorCode.coordinator_not_available
+        assert results["fetch"] == (0, 5, 0)
