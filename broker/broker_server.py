@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import gc
+import ssl
 import time
 from functools import partial
 from typing import Awaitable, Callable, TypeVar
@@ -222,10 +224,15 @@ class BrokerServer:
         image = self.metadata.image
         return FeatureInfo(BROKER_SUPPORTED_FEATURES, image.features, image.provenance)
 
+    @functools.cached_property
+    def _tls_context(self) -> ssl.SSLContext:
+        """One context for every SSL and SASL_SSL listener: the stores are read once."""
+        return server_context(self.config)
+
     def _listener_security(self, listener: str) -> ListenerSecurity:
         cfg = self.config
         protocol = cfg.security_protocol_map[listener]
-        tls = server_context(cfg) if protocol in ("SSL", "SASL_SSL") else None
+        tls = self._tls_context if protocol in ("SSL", "SASL_SSL") else None
         if not protocol.startswith("SASL_"):
             mapper = SslPrincipalMapper(cfg.ssl_principal_mapping_rules) if tls is not None else None
             return ListenerSecurity(listener, tls, principal_mapper=mapper)
