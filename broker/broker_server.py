@@ -29,7 +29,7 @@ from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
 from broker.controller_channel import ControllerChannel, LocalController
 from broker.fetch_session import FetchSessionCache
 from broker.group_coordinator import GroupCoordinator
-from broker.handlers.acls import create_acls, delete_acls, describe_acls
+from broker.handlers.acls import DescribeAclsHandler, create_acls, delete_acls
 from broker.handlers.admin_configs import DescribeConfigsHandler
 from broker.handlers.api_versions import FeatureInfo, api_versions_response
 from broker.handlers.cluster import DescribeClusterHandler, DescribeLogDirsHandler
@@ -37,6 +37,9 @@ from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.describe_producers import DescribeProducersHandler
 from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsHandler
 from broker.handlers.fetch import FetchHandler
+from broker.auth_helper import AuthHelper
+from broker.metadata.acl_publisher import AclPublisher
+from broker.security.standard_authorizer import parse_super_users
 from broker.handlers.forwarding import ForwardAlterConfigsHandler, ForwardToControllerHandler
 from broker.handlers.groups import (
     ConsumerGroupDescribeHandler,
@@ -113,6 +116,8 @@ FORWARDED_APIS = (
     ApiKey.UPDATE_FEATURES,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     ApiKey.ALTER_CLIENT_QUOTAS,
+    ApiKey.CREATE_ACLS,
+    ApiKey.DELETE_ACLS,
 )
 
 
@@ -212,11 +217,13 @@ class BrokerServer:
             self.txn_state_manager.partition_for,
             inter_broker_listener_name=cfg.inter_broker_listener.name,
         )
-        self.init_producer_id = InitProducerIdHandler(self.producer_id_manager)
+        self.acl_publisher = AclPublisher(bool(cfg.authorizer_class_name), parse_super_users(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
+        self.auth = AuthHelper(self.acl_publisher)
+        self.init_producer_id = InitProducerIdHandler(self.producer_id_manager, self.auth)
         self.init_producer_id.transaction_coordinator = self.txn_coordinator
         # In this order: readers see the new image first, then replicas exist before the
         # coordinators load them.
-        self._publishers = (self.metadata, self.replica_manager, self.group_coordinator, self.txn_state_manager)
+        self._publishers = (self.metadata, self.acl_publisher, self.replica_manager, self.group_coordinator, self.txn_state_manager)
         for publisher in self._publishers:
             loader.install_publisher(publisher)
 
@@ -253,8 +260,8 @@ class BrokerServer:
         sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {
             ApiKey.API_VERSIONS: lambda ctx, req: api_versions_response(ctx.version, features=self._feature_info()),
-            ApiKey.METADATA: MetadataHandler(self.metadata, self.auto_topic_creation, cfg.auto_create_topics_enable),
-            ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(self.metadata, cfg.max_request_partition_size_limit),
+            ApiKey.METADATA: MetadataHandler(self.metadata, self.auto_topic_creation, cfg.auto_create_topics_enable, self.auth),
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(self.metadata, cfg.max_request_partition_size_limit, self.auth),
             ApiKey.PRODUCE: ProduceHandler(
                 self.replica_manager,
                 self.metadata,
@@ -265,52 +272,54 @@ class BrokerServer:
                     retry_backoff_ms=cfg.add_partitions_to_txn_retry_backoff_ms,
                     retry_max_ms=cfg.add_partitions_to_txn_retry_backoff_max_ms,
                 ),
+                self.auth,
             ),
             ApiKey.FETCH: FetchHandler(
-                self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes, ReplicationQuotaManager.leader(self.metadata)
+                self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes, ReplicationQuotaManager.leader(self.metadata), self.auth
             ),
-            ApiKey.LIST_OFFSETS: ListOffsetsHandler(self.replica_manager, self.metadata),
-            ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(cfg, self.metadata, cfg, self.log_manager.describe_cleaning),
-            ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(self.metadata),
-            ApiKey.DELETE_RECORDS: DeleteRecordsHandler(self.replica_manager, self.metadata),
-            ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochHandler(self.replica_manager, self.metadata),
-            ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(self.replica_manager, cfg),
-            ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(self.group_coordinator, self.metadata, self.txn_state_manager),
-            ApiKey.JOIN_GROUP: JoinGroupHandler(self.group_coordinator),
-            ApiKey.SYNC_GROUP: SyncGroupHandler(self.group_coordinator),
-            ApiKey.HEARTBEAT: HeartbeatHandler(self.group_coordinator),
-            ApiKey.LEAVE_GROUP: LeaveGroupHandler(self.group_coordinator),
-            ApiKey.OFFSET_COMMIT: OffsetCommitHandler(self.group_coordinator),
-            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsHandler(self.metadata),
-            ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasHandler(self.metadata),
-            ApiKey.DESCRIBE_ACLS: describe_acls,
-            ApiKey.CREATE_ACLS: create_acls,
-            ApiKey.DELETE_ACLS: delete_acls,
+            ApiKey.LIST_OFFSETS: ListOffsetsHandler(self.replica_manager, self.metadata, self.auth),
+            ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(cfg, self.metadata, cfg, self.log_manager.describe_cleaning, self.auth),
+            ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(self.metadata, self.auth),
+            ApiKey.DELETE_RECORDS: DeleteRecordsHandler(self.replica_manager, self.metadata, self.auth),
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochHandler(self.replica_manager, self.metadata, self.auth),
+            ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(self.replica_manager, cfg, self.auth),
+            ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(self.group_coordinator, self.metadata, self.txn_state_manager, self.auth),
+            ApiKey.JOIN_GROUP: JoinGroupHandler(self.group_coordinator, self.auth),
+            ApiKey.SYNC_GROUP: SyncGroupHandler(self.group_coordinator, self.auth),
+            ApiKey.HEARTBEAT: HeartbeatHandler(self.group_coordinator, self.auth),
+            ApiKey.LEAVE_GROUP: LeaveGroupHandler(self.group_coordinator, self.auth),
+            ApiKey.OFFSET_COMMIT: OffsetCommitHandler(self.group_coordinator, self.auth),
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsHandler(self.metadata, self.auth),
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: DescribeClientQuotasHandler(self.metadata, self.auth),
+            ApiKey.DESCRIBE_ACLS: DescribeAclsHandler(self.acl_publisher, self.auth),
             ApiKey.SASL_HANDSHAKE: sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
-            ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator, self._in_session, cfg.offsets_commit_timeout_ms),
-            ApiKey.OFFSET_DELETE: OffsetDeleteHandler(self.group_coordinator),
-            ApiKey.DESCRIBE_GROUPS: DescribeGroupsHandler(self.group_coordinator),
-            ApiKey.LIST_GROUPS: ListGroupsHandler(self.group_coordinator),
-            ApiKey.DELETE_GROUPS: DeleteGroupsHandler(self.group_coordinator),
-            ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatHandler(self.group_coordinator, self.metadata),
-            ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata),
-            ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnHandler(self.txn_coordinator, self.metadata),
-            ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(self.txn_coordinator, self.group_coordinator),
+            ApiKey.OFFSET_FETCH: OffsetFetchHandler(self.group_coordinator, self._in_session, cfg.offsets_commit_timeout_ms, self.auth),
+            ApiKey.OFFSET_DELETE: OffsetDeleteHandler(self.group_coordinator, self.auth),
+            ApiKey.DESCRIBE_GROUPS: DescribeGroupsHandler(self.group_coordinator, self.auth),
+            ApiKey.LIST_GROUPS: ListGroupsHandler(self.group_coordinator, self.auth),
+            ApiKey.DELETE_GROUPS: DeleteGroupsHandler(self.group_coordinator, self.auth),
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatHandler(self.group_coordinator, self.metadata, self.auth),
+            ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
+            ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnHandler(self.txn_coordinator, self.metadata, self.auth),
+            ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(self.txn_coordinator, self.group_coordinator, self.auth),
             ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitHandler(
-                self.group_coordinator, self.add_partitions_to_txn_manager, verify=cfg.transaction_partition_verification_enable
+                self.group_coordinator, self.add_partitions_to_txn_manager, verify=cfg.transaction_partition_verification_enable, auth=self.auth
             ),
-            ApiKey.END_TXN: EndTxnHandler(self.txn_coordinator),
-            ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(self.txn_marker_writer),
-            ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsHandler(self.txn_coordinator),
-            ApiKey.LIST_TRANSACTIONS: ListTransactionsHandler(self.txn_coordinator),
+            ApiKey.END_TXN: EndTxnHandler(self.txn_coordinator, self.auth),
+            ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(self.txn_marker_writer, self.auth),
+            ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsHandler(self.txn_coordinator, self.auth),
+            ApiKey.LIST_TRANSACTIONS: ListTransactionsHandler(self.txn_coordinator, self.auth),
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
-            ApiKey.DESCRIBE_PRODUCERS: DescribeProducersHandler(self.replica_manager, self.metadata),
+            ApiKey.DESCRIBE_PRODUCERS: DescribeProducersHandler(self.replica_manager, self.metadata, self.auth),
         }
         for key in FORWARDED_APIS:
-            handlers[key] = ForwardToControllerHandler(key, self.channel)
+            handlers[key] = ForwardToControllerHandler(key, self.channel, self.auth, lambda: self.metadata.image)
         for key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
-            handlers[key] = ForwardAlterConfigsHandler(key, self.channel, cfg.node_id)
+            handlers[key] = ForwardAlterConfigsHandler(key, self.channel, cfg.node_id, self.auth)
+        if not self.auth.enabled:
+            handlers[ApiKey.CREATE_ACLS] = create_acls
+            handlers[ApiKey.DELETE_ACLS] = delete_acls
         return handlers
 
     async def start(self, started_at: float) -> None:

@@ -10,6 +10,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from broker.security.sasl_config import sasl_listener_problem
+from broker.security.standard_authorizer import STANDARD_AUTHORIZER_CLASS, parse_super_users
 from broker.ssl_factory import SslConfigError, check_ssl_config
 from storage.log_cleaner import CleanerConfig
 
@@ -162,6 +163,11 @@ class BrokerConfig(BaseModel):
     sasl_enabled_mechanisms: str = Field("GSSAPI", alias="sasl.enabled.mechanisms")
     connection_failed_authentication_delay_ms: int = Field(100, alias="connection.failed.authentication.delay.ms", ge=0)
     sasl_server_max_receive_size: int = Field(524288, alias="sasl.server.max.receive.size", ge=1)
+    # Authorization (broker/security/standard_authorizer.py): empty, every request is allowed;
+    # org.apache.kafka.metadata.authorizer.StandardAuthorizer, the ACLs of the metadata log decide.
+    authorizer_class_name: str = Field("", alias="authorizer.class.name")
+    super_users: str = Field("", alias="super.users")
+    allow_everyone_if_no_acl_found: bool = Field(False, alias="allow.everyone.if.no.acl.found")
     # Kafka's listener-prefixed configs, `listener.name.<listener>.<config>` (a SASL listener's
     # `<mechanism>.sasl.jaas.config` among them), by their full names.
     listener_prefixed: dict[str, str] = Field(default_factory=dict)
@@ -309,6 +315,19 @@ class BrokerConfig(BaseModel):
     # whose previous one is still writing its markers, before it answers the producer.
     add_partitions_to_txn_retry_backoff_max_ms: int = Field(100, alias="add.partitions.to.txn.retry.backoff.max.ms", ge=0)
     add_partitions_to_txn_retry_backoff_ms: int = Field(20, alias="add.partitions.to.txn.retry.backoff.ms", ge=1)
+
+    @field_validator("super_users")
+    @classmethod
+    def _principals(cls, value: str) -> str:
+        parse_super_users(value)
+        return value
+
+    @field_validator("authorizer_class_name")
+    @classmethod
+    def _known_authorizer(cls, value: str) -> str:
+        if value and value != STANDARD_AUTHORIZER_CLASS:
+            raise ValueError(f"authorizer.class.name {value} is not served: kbroker's authorizer is {STANDARD_AUTHORIZER_CLASS}")
+        return value
 
     @field_validator("listeners")
     @classmethod

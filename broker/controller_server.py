@@ -16,9 +16,11 @@ from broker.controller.controller_apis import ControllerApis
 from broker.controller.quorum_controller import QuorumController
 from broker.handlers.api_versions import api_versions_response
 from broker.kafka_apis import KafkaApis, RequestContext
+from broker.metadata.acl_publisher import AclPublisher
 from broker.metadata.bootstrap_directory import read_bootstrap_metadata
 from broker.network import SocketServer, TransferMetrics
 from broker.raft_manager import KafkaRaftManager
+from broker.security.standard_authorizer import parse_super_users
 from broker.shared_server import SharedServer
 from protocol.api_keys import CONTROLLER_APIS, ApiKey
 
@@ -51,7 +53,10 @@ class ControllerServer:
         self.controller = QuorumController(self.config, raft, lambda: loader.image, shared.cluster_id, bootstrap=bootstrap)
         # After the loader: the controller decides over an image that already holds each batch.
         raft.register_listener(self.controller)
-        self.apis = ControllerApis(self.controller, self.config, shared.cluster_id, raft)
+        cfg = self.config
+        self.acl_publisher = AclPublisher(bool(cfg.authorizer_class_name), parse_super_users(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
+        loader.install_publisher(self.acl_publisher)
+        self.apis = ControllerApis(self.controller, cfg, shared.cluster_id, raft, self.acl_publisher)
 
     def _handlers(self) -> dict[ApiKey, Callable[[RequestContext, Any], Any]]:
         handlers: dict[ApiKey, Callable[[RequestContext, Any], Any]] = dict(self.apis.handlers())

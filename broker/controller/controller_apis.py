@@ -28,6 +28,8 @@ from broker.controller.feature_control_manager import UpgradeType
 from broker.controller.quorum_controller import NotControllerError, QuorumController
 from broker.controller.reassignment_control_manager import ReassignablePartition, ReassignableTopic
 from broker.controller.replication_control_manager import AlterPartitionTopic, IsrMember, PartitionIsrChange
+from broker.auth_helper import AuthHelper
+from broker.handlers.acls import CreateAclsHandler, DeleteAclsHandler, DescribeAclsHandler
 from broker.handlers.admin_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from broker.handlers.admin_topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
 from broker.handlers.forwarding import (
@@ -41,6 +43,7 @@ from broker.handlers.client_quotas import alter_client_quotas_response
 from broker.handlers.client_quotas import alter_request_items as quota_alterations
 from broker.handlers.scram_credentials import alter_request_items, alter_user_scram_credentials_response
 from broker.kafka_apis import RequestContext
+from broker.metadata.acl_publisher import AclPublisher
 from broker.metadata.metadata_records import BrokerEndpoint
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
@@ -67,6 +70,8 @@ _ITEMIZED = frozenset(
         ApiKey.UPDATE_FEATURES,
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
         ApiKey.ALTER_CLIENT_QUOTAS,
+        ApiKey.CREATE_ACLS,
+        ApiKey.DELETE_ACLS,
     }
 )
 # The Raft APIs a broker forwards (kafka-metadata-quorum's describe, add-controller and
@@ -75,6 +80,10 @@ _ITEMIZED = frozenset(
 FORWARDED_RAFT_APIS = frozenset({ApiKey.DESCRIBE_QUORUM, ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER})
 # ElectLeaders v0 predates election types: it always asks for preferred leaders.
 PREFERRED_ELECTION_TYPE = 0
+
+
+async def _answered(response: Any) -> Any:
+    return response
 
 
 class QuorumLeader(Protocol):
@@ -100,7 +109,8 @@ class _LocalContext:
 
 
 class ControllerApis:
-    def __init__(self, controller: QuorumController, config: BrokerConfig, cluster_id: str, raft: QuorumLeader) -> None:
+    def __init__(self, controller: QuorumController, config: BrokerConfig, cluster_id: str, raft: QuorumLeader, acls: AclPublisher | None = None) -> None:
+        acls = acls or AclPublisher(False, frozenset(), False)
         self._controller = controller
         self._config = config
         self._cluster_id = cluster_id
@@ -117,6 +127,10 @@ class ControllerApis:
             ApiKey.UPDATE_FEATURES: self._update_features,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter_user_scram_credentials,
             ApiKey.ALTER_CLIENT_QUOTAS: self._alter_client_quotas,
+            # The controller's links are not authenticated yet: whoever reaches them is trusted, and
+            # a broker authorizes the requests it forwards (ForwardToControllerHandler).
+            ApiKey.CREATE_ACLS: CreateAclsHandler(controller if acls.authorizer is not None else None, AuthHelper(None)),
+            ApiKey.DELETE_ACLS: DeleteAclsHandler(controller if acls.authorizer is not None else None, AuthHelper(None)),
             ApiKey.BROKER_REGISTRATION: self._broker_registration,
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.UNREGISTER_BROKER: self._unregister_broker,
@@ -125,6 +139,8 @@ class ControllerApis:
         }
         self._handlers: dict[ApiKey, Handler] = {key: self._guarded(key, handler) for key, handler in writes.items()}
         self._handlers[ApiKey.DESCRIBE_CLUSTER] = self._describe_cluster
+        describe_acls = DescribeAclsHandler(acls, AuthHelper(None))
+        self._handlers[ApiKey.DESCRIBE_ACLS] = lambda ctx, request: _answered(describe_acls(ctx, request))
 
     @property
     def is_active(self) -> bool:

@@ -38,6 +38,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
 from broker.controller import controller_logic
+from broker.controller import acl_control_manager
+from broker.controller.acl_control_manager import AclCreateResult, AclDeleteResult
 from broker.controller.client_quota_control_manager import QuotaAlteration, QuotaResult, alter_client_quotas
 from broker.controller.cluster_control_manager import (
     BrokerHeartbeatReply,
@@ -56,6 +58,7 @@ from broker.dynamic_broker_config import validate_dynamic_broker_config
 from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_loader import CommittedBatch
 from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
+from broker.security.standard_acl import AclBindingFilter, StandardAcl
 from raft.replicated_log import OffsetAndEpoch
 from storage.log_config import InvalidConfigError, LogConfig
 
@@ -479,6 +482,12 @@ class QuorumController:
             return ([] if validate_only else records), results
 
         return await self._write(decide)
+
+    async def create_acls(self, acls: list[StandardAcl]) -> list[AclCreateResult]:
+        return await self._write(lambda image: acl_control_manager.create_acls(image, acls))
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[AclDeleteResult]:
+        return await self._write(lambda image: acl_control_manager.delete_acls(image, filters))
 
     async def alter_user_scram_credentials(self, deletions: list[ScramDeletion], upsertions: list[ScramUpsertion]) -> list[AlterScramResult]:
         return await self._write(lambda image: alter_credentials(image, deletions, upsertions))

@@ -496,7 +496,8 @@ class GroupMetadataManager:
         """(top-level error, [(member id, instance id, error)], result) for LeaveGroup's members."""
         group = self.group(group_id)
         if group is None:
-            return UNKNOWN_MEMBER_ID, [], CoordinatorResult()
+            # Kafka 4.4 answers each member of a group it does not know, not the request.
+            return NONE, [(member_id, instance_id, UNKNOWN_MEMBER_ID) for member_id, instance_id in members], CoordinatorResult()
         result = CoordinatorResult()
         answers: list[tuple[str, str | None, int]] = []
         leaving: list[str] = []

@@ -10,8 +10,11 @@ from kio.schema.errors import ErrorCode
 from broker.config import BrokerConfig
 from broker.controller.controller_logic import AlterConfigsResult
 from broker.controller.quorum_controller import ConfigResource
+from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
+from broker.metadata.metadata_image import GROUP_RESOURCE, TOPIC_RESOURCE
+from broker.security.standard_acl import AclOperation, ResourceType
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 from storage.log_cleaner import CLEANER_STATS_KEY
@@ -86,7 +89,9 @@ class DescribeConfigsHandler:
         metadata: MetadataCache,
         broker_config: BrokerConfig,
         describe_cleaning: Callable[[str], dict[int, dict[str, object]]] | None = None,
+        auth: AuthHelper | None = None,
     ) -> None:
+        self._auth = auth or AuthHelper(None)
         self._controller = controller
         self._metadata = metadata
         self._broker_config = broker_config
@@ -101,6 +106,10 @@ class DescribeConfigsHandler:
         synonyms_wanted = getattr(request, "include_synonyms", False)
         results = []
         for res in request.resources:
+            refusal = self._refusal(ctx, res.resource_type, res.resource_name) if self._auth.enabled else None
+            if refusal is not None:
+                results.append(build(result_cls, error_code=refusal[0], error_message=refusal[1], resource_type=res.resource_type, resource_name=res.resource_name, configs=()))
+                continue
             entries, error, message = self._describe(res.resource_type, res.resource_name)
             keys = res.configuration_keys
             if keys and CLEANER_STATS_KEY in keys and res.resource_type == TOPIC and not error and self._describe_cleaning is not None:
@@ -140,6 +149,16 @@ class DescribeConfigsHandler:
                 )
             )
         return build(schema, throttle_time=0, results=tuple(results))
+
+    def _refusal(self, ctx: RequestContext, resource_type: int, name: str) -> tuple[int, str] | None:
+        """DESCRIBE_CONFIGS on what the resource is: the cluster for broker-wide ones."""
+        if resource_type == TOPIC_RESOURCE:
+            allowed, refusal = self._auth.authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name), TOPIC_AUTHORIZATION_FAILED
+        elif resource_type == GROUP_RESOURCE:
+            allowed, refusal = self._auth.authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.GROUP, name), GROUP_AUTHORIZATION_FAILED
+        else:
+            allowed, refusal = self._auth.authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS), CLUSTER_AUTHORIZATION_FAILED
+        return None if allowed else refusal
 
     def _describe(self, resource_type: int, name: str):  # type: ignore[no-untyped-def]
         image = self._metadata.image

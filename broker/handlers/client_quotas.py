@@ -10,9 +10,11 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.client_quota_control_manager import CLIENT_ID, IP, USER, QuotaAlteration, QuotaResult
 from broker.coordinator.coordinator_runtime import java_string_hash
+from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_image import QuotaEntity
+from broker.security.standard_acl import AclOperation
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
@@ -103,11 +105,14 @@ def _matches(entity: QuotaEntity, exact: dict[str, str | None], present: set[str
 
 
 class DescribeClientQuotasHandler:
-    def __init__(self, metadata: MetadataCache) -> None:
+    def __init__(self, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
         self._metadata = metadata
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.DESCRIBE_CLIENT_QUOTAS, ctx.version)
+        if not self._auth.authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+            return build(schema, throttle_time=0, error_code=CLUSTER_AUTHORIZATION_FAILED[0], error_message=CLUSTER_AUTHORIZATION_FAILED[1], entries=None)
         entry_cls, entity_cls, value_cls = nested(schema, "EntryData"), nested(schema, "EntityData"), nested(schema, "ValueData")
         try:
             exact, present = _filter(request.components)

@@ -7,9 +7,11 @@ import shutil
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
+from broker.auth_helper import AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
+from broker.security.standard_acl import AclOperation, ResourceType, CLUSTER_NAME
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
@@ -18,8 +20,9 @@ ENDPOINT_TYPE_BROKERS = 1
 
 
 class DescribeClusterHandler:
-    def __init__(self, metadata: MetadataCache) -> None:
+    def __init__(self, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
         self._metadata = metadata
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.DESCRIBE_CLUSTER, ctx.version)
@@ -47,12 +50,21 @@ class DescribeClusterHandler:
             cluster_id=self._metadata.cluster_id,
             controller_id=self._metadata.controller_id,
             brokers=brokers,
-            cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+            cluster_authorized_operations=self._operations(ctx, request),
         )
+
+    def _operations(self, ctx: RequestContext, request) -> int:  # type: ignore[no-untyped-def]
+        """KIP-430, as Kafka's computeDescribeClusterResponse: 0 without DESCRIBE on the cluster."""
+        if not request.include_cluster_authorized_operations:
+            return AUTHORIZED_OPERATIONS_UNKNOWN
+        if not self._auth.authorize_cluster(ctx, AclOperation.DESCRIBE):
+            return 0
+        return self._auth.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 class DescribeLogDirsHandler:
-    def __init__(self, replica_manager: ReplicaManager, config: BrokerConfig) -> None:
+    def __init__(self, replica_manager: ReplicaManager, config: BrokerConfig, auth: AuthHelper | None = None) -> None:
+        self._auth = auth or AuthHelper(None)
         self._rm = replica_manager
         self._config = config
 
@@ -61,6 +73,8 @@ class DescribeLogDirsHandler:
         result_cls = nested(schema, "DescribeLogDirsResult")
         topic_cls = nested(schema, "DescribeLogDirsTopic")
         part_cls = nested(schema, "DescribeLogDirsPartition")
+        if not self._auth.authorize_cluster(ctx, AclOperation.DESCRIBE):
+            return build(schema, throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results=())
         data_dir = self._config.data_dir.resolve()
         log_manager = self._rm.log_manager
         if log_manager.failure_channel.has_offline_log_dir(log_manager.log_dir):

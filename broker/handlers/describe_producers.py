@@ -6,16 +6,19 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.auth_helper import AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
+from broker.security.standard_acl import AclOperation, ResourceType
 from storage.errors import StorageError
 
 
 class DescribeProducersHandler:
-    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache) -> None:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
+        self._auth = auth or AuthHelper(None)
         self._rm = replica_manager
         self._metadata = metadata
 
@@ -27,6 +30,13 @@ class DescribeProducersHandler:
         topics: list[Any] = []
         for t in request.topics:
             parts: list[Any] = []
+            if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.TOPIC, t.name):
+                refused = tuple(
+                    build(part_cls, partition_index=i, error_code=ErrorCode.topic_authorization_failed, error_message="Topic authorization failed.", active_producers=())
+                    for i in t.partition_indexes
+                )
+                topics.append(build(topic_cls, name=t.name, partitions=refused))
+                continue
             for index in t.partition_indexes:
                 try:
                     entries = self._rm.leader_partition(t.name, index, self._metadata.image).active_producers()

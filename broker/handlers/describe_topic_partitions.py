@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.auth_helper import AuthHelper
 from broker.controller.replication_control_manager import topic_name_error
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_UNKNOWN, INTERNAL_TOPICS
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_image import MetadataImage, PartitionRegistration
+from broker.security.standard_acl import AclOperation, ResourceType
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
@@ -34,13 +37,14 @@ class TopicPage:
 
 
 def describe_topic_partitions(
-    image: MetadataImage, requested: list[str], cursor: tuple[str, int] | None, limit: int
+    image: MetadataImage, requested: list[str], cursor: tuple[str, int] | None, limit: int, visible: Callable[[str], bool] = lambda name: True
 ) -> tuple[list[TopicPage], tuple[str, int] | None]:
     """Kafka's getTopicMetadataForDescribeTopicResponse: (the topics of this page, the next cursor or None).
-    ``requested`` empty means every topic; ``limit`` is already at least 1."""
+    ``requested`` empty means every topic; ``limit`` is already at least 1; a topic not ``visible``
+    (the principal may not describe it) is left out."""
     every_topic = not requested
     start_topic = cursor[0] if cursor else ""
-    names = sorted({n for n in (image.topics if every_topic else requested) if n >= start_topic})
+    names = sorted({n for n in (image.topics if every_topic else requested) if n >= start_topic and visible(n)})
     pages: list[TopicPage] = []
     remaining = limit
     for name in names:
@@ -64,7 +68,8 @@ def describe_topic_partitions(
 
 
 class DescribeTopicPartitionsHandler:
-    def __init__(self, metadata: MetadataCache, max_partitions: int) -> None:
+    def __init__(self, metadata: MetadataCache, max_partitions: int, auth: AuthHelper | None = None) -> None:
+        self._auth = auth or AuthHelper(None)
         self._metadata = metadata
         self._max_partitions = max_partitions
 
@@ -76,17 +81,28 @@ class DescribeTopicPartitionsHandler:
             # Kafka raises InvalidRequestException: every requested topic answers INVALID_REQUEST.
             return build(schema, throttle_time=0, topics=tuple(self._topic(schema, TopicPage(n, ErrorCode.invalid_request, uuid.UUID(int=0), [])) for n in requested), next_cursor=None)
         limit = max(min(self._max_partitions, int(request.response_partition_limit)), 1)
-        pages, next_cursor = describe_topic_partitions(self._metadata.image, requested, cursor, limit)
+        image = self._metadata.image
+        refused: list[str] = []
+        if self._auth.enabled:
+            start = cursor[0] if cursor else ""
+            allowed = self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (n for n in (requested or image.topics) if n >= start))
+            refused = sorted({n for n in requested if n >= start} - allowed)
+            pages, next_cursor = describe_topic_partitions(image, requested, cursor, limit, allowed.__contains__)
+        else:
+            pages, next_cursor = describe_topic_partitions(image, requested, cursor, limit)
         cursor_cls = nested(schema, "Cursor")
+        # Kafka's order: the topics of the page, then the refused ones, whose existence is not told.
+        answers = [self._topic(schema, page, self._auth.authorized_operations(ctx, ResourceType.TOPIC, page.name)) for page in pages]
+        answers += [self._topic(schema, TopicPage(name, ErrorCode.topic_authorization_failed, uuid.UUID(int=0), []), AUTHORIZED_OPERATIONS_UNKNOWN) for name in refused]
         return build(
             schema,
             throttle_time=0,
-            topics=tuple(self._topic(schema, page) for page in pages),
+            topics=tuple(answers),
             next_cursor=None if next_cursor is None else build(cursor_cls, topic_name=next_cursor[0], partition_index=next_cursor[1]),
         )
 
     @staticmethod
-    def _topic(schema: Any, page: TopicPage) -> Any:
+    def _topic(schema: Any, page: TopicPage, operations: int = AUTHORIZED_OPERATIONS_UNKNOWN) -> Any:
         topic_cls = nested(schema, "DescribeTopicPartitionsResponseTopic")
         part_cls = nested(schema, "DescribeTopicPartitionsResponsePartition")
         partitions = tuple(
@@ -95,7 +111,7 @@ class DescribeTopicPartitionsHandler:
             for index, reg in page.partitions
         )
         return build(topic_cls, error_code=page.error_code, name=page.name, topic_id=page.topic_id, is_internal=page.name in INTERNAL_TOPICS,
-                     partitions=partitions, topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN)
+                     partitions=partitions, topic_authorized_operations=operations)
 
 
 __all__ = ["DescribeTopicPartitionsHandler", "TopicPage", "describe_topic_partitions"]

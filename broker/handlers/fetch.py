@@ -9,6 +9,7 @@ from collections.abc import Awaitable
 
 from kio.schema.errors import ErrorCode
 
+from broker.auth_helper import AuthHelper
 from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSessionCache, SessionContext
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
@@ -16,6 +17,7 @@ from broker.metadata.metadata_image import MetadataImage
 from broker.network import TransferMetrics
 from broker.replica_manager import ReadResult, ReplicaManager, now_ms
 from broker.replication_quota_manager import ReplicationQuotaManager
+from broker.security.standard_acl import AclOperation, ResourceType
 from protocol.fetch_request import FetchRequest
 from protocol.fetch_response import (
     Chunk,
@@ -30,6 +32,7 @@ TopicPartition = tuple[str, int]
 # A Fetch v13+ topic the client gave the all-zero id (Kafka's Uuid.ZERO_UUID): unknown, answered under that id.
 ZERO_TOPIC_ID = uuid.UUID(int=0)
 FIRST_RACK_AWARE_VERSION = 11
+_NONE_DENIED: frozenset[str] = frozenset()
 
 
 class FetchHandler:
@@ -41,7 +44,9 @@ class FetchHandler:
         metrics: TransferMetrics,
         max_response_bytes: int,
         leader_quota: ReplicationQuotaManager | None = None,
+        auth: AuthHelper | None = None,
     ) -> None:
+        self._auth = auth or AuthHelper(None)
         self._rm = replica_manager
         self._metadata = metadata
         self._sessions = sessions
@@ -108,6 +113,7 @@ class FetchHandler:
             request.replica_epoch,
             # KIP-392: from v11 a consumer may be served by, or sent to, a follower.
             request.rack_id if version >= FIRST_RACK_AWARE_VERSION else None,
+            self._denied(ctx, session.partitions, request.replica_id) if self._auth.enabled else _NONE_DENIED,
         )
         # A follower may fetch past what one response to a consumer holds: replica.fetch.response.max.bytes is its own limit.
         max_bytes = request.max_bytes if reader.is_follower else min(request.max_bytes, self._max_response_bytes)
@@ -147,6 +153,14 @@ class FetchHandler:
             )
             if done or deadline <= time.monotonic():
                 return self._respond(ctx, session, results, unknown_ids, reader)
+
+    def _denied(self, ctx: RequestContext, partitions: OrderedDict[TopicPartition, CachedPartition], replica_id: int) -> frozenset[str]:
+        """The topics of this fetch (its session's included) answered TOPIC_AUTHORIZATION_FAILED:
+        a follower needs CLUSTER_ACTION, a consumer READ on each topic (Kafka's handleFetchRequest)."""
+        names = {topic for topic, _ in partitions}
+        if replica_id >= 0:
+            return frozenset() if self._auth.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else frozenset(names)
+        return frozenset(names - self._auth.filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, names))
 
     def _respond(
         self,
@@ -271,7 +285,7 @@ class _Reader:
     """One partition's read for this request: a consumer's up to the high watermark (or the last
     stable offset), a follower's (replica id >= 0) up to the log end with the divergence check."""
 
-    __slots__ = ("_rm", "_leader_quota", "_isolation", "_replica_id", "_replica_epoch", "_client_rack")
+    __slots__ = ("_rm", "_leader_quota", "_isolation", "_replica_id", "_replica_epoch", "_client_rack", "_denied")
 
     def __init__(
         self,
@@ -281,8 +295,10 @@ class _Reader:
         replica_id: int,
         replica_epoch: int,
         client_rack: str | None,
+        denied: frozenset[str],
     ) -> None:
         self._rm = rm
+        self._denied = denied
         self._leader_quota = leader_quota
         self._client_rack = client_rack
         self._isolation = isolation
@@ -294,6 +310,8 @@ class _Reader:
         return self._replica_id >= 0
 
     def read(self, key: TopicPartition, cached: CachedPartition, max_bytes: int, min_one: bool, image: MetadataImage) -> ReadResult:
+        if self._denied and key[0] in self._denied:
+            return ReadResult(ErrorCode.topic_authorization_failed)
         if self._replica_id < 0:
             return self._rm.read(
                 key[0], key[1], cached.fetch_offset, max_bytes, self._isolation, min_one, image, cached.current_leader_epoch, self._client_rack

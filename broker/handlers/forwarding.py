@@ -13,16 +13,19 @@ as Kafka's forwarding does.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
+from broker.handlers.acls import create_acls_response, delete_acls_response
 from broker.handlers.client_quotas import alter_client_quotas_response, every_entry_answered
 from broker.handlers.scram_credentials import alter_user_scram_credentials_response, every_user_answered
 from broker.kafka_apis import RequestContext
-from broker.metadata.metadata_image import BROKER_RESOURCE
+from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, AuthHelper, Refusal
+from broker.metadata.metadata_image import BROKER_LOGGER_RESOURCE, BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, MetadataImage
+from broker.security.standard_acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
@@ -63,6 +66,10 @@ def error_response(api_key: ApiKey, version: int, request: Any, error_code: Erro
         return alter_client_quotas_response(version, every_entry_answered(request, error_code, message))
     if api_key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
         return alter_user_scram_credentials_response(version, every_user_answered(request, error_code, message))
+    if api_key == ApiKey.CREATE_ACLS:
+        return create_acls_response(version, [(error_code, message)] * len(request.creations))
+    if api_key == ApiKey.DELETE_ACLS:
+        return delete_acls_response(version, [(error_code, message, [])] * len(request.filters))
     if api_key == ApiKey.UPDATE_FEATURES:
         return update_features_response(version, error_code, message, {u.feature: (error_code, message) for u in request.feature_updates})
     if api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
@@ -167,42 +174,146 @@ def list_partition_reassignments_response(version: int, error_code: int, error_m
     return build(schema, throttle_time=0, error_code=error_code, error_message=error_message, topics=answers)
 
 
+# Forwarded APIs that need one operation on the cluster (Kafka's ControllerApis and AclApis).
+_CLUSTER_OPERATIONS: dict[ApiKey, int] = {
+    ApiKey.DESCRIBE_QUORUM: AclOperation.DESCRIBE,
+    ApiKey.ADD_RAFT_VOTER: AclOperation.ALTER,
+    ApiKey.REMOVE_RAFT_VOTER: AclOperation.ALTER,
+    ApiKey.UNREGISTER_BROKER: AclOperation.ALTER,
+    ApiKey.ELECT_LEADERS: AclOperation.ALTER,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AclOperation.ALTER,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,
+    ApiKey.UPDATE_FEATURES: AclOperation.ALTER,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AclOperation.ALTER,
+    ApiKey.ALTER_CLIENT_QUOTAS: AclOperation.ALTER_CONFIGS,
+    ApiKey.CREATE_ACLS: AclOperation.ALTER,
+    ApiKey.DELETE_ACLS: AclOperation.ALTER,
+}
+
+
 class ForwardToControllerHandler:
-    def __init__(self, api_key: ApiKey, channel: ControllerChannel) -> None:
+    """Authorizes what Kafka's controller authorizes (kbroker forwards no principal, so the broker
+    asks), answers the refused items itself and forwards the rest, answering in request order."""
+
+    def __init__(self, api_key: ApiKey, channel: ControllerChannel, auth: AuthHelper | None = None, image: Callable[[], MetadataImage] | None = None) -> None:
         self._api_key = api_key
         self._channel = channel
+        self._auth = auth or AuthHelper(None)
+        self._image = image
 
     async def __call__(self, ctx: RequestContext, request: Any) -> Any:
+        operation = _CLUSTER_OPERATIONS.get(self._api_key)
+        if operation is not None and not self._auth.authorize_cluster(ctx, operation):
+            return error_response(self._api_key, ctx.version, request, *CLUSTER_AUTHORIZATION_FAILED)
+        if self._api_key not in _ITEMS:
+            return await self._forward(ctx, request)
+        field = self._request_field(ctx.version)
+        items = tuple(getattr(request, field))
+        refused = self._refusals(ctx, items)
+        if not refused:
+            return await self._forward(ctx, request)
+        kept = tuple(item for i, item in enumerate(items) if i not in refused)
+        forwarded = iter(_response_items(self._api_key, await self._forward(ctx, dataclasses.replace(request, **{field: kept}))) if kept else ())
+        answers = tuple(
+            _response_items(self._api_key, error_response(self._api_key, ctx.version, dataclasses.replace(request, **{field: (item,)}), *refused[i]))[0]
+            if i in refused
+            else next(forwarded)
+            for i, item in enumerate(items)
+        )
+        return build(response_schema(self._api_key, ctx.version), throttle_time=0, **{_ITEMS[self._api_key][0]: answers})
+
+    async def _forward(self, ctx: RequestContext, request: Any) -> Any:
         try:
-            return await self._channel.send(request, timeout_ms=_request_timeout_ms(request))
+            response = await self._channel.send(request, timeout_ms=_request_timeout_ms(request))
         except ControllerUnavailableError as e:
             log.warning("forwarding.timed_out", api=self._api_key.name, error=str(e))
             return error_response(self._api_key, ctx.version, request, ErrorCode.request_timed_out, str(e))
+        if self._api_key == ApiKey.CREATE_TOPICS and self._auth.enabled and ctx.version >= 5:
+            response = self._without_hidden_configs(ctx, response)
+        return response
+
+    def _without_hidden_configs(self, ctx: RequestContext, response: Any) -> Any:
+        """A created topic's configs only for a principal that may describe them, as Kafka's
+        controller answers (TOPIC_AUTHORIZATION_FAILED in topic_config_error_code otherwise)."""
+        topics = tuple(
+            t
+            if t.error_code or self._auth.authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name, log_if_denied=False)
+            else dataclasses.replace(t, topic_config_error_code=ErrorCode.topic_authorization_failed, configs=None)
+            for t in response.topics
+        )
+        return dataclasses.replace(response, topics=topics)
+
+    def _request_field(self, version: int) -> str:
+        if self._api_key == ApiKey.DELETE_TOPICS and version < 6:
+            return "topic_names"
+        return _ITEMS[self._api_key][2]
+
+    def _refusals(self, ctx: RequestContext, items: tuple[Any, ...]) -> dict[int, Refusal]:
+        """The request's items (by position) answered here, without the controller."""
+        if not self._auth.enabled:
+            return {}
+        auth, key = self._auth, self._api_key
+        if key == ApiKey.CREATE_TOPICS:
+            if auth.authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False):
+                return {}
+            return {
+                i: (ErrorCode.topic_authorization_failed, "Authorization failed.")
+                for i, item in enumerate(items)
+                if not auth.authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, item.name)
+            }
+        if key == ApiKey.DELETE_TOPICS:
+            if auth.authorize(ctx, AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False):
+                return {}
+            return {i: refusal for i, item in enumerate(items) if (refusal := self._delete_refusal(ctx, item)) is not None}
+        if key == ApiKey.CREATE_PARTITIONS:
+            return {i: TOPIC_AUTHORIZATION_FAILED for i, item in enumerate(items) if not auth.authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, item.name)}
+        refused: dict[int, Refusal] = {}
+        for i, item in enumerate(items):
+            if item.resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, CLIENT_METRICS_RESOURCE):
+                allowed, refusal = auth.authorize_cluster(ctx, AclOperation.ALTER_CONFIGS), CLUSTER_AUTHORIZATION_FAILED
+            elif item.resource_type == GROUP_RESOURCE:
+                allowed, refusal = auth.authorize(ctx, AclOperation.ALTER_CONFIGS, ResourceType.GROUP, item.resource_name), GROUP_AUTHORIZATION_FAILED
+            else:
+                allowed, refusal = auth.authorize(ctx, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, item.resource_name), TOPIC_AUTHORIZATION_FAILED
+            if not allowed:
+                refused[i] = refusal
+        return refused
+
+    def _delete_refusal(self, ctx: RequestContext, item: Any) -> Refusal | None:
+        """Kafka's order: a topic the principal may not describe is refused whether or not it
+        exists; one it may describe but not delete is UNKNOWN_TOPIC_OR_PARTITION if it does not."""
+        image = self._image() if self._image is not None else None
+        name = item if isinstance(item, str) else item.name
+        if name is None:
+            topic = image.topics_by_id.get(item.topic_id) if image is not None else None
+            if topic is None:
+                return None  # the controller answers an unknown id
+            name = topic.name
+        if not self._auth.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            return TOPIC_AUTHORIZATION_FAILED
+        if self._auth.authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+            return None
+        if image is not None and name not in image.topics:
+            return (ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+        return TOPIC_AUTHORIZATION_FAILED
+
+
+def _response_items(api_key: ApiKey, response: Any) -> tuple[Any, ...]:
+    return tuple(getattr(response, _ITEMS[api_key][0]))
 
 
 class ForwardAlterConfigsHandler(ForwardToControllerHandler):
     """(Incremental)AlterConfigs, checked first as Kafka's ConfigAdminManager.preprocess does on the
     receiving broker: a broker resource names this broker (or, incrementally, "" for the cluster
-    default). The resources that fail are answered here, the others forwarded, in request order."""
+    default). The resources that fail are answered here, the others authorized and forwarded."""
 
-    def __init__(self, api_key: ApiKey, channel: ControllerChannel, node_id: int) -> None:
-        super().__init__(api_key, channel)
+    def __init__(self, api_key: ApiKey, channel: ControllerChannel, node_id: int, auth: AuthHelper | None = None) -> None:
+        super().__init__(api_key, channel, auth)
         self._node_id = node_id
 
-    async def __call__(self, ctx: RequestContext, request: Any) -> Any:
-        refused = {id(r): message for r in request.resources if (message := self._wrong_node(r)) is not None}
-        if not refused:
-            return await super().__call__(ctx, request)
-        kept = tuple(r for r in request.resources if id(r) not in refused)
-        forwarded = iter((await super().__call__(ctx, dataclasses.replace(request, resources=kept))).responses if kept else ())
-        item_cls = nested(response_schema(self._api_key, ctx.version), "AlterConfigsResourceResponse")
-        responses = tuple(
-            build(item_cls, error_code=ErrorCode.invalid_request, error_message=refused[id(r)], resource_type=r.resource_type, resource_name=r.resource_name)
-            if id(r) in refused
-            else next(forwarded)
-            for r in request.resources
-        )
-        return build(response_schema(self._api_key, ctx.version), throttle_time=0, responses=responses)
+    def _refusals(self, ctx: RequestContext, items: tuple[Any, ...]) -> dict[int, Refusal]:
+        wrong = {i: (ErrorCode.invalid_request, message) for i, r in enumerate(items) if (message := self._wrong_node(r)) is not None}
+        return {**super()._refusals(ctx, items), **wrong}
 
     def _wrong_node(self, resource: Any) -> str | None:
         if resource.resource_type != BROKER_RESOURCE or (resource.resource_name == "" and self._api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS):

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.auth_helper import AuthHelper
+from broker.group.consumer_group import DescribedConsumerGroup
 from broker.group.group_metadata_manager import (
     CoordinatorResult,
     JoinGroupRequest,
@@ -24,10 +26,12 @@ from broker.group_coordinator import (
     now_ms,
     topic_partition_counts,
 )
+from broker.handlers.metadata import AUTHORIZED_OPERATIONS_UNKNOWN
 from broker.handlers.settled import when_settled
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_image import NO_LEADER
+from broker.security.standard_acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
@@ -41,12 +45,27 @@ STABLE_POLL_S = 0.01
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 NO_LEADER_EPOCH = -1
+_NONE_DENIED: frozenset[str] = frozenset()
+# Kafka's answer to a ConsumerGroupDescribe whose group has a topic the client may not describe.
+HIDDEN_TOPICS_MESSAGE = "The group has described topic(s) that the client is not authorized to describe."
 
 
 def _ms(value: datetime.timedelta | int) -> int:
     if isinstance(value, datetime.timedelta):
         return value // datetime.timedelta(milliseconds=1)
     return int(value)
+
+
+def split_by_topic_authorization(
+    auth: AuthHelper, ctx: RequestContext, operation: int, commits: list[PartitionCommit]
+) -> tuple[list[tuple[PartitionCommit, int]], list[PartitionCommit]]:
+    """The commits to topics the principal may not ``operation``, answered TOPIC_AUTHORIZATION_FAILED,
+    and the others."""
+    names = {c.topic for c in commits}
+    denied = names - auth.filter_authorized(ctx, operation, ResourceType.TOPIC, names)
+    if not denied:
+        return [], commits
+    return [(c, ErrorCode.topic_authorization_failed) for c in commits if c.topic in denied], [c for c in commits if c.topic not in denied]
 
 
 async def _when_all_written(codes: dict[str, Written], answer: Callable[[dict[str, int]], Any]) -> Any:
@@ -69,14 +88,29 @@ def coordinator_endpoint(metadata: MetadataCache, topic: str, partition: int, li
 
 
 class FindCoordinatorHandler:
-    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, transactions: TransactionStateManager) -> None:
+    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, transactions: TransactionStateManager, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
         self._metadata = metadata
         self._transactions = transactions
+        self._auth = auth or AuthHelper(None)
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
         keys = list(request.coordinator_keys) if ctx.version >= 4 else [request.key]
+        refused = self._refused(ctx, key_type, keys) if self._auth.enabled else {}
+        wanted = [key for key in keys if key not in refused] if refused else keys
+        # As Kafka's getCoordinator: a refused key is answered before its coordinator is looked
+        # up, so no coordinator topic is created or partition waited for on its behalf.
+        if wanted or not refused:
+            await self._prepare(key_type, wanted)
+        answers = [_no_coordinator(refused[key]) if key in refused else self._find(key_type, key, ctx.client.listener) for key in keys]
+        schema = response_schema(ApiKey.FIND_COORDINATOR, ctx.version)
+        if ctx.version >= 4:
+            coordinator_cls = nested(schema, "Coordinator")
+            return build(schema, throttle_time=0, coordinators=tuple(build(coordinator_cls, key=key, **answer) for key, answer in zip(keys, answers, strict=True)))
+        return build(schema, throttle_time=0, **answers[0])
+
+    async def _prepare(self, key_type: int, keys: list[str]) -> None:
         # A partition this node is loading gets a moment: a fresh or small one is ready at once,
         # so the client's next request is not sent away with COORDINATOR_LOAD_IN_PROGRESS.
         if key_type == GROUP_KEY_TYPE:
@@ -87,12 +121,16 @@ class FindCoordinatorHandler:
             await self._transactions.ensure_topic()
             for key in keys:
                 await self._transactions.wait_loaded(key, LOAD_WAIT_S)
-        answers = [self._find(key_type, key, ctx.client.listener) for key in keys]
-        schema = response_schema(ApiKey.FIND_COORDINATOR, ctx.version)
-        if ctx.version >= 4:
-            coordinator_cls = nested(schema, "Coordinator")
-            return build(schema, throttle_time=0, coordinators=tuple(build(coordinator_cls, key=key, **answer) for key, answer in zip(keys, answers, strict=True)))
-        return build(schema, throttle_time=0, **answers[0])
+
+    def _refused(self, ctx: RequestContext, key_type: int, keys: list[str]) -> dict[str, int]:
+        """The keys the principal may not describe, with Kafka's error for each."""
+        if key_type == GROUP_KEY_TYPE:
+            resource_type, error = ResourceType.GROUP, ErrorCode.group_authorization_failed
+        elif key_type == TRANSACTION_KEY_TYPE:
+            resource_type, error = ResourceType.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed
+        else:
+            return {}
+        return {key: error for key in keys if not self._auth.authorize(ctx, AclOperation.DESCRIBE, resource_type, key)}
 
     def _find(self, key_type: int, key: str, listener: str) -> dict[str, Any]:
         if key_type == GROUP_KEY_TYPE:
@@ -102,15 +140,22 @@ class FindCoordinatorHandler:
         else:
             error, endpoint = ErrorCode.invalid_request, None
         if endpoint is None:
-            return {"error_code": error, "error_message": ErrorCode(error).name, "node_id": -1, "host": "", "port": -1}
+            return _no_coordinator(error)
         return {"error_code": 0, "error_message": None, "node_id": endpoint.node_id, "host": endpoint.host, "port": endpoint.port}
 
 
+def _no_coordinator(error: int) -> dict[str, Any]:
+    return {"error_code": error, "error_message": ErrorCode(error).name, "node_id": -1, "host": "", "port": -1}
+
+
 class JoinGroupHandler:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            return self._response(ctx.version, JoinGroupResponse(ErrorCode.group_authorization_failed))
         session_timeout = _ms(request.session_timeout)
         try:
             shard = self._coordinator.shard_for(request.group_id)
@@ -170,10 +215,13 @@ class JoinGroupHandler:
 
 
 class SyncGroupHandler:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            return self._response(ctx.version, SyncGroupResponse(ErrorCode.group_authorization_failed))
         try:
             shard = self._coordinator.shard_for(request.group_id)
         except CoordinatorNotAvailable as e:
@@ -209,11 +257,14 @@ class SyncGroupHandler:
 
 
 class HeartbeatHandler:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.HEARTBEAT, ctx.version)
+        if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            return build(schema, throttle_time=0, error_code=ErrorCode.group_authorization_failed)
         try:
             shard = self._coordinator.shard_for(request.group_id)
         except CoordinatorNotAvailable as e:
@@ -227,11 +278,15 @@ class HeartbeatHandler:
 
 
 class LeaveGroupHandler:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.LEAVE_GROUP, ctx.version)
+        if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            # The whole request is refused: from v3 too, with no answer per member.
+            return build(schema, throttle_time=0, error_code=ErrorCode.group_authorization_failed, members=())
         if ctx.version >= 3:
             leaving = [(m.member_id, m.group_instance_id) for m in request.members]
         else:
@@ -252,8 +307,9 @@ class LeaveGroupHandler:
 
 
 class OffsetCommitHandler:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.OFFSET_COMMIT, ctx.version)
@@ -262,6 +318,14 @@ class OffsetCommitHandler:
             for t in request.topics
             for p in t.partitions
         ]
+        refused: list[tuple[PartitionCommit, int]] = []
+        if self._auth.enabled:
+            if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+                return self._response(schema, [(c, ErrorCode.group_authorization_failed) for c in commits])
+            refused, commits = split_by_topic_authorization(self._auth, ctx, AclOperation.READ, commits)
+            if refused and not commits:
+                # Kafka does not ask the coordinator when no topic may be committed to.
+                return self._response(schema, refused)
         try:
             shard = self._coordinator.shard_for(request.group_id)
         except CoordinatorNotAvailable as e:
@@ -283,10 +347,10 @@ class OffsetCommitHandler:
             written = self._coordinator.execute(request.group_id, CoordinatorResult(records=records), before) if records else 0
 
             def answer(write_error: int) -> Any:
-                return self._response(schema, [(c, write_error if code == 0 else code) for c, code in answers])
+                return self._response(schema, refused + [(c, write_error if code == 0 else code) for c, code in answers])
 
             return when_settled(written, answer)
-        return self._response(schema, answers)
+        return self._response(schema, refused + answers)
 
     @staticmethod
     def _response(schema: Any, answers: list[tuple[PartitionCommit, int]]) -> Any:
@@ -318,19 +382,28 @@ class OffsetFetchHandler:
     times out, and the consumer looks the coordinator up again. A plain fetch answers from memory
     at once, as Kafka's does."""
 
-    def __init__(self, coordinator: GroupCoordinator, in_session: Callable[[], bool] = lambda: True, stable_wait_ms: int = 5000) -> None:
+    def __init__(
+        self, coordinator: GroupCoordinator, in_session: Callable[[], bool] = lambda: True, stable_wait_ms: int = 5000, auth: AuthHelper | None = None
+    ) -> None:
         self._coordinator = coordinator
         self._in_session = in_session
         self._stable_wait_s = stable_wait_ms / 1000
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         group_ids = [g.group_id for g in request.groups] if ctx.version >= 8 else [request.group_id]
+        denied = self._denied_groups(ctx, group_ids) if self._auth.enabled else _NONE_DENIED
         if getattr(request, "require_stable", False):
+            # A refused group is answered at once, as Kafka does: its pending writes are not waited for.
+            waiting = [g for g in group_ids if g not in denied] if denied else group_ids
             # Per group, the offset the latest write waiting for the followers needs: later writes are not waited for.
-            pending = {g: o for g in group_ids if (o := self._coordinator.last_pending_write(g)) is not None}
-            if self._unsettled(group_ids, pending):
-                return self._answer_when_settled(ctx, request, group_ids, pending)
-        return self._answer(ctx, request)
+            pending = {g: o for g in waiting if (o := self._coordinator.last_pending_write(g)) is not None}
+            if self._unsettled(waiting, pending):
+                return self._answer_when_settled(ctx, request, waiting, pending, denied)
+        return self._answer(ctx, request, denied)
+
+    def _denied_groups(self, ctx: RequestContext, group_ids: list[str]) -> frozenset[str]:
+        return frozenset(g for g in group_ids if not self._auth.authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g))
 
     def _waits_for_session(self, group_ids: list[str]) -> bool:
         return not self._in_session() and any(self._coordinator.coordinator_error(g) == 0 for g in group_ids)
@@ -338,7 +411,7 @@ class OffsetFetchHandler:
     def _unsettled(self, group_ids: list[str], pending: dict[str, int]) -> bool:
         return self._waits_for_session(group_ids) or any(not self._coordinator.writes_settled_through(g, o) for g, o in pending.items())
 
-    async def _answer_when_settled(self, ctx: RequestContext, request, group_ids: list[str], pending: dict[str, int]):  # type: ignore[no-untyped-def]
+    async def _answer_when_settled(self, ctx: RequestContext, request, group_ids: list[str], pending: dict[str, int], denied: frozenset[str]):  # type: ignore[no-untyped-def]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._stable_wait_s
         if self._waits_for_session(group_ids):
@@ -346,12 +419,13 @@ class OffsetFetchHandler:
         while self._unsettled(group_ids, pending):
             if loop.time() >= deadline:
                 log.warning("group_coordinator.stable_fetch_timed_out", groups=group_ids, in_session=self._in_session())
-                return self._answer(ctx, request, ErrorCode.not_coordinator)
+                return self._answer(ctx, request, denied, ErrorCode.not_coordinator)
             await asyncio.sleep(STABLE_POLL_S)
-        return self._answer(ctx, request)
+        return self._answer(ctx, request, denied)
 
-    def _answer(self, ctx: RequestContext, request, unavailable: int | None = None):  # type: ignore[no-untyped-def]
-        """``unavailable``: answer every group with this coordinator error instead of its offsets."""
+    def _answer(self, ctx: RequestContext, request, denied: frozenset[str], unavailable: int | None = None):  # type: ignore[no-untyped-def]
+        """``denied``: the groups the principal may not describe. ``unavailable``: answer every
+        other group with this coordinator error instead of its offsets."""
         schema = response_schema(ApiKey.OFFSET_FETCH, ctx.version)
         if ctx.version >= 8:
             group_cls = nested(schema, "OffsetFetchResponseGroup")
@@ -359,34 +433,48 @@ class OffsetFetchHandler:
             part_cls = nested(schema, "OffsetFetchResponsePartitions")
             groups = []
             for g in request.groups:
-                error, topics = self._fetch(g.group_id, g.topics, topic_cls, part_cls, False, request.require_stable, unavailable)
+                if g.group_id in denied:
+                    groups.append(build(group_cls, group_id=g.group_id, topics=(), error_code=ErrorCode.group_authorization_failed))
+                    continue
+                error, topics = self._fetch(ctx, g.group_id, g.topics, topic_cls, part_cls, False, request.require_stable, unavailable)
                 groups.append(build(group_cls, group_id=g.group_id, topics=topics, error_code=error))
             return build(schema, throttle_time=0, groups=tuple(groups))
+        topic_cls = nested(schema, "OffsetFetchResponseTopic")
+        part_cls = nested(schema, "OffsetFetchResponsePartition")
+        if request.group_id in denied:
+            # As Kafka's groupError: v2+ has the top-level error alone, v0-1 only the partitions' errors.
+            wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes] if ctx.version < 2 else []
+            topics = _group_by_topic(topic_cls, _failed_offset_parts(part_cls, wanted, ErrorCode.group_authorization_failed))
+            return build(schema, throttle_time=0, topics=topics, error_code=ErrorCode.group_authorization_failed)
         # v0-1 have no top-level error: a coordinator error goes on every partition.
-        error, topics = self._fetch(
-            request.group_id,
-            request.topics,
-            nested(schema, "OffsetFetchResponseTopic"),
-            nested(schema, "OffsetFetchResponsePartition"),
-            ctx.version < 2,
-            getattr(request, "require_stable", False),
-            unavailable,
-        )
+        error, topics = self._fetch(ctx, request.group_id, request.topics, topic_cls, part_cls, ctx.version < 2, getattr(request, "require_stable", False), unavailable)
         return build(schema, throttle_time=0, topics=topics, error_code=error)
 
     def _fetch(  # type: ignore[no-untyped-def]
-        self, group_id: str, requested, topic_cls: type, part_cls: type, errors_per_partition: bool, require_stable: bool, unavailable: int | None
+        self, ctx: RequestContext, group_id: str, requested, topic_cls: type, part_cls: type, errors_per_partition: bool, require_stable: bool, unavailable: int | None
     ) -> tuple[int, tuple[Any, ...]]:
         wanted = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
+        # Kafka does not tell offsets of topics the principal may not describe: asked for by name,
+        # they answer TOPIC_AUTHORIZATION_FAILED after the others; among all the group's, they are left out.
+        refused: list[tuple[str, int]] = []
+        if self._auth.enabled and wanted:
+            names = {topic for topic, _ in wanted}
+            denied = names - self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+            if denied:
+                refused = [tp for tp in wanted if tp[0] in denied]
+                wanted = [tp for tp in wanted if tp[0] not in denied]
         try:
             if unavailable is not None:
                 raise CoordinatorNotAvailable(unavailable)
             shard = self._coordinator.shard_for(group_id)
         except CoordinatorNotAvailable as e:
             code = e.error_code if errors_per_partition else 0
-            parts = [(t, p, build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)) for t, p in wanted or ()]
+            parts = _failed_offset_parts(part_cls, wanted or (), code) + _failed_offset_parts(part_cls, refused, ErrorCode.topic_authorization_failed)
             return e.error_code, _group_by_topic(topic_cls, parts)
         found = shard.offsets.fetch(group_id, wanted)
+        if wanted is None and self._auth.enabled:
+            allowed = self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {topic for topic, _, _ in found})
+            found = [f for f in found if f[0] in allowed]
         parts = []
         for topic, partition, o in found:
             # KIP-447: a read_committed consumer asks for stable offsets; one a transaction is
@@ -409,7 +497,12 @@ class OffsetFetchHandler:
                     ),
                 )
             )
+        parts += _failed_offset_parts(part_cls, refused, ErrorCode.topic_authorization_failed)
         return 0, _group_by_topic(topic_cls, parts)
+
+
+def _failed_offset_parts(part_cls: type, partitions: Iterable[tuple[str, int]], code: int) -> list[tuple[str, int, Any]]:
+    return [(t, p, build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)) for t, p in partitions]
 
 
 def _group_by_topic(topic_cls: type, parts: list[tuple[str, int, Any]]) -> tuple[Any, ...]:
@@ -420,14 +513,25 @@ def _group_by_topic(topic_cls: type, parts: list[tuple[str, int, Any]]) -> tuple
 
 
 class OffsetDeleteHandler:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.OFFSET_DELETE, ctx.version)
         topic_cls = nested(schema, "OffsetDeleteResponseTopic")
         part_cls = nested(schema, "OffsetDeleteResponsePartition")
         wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+        refused: list[tuple[str, int, int]] = []
+        if self._auth.enabled:
+            if not self._auth.authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+                return build(schema, throttle_time=0, error_code=ErrorCode.group_authorization_failed, topics=())
+            names = {topic for topic, _ in wanted}
+            denied = names - self._auth.filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, names)
+            if denied:
+                # Unlike OffsetCommit, Kafka asks the coordinator even when every topic is refused.
+                refused = [(topic, partition, ErrorCode.topic_authorization_failed) for topic, partition in wanted if topic in denied]
+                wanted = [(topic, partition) for topic, partition in wanted if topic not in denied]
         try:
             shard = self._coordinator.shard_for(request.group_id)
         except CoordinatorNotAvailable as e:
@@ -441,26 +545,38 @@ class OffsetDeleteHandler:
         def answer(write_error: int) -> Any:
             if write_error:
                 return build(schema, throttle_time=0, error_code=write_error, topics=())
-            parts = [(topic, partition, build(part_cls, partition_index=partition, error_code=code)) for topic, partition, code in answers]
+            parts = [(topic, partition, build(part_cls, partition_index=partition, error_code=code)) for topic, partition, code in refused + answers]
             return build(schema, throttle_time=0, error_code=0, topics=_group_by_topic(topic_cls, parts))
 
         return when_settled(written, answer)
 
 
 class DescribeGroupsHandler:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.DESCRIBE_GROUPS, ctx.version)
         group_cls = nested(schema, "DescribedGroup")
         member_cls = nested(schema, "DescribedGroupMember")
-        out = []
+        include_operations = getattr(request, "include_authorized_operations", False)
+        denied: set[str] | frozenset[str] = _NONE_DENIED
+        if self._auth.enabled:
+            denied = set(request.groups) - self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.groups)
+        # Kafka answers the refused groups first, then the ones it described.
+        out = [
+            build(group_cls, error_code=ErrorCode.group_authorization_failed, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(), authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN)
+            for group_id in request.groups
+            if group_id in denied
+        ]
         for group_id in request.groups:
+            if group_id in denied:
+                continue
             try:
                 shard = self._coordinator.shard_for(group_id)
             except CoordinatorNotAvailable as e:
-                out.append(build(group_cls, error_code=e.error_code, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(), authorized_operations=-2147483648))
+                out.append(build(group_cls, error_code=e.error_code, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(), authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN))
                 continue
             described = shard.groups.describe(group_id)
             members = tuple(
@@ -484,26 +600,34 @@ class DescribeGroupsHandler:
                     protocol_type=described.protocol_type,
                     protocol_data=described.protocol_data,
                     members=members,
-                    authorized_operations=-2147483648,
+                    authorized_operations=(
+                        self._auth.authorized_operations(ctx, ResourceType.GROUP, group_id)
+                        if include_operations and described.error_code == 0
+                        else AUTHORIZED_OPERATIONS_UNKNOWN
+                    ),
                 )
             )
         return build(schema, throttle_time=0, groups=tuple(out))
 
 
 class ListGroupsHandler:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.LIST_GROUPS, ctx.version)
         listed_cls = nested(schema, "ListedGroup")
         states = set(getattr(request, "states_filter", ()) or ())
         types = set(getattr(request, "types_filter", ()) or ())
-        groups = []
+        listed = [g for shard in self._coordinator.shards.values() for g in shard.list_groups(states, types)]
+        # DESCRIBE on the cluster lists every group (Kafka keeps it for compatibility); without
+        # it, only the groups the principal may describe are listed, the others left out unsaid.
+        if self._auth.enabled and not self._auth.authorize(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False):
+            allowed = self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in listed), log_if_denied=False)
+            listed = [g for g in listed if g.group_id in allowed]
+        groups = [build(listed_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type) for g in listed]
         error = 0
-        for shard in self._coordinator.shards.values():
-            for g in shard.list_groups(states, types):
-                groups.append(build(listed_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type))
         if self._coordinator.loading:
             # Kafka answers with what it has and says some coordinators are still loading.
             error = ErrorCode.coordinator_load_in_progress
@@ -511,14 +635,21 @@ class ListGroupsHandler:
 
 
 class DeleteGroupsHandler:
-    def __init__(self, coordinator: GroupCoordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.DELETE_GROUPS, ctx.version)
         result_cls = nested(schema, "DeletableGroupResult")
+        group_ids = list(dict.fromkeys(request.groups_names))
+        denied: set[str] | frozenset[str] = _NONE_DENIED
+        if self._auth.enabled:
+            denied = set(group_ids) - self._auth.filter_authorized(ctx, AclOperation.DELETE, ResourceType.GROUP, group_ids)
         codes: dict[str, Written] = {}
-        for group_id in dict.fromkeys(request.groups_names):
+        for group_id in group_ids:
+            if group_id in denied:
+                continue
             try:
                 shard = self._coordinator.shard_for(group_id)
             except CoordinatorNotAvailable as e:
@@ -527,6 +658,9 @@ class DeleteGroupsHandler:
             before = shard.snapshot([group_id])
             errors, result = shard.delete_groups([group_id], now_ms())
             codes[group_id] = errors[group_id] or self._coordinator.execute(group_id, result, before)
+        if denied:
+            # Kafka answers the refused groups after the others.
+            codes.update((g, ErrorCode.group_authorization_failed) for g in group_ids if g in denied)
 
         def answer(settled: dict[str, int]) -> Any:
             return build(schema, throttle_time=0, results=tuple(build(result_cls, group_id=g, error_code=code) for g, code in settled.items()))
@@ -540,16 +674,25 @@ class ConsumerGroupHeartbeatHandler:
     """KIP-848: the member heartbeats its subscription and owned partitions; the coordinator
     answers with its epoch and, when it changed, its assignment."""
 
-    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache) -> None:
+    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
         self._metadata = metadata
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.CONSUMER_GROUP_HEARTBEAT, ctx.version)
+        if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            return self._failed(schema, ErrorCode.group_authorization_failed)
+        if self._auth.enabled and request.subscribed_topic_names:
+            # A member may not subscribe to a topic it may not describe (KAFKA-18813). A regex
+            # subscription is not checked here: Kafka filters what the regex resolves to.
+            names = set(request.subscribed_topic_names)
+            if len(self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)) < len(names):
+                return self._failed(schema, ErrorCode.topic_authorization_failed)
         try:
             shard = self._coordinator.shard_for(request.group_id)
         except CoordinatorNotAvailable as e:
-            return build(schema, throttle_time=0, error_code=e.error_code, error_message=None, member_id=None, member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
+            return self._failed(schema, e.error_code)
         before = shard.snapshot([request.group_id])
         result = shard.consumer_groups.heartbeat(
             request,
@@ -562,10 +705,14 @@ class ConsumerGroupHeartbeatHandler:
         return when_settled(written, lambda error: self._response(schema, result.response, error))
 
     @staticmethod
-    def _response(schema: Any, r: Any, error: int) -> Any:
+    def _failed(schema: Any, error: int) -> Any:
+        return build(schema, throttle_time=0, error_code=error, error_message=None, member_id=None, member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
+
+    @classmethod
+    def _response(cls, schema: Any, r: Any, error: int) -> Any:
         assert r is not None
         if error:
-            return build(schema, throttle_time=0, error_code=error, error_message=None, member_id=None, member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
+            return cls._failed(schema, error)
         assignment = None
         if r.assignment is not None:
             assignment_cls = nested(schema, "Assignment")
@@ -584,9 +731,10 @@ class ConsumerGroupHeartbeatHandler:
 
 
 class ConsumerGroupDescribeHandler:
-    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache) -> None:
+    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
         self._metadata = metadata
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.CONSUMER_GROUP_DESCRIBE, ctx.version)
@@ -599,14 +747,30 @@ class ConsumerGroupDescribeHandler:
         def assignment(parts):  # type: ignore[no-untyped-def]
             return build(assignment_cls, topic_partitions=tuple(build(tp_cls, topic_id=p.topic_id, topic_name=p.topic_name, partitions=p.partitions) for p in parts))
 
-        out = []
+        def failed(group_id: str, error: int, message: str | None = None) -> Any:
+            return build(group_cls, error_code=error, error_message=message, group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(), authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN)
+
+        denied: set[str] | frozenset[str] = _NONE_DENIED
+        if self._auth.enabled:
+            denied = set(request.group_ids) - self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_ids)
+        # Kafka answers the refused groups first, then the ones it described.
+        out = [failed(group_id, ErrorCode.group_authorization_failed) for group_id in request.group_ids if group_id in denied]
+        described: list[DescribedConsumerGroup] = []
         for group_id in request.group_ids:
+            if group_id in denied:
+                continue
             try:
                 shard = self._coordinator.shard_for(group_id)
             except CoordinatorNotAvailable as e:
-                out.append(build(group_cls, error_code=e.error_code, error_message=None, group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(), authorized_operations=-2147483648))
+                described.append(DescribedConsumerGroup(group_id, error_code=e.error_code))
                 continue
-            [g] = shard.consumer_groups.describe([group_id], names)
+            described.extend(shard.consumer_groups.describe([group_id], names))
+        hidden = self._hidden_topics(ctx, described) if self._auth.enabled else _NONE_DENIED
+        for g in described:
+            if hidden and not hidden.isdisjoint(_assigned_topics(g)):
+                # Clients may not see topics they may not describe: the whole group is withheld.
+                out.append(failed(g.group_id, ErrorCode.topic_authorization_failed, HIDDEN_TOPICS_MESSAGE))
+                continue
             members = tuple(
                 build(
                     member_cls,
@@ -634,7 +798,21 @@ class ConsumerGroupDescribeHandler:
                     assignment_epoch=g.assignment_epoch,
                     assignor_name=g.assignor_name,
                     members=members,
-                    authorized_operations=-2147483648,
+                    authorized_operations=(
+                        self._auth.authorized_operations(ctx, ResourceType.GROUP, g.group_id)
+                        if request.include_authorized_operations and not g.error_code
+                        else AUTHORIZED_OPERATIONS_UNKNOWN
+                    ),
                 )
             )
         return build(schema, throttle_time=0, groups=tuple(out))
+
+    def _hidden_topics(self, ctx: RequestContext, described: list[DescribedConsumerGroup]) -> set[str]:
+        """The topics of the described groups' assignments and target assignments the principal
+        may not describe (KAFKA-18813)."""
+        topics = {topic for g in described for topic in _assigned_topics(g)}
+        return topics - self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics)
+
+
+def _assigned_topics(g: DescribedConsumerGroup) -> set[str]:
+    return {p.topic_name for m in g.members for parts in (m.assignment, m.target_assignment) for p in parts}

@@ -7,9 +7,11 @@ from typing import Protocol
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.auth_helper import AuthHelper
 from broker.handlers.transactions import client_error
 from broker.kafka_apis import RequestContext
 from broker.producer_id_manager import ProducerIdManager, ProducerIdsUnavailableError
+from broker.security.standard_acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build
 
@@ -37,14 +39,20 @@ class TransactionalInitProducerId(Protocol):
 
 
 class InitProducerIdHandler:
-    def __init__(self, producer_ids: ProducerIdManager) -> None:
+    def __init__(self, producer_ids: ProducerIdManager, auth: AuthHelper | None = None) -> None:
         self._producer_ids = producer_ids
+        self._auth = auth or AuthHelper(None)
         # Filled in by the transaction coordinator; until then a transactional id answers
         # COORDINATOR_NOT_AVAILABLE, which clients retry.
         self.transaction_coordinator: TransactionalInitProducerId | None = None
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.INIT_PRODUCER_ID, ctx.version)
+        if self._auth.enabled:
+            # Kafka's first check, before the request itself is validated.
+            refused = self._refused(ctx, request)
+            if refused:
+                return _answer(schema, refused)
         producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
         producer_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
@@ -65,6 +73,20 @@ class InitProducerIdHandler:
         except ProducerIdsUnavailableError as e:
             return _answer(schema, e.error_code)
         return _answer(schema, ErrorCode.none, new_id, 0)
+
+    def _refused(self, ctx: RequestContext, request) -> int:  # type: ignore[no-untyped-def]
+        transactional_id = request.transactional_id
+        if transactional_id is not None:
+            if not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+                return ErrorCode.transactional_id_authorization_failed
+            return ErrorCode.none
+        # An idempotent producer: IDEMPOTENT_WRITE on the cluster (its denial not logged), or
+        # WRITE on some topic, which is what KIP-679 made enough.
+        if self._auth.authorize(ctx, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False):
+            return ErrorCode.none
+        if self._auth.authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC):
+            return ErrorCode.none
+        return ErrorCode.cluster_authorization_failed
 
 
 def _answer(schema: type, error: int, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH):  # type: ignore[no-untyped-def]

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
+from broker.auth_helper import AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
+from broker.security.standard_acl import AclOperation, ResourceType
 from storage.errors import StorageError
 
 
 class ListOffsetsHandler:
-    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache) -> None:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
+        self._auth = auth or AuthHelper(None)
         self._rm = replica_manager
         self._metadata = metadata
 
@@ -22,9 +27,13 @@ class ListOffsetsHandler:
         # As Kafka's: a replica's request (a follower answered OFFSET_OUT_OF_RANGE) has no isolation level.
         isolation = None if request.replica_id >= 0 else getattr(request, "isolation_level", 0)
         topics = []
+        allowed = self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)) if self._auth.enabled else None
         for t in request.topics:
             parts = []
             for p in t.partitions:
+                if allowed is not None and t.name not in allowed:
+                    parts.append(build(part_cls, partition_index=p.partition_index, error_code=ErrorCode.topic_authorization_failed, timestamp=-1, offset=-1, leader_epoch=-1))
+                    continue
                 error, timestamp, offset, epoch = self._lookup(t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1), isolation)
                 parts.append(build(part_cls, partition_index=p.partition_index, error_code=error, timestamp=timestamp, offset=offset, leader_epoch=epoch))
             topics.append(build(topic_cls, name=t.name, partitions=tuple(parts)))

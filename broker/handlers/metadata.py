@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
@@ -13,6 +15,7 @@ from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 from protocol.messages import encode_body, response_frame
 from broker.metadata.metadata_image import MetadataImage, TopicImage
+from broker.security.standard_acl import CLUSTER_NAME, AclOperation, ResourceType
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
@@ -31,8 +34,9 @@ def _names_by_id(entry) -> bool:  # type: ignore[no-untyped-def]
 
 
 class MetadataHandler:
-    def __init__(self, metadata: MetadataCache, controller: AutoTopicCreationManager, auto_create_enabled: bool) -> None:
+    def __init__(self, metadata: MetadataCache, controller: AutoTopicCreationManager, auto_create_enabled: bool, auth: AuthHelper | None = None) -> None:
         self._metadata = metadata
+        self._auth = auth or AuthHelper(None)
         self._controller = controller
         self._auto_create = auto_create_enabled
         # (API version, listener) -> ((image id, image provenance), encoded body) of the all-topics answer.
@@ -42,10 +46,18 @@ class MetadataHandler:
         version = ctx.version
         image = self._metadata.image
         requested = request.topics
+        auth = self._auth
         if requested is None or (version == 0 and not requested):
+            if auth.enabled:
+                # Kafka's: topics the principal may not describe are left out, not refused.
+                allowed = auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics, log_if_denied=False)
+                topics = [(t.name, t.topic_id, 0, t) for t in image.topics.values() if t.name in allowed]
+                return self._response(version, ctx.client.listener, topics, self._operations(ctx, request), self._cluster_operations(ctx, request))
             return self._all_topics(ctx, image)
         if version < FIRST_TOPIC_ID_VERSION and any(_names_by_id(entry) for entry in requested):
             return self._response(version, ctx.client.listener, [(entry.name or "", entry.topic_id, ErrorCode.invalid_request, None) for entry in requested])
+        allow = getattr(request, "allow_auto_topic_creation", True) and self._auto_create
+        may_create = not (auth.enabled and allow) or auth.authorize(ctx, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False)
         topics: list[tuple[str | None, uuid.UUID | None, int, TopicImage | None]] = []
         missing: list[str] = []
         for entry in requested:
@@ -53,16 +65,40 @@ class MetadataHandler:
             topic_id = getattr(entry, "topic_id", None)
             if name is None and topic_id is not None and topic_id.int != 0:
                 found = image.topics_by_id.get(topic_id)
+                if found is not None and not auth.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, found.name):
+                    # Topic ids are not secret: Kafka refuses one by its id, without its name.
+                    topics.append((None, topic_id, ErrorCode.topic_authorization_failed, None))
+                    continue
                 topics.append((found.name if found else None, topic_id, 0 if found else ErrorCode.unknown_topic_id, found))
+                continue
+            if name is not None and not auth.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                # Whether it exists is not told.
+                topics.append((name, None, ErrorCode.topic_authorization_failed, None))
                 continue
             found = image.topics.get(name) if name is not None else None
             if found is None and name is not None:
+                if allow and not may_create and not auth.authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name):
+                    topics.append((name, None, ErrorCode.topic_authorization_failed, None))
+                    continue
                 missing.append(name)
             topics.append((name, found.topic_id if found else None, 0 if found else ErrorCode.unknown_topic_or_partition, found))
-        allow = getattr(request, "allow_auto_topic_creation", True)
-        if missing and allow and self._auto_create:
-            return self._create_then_respond(version, ctx.client.listener, topics, missing)
-        return self._response(version, ctx.client.listener, topics)
+        operations = self._operations(ctx, request), self._cluster_operations(ctx, request)
+        if missing and allow:
+            return self._create_then_respond(version, ctx.client.listener, topics, missing, operations)
+        return self._response(version, ctx.client.listener, topics, *operations)
+
+    def _operations(self, ctx: RequestContext, request) -> Callable[[str | None], int] | None:  # type: ignore[no-untyped-def]
+        """KIP-430: each topic's authorized operations, when the client asks for them (v8+)."""
+        if ctx.version < 8 or not getattr(request, "include_topic_authorized_operations", False):
+            return None
+        return lambda name: self._auth.authorized_operations(ctx, ResourceType.TOPIC, name) if name else AUTHORIZED_OPERATIONS_UNKNOWN
+
+    def _cluster_operations(self, ctx: RequestContext, request) -> int:  # type: ignore[no-untyped-def]
+        if not 8 <= ctx.version <= 10 or not getattr(request, "include_cluster_authorized_operations", False):
+            return AUTHORIZED_OPERATIONS_UNKNOWN
+        if not self._auth.authorize_cluster(ctx, AclOperation.DESCRIBE):
+            return 0
+        return self._auth.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
     def _all_topics(self, ctx: RequestContext, image: MetadataImage) -> list[bytes]:
         """Every topic, encoded once per metadata change and API version: with 10,000 partitions
@@ -75,10 +111,10 @@ class MetadataHandler:
             self._all_topics_bodies[(ctx.version, ctx.client.listener)] = cached
         return response_frame(ApiKey.METADATA, ctx.version, ctx.header.correlation_id, cached[1])
 
-    async def _create_then_respond(self, version, listener: str, topics, missing: list[str]):  # type: ignore[no-untyped-def]
+    async def _create_then_respond(self, version, listener: str, topics, missing: list[str], operations):  # type: ignore[no-untyped-def]
         created = await self._controller.auto_create_topics(missing)
         image = self._metadata.image
-        return self._response(version, listener, [self._after_create(entry, image, created) for entry in topics])
+        return self._response(version, listener, [self._after_create(entry, image, created) for entry in topics], *operations)
 
     @staticmethod
     def _after_create(entry, image, created: dict[str, int]):  # type: ignore[no-untyped-def]
@@ -92,7 +128,7 @@ class MetadataHandler:
             return (name, None, ErrorCode.leader_not_available, None)
         return (name, topic.topic_id, 0, topic)
 
-    def _response(self, version: int, listener: str, topics):  # type: ignore[no-untyped-def]
+    def _response(self, version: int, listener: str, topics, operations: Callable[[str | None], int] | None = None, cluster_operations: int = AUTHORIZED_OPERATIONS_UNKNOWN):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.METADATA, version)
         broker_cls = nested(schema, "MetadataResponseBroker")
         topic_cls = nested(schema, "MetadataResponseTopic")
@@ -123,7 +159,7 @@ class MetadataHandler:
                     topic_id=topic_id or uuid.UUID(int=0),
                     is_internal=name in INTERNAL_TOPICS,
                     partitions=parts,
-                    topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+                    topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN if operations is None or error else operations(name),
                 )
             )
         return build(
@@ -133,5 +169,5 @@ class MetadataHandler:
             cluster_id=self._metadata.cluster_id,
             controller_id=self._metadata.controller_id,
             topics=tuple(out),
-            cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+            cluster_authorized_operations=cluster_operations,
         )

@@ -7,10 +7,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.auth_helper import AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.network import CloseConnection
 from broker.produce_verification import Entry, ProduceVerifier, Verification, produce_result
+from broker.security.standard_acl import AclOperation, ResourceType
 from broker.replica_manager import ACKS_ALL, ProduceResult, ReplicaManager, leader_hint
 from protocol.produce_request import ProduceRequest
 from protocol.produce_response import encode_produce_response
@@ -22,14 +24,22 @@ LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenc
 
 
 class ProduceHandler:
-    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, verifier: ProduceVerifier | None = None) -> None:
+    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, verifier: ProduceVerifier | None = None, auth: AuthHelper | None = None) -> None:
         self._rm = replica_manager
         self._metadata = metadata
+        self._auth = auth or AuthHelper(None)
         # KIP-890: the transactional batches' partitions checked with (or added by) their coordinator.
         self._verifier = verifier
 
     def __call__(self, ctx: RequestContext, request: ProduceRequest):  # type: ignore[no-untyped-def]
         acks = request.acks
+        denied: set[str] = set()
+        if self._auth.enabled:
+            if request.transactional_id is not None and not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+                failed = ProduceResult(error_code=ErrorCode.transactional_id_authorization_failed)
+                return self._answer(ctx, request, {(t.name, p.index): failed for t in request.topic_data for p in t.partition_data})
+            names = {t.name for t in request.topic_data}
+            denied = names - self._auth.filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
         if acks not in VALID_ACKS:
             results = {
                 (t.name, p.index): ProduceResult(error_code=ErrorCode.invalid_required_acks)
@@ -41,6 +51,9 @@ class ProduceHandler:
             entries = []
             for t in request.topic_data:
                 for p in t.partition_data:
+                    if t.name in denied:
+                        results[(t.name, p.index)] = ProduceResult(error_code=ErrorCode.topic_authorization_failed)
+                        continue
                     try:
                         if p.records is not None:
                             validate_produce_records(p.records, ctx.version)

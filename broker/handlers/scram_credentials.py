@@ -8,8 +8,10 @@ from typing import Any, Iterable
 from kio.schema.errors import ErrorCode
 
 from broker.controller.scram_control_manager import AlterScramResult, ScramDeletion, ScramUpsertion
+from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
+from broker.security.standard_acl import AclOperation
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
@@ -36,13 +38,19 @@ class DescribeUserScramCredentialsHandler:
     """Kafka's answers: every user with a credential when none is named; a user named twice is
     DUPLICATE_RESOURCE, one without any credential RESOURCE_NOT_FOUND."""
 
-    def __init__(self, metadata: MetadataCache) -> None:
+    def __init__(self, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
         self._metadata = metadata
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ctx.version)
         result_cls = nested(schema, "DescribeUserScramCredentialsResult")
         info_cls = nested(schema, "CredentialInfo")
+        if not self._auth.authorize_cluster(ctx, AclOperation.DESCRIBE):
+            code, message = CLUSTER_AUTHORIZATION_FAILED
+            # Kafka's getErrorResponse: one nameless result per user asked for.
+            refused = tuple(build(result_cls, user="", error_code=code, error_message=message, credential_infos=()) for _ in request.users or ())
+            return build(schema, throttle_time=0, error_code=code, error_message=message, results=refused)
         by_user: dict[str, list[Any]] = {}
         for (user, mechanism), credential in sorted(self._metadata.image.scram_credentials.items()):
             by_user.setdefault(user, []).append(build(info_cls, mechanism=mechanism, iterations=credential.iterations))

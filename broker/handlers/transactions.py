@@ -15,11 +15,15 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager, TransactionSupportedOperation
+from broker.auth_helper import AuthHelper
+from broker.group.consumer_group import INTERNAL_TOPICS
 from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group_coordinator import GROUP_METADATA_TOPIC, CoordinatorNotAvailable, GroupCoordinator, now_ms
+from broker.handlers.groups import split_by_topic_authorization
 from broker.handlers.settled import when_settled
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
+from broker.security.standard_acl import CLUSTER_NAME, AclOperation, ResourceType
 from broker.transaction.transaction_coordinator import EndTxnResult, TransactionCoordinator
 from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
 from broker.transaction.transaction_metadata import TV_0, TV_2
@@ -33,6 +37,9 @@ NO_LEADER_EPOCH = -1
 END_TXN_EPOCH_BUMP_VERSION = 5
 TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION = 5
 TopicPartition = tuple[str, int]
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+_NONE_DENIED: frozenset[str] = frozenset()
 
 # KIP-588: a client older than these versions does not know PRODUCER_FENCED and is told
 # INVALID_PRODUCER_EPOCH instead, as Kafka does.
@@ -62,9 +69,10 @@ class AddPartitionsToTxnHandler:
     """v0-v3 (clients): one transaction; v4+ (brokers): a batch of transactions, each either
     added or, with verify_only, checked to be in its transaction already."""
 
-    def __init__(self, coordinator: TransactionCoordinator, metadata: MetadataCache) -> None:
+    def __init__(self, coordinator: TransactionCoordinator, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
         self._metadata = metadata
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.ADD_PARTITIONS_TO_TXN, ctx.version)
@@ -79,14 +87,20 @@ class AddPartitionsToTxnHandler:
             )
 
         if ctx.version < 4:
-            added = self._add(
-                request.v3_and_below_transactional_id,
-                request.v3_and_below_producer_id,
-                request.v3_and_below_producer_epoch,
-                False,
-                request.v3_and_below_topics,
-            )
+            transactional_id = request.v3_and_below_transactional_id
+            topics = request.v3_and_below_topics
+            denied = _NONE_DENIED
+            if self._auth.enabled:
+                if not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+                    refused = {(t.name, p): ErrorCode.transactional_id_authorization_failed for t in topics for p in t.partitions}
+                    return build(schema, throttle_time=0, results_by_topic_v3_and_below=topic_results(refused))
+                denied = self._unwritable(ctx, topics)
+            added = self._add(transactional_id, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, False, topics, denied)
             return when_settled(added, lambda results: build(schema, throttle_time=0, results_by_topic_v3_and_below=topic_results(results)))
+        # Batches come only from brokers verifying their produce requests: Kafka checks no
+        # transactional id or topic in them, the brokers having done so for their clients.
+        if not self._auth.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+            return build(schema, throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=())
         result_cls = nested(schema, "AddPartitionsToTxnResult")
         each = [(t.transactional_id, self._add(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only, t.topics)) for t in request.transactions]
 
@@ -102,13 +116,22 @@ class AddPartitionsToTxnHandler:
     async def _all_added(each: list[tuple[str, Settled[dict[TopicPartition, int]]]], answer: Callable[[list[tuple[str, dict[TopicPartition, int]]]], Any]) -> Any:
         return answer([(t, await settled(added)) for t, added in each])
 
-    def _add(self, transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool, topics) -> Settled[dict[TopicPartition, int]]:  # type: ignore[no-untyped-def]
+    def _unwritable(self, ctx: RequestContext, topics) -> frozenset[str]:  # type: ignore[no-untyped-def]
+        """The topics a client may not add: those it may not write and, as with Kafka, every
+        internal one, which only the brokers' own coordinators add."""
+        names = {t.name for t in topics}
+        return frozenset(names - self._auth.filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, names - INTERNAL_TOPICS))
+
+    def _add(  # type: ignore[no-untyped-def]
+        self, transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool, topics, denied: frozenset[str] = _NONE_DENIED
+    ) -> Settled[dict[TopicPartition, int]]:
         wanted = [(t.name, p) for t in topics for p in t.partitions]
         image = self._metadata.image
-        unknown = {tp for tp in wanted if not image.has_partition(*tp)}
-        if unknown:
-            # Kafka adds nothing when one partition is unknown, and says so about the others.
-            return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted for tp in wanted}
+        refused = {tp: ErrorCode.topic_authorization_failed for tp in wanted if tp[0] in denied} if denied else {}
+        refused.update((tp, ErrorCode.unknown_topic_or_partition) for tp in wanted if tp not in refused and not image.has_partition(*tp))
+        if refused:
+            # Kafka adds nothing when one partition is refused or unknown, and says so about the others.
+            return {tp: refused.get(tp, ErrorCode.operation_not_attempted) for tp in wanted}
         if verify_only:
             return self._coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
 
@@ -126,12 +149,17 @@ class AddOffsetsToTxnHandler:
     """Adds the group's ``__consumer_offsets`` partition to the transaction, so its marker
     settles the offsets TxnOffsetCommit writes."""
 
-    def __init__(self, coordinator: TransactionCoordinator, groups: GroupCoordinator) -> None:
+    def __init__(self, coordinator: TransactionCoordinator, groups: GroupCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
         self._groups = groups
+        self._auth = auth or AuthHelper(None)
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.ADD_OFFSETS_TO_TXN, ctx.version)
+        if not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return build(schema, throttle_time=0, error_code=ErrorCode.transactional_id_authorization_failed)
+        if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            return build(schema, throttle_time=0, error_code=ErrorCode.group_authorization_failed)
         await self._groups.ensure_offsets_topic()
         partition = (GROUP_METADATA_TOPIC, self._groups.partition_for(request.group_id))
         error = await settled(self._coordinator.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch, [partition]))
@@ -144,17 +172,38 @@ class TxnOffsetCommitHandler:
     transaction.partition.verification.enable), or, for v5 (transaction version 2, whose
     clients send no AddOffsetsToTxn), added to it."""
 
-    def __init__(self, groups: GroupCoordinator, txn_partitions: AddPartitionsToTxnManager | None = None, *, verify: bool = True) -> None:
+    def __init__(
+        self, groups: GroupCoordinator, txn_partitions: AddPartitionsToTxnManager | None = None, *, verify: bool = True, auth: AuthHelper | None = None
+    ) -> None:
         self._groups = groups
         self._txn_partitions = txn_partitions
         self._verify = verify
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        commits = [
+            PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
+            for t in request.topics
+            for p in t.partitions
+        ]
+        refused: list[tuple[PartitionCommit, int]] = []
+        if self._auth.enabled:
+            # As Kafka, before the partition is verified or added: the transactional id, then the group, then each topic.
+            error = 0
+            if not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+                error = ErrorCode.transactional_id_authorization_failed
+            elif not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+                error = ErrorCode.group_authorization_failed
+            else:
+                refused, commits = split_by_topic_authorization(self._auth, ctx, AclOperation.READ, commits)
+            if error or (refused and not commits):
+                schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
+                return self._response(ctx.version, schema, [(c, error) for c in commits] if error else refused)
         if self._txn_partitions is not None and (self._verify or ctx.version >= TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION):
-            return self._verified_commit(ctx, request)
-        return self._commit(ctx, request)
+            return self._verified_commit(ctx, request, commits, refused)
+        return self._commit(ctx, request, commits, refused)
 
-    async def _verified_commit(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+    async def _verified_commit(self, ctx: RequestContext, request, commits: list[PartitionCommit], refused: list[tuple[PartitionCommit, int]]):  # type: ignore[no-untyped-def]
         assert self._txn_partitions is not None
         partition = (GROUP_METADATA_TOPIC, self._groups.partition_for(request.group_id))
         if ctx.version >= TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION:
@@ -170,19 +219,14 @@ class TxnOffsetCommitHandler:
             # without looking the coordinator up again, and do not know NETWORK_EXCEPTION here.
             error = ErrorCode.coordinator_load_in_progress if error == ErrorCode.network_exception else error
             log.info("txn.offset_commit_unverified", transactional_id=request.transactional_id, group_id=request.group_id, error=ErrorCode(error).name)
-            commits = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
             schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
-            return self._response(ctx.version, schema, [(PartitionCommit(topic, index, -1, NO_LEADER_EPOCH, None), error) for topic, index in commits])
-        answer = self._commit(ctx, request)
+            return self._response(ctx.version, schema, refused + [(c, error) for c in commits])
+        answer = self._commit(ctx, request, commits, refused)
         return await answer if inspect.isawaitable(answer) else answer
 
-    def _commit(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+    def _commit(self, ctx: RequestContext, request, commits: list[PartitionCommit], refused: list[tuple[PartitionCommit, int]]):  # type: ignore[no-untyped-def]
+        """``refused``: the commits already answered, which come first as in Kafka's response."""
         schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
-        commits = [
-            PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
-            for t in request.topics
-            for p in t.partitions
-        ]
         try:
             shard = self._groups.shard_for(request.group_id)
         except CoordinatorNotAvailable as e:
@@ -199,10 +243,10 @@ class TxnOffsetCommitHandler:
             written = self._groups.execute_transactional(request.group_id, request.producer_id, request.producer_epoch, records) if records else 0
 
             def answer(error: int) -> Any:
-                return self._response(ctx.version, schema, [(c, error if code == 0 else code) for c, code in answers])
+                return self._response(ctx.version, schema, refused + [(c, error if code == 0 else code) for c, code in answers])
 
             return when_settled(written, answer)
-        return self._response(ctx.version, schema, answers)
+        return self._response(ctx.version, schema, refused + answers)
 
     @staticmethod
     def _response(version: int, schema: Any, answers: list[tuple[PartitionCommit, int]]) -> Any:
@@ -217,11 +261,16 @@ class TxnOffsetCommitHandler:
 
 
 class EndTxnHandler:
-    def __init__(self, coordinator: TransactionCoordinator) -> None:
+    def __init__(self, coordinator: TransactionCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.END_TXN, ctx.version)
+        if not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return build(
+                schema, throttle_time=0, error_code=ErrorCode.transactional_id_authorization_failed, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH
+            )
 
         def answer(result: EndTxnResult) -> Any:
             if result.error_code:
@@ -243,14 +292,29 @@ class WriteTxnMarkersHandler:
     ``__consumer_offsets`` partition is written by this node's group coordinator, which settles
     the transaction's offsets with it."""
 
-    def __init__(self, markers: TransactionMarkerWriter) -> None:
+    def __init__(self, markers: TransactionMarkerWriter, auth: AuthHelper | None = None) -> None:
         self._markers = markers
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.WRITE_TXN_MARKERS, ctx.version)
         result_cls = nested(schema, "WritableTxnMarkerResult")
         topic_cls = nested(schema, "WritableTxnMarkerTopicResult")
         part_cls = nested(schema, "WritableTxnMarkerPartitionResult")
+
+        def answer(settled: list[tuple[int, dict[TopicPartition, int]]]) -> Any:
+            out: list[Any] = []
+            for producer_id, results in settled:
+                topics: tuple[Any, ...] = tuple(
+                    build(topic_cls, name=topic, partitions=tuple(build(part_cls, partition_index=p, error_code=code) for p, code in parts))
+                    for topic, parts in _by_topic(results.items()).items()
+                )
+                out.append(build(result_cls, producer_id=producer_id, topics=topics))
+            return build(schema, markers=tuple(out))
+
+        if self._auth.enabled and not self._may_write_markers(ctx):
+            refused = ErrorCode.cluster_authorization_failed
+            return answer([(m.producer_id, {(t.name, p): refused for t in m.topics for p in t.partition_indexes}) for m in request.markers])
         written = [
             (
                 marker.producer_id,
@@ -264,21 +328,16 @@ class WriteTxnMarkersHandler:
             )
             for marker in request.markers
         ]
-
-        def answer(settled: list[tuple[int, dict[TopicPartition, int]]]) -> Any:
-            out: list[Any] = []
-            for producer_id, results in settled:
-                topics: tuple[Any, ...] = tuple(
-                    build(topic_cls, name=topic, partitions=tuple(build(part_cls, partition_index=p, error_code=code) for p, code in parts))
-                    for topic, parts in _by_topic(results.items()).items()
-                )
-                out.append(build(result_cls, producer_id=producer_id, topics=topics))
-            return build(schema, markers=tuple(out))
-
         if any(isinstance(code, asyncio.Future) for _, results in written for code in results.values()):
             # Answered once every marker is replicated, as Kafka's acks=-1 append of them is.
             return self._answer_replicated(written, answer)
         return answer(written)  # type: ignore[arg-type]
+
+    def _may_write_markers(self, ctx: RequestContext) -> bool:
+        # Kafka's order: ALTER on the cluster, whose denial is not logged, then CLUSTER_ACTION.
+        return self._auth.authorize(ctx, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False) or self._auth.authorize_cluster(
+            ctx, AclOperation.CLUSTER_ACTION
+        )
 
     @staticmethod
     async def _answer_replicated(written: list[tuple[int, dict[TopicPartition, Any]]], answer: Callable[[Any], Any]) -> Any:
@@ -286,8 +345,9 @@ class WriteTxnMarkersHandler:
 
 
 class DescribeTransactionsHandler:
-    def __init__(self, coordinator: TransactionCoordinator) -> None:
+    def __init__(self, coordinator: TransactionCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.DESCRIBE_TRANSACTIONS, ctx.version)
@@ -295,7 +355,10 @@ class DescribeTransactionsHandler:
         topic_cls = nested(schema, "TopicData")
         out: list[Any] = []
         for transactional_id in request.transactional_ids:
-            error, metadata = self._coordinator.describe(transactional_id)
+            if self._auth.authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+                error, metadata = self._coordinator.describe(transactional_id)
+            else:
+                error, metadata = ErrorCode.transactional_id_authorization_failed, None
             if metadata is None:
                 # Kafka leaves every other field at its default (0, "").
                 out.append(
@@ -315,6 +378,10 @@ class DescribeTransactionsHandler:
             by_topic: dict[str, list[int]] = {}
             for topic, partition in sorted(metadata.topic_partitions):
                 by_topic.setdefault(topic, []).append(partition)
+            if self._auth.enabled:
+                # Only the partitions of topics the principal may describe are told.
+                allowed = self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, by_topic)
+                by_topic = {t: p for t, p in by_topic.items() if t in allowed}
             out.append(
                 build(
                     state_cls,
@@ -337,12 +404,18 @@ def _datetime(ms: int) -> datetime.datetime:
 
 
 class ListTransactionsHandler:
-    def __init__(self, coordinator: TransactionCoordinator) -> None:
+    def __init__(self, coordinator: TransactionCoordinator, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.LIST_TRANSACTIONS, ctx.version)
         state_cls = nested(schema, "TransactionState")
         error, unknown, listed = self._coordinator.list_transactions(request.state_filters, request.producer_id_filters, getattr(request, "duration_filter", -1))
+        if self._auth.enabled:
+            # Only the transactional ids the principal may describe are listed. Kafka logs each
+            # denial here, unlike ListGroups.
+            allowed = self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, (t.transactional_id for t in listed))
+            listed = [t for t in listed if t.transactional_id in allowed]
         states: tuple[Any, ...] = tuple(build(state_cls, transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state) for t in listed)
         return build(schema, throttle_time=0, error_code=error, unknown_state_filters=tuple(unknown), transaction_states=states)

@@ -3,13 +3,16 @@
 Kafka's MetadataImage.write. Replayed in order over the empty image, they give back an equal
 image, so a snapshot can stand for the log up to the image's offset. The order is Kafka's:
 features (metadata.version first, as every metadata log starts), brokers, topics each followed
-by its partitions, configurations, client quotas, the producer id block, then SCRAM credentials.
+by its partitions, configurations, client quotas, the producer id block, SCRAM credentials, then ACLs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import (
+    AccessControlEntryRecord,
     ClientQuotaRecord,
     ConfigRecord,
     EntityData,
@@ -80,6 +83,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         records.append(
             UserScramCredentialRecord(name=name, mechanism=mechanism, salt=c.salt, stored_key=c.stored_key, server_key=c.server_key, iterations=c.iterations)
         )
+    for acl_id, acl in sorted(image.acls.items()):
+        records.append(AccessControlEntryRecord(id=acl_id, **dataclasses.asdict(acl)))
     return records
 
 

@@ -13,6 +13,7 @@ treats them as no-ops.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping
 
@@ -27,6 +28,7 @@ from broker.metadata.metadata_image import (
 )
 from broker.metadata.metadata_records import (
     AbortTransactionRecord,
+    AccessControlEntryRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
     ClientQuotaRecord,
@@ -40,6 +42,7 @@ from broker.metadata.metadata_records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -48,6 +51,7 @@ from broker.metadata.metadata_records import (
     UserScramCredentialRecord,
 )
 from broker.metadata.topics_delta import TopicDelta, TopicsDelta
+from broker.security.standard_acl import StandardAcl
 
 ConfigResource = tuple[int, str]
 
@@ -191,6 +195,22 @@ class ClientQuotasDelta:
         return MappingProxyType({entity: MappingProxyType(values) for entity, values in self.quotas.items()})
 
 
+class AclsDelta:
+    def __init__(self, image: MetadataImage) -> None:
+        self.acls = dict(image.acls)
+
+    def replay(self, record: AccessControlEntryRecord | RemoveAccessControlEntryRecord) -> None:
+        if isinstance(record, AccessControlEntryRecord):
+            self.acls[record.id] = StandardAcl(
+                record.resource_type, record.resource_name, record.pattern_type, record.principal, record.host, record.operation, record.permission_type
+            )
+        elif self.acls.pop(record.id, None) is None:
+            raise MetadataImageError(f"no ACL with id {record.id} to remove")
+
+    def apply(self) -> Mapping[uuid.UUID, StandardAcl]:
+        return MappingProxyType(self.acls)
+
+
 def quota_entity(parts: Iterable[tuple[str, str | None]]) -> QuotaEntity:
     return tuple(sorted(parts, key=lambda part: part[0]))
 
@@ -205,6 +225,7 @@ class MetadataDelta:
         self.producer_ids_delta: ProducerIdsDelta | None = None
         self.scram_delta: ScramDelta | None = None
         self.client_quotas_delta: ClientQuotasDelta | None = None
+        self.acls_delta: AclsDelta | None = None
         self.record_count = 0
 
     # Kafka's getOrCreate*Delta.
@@ -243,6 +264,11 @@ class MetadataDelta:
             self.client_quotas_delta = ClientQuotasDelta(self.image)
         return self.client_quotas_delta
 
+    def _acls(self) -> AclsDelta:
+        if self.acls_delta is None:
+            self.acls_delta = AclsDelta(self.image)
+        return self.acls_delta
+
     def replay(self, record: MetadataRecord) -> None:
         replay = _REPLAY.get(type(record))
         if replay is None:
@@ -275,12 +301,15 @@ class MetadataDelta:
     def _replay_client_quota(self, record: ClientQuotaRecord) -> None:
         self._client_quotas().replay(record)
 
+    def _replay_acl(self, record: AccessControlEntryRecord | RemoveAccessControlEntryRecord) -> None:
+        self._acls().replay(record)
+
     def _replay_nothing(self, record: MetadataRecord) -> None:
         pass
 
     @property
     def is_empty(self) -> bool:
-        return self.features_delta is self.cluster_delta is self.topics_delta is self.configs_delta is self.producer_ids_delta is self.scram_delta is self.client_quotas_delta is None
+        return self.features_delta is self.cluster_delta is self.topics_delta is self.configs_delta is self.producer_ids_delta is self.scram_delta is self.client_quotas_delta is self.acls_delta is None
 
     def apply(self, provenance: int | None = None, provenance_epoch: int | None = None) -> MetadataImage:
         """The next image; ``provenance`` is the offset of the last record replayed (default: unchanged)."""
@@ -295,6 +324,7 @@ class MetadataDelta:
             next_producer_id=image.next_producer_id if self.producer_ids_delta is None else self.producer_ids_delta.next_producer_id,
             scram_credentials=image.scram_credentials if self.scram_delta is None else self.scram_delta.apply(),
             client_quotas=image.client_quotas if self.client_quotas_delta is None else self.client_quotas_delta.apply(),
+            acls=image.acls if self.acls_delta is None else self.acls_delta.apply(),
             provenance=image.provenance if provenance is None else provenance,
             provenance_epoch=image.provenance_epoch if provenance_epoch is None else provenance_epoch,
         )
@@ -349,6 +379,8 @@ class MetadataDelta:
             delta._scram().credentials = dict(image.scram_credentials)
         if previous.client_quotas != image.client_quotas:
             delta._client_quotas().quotas = {entity: dict(values) for entity, values in image.client_quotas.items()}
+        if previous.acls != image.acls:
+            delta._acls().acls = dict(image.acls)
         return delta
 
 
@@ -370,6 +402,8 @@ _REPLAY: dict[type, Callable[[MetadataDelta, MetadataRecord], None]] = {
     UserScramCredentialRecord: MetadataDelta._replay_scram,  # type: ignore[dict-item]
     RemoveUserScramCredentialRecord: MetadataDelta._replay_scram,  # type: ignore[dict-item]
     ClientQuotaRecord: MetadataDelta._replay_client_quota,  # type: ignore[dict-item]
+    AccessControlEntryRecord: MetadataDelta._replay_acl,  # type: ignore[dict-item]
+    RemoveAccessControlEntryRecord: MetadataDelta._replay_acl,  # type: ignore[dict-item]
     NoOpRecord: MetadataDelta._replay_nothing,
     **{t: MetadataDelta._replay_nothing for t in _TRANSACTION_RECORDS},
 }
@@ -387,6 +421,7 @@ def apply_records(image: MetadataImage, records: Iterable[MetadataRecord]) -> Me
 
 
 __all__ = [
+    "AclsDelta",
     "ClientQuotasDelta",
     "ClusterDelta",
     "ConfigurationsDelta",

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from broker.security.standard_acl import StandardAcl
 from broker.metadata.metadata_records import (
     BrokerEndpoint,
     BrokerFeature,
@@ -25,6 +26,9 @@ from broker.metadata.metadata_records import (
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+BROKER_LOGGER_RESOURCE = 8
+CLIENT_METRICS_RESOURCE = 16
+GROUP_RESOURCE = 32
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
@@ -160,6 +164,7 @@ class MetadataImage:
     # (user, mechanism: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512) -> credential
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: EMPTY_MAP)
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: EMPTY_MAP)
+    acls: Mapping[uuid.UUID, StandardAcl] = field(default_factory=lambda: EMPTY_MAP)
     provenance: int = -1  # offset of the last record applied
     provenance_epoch: int = -1  # epoch of the batch holding that record
 
@@ -169,7 +174,7 @@ class MetadataImage:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.topics or self.configs or self.features or self.brokers or self.next_producer_id or self.scram_credentials or self.client_quotas)
+        return not (self.topics or self.configs or self.features or self.brokers or self.next_producer_id or self.scram_credentials or self.client_quotas or self.acls)
 
     def has_partition(self, topic: str, partition: int) -> bool:
         t = self.topics.get(topic)

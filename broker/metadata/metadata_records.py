@@ -477,6 +477,40 @@ class RemoveUserScramCredentialRecord(MetadataRecord):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AccessControlEntryRecord(MetadataRecord):
+    """One ACL, by an id the controller chose (codes as broker/security/standard_acl.py)."""
+
+    API_KEY: ClassVar[int] = 18
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("id", "uuid"),
+        Field("resource_type", "int8"),
+        Field("resource_name", "string"),
+        Field("pattern_type", "int8"),
+        Field("principal", "string"),
+        Field("host", "string"),
+        Field("operation", "int8"),
+        Field("permission_type", "int8"),
+    )
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntryRecord(MetadataRecord):
+    API_KEY: ClassVar[int] = 19
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("id", "uuid"),)
+    id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FeatureLevelRecord(MetadataRecord):
     API_KEY: ClassVar[int] = 12
     VERSION: ClassVar[int] = 0
@@ -565,6 +599,8 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
         ClientQuotaRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
         NoOpRecord,
         BeginTransactionRecord,
         EndTransactionRecord,
@@ -601,6 +637,7 @@ def decode_metadata_record(value: bytes | memoryview) -> MetadataRecord:
 
 __all__ = [
     "AbortTransactionRecord",
+    "AccessControlEntryRecord",
     "BeginTransactionRecord",
     "BrokerEndpoint",
     "BrokerFeature",
@@ -621,6 +658,7 @@ __all__ = [
     "ProducerIdsRecord",
     "RECORD_TYPES",
     "RegisterBrokerRecord",
+    "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
     "RemoveUserScramCredentialRecord",
     "TopicRecord",
