@@ -17,7 +17,7 @@ import gc
 import ssl
 import time
 from functools import partial
-from typing import Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, Mapping, TypeVar
 
 import structlog
 
@@ -25,6 +25,7 @@ from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.broker_lifecycle_manager import AdvertisedListener, BrokerLifecycleManager
+from broker.connection_quotas import broker_connection_quotas
 from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
 from broker.controller_channel import ControllerChannel, LocalController
 from broker.fetch_session import FetchSessionCache
@@ -38,6 +39,7 @@ from broker.handlers.describe_producers import DescribeProducersHandler
 from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsHandler
 from broker.handlers.fetch import FetchHandler
 from broker.auth_helper import AuthHelper
+from broker.client_quota_manager import FETCH, PRODUCE, ClientQuotaManager
 from broker.metadata.acl_publisher import AclPublisher
 from broker.security.standard_authorizer import parse_super_users
 from broker.handlers.forwarding import ForwardAlterConfigsHandler, ForwardToControllerHandler
@@ -75,8 +77,8 @@ from broker.handlers.transactions import (
 )
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
-from broker.metadata.metadata_image import ScramCredential
-from broker.network import ListenerSecurity, SocketServer, TransferMetrics
+from broker.metadata.metadata_image import QuotaEntity, ScramCredential
+from broker.network import ListenerSecurity, SharedConnectionQuotas, SocketServer, TransferMetrics
 from broker.produce_verification import ProduceVerifier
 from broker.producer_id_manager import ControllerProducerIdAllocator, ProducerIdManager
 from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManager
@@ -219,6 +221,8 @@ class BrokerServer:
         )
         self.acl_publisher = AclPublisher(bool(cfg.authorizer_class_name), parse_super_users(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
         self.auth = AuthHelper(self.acl_publisher)
+        self.produce_quota = ClientQuotaManager(PRODUCE, self._client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds)
+        self.fetch_quota = ClientQuotaManager(FETCH, self._client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds)
         self.init_producer_id = InitProducerIdHandler(self.producer_id_manager, self.auth)
         self.init_producer_id.transaction_coordinator = self.txn_coordinator
         # In this order: readers see the new image first, then replicas exist before the
@@ -226,6 +230,9 @@ class BrokerServer:
         self._publishers = (self.metadata, self.acl_publisher, self.replica_manager, self.group_coordinator, self.txn_state_manager)
         for publisher in self._publishers:
             loader.install_publisher(publisher)
+
+    def _client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
+        return self.metadata.image.client_quotas
 
     def _feature_info(self) -> FeatureInfo:
         image = self.metadata.image
@@ -273,9 +280,10 @@ class BrokerServer:
                     retry_max_ms=cfg.add_partitions_to_txn_retry_backoff_max_ms,
                 ),
                 self.auth,
+                self.produce_quota,
             ),
             ApiKey.FETCH: FetchHandler(
-                self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes, ReplicationQuotaManager.leader(self.metadata), self.auth
+                self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes, ReplicationQuotaManager.leader(self.metadata), self.auth, self.fetch_quota
             ),
             ApiKey.LIST_OFFSETS: ListOffsetsHandler(self.replica_manager, self.metadata, self.auth),
             ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(cfg, self.metadata, cfg, self.log_manager.describe_cleaning, self.auth),
@@ -339,6 +347,7 @@ class BrokerServer:
         # is still freed by reference counting (only a cycle among such objects would stay).
         gc.collect()
         gc.freeze()
+        quotas = SharedConnectionQuotas(broker_connection_quotas(cfg))
         for listen in cfg.client_listeners:
             server = SocketServer(
                 listen.host,
@@ -348,6 +357,7 @@ class BrokerServer:
                 max_in_flight=cfg.queued_max_requests,
                 metrics=self.metrics,
                 security=self._listener_security(listen.name),
+                quotas=quotas,
             )
             await server.start()
             self.socket_servers.append(server)

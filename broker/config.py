@@ -168,6 +168,9 @@ class BrokerConfig(BaseModel):
     authorizer_class_name: str = Field("", alias="authorizer.class.name")
     super_users: str = Field("", alias="super.users")
     allow_everyone_if_no_acl_found: bool = Field(False, alias="allow.everyone.if.no.acl.found")
+    # Client quotas' rate (broker/client_quota_manager.py): this many samples of this many seconds.
+    quota_window_num: int = Field(11, alias="quota.window.num", ge=1)
+    quota_window_size_seconds: int = Field(1, alias="quota.window.size.seconds", ge=1)
     # Kafka's listener-prefixed configs, `listener.name.<listener>.<config>` (a SASL listener's
     # `<mechanism>.sasl.jaas.config` among them), by their full names.
     listener_prefixed: dict[str, str] = Field(default_factory=dict)
@@ -205,6 +208,32 @@ class BrokerConfig(BaseModel):
     delete_topic_enable: bool = Field(True, alias="delete.topic.enable")
     socket_request_max_bytes: int = Field(104857600, alias="socket.request.max.bytes", ge=1)
     queued_max_requests: int = Field(500, alias="queued.max.requests", ge=1)
+    # Connection limits (broker/connection_quotas.py), Kafka's names and defaults (Integer.MAX_VALUE:
+    # none); max.connections also per listener, as listener.name.<l>.max.connections.
+    max_connections: int = Field(2147483647, alias="max.connections", ge=0, le=2147483647)
+    max_connections_per_ip: int = Field(2147483647, alias="max.connections.per.ip", ge=0, le=2147483647)
+    max_connections_per_ip_overrides: str = Field("", alias="max.connections.per.ip.overrides")
+
+    @field_validator("max_connections_per_ip_overrides")
+    @classmethod
+    def _connection_overrides(cls, value: str) -> str:
+        from broker.connection_quotas import parse_overrides
+
+        parse_overrides(value)
+        return value
+
+    @model_validator(mode="after")
+    def _connection_limits(self) -> "BrokerConfig":
+        """KafkaConfig's checks: a per-IP limit of 0 needs overrides; a listener's max.connections is an INT, at least 0."""
+        from broker.connection_quotas import INT_MAX, parse_overrides
+
+        if self.max_connections_per_ip == 0 and not parse_overrides(self.max_connections_per_ip_overrides):
+            raise ValueError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.")
+        for key, value in self.listener_prefixed.items():
+            if key.endswith(".max.connections") and not (re.fullmatch(r"\d+", value.strip()) and int(value) <= INT_MAX):
+                raise ValueError(f"Invalid value {value} for configuration {key}: must be an integer from 0 to {INT_MAX}")
+        return self
+
     message_max_bytes: int = Field(1048588, alias="message.max.bytes", ge=0)
     # Kafka's default is 55 MiB. librdkafka parses a whole fetch answer before it hands the
     # application a record, so 50 MB answers (64 partitions at 1 MB each) stall its pipeline:

@@ -22,6 +22,8 @@ log = structlog.get_logger()
 class RequestContext:
     header: RequestHeader
     client: ClientInfo
+    # The request's frame in bytes, header included: what a produce quota counts.
+    size: int = 0
 
     @property
     def version(self) -> int:
@@ -50,7 +52,7 @@ class KafkaApis:
             # Kafka cannot parse such a request either and drops the connection.
             raise CloseConnection(f"unsupported api key {key} version {version}")
         request = decode_request(key, version, frame, header.body_offset)
-        ctx = RequestContext(header, client)
+        ctx = RequestContext(header, client, len(frame))
         result = self._handlers[ApiKey(key)](ctx, request)
         if inspect.isawaitable(result):
             return self._finish(ctx, result)

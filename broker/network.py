@@ -18,10 +18,12 @@ import socket
 import ssl
 from collections import deque
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Protocol, cast
+from functools import partial
+from typing import Awaitable, Callable, Iterable, Protocol, cast
 
 import structlog
 
+from broker.connection_quotas import INT_MAX, ConnectionLimitReached, ConnectionQuotas, Refusal, TooManyConnections
 from broker.security.sasl_server_authenticator import AuthAnswer, SaslServerAuthenticator
 from broker.security.ssl_principal_mapper import SslPrincipalMapper
 from broker.ssl_transport_layer import SslTransportLayer
@@ -103,7 +105,16 @@ class ListenerSecurity:
 
 PLAINTEXT_LISTENER = ListenerSecurity()
 
-Response = list[Chunk] | None
+@dataclass(frozen=True, slots=True)
+class Throttle:
+    """Put after a response: the connection reads nothing more from the client for ``ms`` once
+    the response is on its way (KIP-219's muted channel, how Kafka holds a client over its quota
+    whether or not the client waits by itself)."""
+
+    ms: int
+
+
+Response = list["Chunk | Throttle"] | None
 Dispatch = Callable[[RequestHeader, bytearray, ClientInfo], "Awaitable[Response] | Response"]
 
 
@@ -123,7 +134,15 @@ class Connection:
     """
 
     def __init__(
-        self, sock: socket.socket, address: str, dispatch: Dispatch, max_request_size: int, max_in_flight: int, metrics: TransferMetrics, security: ListenerSecurity = PLAINTEXT_LISTENER
+        self,
+        sock: socket.socket,
+        address: str,
+        dispatch: Dispatch,
+        max_request_size: int,
+        max_in_flight: int,
+        metrics: TransferMetrics,
+        security: ListenerSecurity = PLAINTEXT_LISTENER,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self._sock = sock
         self._fd = sock.fileno()
@@ -152,9 +171,13 @@ class Connection:
         # What is being written now: the rest of one or more answers' chunks.
         self._out: deque[OutChunk] = deque()
         self._reading = False
+        self._muted_until = 0.0  # loop time until which a client over its quota is not read
         self._writing = False  # waiting for the socket to take more
         self._draining = False  # no more requests: close once every answer is out
         self._closed: asyncio.Future[None] = self._loop.create_future()
+        self._on_close = on_close
+        # When the socket last read or wrote: past max.connections the least recently used goes first.
+        self.last_active = self._loop.time()
         self._client: ClientInfo | None = None
         self.id = f"{address}-{self._fd}"
         self._log = log.bind(connection=self.id, peer=address)
@@ -175,7 +198,30 @@ class Connection:
 
     # -- reading ------------------------------------------------------------------------------------
 
+    def _mute(self, ms: int) -> None:
+        until = self._loop.time() + ms / 1000
+        if until > self._muted_until:
+            self._muted_until = until
+            self._pause_reading()
+            self._loop.call_at(until, self._unmute)
+
+    def _muted(self) -> bool:
+        return self._muted_until > 0.0 and self._loop.time() < self._muted_until
+
+    def _unmute(self) -> None:
+        if self._closed.done():
+            return
+        if self._muted():
+            # The loop may run a timer up to its clock resolution early; a longer mute has its own timer.
+            self._loop.call_at(self._muted_until, self._unmute)
+            return
+        self._release_held()
+        if not self._writing:
+            self._write()
+
     def _resume_reading(self) -> None:
+        if self._muted():
+            return
         if not self._reading and not self._draining and not self._held and not self._closed.done():
             self._loop.add_reader(self._fd, self._on_readable)
             self._reading = True
@@ -193,6 +239,7 @@ class Connection:
             self._reading = False
 
     def _on_readable(self) -> None:
+        self.last_active = self._loop.time()
         decoder = self._decoder
         try:
             n = self._recv_into(decoder.buffer())
@@ -217,7 +264,7 @@ class Connection:
         except FrameTooLarge as e:
             refused, frames = e, e.complete
         for frame in frames:
-            if self._barrier is not None:
+            if self._barrier is not None or self._muted():
                 self._held.append(frame)
                 self._pause_reading()
             elif not self._handle(frame):
@@ -271,6 +318,10 @@ class Connection:
         if result is None:
             return True  # acks=0: no answer at all
         if isinstance(result, list):
+            if result and isinstance(result[-1], Throttle):
+                # As Kafka, which reads a client's requests one at a time: none of those it
+                # sent behind this one is taken before the throttle time is over.
+                self._mute(result[-1].ms)
             self._pending.append(result)
             return True
         future = asyncio.ensure_future(result)
@@ -318,7 +369,7 @@ class Connection:
         if self._draining:
             held.clear()  # read after the connection stopped taking requests: Kafka never reads them
             return
-        while held and self._barrier is None and not self._closed.done():
+        while held and self._barrier is None and not self._muted() and not self._closed.done():
             if not self._handle(held.popleft()):
                 held.clear()
                 return
@@ -343,6 +394,9 @@ class Connection:
                         chunks = head
                         pending.popleft()
                     if chunks:
+                        if isinstance(chunks[-1], Throttle):
+                            self._mute(chunks[-1].ms)
+                            chunks = chunks[:-1]
                         out.extend(cast("list[OutChunk]", chunks))
                 if not out and (self._tls is None or self._tls.flush()):
                     break
@@ -388,6 +442,7 @@ class Connection:
         return None
 
     def _on_writable(self) -> None:
+        self.last_active = self._loop.time()
         self._write()
 
     def _send(self, out: deque[OutChunk]) -> bool:
@@ -472,6 +527,14 @@ class Connection:
             # A handler bug must not take the broker down; this client reconnects.
             self._log.error(event, exc_info=error, **context)
 
+    def close(self) -> None:
+        """Drop the connection now, answers owed or not."""
+        self._close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.done()
+
     def _close(self) -> None:
         if self._closed.done():
             return
@@ -488,15 +551,77 @@ class Connection:
         self._out.clear()
         self._sock.close()
         self._closed.set_result(None)
+        if self._on_close is not None:
+            self._on_close()
+
+
+class SharedConnectionQuotas:
+    """One broker's ConnectionQuotas, shared by its listeners' SocketServers as Kafka's acceptors
+    share theirs, and what the counting cannot do itself: wake the acceptors that wait for a slot
+    when a connection closes on any listener (Kafka's notifyAll), and close the least recently
+    used connections of the other listeners when the inter-broker listener takes the broker past
+    max.connections (Kafka's processors do it one per poll)."""
+
+    def __init__(self, quotas: ConnectionQuotas) -> None:
+        self.quotas = quotas
+        self._servers: list[SocketServer] = []
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def add_server(self, server: SocketServer) -> None:
+        self._servers.append(server)
+
+    def inc(self, listener: str, ip: str) -> Refusal | None:
+        refusal = self.quotas.inc(listener, ip)
+        if refusal is None and self.quotas.total > self.quotas.max_connections:
+            self._close_excess()
+        return refusal
+
+    def dec(self, listener: str, ip: str) -> None:
+        self.quotas.dec(listener, ip)
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def connection_closed(self) -> None:
+        """Return once any connection closes."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        await waiter
+
+    def _close_excess(self) -> None:
+        quotas = self.quotas
+        while True:
+            candidates = [
+                conn for server in self._servers if quotas.max_connections_exceeded(server.listener) for conn in server.connections if not conn.closed
+            ]
+            if not candidates:
+                return
+            oldest = min(candidates, key=lambda conn: conn.last_active)
+            log.info("connection.closed_over_max_connections", connection=oldest.id, max_connections=quotas.max_connections)
+            oldest.close()  # its dec counts it out: the loop ends
 
 
 class SocketServer:
     def __init__(
-        self, host: str, port: int, dispatch: Dispatch, *, max_request_size: int, max_in_flight: int, metrics: TransferMetrics, security: ListenerSecurity = PLAINTEXT_LISTENER
+        self,
+        host: str,
+        port: int,
+        dispatch: Dispatch,
+        *,
+        max_request_size: int,
+        max_in_flight: int,
+        metrics: TransferMetrics,
+        security: ListenerSecurity = PLAINTEXT_LISTENER,
+        quotas: SharedConnectionQuotas | None = None,
     ) -> None:
         self._host = host
         self._port = port
         self._security = security
+        self.listener = security.name
+        # Without a broker's quotas (controller listeners), connections are counted but never limited.
+        self._quotas = quotas or SharedConnectionQuotas(ConnectionQuotas({self.listener: INT_MAX}))
+        self._quotas.add_server(self)
         self._dispatch = dispatch
         self._max_request_size = max_request_size
         self._max_in_flight = max_in_flight
@@ -520,19 +645,23 @@ class SocketServer:
         assert self._server_sock is not None
         return self._server_sock.getsockname()[1]
 
+    @property
+    def connections(self) -> Iterable[Connection]:
+        return self._connections.values()
+
     async def _accept_loop(self) -> None:
         server = self._server_sock
         assert server is not None
         loop = asyncio.get_running_loop()
         while True:
             try:
-                self._start_connection(*await loop.sock_accept(server))
+                await self._take(*await loop.sock_accept(server))
                 # sock_accept takes one connection per loop iteration, and each iteration also
                 # serves every connection already open: 1,000 clients connecting at once sat
                 # up to a second in the kernel's backlog, their first requests with them.
                 # The rest of the backlog is taken now, like asyncio's own servers do.
                 for _ in range(ACCEPT_BURST - 1):
-                    self._start_connection(*server.accept())
+                    await self._take(*server.accept())
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 # Backlog drained, or a client gave up before it was accepted.
                 continue
@@ -543,14 +672,43 @@ class SocketServer:
                     continue
                 raise
 
-    def _start_connection(self, sock: socket.socket, addr: tuple[str, int] | tuple[str, int, int, int]) -> None:
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        address = f"{addr[0]}:{addr[1]}"
-        conn = Connection(sock, address, self._dispatch, self._max_request_size, self._max_in_flight, self._metrics, self._security)
+    async def _take(self, sock: socket.socket, addr: tuple[str, int] | tuple[str, int, int, int]) -> None:
+        """Serve a connection taken from the backlog. At max.connections, as Kafka's acceptor, hold
+        it until another connection closes: the next clients wait in the listen backlog."""
+        while not self._start_connection(sock, addr):
+            try:
+                await self._quotas.connection_closed()
+            except asyncio.CancelledError:
+                sock.close()
+                raise
+
+    def _start_connection(self, sock: socket.socket, addr: tuple[str, int] | tuple[str, int, int, int]) -> bool:
+        """Serve a connection taken from the backlog, or close it if its address is at its limit;
+        False when it has to wait for a slot."""
+        ip, address = addr[0], f"{addr[0]}:{addr[1]}"
+        refusal = self._quotas.inc(self.listener, ip)
+        if isinstance(refusal, ConnectionLimitReached):
+            log.debug("socket_server.accept_blocked", listener=self.listener, peer=address, limit=refusal.limit, limited_listener=refusal.listener)
+            return False
+        if isinstance(refusal, TooManyConnections):
+            # Kafka logs each of these at info: "Rejected connection from /ip, address already has the configured maximum of N connections."
+            log.info("connection.rejected", peer=address, listener=self.listener, limit=refusal.limit)
+            sock.close()
+            return True
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Connection(
+                sock, address, self._dispatch, self._max_request_size, self._max_in_flight, self._metrics, self._security, partial(self._quotas.dec, self.listener, ip)
+            )
+        except BaseException:
+            self._quotas.dec(self.listener, ip)
+            sock.close()
+            raise
         task = asyncio.create_task(conn.run())
         self._connections[task] = conn
         task.add_done_callback(lambda t: self._connections.pop(t, None))
+        return True
 
     async def stop_accepting(self) -> None:
         if self._accept_task:

@@ -10,11 +10,12 @@ from collections.abc import Awaitable
 from kio.schema.errors import ErrorCode
 
 from broker.auth_helper import AuthHelper
+from broker.client_quota_manager import ClientQuotaManager, user_name
 from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSessionCache, SessionContext
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_image import MetadataImage
-from broker.network import TransferMetrics
+from broker.network import Throttle, TransferMetrics
 from broker.replica_manager import ReadResult, ReplicaManager, now_ms
 from broker.replication_quota_manager import ReplicationQuotaManager
 from broker.security.standard_acl import AclOperation, ResourceType
@@ -45,8 +46,10 @@ class FetchHandler:
         max_response_bytes: int,
         leader_quota: ReplicationQuotaManager | None = None,
         auth: AuthHelper | None = None,
+        quota: ClientQuotaManager | None = None,
     ) -> None:
         self._auth = auth or AuthHelper(None)
+        self._quota = quota
         self._rm = replica_manager
         self._metadata = metadata
         self._sessions = sessions
@@ -117,6 +120,12 @@ class FetchHandler:
         )
         # A follower may fetch past what one response to a consumer holds: replica.fetch.response.max.bytes is its own limit.
         max_bytes = request.max_bytes if reader.is_follower else min(request.max_bytes, self._max_response_bytes)
+        quota = self._quota if not reader.is_follower and self._quota is not None and self._quota.enabled else None
+        if quota is not None:
+            # Kafka's getMaxValueInQuotaWindow: no single answer larger than the quota lets through in a window.
+            window = quota.max_value_in_window(user_name(ctx.client.principal), ctx.header.client_id or "")
+            if window is not None:
+                max_bytes = min(max_bytes, int(window))
         max_wait = request.max_wait_ms / 1000
         deadline = time.monotonic() + max_wait
         results, done = self._read_all(
@@ -170,6 +179,11 @@ class FetchHandler:
         unknown_ids: dict[uuid.UUID, list[int]],
         reader: _Reader,
     ) -> list[Chunk]:
+        if not reader.is_follower and self._quota is not None and self._quota.enabled:
+            throttle_ms = self._consumer_throttle_ms(ctx, results)
+            if throttle_ms:
+                # Kafka's getThrottledResponse: nothing this time, and the client waits.
+                return [*encode_fetch_response(ctx.version, ctx.header.correlation_id, [], throttle_time_ms=throttle_ms, session_id=session.session_id), Throttle(throttle_ms)]
         quota = self._leader_quota
         if reader.is_follower and quota is not None:
             # Kafka's sizeOfThrottledPartitions: what a throttled partition sends counts whether
@@ -182,6 +196,17 @@ class FetchHandler:
             session_id=session.session_id,
             node_endpoints=self._metadata.leader_endpoints((r.current_leader for r in results.values()), ctx.client.listener),
         )
+
+    def _consumer_throttle_ms(self, ctx: RequestContext, results: dict[TopicPartition, ReadResult]) -> int:
+        """The answer's bytes counted against the client's fetch quota; a throttled answer is sent
+        empty, so what it would have held is taken back off the rate, as Kafka does."""
+        assert self._quota is not None
+        user, client_id, now = user_name(ctx.client.principal), ctx.header.client_id or "", now_ms()
+        size = sum(r.size for r in results.values())
+        throttle_ms = self._quota.record(user, client_id, size, now)
+        if throttle_ms:
+            self._quota.unrecord(user, client_id, size, now)
+        return throttle_ms
 
     def _read_all(
         self,

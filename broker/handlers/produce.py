@@ -8,12 +8,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.auth_helper import AuthHelper
+from broker.client_quota_manager import ClientQuotaManager, user_name
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
-from broker.network import CloseConnection
+from broker.network import CloseConnection, Throttle
 from broker.produce_verification import Entry, ProduceVerifier, Verification, produce_result
 from broker.security.standard_acl import AclOperation, ResourceType
-from broker.replica_manager import ACKS_ALL, ProduceResult, ReplicaManager, leader_hint
+from broker.replica_manager import ACKS_ALL, ProduceResult, ReplicaManager, leader_hint, now_ms
 from protocol.produce_request import ProduceRequest
 from protocol.produce_response import encode_produce_response
 from protocol.record_batch import InvalidProduceRecords, validate_produce_records
@@ -24,7 +25,15 @@ LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenc
 
 
 class ProduceHandler:
-    def __init__(self, replica_manager: ReplicaManager, metadata: MetadataCache, verifier: ProduceVerifier | None = None, auth: AuthHelper | None = None) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        metadata: MetadataCache,
+        verifier: ProduceVerifier | None = None,
+        auth: AuthHelper | None = None,
+        quota: ClientQuotaManager | None = None,
+    ) -> None:
+        self._quota = quota
         self._rm = replica_manager
         self._metadata = metadata
         self._auth = auth or AuthHelper(None)
@@ -96,12 +105,13 @@ class ProduceHandler:
             if waiting:
                 return self._await_replication(ctx, request, results, waiting)
         if acks == 0:
+            throttle_ms = self._throttle_ms(ctx)
             failed = [key for key, r in results.items() if r.error_code != ErrorCode.none]
             if failed:
                 # No response can carry the error, so Kafka drops the connection: the
                 # client notices, refreshes metadata and stops writing into the void.
                 return _close_after_earlier_responses(f"acks=0 produce failed for {len(failed)} partition(s), first {failed[0]}")
-            return None
+            return [Throttle(throttle_ms)] if throttle_ms else None
         return self._response(ctx, request, results)
 
     async def _await_replication(
@@ -119,7 +129,16 @@ class ProduceHandler:
                 result.current_leader = leader_hint(image, topic, index)
         topics = [(t.name, [(p.index, results[(t.name, p.index)]) for p in t.partition_data]) for t in request.topic_data]
         endpoints = self._metadata.leader_endpoints((r.current_leader for r in results.values()), ctx.client.listener)
-        return [encode_produce_response(ctx.version, ctx.header.correlation_id, topics, node_endpoints=endpoints)]
+        throttle_ms = self._throttle_ms(ctx)
+        response = encode_produce_response(ctx.version, ctx.header.correlation_id, topics, throttle_time_ms=throttle_ms, node_endpoints=endpoints)
+        return [response, Throttle(throttle_ms)] if throttle_ms else [response]
+
+    def _throttle_ms(self, ctx: RequestContext) -> int:
+        """The request counted against the client's produce quota, as Kafka counts it once answered."""
+        quota = self._quota
+        if quota is None or not quota.enabled:
+            return 0
+        return quota.record(user_name(ctx.client.principal), ctx.header.client_id or "", ctx.size, now_ms())
 
 
 async def _close_after_earlier_responses(reason: str) -> None:
