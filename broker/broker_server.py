@@ -251,7 +251,8 @@ class BrokerServer:
             mapper = SslPrincipalMapper(cfg.ssl_principal_mapping_rules) if tls is not None else None
             return ListenerSecurity(listener, tls, principal_mapper=mapper)
         mechanisms = server_factories(cfg, listener, self._scram_credential)
-        authenticator = partial(SaslServerAuthenticator, mechanisms, cfg.sasl_server_max_receive_size, cfg.connection_failed_authentication_delay_ms)
+        reauth_ms = int(cfg.listener_config(listener, "connections.max.reauth.ms") or 0)
+        authenticator = partial(SaslServerAuthenticator, mechanisms, cfg.sasl_server_max_receive_size, cfg.connection_failed_authentication_delay_ms, reauth_ms)
         return ListenerSecurity(listener, tls, authenticator)
 
     def _scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:

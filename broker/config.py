@@ -163,6 +163,8 @@ class BrokerConfig(BaseModel):
     sasl_enabled_mechanisms: str = Field("GSSAPI", alias="sasl.enabled.mechanisms")
     connection_failed_authentication_delay_ms: int = Field(100, alias="connection.failed.authentication.delay.ms", ge=0)
     sasl_server_max_receive_size: int = Field(524288, alias="sasl.server.max.receive.size", ge=1)
+    # KIP-368: a SASL session's lifetime, after which the client must have re-authenticated (0: never).
+    connections_max_reauth_ms: int = Field(0, alias="connections.max.reauth.ms", ge=0)
     # Authorization (broker/security/standard_authorizer.py): empty, every request is allowed;
     # org.apache.kafka.metadata.authorizer.StandardAuthorizer, the ACLs of the metadata log decide.
     authorizer_class_name: str = Field("", alias="authorizer.class.name")

@@ -57,6 +57,7 @@ MAX_IOV = 64
 # the records as not written) for at most one request's records that the next leader has.
 PRODUCE = int(ApiKey.PRODUCE)
 API_VERSIONS = int(ApiKey.API_VERSIONS)
+SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
 
 
 class FileRegion(Protocol):
@@ -288,6 +289,14 @@ class Connection:
         except InvalidRequest as e:
             self._refuse("connection.closed_bad_request", e)
             return False
+        if auth is not None and auth.complete:
+            if auth.session_expired():
+                # KIP-368: a client that did not re-authenticate in time loses the connection.
+                self._log.info("connection.session_expired", principal=self._principal)
+                self.stop_reading()
+                return False
+            if header.api_key == SASL_HANDSHAKE and (reauthentication := auth.begin_reauthentication(header, frame)) is not None:
+                return self._authenticated(reauthentication)
         if auth is not None and not auth.complete and header.api_key != API_VERSIONS:
             try:
                 answer = auth.request(header, frame)

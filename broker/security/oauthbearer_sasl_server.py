@@ -38,6 +38,7 @@ class OAuthBearerSaslServer:
         self._error: str | None = None
         self.is_complete = False
         self.authorization_id = ""
+        self.credential_expiration_ms: int | None = None
 
     def evaluate_response(self, response: bytes) -> bytes:
         if response == b"\x01" and self._error is not None:
@@ -56,6 +57,8 @@ class OAuthBearerSaslServer:
                 f"Authentication failed: Client requested an authorization id ({authzid}) that is different from the token's principal name ({principal})"
             )
         self.authorization_id = principal
+        # When the token stops being valid: a re-authenticating session ends no later (KIP-368).
+        self.credential_expiration_ms = int(float(claims["exp"]) * 1000)
         self.is_complete = True
         return b""
 

@@ -334,3 +334,66 @@ def test_oauthbearer_refuses_a_signed_token_an_authzid_of_someone_else_and_garba
         OAuthBearerSaslServer({}, now_ms=lambda: 1_000_000).evaluate_response(oauth_message(unsecured_jwt({"sub": "alice", "exp": 2000}), authzid="bob"))
     with pytest.raises(SaslCredentialsError):
         OAuthBearerSaslServer({}).evaluate_response(b"n,,\x01auth=Basic xyz\x01\x01")
+
+
+def reauthenticating(clock: list[float], reauth_ms: int = 10_000) -> SaslServerAuthenticator:
+    users = {"alice": "secret", "bob": "other"}
+    return SaslServerAuthenticator({"PLAIN": lambda: PlainSaslServer(users)}, 524288, 100, reauth_ms, now=lambda: clock[0])
+
+
+def reauth_handshake(auth: SaslServerAuthenticator, mechanism: str = "PLAIN"):  # type: ignore[no-untyped-def]
+    frame = bytearray(encode_request(handshake_v1.SaslHandshakeRequest(mechanism=mechanism), 3)[4:])
+    return auth.begin_reauthentication(parse_request_header(frame), frame)
+
+
+def test_kip_368_a_session_lasts_connections_max_reauth_ms_and_renews_with_the_same_principal() -> None:
+    clock = [100.0]
+    auth = reauthenticating(clock)
+    send(auth, handshake_v1.SaslHandshakeRequest(mechanism="PLAIN"))
+    request = authenticate_v2.SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00secret")
+    answer = decode(send(auth, request, 2).frame, request)
+    assert answer.session_lifetime.total_seconds() == 10.0
+    clock[0] = 109.0
+    assert not auth.session_expired()
+    assert not reauth_handshake(auth).close
+    answer = decode(send(auth, request, 4).frame, request)
+    assert answer.error_code == ErrorCode.none and auth.complete and auth.principal == "User:alice"
+    clock[0] = 118.0
+    assert not auth.session_expired()  # the new session runs from the re-authentication
+    clock[0] = 119.0
+    assert auth.session_expired()
+
+
+def test_kip_368_refusals_another_principal_another_mechanism_and_no_reauth_configured() -> None:
+    clock = [0.0]
+    auth = reauthenticating(clock)
+    send(auth, handshake_v1.SaslHandshakeRequest(mechanism="PLAIN"))
+    send(auth, authenticate_v2.SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00secret"), 2)
+    reauth_handshake(auth)
+    request = authenticate_v2.SaslAuthenticateRequest(auth_bytes=b"\x00bob\x00other")
+    answer = send(auth, request, 4)
+    assert answer.close and decode(answer.frame, request).error_code == ErrorCode.sasl_authentication_failed
+    assert "Cannot change principals during re-authentication from User:alice" in (answer.reason or "")
+
+    auth = reauthenticating(clock)
+    send(auth, handshake_v1.SaslHandshakeRequest(mechanism="PLAIN"))
+    send(auth, authenticate_v2.SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00secret"), 2)
+    answer = reauth_handshake(auth, "SCRAM-SHA-512")
+    assert answer is not None and answer.close
+
+    plain = authenticator()  # connections.max.reauth.ms=0: no session expires, no re-authentication
+    send(plain, handshake_v1.SaslHandshakeRequest(mechanism="PLAIN"))
+    send(plain, authenticate_v2.SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00secret"), 2)
+    assert reauth_handshake(plain) is None and not plain.session_expired()
+
+
+def test_kip_368_an_oauth_session_ends_no_later_than_its_token() -> None:
+    clock = [0.0]
+    now_ms = 1_000_000_000_000
+    factory = lambda: OAuthBearerSaslServer({}, now_ms=lambda: now_ms)  # noqa: E731
+    auth = SaslServerAuthenticator({"OAUTHBEARER": factory}, 524288, 100, 60_000, now=lambda: clock[0], wall_ms=lambda: now_ms)
+    send(auth, handshake_v1.SaslHandshakeRequest(mechanism="OAUTHBEARER"))
+    token = unsecured_jwt({"sub": "alice", "exp": now_ms // 1000 + 5})
+    request = authenticate_v2.SaslAuthenticateRequest(auth_bytes=oauth_message(token))
+    answer = decode(send(auth, request, 2).frame, request)
+    assert answer.error_code == ErrorCode.none and answer.session_lifetime.total_seconds() == 5.0
