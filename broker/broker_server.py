@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import gc
 import ssl
 import time
@@ -219,6 +218,7 @@ class BrokerServer:
             self.txn_state_manager.partition_for,
             inter_broker_listener_name=cfg.inter_broker_listener.name,
         )
+        self._tls_contexts: dict[tuple[tuple[str, str], ...], ssl.SSLContext] = {}
         self.acl_publisher = AclPublisher(bool(cfg.authorizer_class_name), parse_super_users(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
         self.auth = AuthHelper(self.acl_publisher)
         self.produce_quota = ClientQuotaManager(PRODUCE, self._client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds)
@@ -238,17 +238,22 @@ class BrokerServer:
         image = self.metadata.image
         return FeatureInfo(BROKER_SUPPORTED_FEATURES, image.features, image.provenance)
 
-    @functools.cached_property
-    def _tls_context(self) -> ssl.SSLContext:
-        """One context for every SSL and SASL_SSL listener: the stores are read once."""
-        return server_context(self.config)
+    def _tls_context(self, listener: str) -> ssl.SSLContext:
+        """A TLS listener's context: one for all the listeners with the same ssl.* settings, so
+        that the stores are read once; a listener with its own (listener.name.<l>.ssl.*) its own."""
+        ssl_cfg = self.config.ssl_for_listener(listener)
+        key = tuple(sorted((name, str(value)) for name, value in ssl_cfg.model_dump().items() if name.startswith("ssl_")))
+        context = self._tls_contexts.get(key)
+        if context is None:
+            context = self._tls_contexts[key] = server_context(ssl_cfg)
+        return context
 
     def _listener_security(self, listener: str) -> ListenerSecurity:
         cfg = self.config
         protocol = cfg.security_protocol_map[listener]
-        tls = self._tls_context if protocol in ("SSL", "SASL_SSL") else None
+        tls = self._tls_context(listener) if protocol in ("SSL", "SASL_SSL") else None
         if not protocol.startswith("SASL_"):
-            mapper = SslPrincipalMapper(cfg.ssl_principal_mapping_rules) if tls is not None else None
+            mapper = SslPrincipalMapper(cfg.ssl_for_listener(listener).ssl_principal_mapping_rules) if tls is not None else None
             return ListenerSecurity(listener, tls, principal_mapper=mapper)
         mechanisms = server_factories(cfg, listener, self._scram_credential)
         reauth_ms = int(cfg.listener_config(listener, "connections.max.reauth.ms") or 0)

@@ -434,6 +434,17 @@ class BrokerConfig(BaseModel):
         prefixed = {str(k): str(v) for k, v in data.items() if str(k).startswith(LISTENER_PREFIX)}
         return {**{k: v for k, v in data.items() if not str(k).startswith(LISTENER_PREFIX)}, "listener_prefixed": prefixed}
 
+    def ssl_for_listener(self, listener: str) -> "BrokerConfig":
+        """This config as a TLS listener sees it: each `listener.name.<listener>.ssl.*` over the
+        broker-wide `ssl.*` of the same name (Kafka falls back config by config)."""
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        update = {
+            _FIELDS_BY_ALIAS[key[len(prefix) :]]: value
+            for key, value in self.listener_prefixed.items()
+            if key.startswith(prefix + "ssl.") and key[len(prefix) :] in _FIELDS_BY_ALIAS
+        }
+        return self.model_copy(update=update) if update else self
+
     def listener_config(self, listener: str, name: str) -> str | None:
         """A config as a listener sees it: `listener.name.<listener>.<name>` over the broker-wide one."""
         prefixed = self.listener_prefixed.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
@@ -506,11 +517,12 @@ class BrokerConfig(BaseModel):
         for name in sorted(node_links & {lst.name for lst in listeners}):
             if protocols.get(name, SERVED_SECURITY_PROTOCOL) != SERVED_SECURITY_PROTOCOL:
                 return f"Listener {name} uses security protocol {protocols[name]}: kbroker's own links between nodes (inter-broker and controller listeners) are {SERVED_SECURITY_PROTOCOL} only"
-        if any(protocols[lst.name] in ("SSL", "SASL_SSL") for lst in listeners):
-            try:
-                check_ssl_config(self)
-            except SslConfigError as e:
-                return str(e)
+        for lst in listeners:
+            if protocols[lst.name] in ("SSL", "SASL_SSL"):
+                try:
+                    check_ssl_config(self.ssl_for_listener(lst.name))
+                except SslConfigError as e:
+                    return str(e)
         for lst in listeners:
             if protocols[lst.name].startswith("SASL_"):
                 problem = sasl_listener_problem(self, lst.name)

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka import KafkaConsumer, KafkaProducer
@@ -26,9 +28,10 @@ TIMEOUT_S = 30.0
 
 
 class SslBroker:
-    def __init__(self, broker: BrokerProcess, ssl_port: int, directory: Path) -> None:
+    def __init__(self, broker: BrokerProcess, ssl_port: int, directory: Path, other_port: int) -> None:
         self.broker = broker
         self.ssl_port = ssl_port
+        self.other_port = other_port
         self.ca = directory / "ca.pem"
         self.client_cert = directory / "client.pem"
         self.client_key = directory / "client.key"
@@ -48,11 +51,16 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SslBroker]:
     client = ca.issue("client-1", server=False)
     (directory / "client.pem").write_text(client.cert_pem())
     (directory / "client.key").write_text(client.key_pem())
+    # A second TLS listener with its own certificate (listener.name.<l>.ssl.*).
+    other = ca.write_pem_keystore(ca.issue("other.localhost"), directory / "other-keystore.pem")
     broker = BrokerProcess(directory / "data")
-    ssl_port = free_port()
+    ssl_port, other_port = free_port(), free_port()
     broker.overrides.update(
         {
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_port},OTHER://127.0.0.1:{other_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,OTHER:SSL,CONTROLLER:PLAINTEXT",
+            "listener.name.other.ssl.keystore.location": str(other),
+            "listener.name.other.ssl.client.auth": "none",
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(keystore),
             "ssl.key.password": "key-secret",
@@ -63,7 +71,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SslBroker]:
     )
     broker.start()
     try:
-        yield SslBroker(broker, ssl_port, directory)
+        yield SslBroker(broker, ssl_port, directory, other_port)
     finally:
         retire(broker)
 
@@ -168,3 +176,15 @@ def test_describe_configs_shows_the_ssl_settings_and_never_a_password(tls: SslBr
     assert configs["ssl.client.auth"].value == "requested"
     password = configs["ssl.key.password"]
     assert (password.value, password.is_sensitive) == (None, True)
+
+
+def test_a_listener_with_its_own_ssl_configs_serves_its_own_certificate(tls: SslBroker) -> None:
+    """listener.name.other.ssl.keystore.location: OTHER shows its certificate, SSL the broker-wide one."""
+
+    def common_name(port: int) -> str:
+        pem = ssl.get_server_certificate(("127.0.0.1", port), ca_certs=str(tls.ca), timeout=TIMEOUT_S)
+        certificate = x509.load_pem_x509_certificate(pem.encode())
+        return str(certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+
+    assert common_name(tls.ssl_port) == "localhost"
+    assert common_name(tls.other_port) == "other.localhost"
