@@ -24,6 +24,7 @@ from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.broker_lifecycle_manager import AdvertisedListener, BrokerLifecycleManager
+from broker.config import BrokerConfig
 from broker.connection_quotas import broker_connection_quotas
 from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
 from broker.controller_channel import ControllerChannel, LocalController
@@ -38,6 +39,7 @@ from broker.handlers.describe_producers import DescribeProducersHandler
 from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsHandler
 from broker.handlers.fetch import FetchHandler
 from broker.auth_helper import AuthHelper
+from broker.dynamic_listener_config import DynamicListenerConfig, listener_store_config, reconfiguration_problem, with_overrides
 from broker.client_quota_manager import FETCH, PRODUCE, ClientQuotaManager
 from broker.metadata.acl_publisher import AclPublisher
 from broker.security.standard_authorizer import parse_super_users
@@ -219,6 +221,9 @@ class BrokerServer:
             inter_broker_listener_name=cfg.inter_broker_listener.name,
         )
         self._tls_contexts: dict[tuple[tuple[str, str], ...], ssl.SSLContext] = {}
+        # The config the listeners serve with: server.properties and this broker's dynamic store configs.
+        self._listeners_config = cfg
+        self.dynamic_listener_config = DynamicListenerConfig(cfg.node_id, cfg, self._reconfigure_listeners)
         self.acl_publisher = AclPublisher(bool(cfg.authorizer_class_name), parse_super_users(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
         self.auth = AuthHelper(self.acl_publisher)
         self.produce_quota = ClientQuotaManager(PRODUCE, self._client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds)
@@ -227,7 +232,7 @@ class BrokerServer:
         self.init_producer_id.transaction_coordinator = self.txn_coordinator
         # In this order: readers see the new image first, then replicas exist before the
         # coordinators load them.
-        self._publishers = (self.metadata, self.acl_publisher, self.replica_manager, self.group_coordinator, self.txn_state_manager)
+        self._publishers = (self.metadata, self.acl_publisher, self.dynamic_listener_config, self.replica_manager, self.group_coordinator, self.txn_state_manager)
         for publisher in self._publishers:
             loader.install_publisher(publisher)
 
@@ -241,7 +246,7 @@ class BrokerServer:
     def _tls_context(self, listener: str) -> ssl.SSLContext:
         """A TLS listener's context: one for all the listeners with the same ssl.* settings, so
         that the stores are read once; a listener with its own (listener.name.<l>.ssl.*) its own."""
-        ssl_cfg = self.config.ssl_for_listener(listener)
+        ssl_cfg = self._listeners_config.ssl_for_listener(listener)
         key = tuple(sorted((name, str(value)) for name, value in ssl_cfg.model_dump().items() if name.startswith("ssl_")))
         context = self._tls_contexts.get(key)
         if context is None:
@@ -253,12 +258,32 @@ class BrokerServer:
         protocol = cfg.security_protocol_map[listener]
         tls = self._tls_context(listener) if protocol in ("SSL", "SASL_SSL") else None
         if not protocol.startswith("SASL_"):
-            mapper = SslPrincipalMapper(cfg.ssl_for_listener(listener).ssl_principal_mapping_rules) if tls is not None else None
+            mapper = SslPrincipalMapper(self._listeners_config.ssl_for_listener(listener).ssl_principal_mapping_rules) if tls is not None else None
             return ListenerSecurity(listener, tls, principal_mapper=mapper)
         mechanisms = server_factories(cfg, listener, self._scram_credential)
         reauth_ms = int(cfg.listener_config(listener, "connections.max.reauth.ms") or 0)
         authenticator = partial(SaslServerAuthenticator, mechanisms, cfg.sasl_server_max_receive_size, cfg.connection_failed_authentication_delay_ms, reauth_ms)
         return ListenerSecurity(listener, tls, authenticator)
+
+    def _reconfigure_listeners(self, cfg: BrokerConfig) -> None:
+        """This broker's dynamic store configs changed: TLS listeners serve new connections with them."""
+        self._listeners_config = cfg
+        for server in self.socket_servers:
+            if cfg.security_protocol_map[server.listener] in ("SSL", "SASL_SSL"):
+                server.reconfigure(self._listener_security(server.listener))
+                log.info("listener.reconfigured", listener=server.listener)
+
+    def _check_listener_stores(self, changes: dict[str, str | None]) -> str | None:
+        """Before forwarding: why this broker's TLS listeners could not serve with these stores."""
+        updated = with_overrides(self._listeners_config, changes)
+        tls = {name for name, protocol in self.config.security_protocol_map.items() if protocol in ("SSL", "SASL_SSL")}
+        for key in changes:
+            listener = listener_store_config(key)
+            if listener is not None and listener.upper() in tls:
+                problem = reconfiguration_problem(self._listeners_config, updated, listener.upper())
+                if problem is not None:
+                    return problem
+        return None
 
     def _scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
         """A SCRAM exchange's credential: the metadata log's, as this broker has applied it."""
@@ -330,7 +355,7 @@ class BrokerServer:
         for key in FORWARDED_APIS:
             handlers[key] = ForwardToControllerHandler(key, self.channel, self.auth, lambda: self.metadata.image)
         for key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
-            handlers[key] = ForwardAlterConfigsHandler(key, self.channel, cfg.node_id, self.auth)
+            handlers[key] = ForwardAlterConfigsHandler(key, self.channel, cfg.node_id, self.auth, self._check_listener_stores)
         if not self.auth.enabled:
             handlers[ApiKey.CREATE_ACLS] = create_acls
             handlers[ApiKey.DELETE_ACLS] = delete_acls

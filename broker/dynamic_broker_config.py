@@ -2,12 +2,14 @@
 DynamicConfig.Broker, as far as kbroker has them.
 
 Today these are the replication throttles kafka-reassign-partitions.sh sets and clears (Kafka's
-QuotaConfig): bytes per second, a LONG of at least 0. Anything else is refused with
-INVALID_CONFIG; static settings stay in server.properties.
+QuotaConfig): bytes per second, a LONG of at least 0; and a listener's keystore and truststore
+(broker/dynamic_listener_config.py). Anything else is refused with INVALID_CONFIG; static settings
+stay in server.properties.
 """
 
 from __future__ import annotations
 
+from broker.dynamic_listener_config import listener_store_config
 from storage.log_config import InvalidConfigError
 
 LEADER_REPLICATION_THROTTLED_RATE = "leader.replication.throttled.rate"
@@ -20,6 +22,8 @@ LONG_MAX = 2**63 - 1
 def validate_dynamic_broker_config(configs: dict[str, str]) -> None:
     """Raise InvalidConfigError, with Kafka's ConfigDef messages, unless every override is a dynamic broker config with a valid value."""
     for key, value in sorted(configs.items()):
+        if listener_store_config(key) is not None:
+            continue  # a listener's keystore or truststore: its broker checked the stores before forwarding
         if key not in DYNAMIC_BROKER_CONFIGS:
             raise InvalidConfigError(key, f"Dynamic broker config {key} is not supported by this node; set it in server.properties.")
         try:

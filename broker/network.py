@@ -649,6 +649,10 @@ class SocketServer:
         self._server_sock = sock
         self._accept_task = asyncio.create_task(self._accept_loop())
 
+    def reconfigure(self, security: ListenerSecurity) -> None:
+        """New connections are made with ``security`` (a listener's new certificate); open ones keep theirs."""
+        self._security = security
+
     @property
     def port(self) -> int:
         assert self._server_sock is not None

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, pkcs12
 
 from broker.security.ssl_principal_mapper import SslPrincipalMapper
@@ -144,3 +145,15 @@ def _load_truststore(context: ssl.SSLContext, cfg: BrokerConfig) -> bool:
         raise SslConfigError(f"ssl.truststore: cannot load the trusted certificates ({e})") from None
     return True
 
+
+
+def keystore_certificate(cfg: BrokerConfig) -> x509.Certificate:
+    """The keystore's own certificate (the first of its chain)."""
+    if cfg.ssl_keystore_type.upper() == "PKCS12":
+        return x509.load_pem_x509_certificates(_pkcs12_as_pem(cfg).encode())[0]
+    if cfg.ssl_keystore_location is not None:
+        text = Path(cfg.ssl_keystore_location).read_text()
+    else:
+        assert cfg.ssl_keystore_certificate_chain is not None
+        text = _pem_block(cfg.ssl_keystore_certificate_chain)
+    return x509.load_pem_x509_certificates(text.encode())[0]

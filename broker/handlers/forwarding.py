@@ -22,6 +22,7 @@ from broker.controller_channel import ControllerChannel, ControllerUnavailableEr
 from broker.handlers.acls import create_acls_response, delete_acls_response
 from broker.handlers.client_quotas import alter_client_quotas_response, every_entry_answered
 from broker.handlers.scram_credentials import alter_user_scram_credentials_response, every_user_answered
+from broker.dynamic_listener_config import listener_store_config
 from broker.kafka_apis import RequestContext
 from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, AuthHelper, Refusal
 from broker.metadata.metadata_image import BROKER_LOGGER_RESOURCE, BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, MetadataImage
@@ -307,13 +308,34 @@ class ForwardAlterConfigsHandler(ForwardToControllerHandler):
     receiving broker: a broker resource names this broker (or, incrementally, "" for the cluster
     default). The resources that fail are answered here, the others authorized and forwarded."""
 
-    def __init__(self, api_key: ApiKey, channel: ControllerChannel, node_id: int, auth: AuthHelper | None = None) -> None:
+    def __init__(
+        self,
+        api_key: ApiKey,
+        channel: ControllerChannel,
+        node_id: int,
+        auth: AuthHelper | None = None,
+        check_listener_stores: Callable[[dict[str, str | None]], str | None] | None = None,
+    ) -> None:
         super().__init__(api_key, channel, auth)
         self._node_id = node_id
+        # This broker's own check of a listener's new keystore or truststore: why it cannot serve, or None.
+        self._check_listener_stores = check_listener_stores
 
     def _refusals(self, ctx: RequestContext, items: tuple[Any, ...]) -> dict[int, Refusal]:
         wrong = {i: (ErrorCode.invalid_request, message) for i, r in enumerate(items) if (message := self._wrong_node(r)) is not None}
-        return {**super()._refusals(ctx, items), **wrong}
+        unusable = {i: (ErrorCode.invalid_config, message) for i, r in enumerate(items) if i not in wrong and (message := self._unusable_stores(r)) is not None}
+        return {**super()._refusals(ctx, items), **unusable, **wrong}
+
+    def _unusable_stores(self, resource: Any) -> str | None:
+        if self._check_listener_stores is None or resource.resource_type != BROKER_RESOURCE or resource.resource_name != str(self._node_id):
+            return None
+        if self._api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+            # Operation 0 sets, 1 deletes (back to the static value); appending to a store makes no sense.
+            changes = {c.name: (c.value if int(c.config_operation) == 0 else None) for c in resource.configs}
+        else:
+            changes = {c.name: c.value for c in resource.configs}
+        stores = {k: v for k, v in changes.items() if listener_store_config(k) is not None}
+        return self._check_listener_stores(stores) if stores else None
 
     def _wrong_node(self, resource: Any) -> str | None:
         if resource.resource_type != BROKER_RESOURCE or (resource.resource_name == "" and self._api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS):

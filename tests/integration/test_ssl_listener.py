@@ -14,8 +14,8 @@ from typing import Iterator
 import pytest
 from cryptography import x509
 from cryptography.x509.oid import NameOID
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 
@@ -188,3 +188,50 @@ def test_a_listener_with_its_own_ssl_configs_serves_its_own_certificate(tls: Ssl
 
     assert common_name(tls.ssl_port) == "localhost"
     assert common_name(tls.other_port) == "other.localhost"
+
+
+def test_a_listeners_keystore_is_replaced_at_run_time_and_a_mismatched_one_refused(tls: SslBroker) -> None:
+    """kafka-configs.sh --entity-type brokers --alter --add-config listener.name.ssl.ssl.keystore.location=…:
+    new connections get the new certificate, an open one keeps working, and a keystore whose
+    certificate names another host is refused (INVALID_CONFIG) as Kafka refuses it."""
+    def fingerprint() -> bytes:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        with socket.create_connection(("127.0.0.1", tls.ssl_port), timeout=TIMEOUT_S) as raw, context.wrap_socket(raw) as sock:
+            der = sock.getpeercert(binary_form=True)
+            assert der is not None
+            return der
+
+    admin = AdminClient(confluent_ssl(tls))
+    node = str(admin.describe_cluster(request_timeout=TIMEOUT_S).result(TIMEOUT_S).nodes[0].id)
+    old = fingerprint()
+    producer = Producer(confluent_ssl(tls))
+    topic = unique_topic("reload")
+    create_topic(tls.broker.bootstrap, topic)
+    producer.produce(topic, b"before")
+    assert producer.flush(TIMEOUT_S) == 0
+
+    # The clients below keep their connections (and the tool trusts no CA to read the certificate),
+    # so the renewed certificate may come from another CA.
+    other_ca = TestCA("another CA")
+    renewed = other_ca.write_pem_keystore(other_ca.issue("localhost"), tls.ca.parent / "renewed-keystore.pem", key_password="key-secret")
+    key = "listener.name.ssl.ssl.keystore.location"
+
+    def alter(path: Path) -> None:
+        resource = ConfigResource("BROKER", node, incremental_configs=[ConfigEntry(key, str(path), incremental_operation=AlterConfigOpType.SET)])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(TIMEOUT_S)
+
+    alter(renewed)
+    deadline = time.monotonic() + TIMEOUT_S
+    while fingerprint() == old:
+        assert time.monotonic() < deadline, "the listener never served the new certificate"
+        time.sleep(0.1)
+    producer.produce(topic, b"after")  # its connection was made with the old certificate
+    assert producer.flush(TIMEOUT_S) == 0
+
+    intruder = other_ca.write_pem_keystore(other_ca.issue("intruder.example"), tls.ca.parent / "intruder-keystore.pem", key_password="key-secret")
+    with pytest.raises(KafkaException) as refused:
+        alter(intruder)
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "DistinguishedName or SubjectAltNames do not match" in refused.value.args[0].str()
