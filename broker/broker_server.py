@@ -11,6 +11,7 @@ as Kafka's do, so a client never sees a broker that does not know the cluster ye
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import concurrent.futures
 import gc
 import ssl
@@ -260,7 +261,7 @@ class BrokerServer:
         if not protocol.startswith("SASL_"):
             mapper = SslPrincipalMapper(self._listeners_config.ssl_for_listener(listener).ssl_principal_mapping_rules) if tls is not None else None
             return ListenerSecurity(listener, tls, principal_mapper=mapper)
-        mechanisms = server_factories(cfg, listener, self._scram_credential)
+        mechanisms = server_factories(cfg, listener, self._scram_credential, start_jwks=True)
         reauth_ms = int(cfg.listener_config(listener, "connections.max.reauth.ms") or 0)
         authenticator = partial(SaslServerAuthenticator, mechanisms, cfg.sasl_server_max_receive_size, cfg.connection_failed_authentication_delay_ms, reauth_ms)
         return ListenerSecurity(listener, tls, authenticator)
@@ -270,7 +271,7 @@ class BrokerServer:
         self._listeners_config = cfg
         for server in self.socket_servers:
             if cfg.security_protocol_map[server.listener] in ("SSL", "SASL_SSL"):
-                server.reconfigure(self._listener_security(server.listener))
+                server.reconfigure(dataclasses.replace(server.security, ssl_context=self._tls_context(server.listener)))
                 log.info("listener.reconfigured", listener=server.listener)
 
     def _check_listener_stores(self, changes: dict[str, str | None]) -> str | None:

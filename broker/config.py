@@ -163,6 +163,15 @@ class BrokerConfig(BaseModel):
     sasl_enabled_mechanisms: str = Field("GSSAPI", alias="sasl.enabled.mechanisms")
     connection_failed_authentication_delay_ms: int = Field(100, alias="connection.failed.authentication.delay.ms", ge=0)
     sasl_server_max_receive_size: int = Field(524288, alias="sasl.server.max.receive.size", ge=1)
+    # KIP-768: signed OAuth tokens, for a listener whose OAUTHBEARER server callback handler is
+    # OAuthBearerValidatorCallbackHandler (broker/security/oauthbearer_validator.py).
+    sasl_oauthbearer_jwks_endpoint_url: str | None = Field(None, alias="sasl.oauthbearer.jwks.endpoint.url")
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = Field(3600000, alias="sasl.oauthbearer.jwks.endpoint.refresh.ms", ge=1)
+    sasl_oauthbearer_expected_audience: str = Field("", alias="sasl.oauthbearer.expected.audience")
+    sasl_oauthbearer_expected_issuer: str | None = Field(None, alias="sasl.oauthbearer.expected.issuer")
+    sasl_oauthbearer_sub_claim_name: str = Field("sub", alias="sasl.oauthbearer.sub.claim.name")
+    sasl_oauthbearer_scope_claim_name: str = Field("scope", alias="sasl.oauthbearer.scope.claim.name")
+    sasl_oauthbearer_clock_skew_seconds: int = Field(30, alias="sasl.oauthbearer.clock.skew.seconds", ge=0)
     # KIP-368: a SASL session's lifetime, after which the client must have re-authenticated (0: never).
     connections_max_reauth_ms: int = Field(0, alias="connections.max.reauth.ms", ge=0)
     # Authorization (broker/security/standard_authorizer.py): empty, every request is allowed;

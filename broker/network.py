@@ -649,6 +649,10 @@ class SocketServer:
         self._server_sock = sock
         self._accept_task = asyncio.create_task(self._accept_loop())
 
+    @property
+    def security(self) -> ListenerSecurity:
+        return self._security
+
     def reconfigure(self, security: ListenerSecurity) -> None:
         """New connections are made with ``security`` (a listener's new certificate); open ones keep theirs."""
         self._security = security

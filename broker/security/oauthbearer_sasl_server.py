@@ -8,7 +8,7 @@ past nor `iat`/`nbf` in the future beyond `unsecuredValidatorAllowableClockSkewM
 `unsecuredValidatorRequiredScope` must all be in the scope claim. A token refused is answered, as
 RFC 7628 and Kafka do, with a JSON error challenge (`{"status":"invalid_token"}`); the client's
 `\\x01` in return ends the exchange with that JSON as the failure's message. For tests and
-development only, as Kafka's: signed tokens (JWKS, KIP-768) are not validated yet.
+development only, as Kafka's; signed tokens (KIP-768) are oauthbearer_validator.py's.
 """
 
 from __future__ import annotations

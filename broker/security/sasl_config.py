@@ -4,7 +4,8 @@
 mechanisms; each needs `listener.name.<l>.<mechanism>.sasl.jaas.config`, as a Kafka broker does
 (kbroker reads no JAAS file). PLAIN's users are the `user_<name>="<password>"` options of
 PlainLoginModule; SCRAM's (ScramLoginModule) are the credentials in the metadata log;
-OAUTHBEARER's (OAuthBearerLoginModule) tokens are checked by the unsecured validator's options.
+OAUTHBEARER's (OAuthBearerLoginModule) tokens are checked by the unsecured validator's options,
+or, with OAuthBearerValidatorCallbackHandler, against the keys of a JWKS endpoint (KIP-768).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from broker.security.jaas_config import JaasConfigError, parse_jaas_config
 from broker.metadata.metadata_image import ScramCredential
 from broker.security.oauthbearer_sasl_server import OAuthBearerSaslServer
+from broker.security.oauthbearer_validator import VALIDATOR_CALLBACK_HANDLERS, OAuthBearerJwtSaslServer, RefreshingJwks, validator_config
 from broker.security.plain_sasl_server import PlainSaslServer
 from broker.security.scram import SCRAM_MECHANISMS, ScramSaslServer
 from broker.security.sasl_server import SaslServerFactory
@@ -45,8 +47,15 @@ def sasl_listener_problem(cfg: BrokerConfig, listener: str) -> str | None:
     return None
 
 
-def server_factories(cfg: BrokerConfig, listener: str, scram_lookup: ScramLookup = lambda user, mechanism: None) -> dict[str, SaslServerFactory]:
-    """Per enabled mechanism, a new server for each connection's exchange."""
+def server_factories(
+    cfg: BrokerConfig,
+    listener: str,
+    scram_lookup: ScramLookup = lambda user, mechanism: None,
+    start_jwks: bool = False,
+) -> dict[str, SaslServerFactory]:
+    """Per enabled mechanism, a new server for each connection's exchange. ``start_jwks``: fetch
+    a signed-token listener's JWKS keys now and keep them fresh (a listener starting), not only
+    check its settings."""
     mechanisms = enabled_mechanisms(cfg, listener)
     if not mechanisms:
         raise ValueError(f"Listener {listener}: sasl.enabled.mechanisms is empty")
@@ -73,7 +82,35 @@ def server_factories(cfg: BrokerConfig, listener: str, scram_lookup: ScramLookup
             users = {k.removeprefix("user_"): v for k, v in found[0].options.items() if k.startswith("user_")}
             factories[mechanism] = partial(PlainSaslServer, users)
         elif mechanism == "OAUTHBEARER":
-            factories[mechanism] = partial(OAuthBearerSaslServer, found[0].options)
+            handler = cfg.listener_prefixed.get(f"listener.name.{listener.lower()}.oauthbearer.sasl.server.callback.handler.class")
+            if handler is None:
+                factories[mechanism] = partial(OAuthBearerSaslServer, found[0].options)
+            elif handler.strip() in VALIDATOR_CALLBACK_HANDLERS:
+                validation = validator_config({name: _oauthbearer_config(cfg, listener, name) for name in OAUTHBEARER_CONFIGS})
+                jwks = RefreshingJwks(validation.jwks_endpoint_url, validation.jwks_refresh_ms)
+                if start_jwks:
+                    jwks.start()
+                factories[mechanism] = partial(OAuthBearerJwtSaslServer, validation, jwks)
+            else:
+                raise ValueError(f"Listener {listener}: OAUTHBEARER server callback handler {handler} is not served (OAuthBearerValidatorCallbackHandler is)")
         else:
             factories[mechanism] = partial(ScramSaslServer, SCRAM_MECHANISMS[mechanism], scram_lookup)
     return factories
+
+
+OAUTHBEARER_CONFIGS = (
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
+)
+
+
+def _oauthbearer_config(cfg: BrokerConfig, listener: str, name: str) -> str | None:
+    """`listener.name.<l>.oauthbearer.<name>`, `listener.name.<l>.<name>`, then the broker-wide one."""
+    prefixed = cfg.listener_prefixed.get(f"listener.name.{listener.lower()}.oauthbearer.{name}")
+    value = prefixed if prefixed is not None else cfg.listener_config(listener, name)
+    return None if value is None else str(value)
