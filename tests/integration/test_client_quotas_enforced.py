@@ -111,7 +111,7 @@ def test_a_throttled_producer_is_held_to_its_quota_while_another_runs_free(broke
 
     free = threading.Thread(target=run, args=("free", 4.0))
     free.start()
-    run("throttled", 8.0)
+    run("throttled", 6.0)
     free.join(TIMEOUT_S)
     times = acked["throttled"]
     assert_held_to_quota(len(times) * len(VALUE), times[-1] - times[0])
@@ -135,7 +135,7 @@ def test_a_throttled_consumer_is_held_to_its_quota(broker: BrokerProcess) -> Non
     consumer.subscribe([topic])
     received: list[float] = []
     try:
-        end = time.monotonic() + 8.0
+        end = time.monotonic() + 6.0
         while time.monotonic() < end and len(received) < 4000:
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None:

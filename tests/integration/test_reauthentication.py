@@ -22,7 +22,7 @@ from tests.integration.wire import exchange
 from tests.ports import free_ports
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";'
-REAUTH_MS = 2000
+REAUTH_MS = 1000
 TIMEOUT_S = 30.0
 
 
