@@ -358,6 +358,23 @@ class KafkaReferenceCluster:
             "share.coordinator.state.topic.min.isr": str(min(size, 2)),
         }
 
+    @classmethod
+    def one_node_with_listener(cls, root: Path, lib: Path, protocol: str, properties: dict[str, str]) -> tuple["KafkaReferenceCluster", int]:
+        """One node with, beside its PLAINTEXT and CONTROLLER listeners, a listener named and
+        secured ``protocol`` (SSL, SASL_SSL, ...) on a port of its own, configured with
+        ``properties``; not started. Returns the cluster and that listener's port."""
+        cluster = cls(root, lib, nodes=1)
+        node = cluster.nodes[1]
+        (port,) = free_ports(1)
+        props = cluster.properties(node, f"1@127.0.0.1:{node.controller_port}", 1) | properties
+        props |= {
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},CONTROLLER://127.0.0.1:{node.controller_port},{protocol}://127.0.0.1:{port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},{protocol}://127.0.0.1:{port}",
+            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{protocol}:{protocol}",
+        }
+        node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        return cluster, port
+
     def format(self) -> None:
         format_storage(self.nodes.values(), self.cluster_id)
 

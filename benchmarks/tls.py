@@ -105,16 +105,8 @@ def main() -> None:
             finally:
                 broker.close()
         if args.broker in ("kafka", "both"):
-            cluster = KafkaReferenceCluster(directory / "kafka", fetch_jars(), nodes=1)
+            cluster, ssl_port = KafkaReferenceCluster.one_node_with_listener(directory / "kafka", fetch_jars(), "SSL", stores)
             node = cluster.nodes[1]
-            ssl_port = free_port()
-            props = cluster.properties(node, f"1@127.0.0.1:{node.controller_port}", 1) | stores
-            props |= {
-                "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},CONTROLLER://127.0.0.1:{node.controller_port},SSL://127.0.0.1:{ssl_port}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},SSL://127.0.0.1:{ssl_port}",
-                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
-            }
-            node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
             cluster.start()
             try:
                 assert node.proc is not None

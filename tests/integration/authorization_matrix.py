@@ -94,7 +94,6 @@ from broker.wire_client import encode_request, recv_exact, request
 from protocol.api_keys import response_header_version, response_schema
 from tests.integration.certificates import TestCA
 from tests.integration.test_bad_input import record_batch
-from tests.ports import free_ports
 
 SCENARIOS = ("none", "allowed", "denied", "prefixed", "super")
 USERS = {"none": "nina", "allowed": "alice", "denied": "dave", "prefixed": "paul", "super": "admin"}
@@ -393,16 +392,8 @@ def run_against_kafka(directory: Path) -> dict[tuple[str, str], Any]:
     from benchmarks.apache_kafka import KafkaReferenceCluster, fetch_jars
 
     ca_file, keystore = certificates(directory)
-    cluster = KafkaReferenceCluster(directory / "kafka", fetch_jars(), nodes=1)
+    cluster, secure_port = KafkaReferenceCluster.one_node_with_listener(directory / "kafka", fetch_jars(), "SASL_SSL", broker_properties(keystore))
     node = cluster.nodes[1]
-    (secure_port,) = free_ports(1)
-    props = cluster.properties(node, f"1@127.0.0.1:{node.controller_port}", 1) | broker_properties(keystore)
-    props |= {
-        "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},CONTROLLER://127.0.0.1:{node.controller_port},SASL_SSL://127.0.0.1:{secure_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},SASL_SSL://127.0.0.1:{secure_port}",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
-    }
-    node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     cluster.start()
     try:
         setup(node.bootstrap)
