@@ -17,8 +17,11 @@ RefreshingHttpsJwks does, so that no handshake ever waits on the network.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +58,10 @@ class JwtValidatorConfig:
 
 class RefreshingJwks:
     def __init__(self, url: str, refresh_ms: int) -> None:
-        self._client = jwt.PyJWKClient(url, cache_keys=False, cache_jwk_set=False)
+        # PyJWT fetches http(s) endpoints; a file: URL (which Kafka takes too, and PyJWT no
+        # longer does) is read here.
+        self._path = urllib.request.url2pathname(urllib.parse.urlparse(url).path) if url.startswith("file:") else None
+        self._client = None if self._path is not None else jwt.PyJWKClient(url, cache_keys=False, cache_jwk_set=False)
         self._refresh_s = refresh_ms / 1000
         self._keys: dict[str, jwt.PyJWK] = {}
         self._wake = threading.Event()
@@ -75,7 +81,12 @@ class RefreshingJwks:
         return found
 
     def _fetch(self) -> None:
-        jwk_set = self._client.get_jwk_set(refresh=True)
+        if self._client is not None:
+            jwk_set = self._client.get_jwk_set(refresh=True)
+        else:
+            assert self._path is not None
+            with open(self._path, encoding="utf-8") as f:
+                jwk_set = jwt.PyJWKSet.from_dict(json.load(f))
         self._keys = {k.key_id or "": k for k in jwk_set.keys}
         self._last_fetch = time.monotonic()
 
@@ -85,7 +96,7 @@ class RefreshingJwks:
             self._wake.clear()
             try:
                 self._fetch()
-            except (jwt.PyJWKClientError, OSError) as e:
+            except (jwt.PyJWKClientError, jwt.PyJWKSetError, OSError, ValueError) as e:
                 log.warning("oauthbearer.jwks_refresh_failed", error=str(e))
 
 
