@@ -71,8 +71,8 @@ class AuthHelper:
             )
         return False
 
-    def authorize_cluster(self, ctx: RequestContext, operation: int) -> bool:
-        return self.authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+    def authorize_cluster(self, ctx: RequestContext, operation: int, log_if_denied: bool = True) -> bool:
+        return self.authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied)
 
     def authorize_by_resource_type(self, ctx: RequestContext, operation: int, resource_type: int) -> bool:
         authorizer = self._acls.authorizer if self._acls is not None else None

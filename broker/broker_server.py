@@ -14,9 +14,7 @@ import asyncio
 import dataclasses
 import concurrent.futures
 import gc
-import ssl
 import time
-from functools import partial
 from typing import Awaitable, Callable, Mapping, TypeVar
 
 import structlog
@@ -25,6 +23,7 @@ from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.broker_lifecycle_manager import AdvertisedListener, BrokerLifecycleManager
+from broker.channel_builders import TLS_PROTOCOLS, ListenerSecurityBuilder, inter_broker_channel
 from broker.config import BrokerConfig
 from broker.connection_quotas import broker_connection_quotas
 from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
@@ -80,17 +79,13 @@ from broker.handlers.transactions import (
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_image import QuotaEntity, ScramCredential
-from broker.network import ListenerSecurity, SharedConnectionQuotas, SocketServer, TransferMetrics
+from broker.network import SharedConnectionQuotas, SocketServer, TransferMetrics
 from broker.produce_verification import ProduceVerifier
 from broker.producer_id_manager import ControllerProducerIdAllocator, ProducerIdManager
 from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replication_quota_manager import ReplicationQuotaManager
 from broker.replica_manager import ReplicaManager
 from broker.shared_server import SharedServer
-from broker.security.sasl_config import server_factories
-from broker.security.sasl_server_authenticator import SaslServerAuthenticator
-from broker.security.ssl_principal_mapper import SslPrincipalMapper
-from broker.ssl_factory import server_context
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
@@ -177,6 +172,7 @@ class BrokerServer:
                 fetch_min_bytes=cfg.replica_fetch_min_bytes,
                 fetch_backoff_ms=cfg.replica_fetch_backoff_ms,
                 request_timeout_ms=cfg.replica_socket_timeout_ms,
+                channel=inter_broker_channel(cfg),
             ),
             self.metadata,
             lambda: self.lifecycle.broker_epoch,
@@ -188,7 +184,7 @@ class BrokerServer:
         self.txn_state_manager = TransactionStateManager(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
         self.txn_marker_writer = TransactionMarkerWriter(self.replica_manager, self.metadata, self.group_coordinator)
         self.txn_markers = TransactionMarkerChannelManager(
-            self.metadata, self.txn_marker_writer, shared.network, inter_broker_listener_name=cfg.inter_broker_listener.name
+            self.metadata, self.txn_marker_writer, shared.inter_broker_network, inter_broker_listener_name=cfg.inter_broker_listener.name
         )
         loader = shared.metadata_loader
         self.lifecycle = BrokerLifecycleManager(
@@ -217,13 +213,12 @@ class BrokerServer:
         self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
             self.metadata,
             self.txn_coordinator,
-            shared.network,
+            shared.inter_broker_network,
             self.txn_state_manager.partition_for,
             inter_broker_listener_name=cfg.inter_broker_listener.name,
         )
-        self._tls_contexts: dict[tuple[tuple[str, str], ...], ssl.SSLContext] = {}
         # The config the listeners serve with: server.properties and this broker's dynamic store configs.
-        self._listeners_config = cfg
+        self.listener_security = ListenerSecurityBuilder(cfg, self._scram_credential)
         self.dynamic_listener_config = DynamicListenerConfig(cfg.node_id, cfg, self._reconfigure_listeners)
         self.acl_publisher = AclPublisher(bool(cfg.authorizer_class_name), parse_super_users(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
         self.auth = AuthHelper(self.acl_publisher)
@@ -244,44 +239,22 @@ class BrokerServer:
         image = self.metadata.image
         return FeatureInfo(BROKER_SUPPORTED_FEATURES, image.features, image.provenance)
 
-    def _tls_context(self, listener: str) -> ssl.SSLContext:
-        """A TLS listener's context: one for all the listeners with the same ssl.* settings, so
-        that the stores are read once; a listener with its own (listener.name.<l>.ssl.*) its own."""
-        ssl_cfg = self._listeners_config.ssl_for_listener(listener)
-        key = tuple(sorted((name, str(value)) for name, value in ssl_cfg.model_dump().items() if name.startswith("ssl_")))
-        context = self._tls_contexts.get(key)
-        if context is None:
-            context = self._tls_contexts[key] = server_context(ssl_cfg)
-        return context
-
-    def _listener_security(self, listener: str) -> ListenerSecurity:
-        cfg = self.config
-        protocol = cfg.security_protocol_map[listener]
-        tls = self._tls_context(listener) if protocol in ("SSL", "SASL_SSL") else None
-        if not protocol.startswith("SASL_"):
-            mapper = SslPrincipalMapper(self._listeners_config.ssl_for_listener(listener).ssl_principal_mapping_rules) if tls is not None else None
-            return ListenerSecurity(listener, tls, principal_mapper=mapper)
-        mechanisms = server_factories(cfg, listener, self._scram_credential, start_jwks=True)
-        reauth_ms = int(cfg.listener_config(listener, "connections.max.reauth.ms") or 0)
-        authenticator = partial(SaslServerAuthenticator, mechanisms, cfg.sasl_server_max_receive_size, cfg.connection_failed_authentication_delay_ms, reauth_ms)
-        return ListenerSecurity(listener, tls, authenticator)
-
     def _reconfigure_listeners(self, cfg: BrokerConfig) -> None:
         """This broker's dynamic store configs changed: TLS listeners serve new connections with them."""
-        self._listeners_config = cfg
+        self.listener_security.config = cfg
         for server in self.socket_servers:
-            if cfg.security_protocol_map[server.listener] in ("SSL", "SASL_SSL"):
-                server.reconfigure(dataclasses.replace(server.security, ssl_context=self._tls_context(server.listener)))
+            if cfg.security_protocol_map[server.listener] in TLS_PROTOCOLS:
+                server.reconfigure(dataclasses.replace(server.security, ssl_context=self.listener_security.tls_context(server.listener)))
                 log.info("listener.reconfigured", listener=server.listener)
 
     def _check_listener_stores(self, changes: dict[str, str | None]) -> str | None:
         """Before forwarding: why this broker's TLS listeners could not serve with these stores."""
-        updated = with_overrides(self._listeners_config, changes)
+        updated = with_overrides(self.listener_security.config, changes)
         tls = {name for name, protocol in self.config.security_protocol_map.items() if protocol in ("SSL", "SASL_SSL")}
         for key in changes:
             listener = listener_store_config(key)
             if listener is not None and listener.upper() in tls:
-                problem = reconfiguration_problem(self._listeners_config, updated, listener.upper())
+                problem = reconfiguration_problem(self.listener_security.config, updated, listener.upper())
                 if problem is not None:
                     return problem
         return None
@@ -388,7 +361,7 @@ class BrokerServer:
                 max_request_size=cfg.socket_request_max_bytes,
                 max_in_flight=cfg.queued_max_requests,
                 metrics=self.metrics,
-                security=self._listener_security(listen.name),
+                security=self.listener_security.listener_security(listen.name),
                 quotas=quotas,
             )
             await server.start()

@@ -9,6 +9,7 @@ from typing import Any, Literal, Mapping, NamedTuple
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from broker.channel_builders import node_links_problem
 from broker.security.sasl_config import sasl_listener_problem
 from broker.security.standard_authorizer import STANDARD_AUTHORIZER_CLASS, parse_super_users
 from broker.ssl_factory import SslConfigError, check_ssl_config
@@ -20,8 +21,6 @@ log = structlog.get_logger()
 BROKER_ROLE = "broker"
 CONTROLLER_ROLE = "controller"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# What kbroker's own links between nodes speak; SASL_* are named so that Kafka's files parse.
-SERVED_SECURITY_PROTOCOL = "PLAINTEXT"
 # What client listeners may use.
 SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -156,11 +155,16 @@ class BrokerConfig(BaseModel):
     ssl_client_auth: Literal["none", "requested", "required"] = Field("none", alias="ssl.client.auth")
     ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", alias="ssl.enabled.protocols")
     ssl_protocol: str = Field("TLSv1.3", alias="ssl.protocol")
+    # Whether this node checks another node's certificate names its host (https) or not (empty).
+    ssl_endpoint_identification_algorithm: str = Field("https", alias="ssl.endpoint.identification.algorithm")
     # How an SSL listener names a client by its certificate (broker/security/ssl_principal_mapper.py).
     ssl_principal_mapping_rules: str = Field("DEFAULT", alias="ssl.principal.mapping.rules")
     # SASL of the SASL_PLAINTEXT and SASL_SSL listeners (broker/security/). Kafka's default
     # mechanism is GSSAPI (Kerberos), which kbroker does not serve: a SASL listener names its own.
     sasl_enabled_mechanisms: str = Field("GSSAPI", alias="sasl.enabled.mechanisms")
+    # The mechanism this node speaks on its own links to brokers and to controllers.
+    sasl_mechanism_inter_broker_protocol: str = Field("GSSAPI", alias="sasl.mechanism.inter.broker.protocol")
+    sasl_mechanism_controller_protocol: str = Field("GSSAPI", alias="sasl.mechanism.controller.protocol")
     connection_failed_authentication_delay_ms: int = Field(100, alias="connection.failed.authentication.delay.ms", ge=0)
     sasl_server_max_receive_size: int = Field(524288, alias="sasl.server.max.receive.size", ge=1)
     # KIP-768: signed OAuth tokens, for a listener whose OAUTHBEARER server callback handler is
@@ -522,10 +526,6 @@ class BrokerConfig(BaseModel):
                 return f"No security protocol defined for listener {lst.name} in listener.security.protocol.map"
             if protocols[lst.name] not in SERVED_SECURITY_PROTOCOLS:
                 return f"Listener {lst.name} uses security protocol {protocols[lst.name]}: kbroker serves {' and '.join(SERVED_SECURITY_PROTOCOLS)} only"
-        node_links = {self.inter_broker_listener_name.upper(), *self.controller_listener_name_list}
-        for name in sorted(node_links & {lst.name for lst in listeners}):
-            if protocols.get(name, SERVED_SECURITY_PROTOCOL) != SERVED_SECURITY_PROTOCOL:
-                return f"Listener {name} uses security protocol {protocols[name]}: kbroker's own links between nodes (inter-broker and controller listeners) are {SERVED_SECURITY_PROTOCOL} only"
         for lst in listeners:
             if protocols[lst.name] in ("SSL", "SASL_SSL"):
                 try:
@@ -556,8 +556,8 @@ class BrokerConfig(BaseModel):
             for name in controller_names:
                 if name not in protocols:
                     return f"Controller listener with name {name} defined in controller.listener.names not found in listener.security.protocol.map"
-                if protocols[name] != SERVED_SECURITY_PROTOCOL:
-                    return f"Listener {name} uses security protocol {protocols[name]}: kbroker serves {SERVED_SECURITY_PROTOCOL} only"
+                if protocols[name] not in SERVED_SECURITY_PROTOCOLS:
+                    return f"Listener {name} uses security protocol {protocols[name]}: kbroker serves {' and '.join(SERVED_SECURITY_PROTOCOLS)} only"
             advertised_controllers = [lst.name for lst in explicit_advertised if lst.name in controller_names]
             if advertised_controllers:
                 return f"advertised.listeners must not contain the controller listener {advertised_controllers[0]} when process.roles=broker"
@@ -584,7 +584,7 @@ class BrokerConfig(BaseModel):
                     f"advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. "
                     f"Found {','.join(advertised)}. The valid options based on the current configuration are {','.join(listener_names)}"
                 )
-        return None
+        return node_links_problem(self)
 
     # -- roles, listeners and quorum, parsed ---------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 Kafka's ControllerServer. Each controller listener serves the controller's table of APIs only:
 the Raft messages go to the Raft manager, everything else (registrations, heartbeats, forwarded
-admin writes, producer-id blocks) to ControllerApis.
+admin writes, producer-id blocks) to ControllerApis. A controller listener is secured as a
+broker's is (TLS, SASL with SCRAM credentials from the metadata image), and with an authorizer
+every API but ApiVersions is authorized first (ControllerApis.authorized).
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from typing import Any, Callable
 
 import structlog
 
+from broker.auth_helper import AuthHelper
+from broker.channel_builders import ListenerSecurityBuilder
 from broker.config import BrokerConfig
-from broker.controller.controller_apis import ControllerApis
+from broker.controller.controller_apis import ControllerApis, authorized
 from broker.controller.quorum_controller import QuorumController
 from broker.handlers.api_versions import api_versions_response
+from broker.handlers.sasl import sasl_authenticate, sasl_handshake
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.acl_publisher import AclPublisher
 from broker.metadata.bootstrap_directory import read_bootstrap_metadata
@@ -60,16 +65,22 @@ class ControllerServer:
 
     def _handlers(self) -> dict[ApiKey, Callable[[RequestContext, Any], Any]]:
         handlers: dict[ApiKey, Callable[[RequestContext, Any], Any]] = dict(self.apis.handlers())
-        handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_response(ctx.version, CONTROLLER_APIS)
         raft = self._raft
         for key in RAFT_APIS:
             # Answered in the request's version: a Fetch v4-v16 from a client got v17's bytes.
             handlers[key] = lambda ctx, req: raft.handle_request(req, ctx.version)
+        auth = AuthHelper(self.acl_publisher)
+        handlers = {key: authorized(key, handler, auth) for key, handler in handlers.items()}
+        handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_response(ctx.version, CONTROLLER_APIS)
+        handlers[ApiKey.SASL_HANDSHAKE] = sasl_handshake
+        handlers[ApiKey.SASL_AUTHENTICATE] = sasl_authenticate
         return handlers
 
     async def start_listeners(self) -> None:
         cfg = self.config
         dispatch = KafkaApis(self._handlers(), CONTROLLER_APIS).dispatch  # type: ignore[arg-type]
+        loader = self._shared.metadata_loader
+        security = ListenerSecurityBuilder(cfg, lambda user, mechanism: loader.image.scram_credentials.get((user, mechanism)))
         for listener in cfg.controller_listeners:
             server = SocketServer(
                 listener.host,
@@ -78,6 +89,7 @@ class ControllerServer:
                 max_request_size=cfg.socket_request_max_bytes,
                 max_in_flight=cfg.queued_max_requests,
                 metrics=self._metrics,
+                security=security.listener_security(listener.name),
             )
             await server.start()
             self.socket_servers.append(server)

@@ -13,6 +13,12 @@ stuck behind one that may never come); a lost or refused connection fails everyt
 on it; reconnects to a destination are spaced by an exponential backoff with jitter, reset once
 a connection is established.
 
+A secured link (the ClientChannel of the listener it connects to) is set up before any request
+goes out: the TLS handshake, then a SASL exchange (SaslHandshake v1, SaslAuthenticate v2 rounds).
+When the server gives the session a lifetime (connections.max.reauth.ms), the connection takes
+no new request after 85-95% of it, as Kafka's client re-authenticates then; it closes once its
+last answer is in and the next request opens and authenticates a new one.
+
 Reading is an ``asyncio.BufferedProtocol`` over the sans-IO FrameDecoder: the kernel copies a
 large response straight into a buffer of its own size, and the body is decoded by kio's native
 reader in the caller's task, only if the caller is still waiting.
@@ -33,8 +39,14 @@ from functools import cache
 from typing import Any, Callable
 
 import structlog
+from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+
+from broker.channel_builders import PLAINTEXT_CHANNEL, ClientChannel
+from broker.security.sasl_client import SaslClientError
 
 from protocol.api_keys import response_schema
 from protocol.frame import FrameDecoder, FrameTooLarge
@@ -71,6 +83,10 @@ class DisconnectError(NetworkError):
 
 class ConnectionSetupTimeoutError(DisconnectError):
     """The TCP connection was not established within connection_setup_timeout_ms."""
+
+
+class AuthenticationError(DisconnectError):
+    """The other node refused this node's SASL credentials or mechanism, or its answers were wrong."""
 
 
 class RequestTimeoutError(NetworkError):
@@ -144,10 +160,22 @@ class _Connection(asyncio.BufferedProtocol):
         self._write_paused = False
         self._writable_waiters: list[asyncio.Future[None]] = []
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Loop time after which no new request goes out on this connection (its SASL session's end).
+        self.expires_at = float("inf")
+        self._retiring = False
 
     @property
     def is_open(self) -> bool:
         return self._transport is not None and self._closed_reason is None
+
+    def usable(self, now: float) -> bool:
+        return self.is_open and now < self.expires_at
+
+    def retire(self) -> None:
+        """No new request: close once the answers in flight are in."""
+        self._retiring = True
+        if not self._in_flight:
+            self.close("its authenticated session is due to end")
 
     # -- asyncio callbacks ---------------------------------------------------------------------------
 
@@ -184,6 +212,8 @@ class _Connection(asyncio.BufferedProtocol):
             future = in_flight.popleft().future
             if not future.done():  # the caller may have been cancelled; the stream stays in step
                 future.set_result(frame)
+        if self._retiring and not in_flight:
+            self.close("its authenticated session is due to end")
 
     def eof_received(self) -> bool:
         return False  # a half-closed Kafka connection is a closed one
@@ -273,8 +303,10 @@ class NetworkClient:
         connection_setup_timeout_ms: int = 10000,
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
         rng: random.Random | None = None,
+        channel: ClientChannel = PLAINTEXT_CHANNEL,
     ) -> None:
         self.client_id = client_id
+        self._channel = channel
         self._request_timeout_ms = request_timeout_ms
         self._reconnect_backoff_ms = reconnect_backoff_ms
         self._reconnect_backoff_max_ms = reconnect_backoff_max_ms
@@ -333,7 +365,7 @@ class NetworkClient:
 
     def is_connected(self, destination: Destination) -> bool:
         node = self._nodes.get(destination)
-        return node is not None and node.connection is not None and node.connection.is_open
+        return node is not None and self._live_connection(node) is not None
 
     def ready(self, destination: Destination) -> bool:
         """True if a request would go out now; otherwise start connecting unless in backoff (Kafka's ready())."""
@@ -421,14 +453,25 @@ class NetworkClient:
             node = self._nodes[destination] = _Node(destination, self.client_id)
         return node
 
+    def _live_connection(self, node: _Node) -> _Connection | None:
+        """The connection a request may go out on now; one whose session is due to end is retired."""
+        connection = node.connection
+        if connection is None or not connection.is_open:
+            return None
+        if connection.usable(asyncio.get_running_loop().time()):
+            return connection
+        node.connection = None
+        connection.retire()
+        return None
+
     async def _connection(self, node: _Node, deadline: float, codec: _Codec, timeout_ms: int) -> _Connection:
         """The open connection to ``node``, connecting (after any backoff) if there is none."""
         loop = asyncio.get_running_loop()
         while True:
             if self._closed:
                 raise DisconnectError("network client closed")
-            connection = node.connection
-            if connection is not None and connection.is_open:
+            connection = self._live_connection(node)
+            if connection is not None:
                 return connection
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -460,20 +503,39 @@ class NetworkClient:
         loop = asyncio.get_running_loop()
         host, port = node.destination
         node.log.debug("network_client.connecting", attempt=node.failed_attempts + 1)
+        tls = self._channel.ssl_context
+        connection: _Connection | None = None
         try:
             try:
                 async with asyncio.timeout(self._connection_setup_timeout_s):
                     _, connection = await loop.create_connection(
-                        lambda: _Connection(node.label, self._max_response_size, self._on_connection_closed(node)), host, port
+                        lambda: _Connection(node.label, self._max_response_size, self._on_connection_closed(node)),
+                        host,
+                        port,
+                        ssl=tls,
+                        server_hostname=host if tls is not None else None,
                     )
+                    if self._channel.sasl_mechanism is not None:
+                        await self._authenticate(connection)
             except TimeoutError:
+                if connection is not None:
+                    connection.close("not set up in time")
                 self._connect_failed(node, f"not established within {self._connection_setup_timeout_s * 1000:.0f} ms")
                 raise ConnectionSetupTimeoutError(
                     f"connection to {node.label} not established within {self._connection_setup_timeout_s * 1000:.0f} ms"
                 ) from None
-            except OSError as e:
+            except OSError as e:  # refused, reset, and TLS failures (ssl.SSLError)
                 self._connect_failed(node, str(e))
                 raise DisconnectError(f"connection to {node.label} failed: {e}") from None
+            except (AuthenticationError, SaslClientError) as e:
+                assert connection is not None
+                connection.close(f"authentication failed: {e}", ordinary=False)
+                node.log.warning("network_client.authentication_failed", mechanism=self._channel.sasl_mechanism, reason=str(e))
+                self._back_off(node)
+                raise AuthenticationError(f"authentication to {node.label} failed: {e}") from None
+            except NetworkError as e:  # the connection went during the exchange
+                self._connect_failed(node, str(e))
+                raise DisconnectError(f"connection to {node.label} lost while authenticating: {e}") from None
         finally:
             node.connecting = None
         if not connection.is_open:  # lost between connection_made and this task resuming
@@ -483,6 +545,30 @@ class NetworkClient:
         node.failed_attempts = 0
         node.log.info("network_client.connected")
         return connection
+
+    async def _authenticate(self, connection: _Connection) -> None:
+        """The SASL exchange of the link's mechanism, on a connection no request has used yet."""
+        client = self._channel.new_sasl_client()
+        assert client is not None
+        handshake = await self._exchange(connection, SaslHandshakeRequest(mechanism=client.mechanism))
+        if handshake.error_code != ErrorCode.none:
+            raise AuthenticationError(f"mechanism {client.mechanism} is not enabled there (it offers {', '.join(handshake.mechanisms) or 'none'})")
+        message: bytes | None = client.initial_response()
+        while message is not None:
+            answer = await self._exchange(connection, SaslAuthenticateRequest(auth_bytes=message))
+            if answer.error_code != ErrorCode.none:
+                raise AuthenticationError(answer.error_message or f"error {int(answer.error_code)}")
+            message = client.evaluate_challenge(answer.auth_bytes)
+        lifetime_s = answer.session_lifetime.total_seconds()
+        if lifetime_s > 0:
+            connection.expires_at = asyncio.get_running_loop().time() + lifetime_s * (0.85 + 0.1 * self._rng.random())
+
+    async def _exchange(self, connection: _Connection, body: Any) -> Any:
+        codec = _codec(type(body))
+        request = self._encode(codec, body)
+        correlation_id = self._next_correlation_id()
+        _I32.pack_into(request, _CORRELATION_OFFSET, correlation_id)
+        return self._decode(codec, await connection.send(correlation_id, request), connection)
 
     def _connect_failed(self, node: _Node, reason: str) -> None:
         # The first failure after a working connection is news; the retries that follow are not.

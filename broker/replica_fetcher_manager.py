@@ -37,6 +37,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i64
 
 from broker.metadata.metadata_cache import MetadataCache
+from broker.channel_builders import PLAINTEXT_CHANNEL, ClientChannel
 from broker.network_client import NetworkClient, NetworkError
 from broker.partition import Partition
 from broker.replication_quota_manager import ReplicationQuotaManager
@@ -66,6 +67,8 @@ class FetcherSettings:
     fetch_min_bytes: int
     fetch_backoff_ms: int
     request_timeout_ms: int
+    # How the fetchers connect to the leaders' inter-broker listener (TLS, SASL).
+    channel: ClientChannel = PLAINTEXT_CHANNEL
 
 
 @dataclass(slots=True)
@@ -97,7 +100,9 @@ class ReplicaFetcher:
         self._settings = settings
         # A connection of its own, as Kafka's fetcher threads have: a fetch held for
         # replica.fetch.wait.max.ms would otherwise hold up every other request to that broker.
-        self._network = NetworkClient(f"kbroker-{settings.node_id}-replica-fetcher-{leader_id}-{fetcher_id}", request_timeout_ms=settings.request_timeout_ms)
+        self._network = NetworkClient(
+            f"kbroker-{settings.node_id}-replica-fetcher-{leader_id}-{fetcher_id}", request_timeout_ms=settings.request_timeout_ms, channel=settings.channel
+        )
         self._metadata = metadata
         self._broker_epoch = broker_epoch
         self._quota = quota

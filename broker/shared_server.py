@@ -18,6 +18,7 @@ from typing import Callable
 
 import structlog
 
+from broker.channel_builders import controller_channel, inter_broker_channel
 from broker.config import BrokerConfig
 from broker.metadata.metadata_loader import MetadataLoader
 from broker.metadata.snapshot_generator import SnapshotGenerator
@@ -58,7 +59,8 @@ class SharedServer:
         self.log_dir_failure_channel = LogDirFailureChannel()
         self.cluster_id = ""
         self.directory_id = uuid.UUID(int=0)
-        self.network: NetworkClient | None = None  # broker to controller, transaction markers
+        self.network: NetworkClient | None = None  # to the controllers' listener
+        self.inter_broker_network: NetworkClient | None = None  # to the brokers': transaction markers and their verification
         self.raft_network: NetworkClient | None = None
         self.raft_manager: KafkaRaftManager | None = None
         self.metadata_loader = MetadataLoader(high_watermark=self._raft_high_watermark)
@@ -78,8 +80,13 @@ class SharedServer:
     def start_raft(self) -> KafkaRaftManager:
         """Open the metadata log and start the Raft manager; the loader is its first listener."""
         cfg = self.config
-        self.network = NetworkClient(f"kbroker-{cfg.node_id}", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS)
-        self.raft_network = NetworkClient(f"kbroker-{cfg.node_id}-raft", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS)
+        to_controllers = controller_channel(cfg)
+        self.network = NetworkClient(f"kbroker-{cfg.node_id}", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS, channel=to_controllers)
+        self.raft_network = NetworkClient(f"kbroker-{cfg.node_id}-raft", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS, channel=to_controllers)
+        if cfg.is_broker:
+            self.inter_broker_network = NetworkClient(
+                f"kbroker-{cfg.node_id}-inter-broker", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS, channel=inter_broker_channel(cfg)
+            )
         raft = KafkaRaftManager(
             node_id=cfg.node_id,
             directory_id=self.directory_id,
@@ -130,7 +137,7 @@ class SharedServer:
     async def shutdown(self) -> None:
         if self.raft_manager is not None:
             await self.raft_manager.shutdown()
-        for network in (self.raft_network, self.network):
+        for network in (self.raft_network, self.network, self.inter_broker_network):
             if network is not None:
                 network.close()
                 await network.wait_closed()

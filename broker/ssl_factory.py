@@ -61,6 +61,25 @@ def server_context(cfg: BrokerConfig) -> ssl.SSLContext:
     return context
 
 
+def client_context(cfg: BrokerConfig) -> ssl.SSLContext:
+    """This node's context for its own connections to another node's TLS listener: the listener's
+    truststore checks the other node, its keystore (when it has one) is this node's certificate for
+    a listener that asks for one, and ssl.endpoint.identification.algorithm=https checks that the
+    certificate names the host connected to."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    versions = _enabled_versions(cfg.ssl_enabled_protocols)
+    context.minimum_version, context.maximum_version = min(versions), max(versions)
+    if not _load_truststore(context, cfg):
+        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    if cfg.ssl_keystore_location is not None or cfg.ssl_keystore_key is not None:
+        _load_keystore(context, cfg)
+    algorithm = cfg.ssl_endpoint_identification_algorithm.strip().lower()
+    if algorithm not in ("", "https"):
+        raise SslConfigError(f"ssl.endpoint.identification.algorithm {cfg.ssl_endpoint_identification_algorithm}: expected https or empty")
+    context.check_hostname = algorithm == "https"
+    return context
+
+
 def _enabled_versions(value: str) -> list[ssl.TLSVersion]:
     names = [n.strip() for n in value.split(",") if n.strip()]
     unknown = [n for n in names if n not in TLS_VERSIONS]

@@ -210,6 +210,9 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         SUPPORTED_APIS[ApiKey.ADD_RAFT_VOTER],
         SUPPORTED_APIS[ApiKey.REMOVE_RAFT_VOTER],
         ApiRange(ApiKey.UPDATE_RAFT_VOTER, 0, 0, 0),
+        # A SASL controller listener authenticates nodes and tools as a broker listener does.
+        SUPPORTED_APIS[ApiKey.SASL_HANDSHAKE],
+        SUPPORTED_APIS[ApiKey.SASL_AUTHENTICATE],
     )
 }
 

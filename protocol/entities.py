@@ -6,8 +6,11 @@ it knows and ``build`` keeps those the version has: one code path for all versio
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import sys
+import types
+import typing
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -29,6 +32,30 @@ def build(cls: type[T], **fields: Any) -> T:
             value = datetime.timedelta(milliseconds=value)
         kwargs[name] = value
     return cls(**kwargs)
+
+
+def error_only(cls: type[T], error_code: int, message: str | None = None) -> T:
+    """A response that carries nothing but a top-level error (Kafka's getErrorResponse for an API
+    whose whole request failed): every other field without a default is empty or zero."""
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {"error_code": error_code, "error_message": message}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in fields or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            continue
+        kind = hints[f.name]
+        if typing.get_origin(kind) is tuple:
+            fields[f.name] = ()
+        elif kind is str:
+            fields[f.name] = ""
+        elif kind is bool:
+            fields[f.name] = False
+        elif isinstance(kind, type) and issubclass(kind, datetime.timedelta):
+            fields[f.name] = 0
+        elif typing.get_origin(kind) in (typing.Union, types.UnionType):
+            fields[f.name] = None
+        else:
+            fields[f.name] = kind(0)
+    return build(cls, **fields)
 
 
 def nested(schema: type, name: str) -> type:

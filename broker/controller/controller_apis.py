@@ -28,7 +28,8 @@ from broker.controller.feature_control_manager import UpgradeType
 from broker.controller.quorum_controller import NotControllerError, QuorumController
 from broker.controller.reassignment_control_manager import ReassignablePartition, ReassignableTopic
 from broker.controller.replication_control_manager import AlterPartitionTopic, IsrMember, PartitionIsrChange
-from broker.auth_helper import AuthHelper
+from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, AuthHelper
+from broker.security.standard_acl import AclOperation
 from broker.handlers.acls import CreateAclsHandler, DeleteAclsHandler, DescribeAclsHandler
 from broker.handlers.admin_configs import AlterConfigsHandler, IncrementalAlterConfigsHandler
 from broker.handlers.admin_topics import CreatePartitionsHandler, CreateTopicsHandler, DeleteTopicsHandler
@@ -46,7 +47,7 @@ from broker.kafka_apis import RequestContext
 from broker.metadata.acl_publisher import AclPublisher
 from broker.metadata.metadata_records import BrokerEndpoint
 from protocol.api_keys import ApiKey, response_schema
-from protocol.entities import build, nested
+from protocol.entities import build, error_only, nested
 
 log = structlog.get_logger()
 
@@ -80,6 +81,54 @@ _ITEMIZED = frozenset(
 FORWARDED_RAFT_APIS = frozenset({ApiKey.DESCRIBE_QUORUM, ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER})
 # ElectLeaders v0 predates election types: it always asks for preferred leaders.
 PREFERRED_ELECTION_TYPE = 0
+
+# With an authorizer, the operation on the cluster each API of a controller listener needs, as
+# Kafka's ControllerApis checks it. The admin writes a broker forwards are also let through for a
+# principal with CLUSTER_ACTION (a broker): kbroker forwards them without Kafka's Envelope, after
+# the broker has authorized them for its client. Per-topic ACLs are not consulted here, so a
+# principal that sends CreateTopics, DeleteTopics, CreatePartitions or configs straight to a
+# controller needs the cluster-wide operation.
+CONTROLLER_CLUSTER_OPERATIONS: dict[ApiKey, int] = {
+    **dict.fromkeys(
+        (
+            ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH, ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT,
+            ApiKey.UPDATE_RAFT_VOTER, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
+            ApiKey.ALLOCATE_PRODUCER_IDS,
+        ),
+        AclOperation.CLUSTER_ACTION,
+    ),
+    **dict.fromkeys((ApiKey.DESCRIBE_QUORUM, ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_ACLS), AclOperation.DESCRIBE),
+    **dict.fromkeys(
+        (
+            ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.ELECT_LEADERS, ApiKey.UNREGISTER_BROKER,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.UPDATE_FEATURES,
+            ApiKey.DESCRIBE_CLUSTER, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.CREATE_PARTITIONS,
+        ),
+        AclOperation.ALTER,
+    ),
+    **dict.fromkeys((ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS), AclOperation.ALTER_CONFIGS),
+    ApiKey.CREATE_TOPICS: AclOperation.CREATE,
+    ApiKey.DELETE_TOPICS: AclOperation.DELETE,
+}
+FORWARDED_APIS = _ITEMIZED | FORWARDED_RAFT_APIS | {ApiKey.UNREGISTER_BROKER, ApiKey.DESCRIBE_ACLS}
+
+
+def authorized(key: ApiKey, handler: Callable[[RequestContext, Any], Any], auth: AuthHelper) -> Callable[[RequestContext, Any], Any]:
+    """``handler`` behind the controller listener's check of ``key``'s operation on the cluster."""
+    operation = CONTROLLER_CLUSTER_OPERATIONS[key]
+    forwarded = key in FORWARDED_APIS
+
+    def call(ctx: RequestContext, request: Any) -> Any:
+        if not auth.enabled or (forwarded and auth.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION, log_if_denied=False)):
+            return handler(ctx, request)
+        if auth.authorize_cluster(ctx, operation):
+            return handler(ctx, request)
+        code, message = CLUSTER_AUTHORIZATION_FAILED
+        if key in _ITEMIZED:
+            return _answered(error_response(key, ctx.version, request, ErrorCode(code), message or ""))
+        return _answered(error_only(response_schema(key, ctx.version), code, message))
+
+    return call
 
 
 async def _answered(response: Any) -> Any:

@@ -1,7 +1,7 @@
-"""SaslHandshake and SaslAuthenticate outside a SASL exchange: on a listener without SASL, or
-after the connection has authenticated (re-authentication, KIP-368, is not served yet), Kafka's
-KafkaApis answers ILLEGAL_SASL_STATE. During the exchange the connection's authenticator answers
-them (broker/security/sasl_server_authenticator.py)."""
+"""SaslHandshake and SaslAuthenticate outside a SASL exchange: on a listener without SASL, or a
+SaslAuthenticate after the connection has authenticated, Kafka's KafkaApis and ControllerApis
+answer ILLEGAL_SASL_STATE. During an exchange, re-authentication (KIP-368) included, the
+connection's authenticator answers them (broker/security/sasl_server_authenticator.py)."""
 
 from __future__ import annotations
 

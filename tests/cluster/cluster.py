@@ -143,10 +143,13 @@ class KafkaCluster(CuttableLinks):
         cluster_id: str = "kbroker-test-cluster-0",
         proxy_inter_broker: bool = False,
         node_overrides: dict[int, dict[str, str]] | None = None,
+        format_args: tuple[str, ...] = (),
     ) -> None:
         """``combined`` broker+controller nodes, or ``controllers`` + ``brokers`` separate ones (ids
-        from 1); ``overrides`` for every node, then ``node_overrides`` for some (a broker.rack)."""
+        from 1); ``overrides`` for every node, then ``node_overrides`` for some (a broker.rack);
+        ``format_args`` for `storage format` (a bootstrap SCRAM user)."""
         self.root = root
+        self.format_args = format_args
         self.cluster_id = cluster_id
         self.proxies = ProxyLoop()
         roles: list[tuple[str, ...]] = [("broker", "controller")] * combined + [("controller",)] * controllers + [("broker",)] * brokers
@@ -227,7 +230,7 @@ class KafkaCluster(CuttableLinks):
     def format(self) -> None:
         for node in self.nodes.values():
             subprocess.run(
-                [sys.executable, "-m", "broker", "storage", "format", "--cluster-id", self.cluster_id, "--config", str(node.config_file)],
+                [sys.executable, "-m", "broker", "storage", "format", "--cluster-id", self.cluster_id, "--config", str(node.config_file), *self.format_args],
                 cwd=REPO, check=True, capture_output=True, timeout=FORMAT_TIMEOUT_S,
             )
 

@@ -9,7 +9,9 @@ connection. All proxies run on one event loop in a daemon thread.
 A broker's inter-broker listener is advertised once to every peer, so it cannot have a port per
 peer: a SourceDemux listens in front of it and hands each connection to the link of the node
 that opened it, known from the client id of its first request (a pattern whose first group is
-the node id: kbroker's by default, Apache Kafka's for tests/chaos/kafka_bench.py).
+the node id: kbroker's by default, Apache Kafka's for tests/chaos/kafka_bench.py). A TLS
+connection shows no client id: it goes through the demux's link for any other client, which
+no fault cuts.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ CHUNK = 256 * 1024
 CONTROL_TIMEOUT_S = 10.0
 # A request's size, api key, api version and correlation id, then its client id's length.
 _HEAD = struct.Struct(">ihhih")
+# A TLS connection's first byte; a Kafka request's is the top byte of its size, never this large.
+TLS_HANDSHAKE_RECORD = b"\x16"
 # What a node's NetworkClient calls itself: kbroker-<node id>, kbroker-<node id>-replica-fetcher-…
 KBROKER_CLIENT_ID = re.compile(r"kbroker-(\d+)(?:-|$)")
 
@@ -145,7 +149,12 @@ class SourceDemux:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await reader.readexactly(_HEAD.size)
+            first = await reader.readexactly(1)
+            if first == TLS_HANDSHAKE_RECORD:
+                self.unmatched.add("(TLS)")
+                await self.other.attach(reader, writer, first)
+                return
+            head = first + await reader.readexactly(_HEAD.size - 1)
             length = _HEAD.unpack(head)[4]
             client_id = await reader.readexactly(max(length, 0))
         except (asyncio.IncompleteReadError, OSError):

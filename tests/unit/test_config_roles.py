@@ -20,6 +20,9 @@ from broker.config import (
 VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097"
 
 
+PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";'
+
+
 def combined(node_id: int = 1, **extra: str) -> dict[str, str]:
     port = 9090 + 2 * node_id
     props = {
@@ -178,8 +181,33 @@ def test_several_client_listeners_each_on_its_own_port() -> None:
         (controller_only(4), "the node id 4 must be included in the set of voters"),
         (broker_only(**{"inter.broker.listener.name": "REPLICATION"}), "inter.broker.listener.name must be a listener name defined in advertised.listeners"),
         (broker_only(**{"advertised.listeners": "OTHER://h:1", "listener.security.protocol.map": "OTHER:PLAINTEXT,PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"}), "inter.broker.listener.name"),
-        (broker_only(listeners="SSL://127.0.0.1:9192", **{"inter.broker.listener.name": "SSL"}), "uses security protocol SSL: kbroker's own links between nodes"),
-        (broker_only(listeners="SASL_SSL://127.0.0.1:9192", **{"inter.broker.listener.name": "SASL_SSL"}), "uses security protocol SASL_SSL: kbroker's own links between nodes"),
+        (broker_only(listeners="SSL://127.0.0.1:9192", **{"inter.broker.listener.name": "SSL"}), "an SSL listener needs a keystore"),
+        (
+            broker_only(
+                listeners="SASL_PLAINTEXT://127.0.0.1:9192",
+                **{
+                    "inter.broker.listener.name": "SASL_PLAINTEXT",
+                    "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "sasl.enabled.mechanisms": "PLAIN",
+                    "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+                },
+            ),
+            "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms of listener SASL_PLAINTEXT",
+        ),
+        (
+            broker_only(
+                listeners="SASL_PLAINTEXT://127.0.0.1:9192",
+                **{
+                    "inter.broker.listener.name": "SASL_PLAINTEXT",
+                    "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "sasl.enabled.mechanisms": "PLAIN",
+                    "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS.replace('username="broker" password="broker-secret" ', ""),
+                },
+            ),
+            "PLAIN between nodes needs username and password",
+        ),
         (broker_only(listeners="PLAINTEXT://127.0.0.1:9192,SASL_PLAINTEXT://127.0.0.1:9193"), "SASL mechanism GSSAPI is not served by kbroker"),
         (
             broker_only(listeners="PLAINTEXT://127.0.0.1:9192,SASL_PLAINTEXT://127.0.0.1:9193", **{"sasl.enabled.mechanisms": "PLAIN"}),
@@ -188,7 +216,15 @@ def test_several_client_listeners_each_on_its_own_port() -> None:
         (broker_only(listeners="PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9192"), "an SSL listener needs a keystore"),
         (broker_only(listeners="INTERNAL://127.0.0.1:9192"), "No security protocol defined for listener INTERNAL"),
         (broker_only(**{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}), "Controller listener with name CONTROLLER defined in controller.listener.names not found"),
-        (broker_only(**{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"}), "CONTROLLER uses security protocol SASL_SSL"),
+        (broker_only(**{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL"}), "Listener CONTROLLER: SASL mechanism GSSAPI is not served"),
+        (
+            broker_only(**{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT", "sasl.mechanism.controller.protocol": "PLAIN"}),
+            "this node's PLAIN credentials for it need listener.name.controller.plain.sasl.jaas.config",
+        ),
+        (
+            broker_only(**{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL", "ssl.endpoint.identification.algorithm": "ldap"}),
+            "ssl.endpoint.identification.algorithm ldap: expected https or empty",
+        ),
         (combined(1, **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}), "No security protocol defined for listener CONTROLLER"),
         ({"listeners": "PLAINTEXT://127.0.0.1:9092,OTHER://127.0.0.1:9092"}, "each listener must have a different port"),
         ({"listeners": "PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9094"}, "each listener must have a different name"),

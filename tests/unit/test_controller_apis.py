@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.controller.controller_apis import CONTROLLER_ENDPOINT_TYPE, ControllerApis
+from broker.controller.controller_apis import CONTROLLER_CLUSTER_OPERATIONS, CONTROLLER_ENDPOINT_TYPE, ControllerApis
 from broker.controller_channel import is_not_controller
 from protocol.api_keys import CONTROLLER_APIS, ApiKey, request_schema
 from protocol.entities import build, nested
@@ -133,9 +133,17 @@ def setup(*node_ids: int) -> tuple[FakeQuorum, dict[int, Node], dict[int, Contro
     return quorum, nodes, apis
 
 
-def test_the_table_is_the_controller_listener_s_minus_raft_and_api_versions() -> None:
+UNAUTHORIZED_APIS = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+
+
+def test_the_table_is_the_controller_listener_s_minus_raft_api_versions_and_sasl() -> None:
     _, _, apis = setup(1)
-    assert set(apis[1].handlers()) == set(CONTROLLER_APIS) - RAFT_APIS - {ApiKey.API_VERSIONS}
+    assert set(apis[1].handlers()) == set(CONTROLLER_APIS) - RAFT_APIS - UNAUTHORIZED_APIS
+
+
+def test_every_controller_api_but_api_versions_and_sasl_has_its_cluster_operation() -> None:
+    """As Kafka's ControllerApis: nothing reaches a handler unauthorized once an authorizer is on."""
+    assert set(CONTROLLER_CLUSTER_OPERATIONS) == set(CONTROLLER_APIS) - UNAUTHORIZED_APIS
 
 
 @pytest.mark.parametrize("body", every_write(), ids=lambda b: f"{type(b).__module__.split('.')[2]}-v{b.__version__}")
