@@ -47,7 +47,6 @@ from kio.static.constants import EntityType
 
 from broker.channel_builders import PLAINTEXT_CHANNEL, ClientChannel
 from broker.security.sasl_client import SaslClientError
-
 from protocol.api_keys import response_schema
 from protocol.frame import FrameDecoder, FrameTooLarge
 from protocol.headers import skip_tagged_fields

@@ -6,7 +6,7 @@ test CA and the host it was dialled at. With Kafka's StandardAuthorizer on, the 
 users; anyone else needs CLUSTER_ACTION to speak Raft or heartbeat, and a wrong password or no
 TLS at all gets no further than the handshake.
 
-The controller listener's sessions last 4 s (connections.max.reauth.ms): each node's connections
+The controller listener's sessions last 2.5 s (connections.max.reauth.ms): each node's connections
 to the controllers are replaced with freshly authenticated ones before their session ends, so the
 cluster goes on working long after the first sessions have expired.
 """
@@ -36,7 +36,8 @@ from tests.integration.certificates import TestCA
 from tests.integration.helpers import unique_topic
 
 TIMEOUT_S = 60.0
-REAUTH_MS = 4000
+REAUTH_MS = 2500
+SESSION_DUE = "its authenticated session is due to end"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 CONTROLLER_JAAS = (
     'org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" password="controller-secret" '
@@ -124,6 +125,9 @@ def test_the_cluster_replicates_and_fails_over_over_sasl_ssl_links(cluster: Kafk
     # Past two controller sessions: heartbeats and Raft go on over re-authenticated connections.
     time.sleep(2 * REAUTH_MS / 1000)
     assert all(n.running for n in cluster.nodes.values())
+    for node in cluster.nodes.values():
+        retired = [e for e in node.events_named("network_client.disconnected") if e.get("reason") == SESSION_DUE]
+        assert retired, f"node {node.node_id} never replaced a connection whose session was ending"
 
     cluster.nodes[leader].kill()
     survivor = next(n for n in cluster.brokers if n.node_id != leader)
