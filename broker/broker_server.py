@@ -41,8 +41,12 @@ from broker.handlers.fetch import FetchHandler
 from broker.auth_helper import AuthHelper
 from broker.dynamic_listener_config import DynamicListenerConfig, listener_store_config, reconfiguration_problem, with_overrides
 from broker.client_quota_manager import FETCH, PRODUCE, ClientQuotaManager
+from broker.client_request_quota_manager import ClientRequestQuotaManager
+from broker.controller_mutation_quota_manager import ControllerMutationQuotaManager
 from broker.metadata.acl_publisher import AclPublisher
 from broker.security.standard_authorizer import parse_super_users
+from broker.security.standard_acl import AclOperation
+from broker.controller.envelope import FORWARDABLE_APIS
 from broker.handlers.forwarding import ForwardAlterConfigsHandler, ForwardToControllerHandler
 from broker.handlers.groups import (
     ConsumerGroupDescribeHandler,
@@ -99,27 +103,6 @@ log = structlog.get_logger()
 
 T = TypeVar("T")
 ROLLED_SEGMENT_FLUSH_MS = 1000
-FORWARDED_APIS = (
-    ApiKey.CREATE_TOPICS,
-    ApiKey.DELETE_TOPICS,
-    ApiKey.CREATE_PARTITIONS,
-    ApiKey.ALTER_CONFIGS,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS,
-    ApiKey.DESCRIBE_QUORUM,
-    ApiKey.ADD_RAFT_VOTER,
-    ApiKey.REMOVE_RAFT_VOTER,
-    ApiKey.UNREGISTER_BROKER,
-    ApiKey.ELECT_LEADERS,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS,
-    ApiKey.UPDATE_FEATURES,
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
-    ApiKey.ALTER_CLIENT_QUOTAS,
-    ApiKey.CREATE_ACLS,
-    ApiKey.DELETE_ACLS,
-)
-
-
 RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
@@ -224,6 +207,8 @@ class BrokerServer:
         self.auth = AuthHelper(self.acl_publisher)
         self.produce_quota = ClientQuotaManager(PRODUCE, self._client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds)
         self.fetch_quota = ClientQuotaManager(FETCH, self._client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds)
+        self.request_quota = ClientRequestQuotaManager(self._client_quotas, cfg.quota_window_num, cfg.quota_window_size_seconds)
+        self.mutation_quota = ControllerMutationQuotaManager(self._client_quotas, cfg.controller_quota_window_num, cfg.controller_quota_window_size_seconds)
         self.init_producer_id = InitProducerIdHandler(self.producer_id_manager, self.auth)
         self.init_producer_id.transaction_coordinator = self.txn_coordinator
         # In this order: readers see the new image first, then replicas exist before the
@@ -326,8 +311,8 @@ class BrokerServer:
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.DESCRIBE_PRODUCERS: DescribeProducersHandler(self.replica_manager, self.metadata, self.auth),
         }
-        for key in FORWARDED_APIS:
-            handlers[key] = ForwardToControllerHandler(key, self.channel, self.auth, lambda: self.metadata.image)
+        for key in FORWARDABLE_APIS:
+            handlers[key] = ForwardToControllerHandler(key, self.channel, self.auth, lambda: self.metadata.image, self.mutation_quota, cfg.num_partitions)
         for key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
             handlers[key] = ForwardAlterConfigsHandler(key, self.channel, cfg.node_id, self.auth, self._check_listener_stores)
         if not self.auth.enabled:
@@ -344,7 +329,11 @@ class BrokerServer:
         await self.lifecycle.unfenced.wait()
         # Unfenced means caught up with the metadata log: what is not assigned here now never will be.
         self.replica_manager.delete_stray_logs()
-        apis = KafkaApis(self._handlers())  # type: ignore[arg-type]
+        apis = KafkaApis(
+            self._handlers(),  # type: ignore[arg-type]
+            request_quota=self.request_quota,
+            cluster_action=lambda ctx: self.auth.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION, log_if_denied=False),
+        )
         # What start-up built (every partition's log, the metadata image, the modules) mostly
         # lives as long as the process, yet every full collection walked all of it again: with
         # 10,000 partitions that stopped the loop for 130 ms at unforeseeable moments, 18 ms once

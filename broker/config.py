@@ -155,6 +155,8 @@ class BrokerConfig(BaseModel):
     ssl_client_auth: Literal["none", "requested", "required"] = Field("none", alias="ssl.client.auth")
     ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", alias="ssl.enabled.protocols")
     ssl_protocol: str = Field("TLSv1.3", alias="ssl.protocol")
+    # Java's (IANA) suite names; empty: OpenSSL's defaults (broker/ssl_factory.py translates them).
+    ssl_cipher_suites: str = Field("", alias="ssl.cipher.suites")
     # Whether this node checks another node's certificate names its host (https) or not (empty).
     ssl_endpoint_identification_algorithm: str = Field("https", alias="ssl.endpoint.identification.algorithm")
     # How an SSL listener names a client by its certificate (broker/security/ssl_principal_mapper.py).
@@ -186,6 +188,9 @@ class BrokerConfig(BaseModel):
     # Client quotas' rate (broker/client_quota_manager.py): this many samples of this many seconds.
     quota_window_num: int = Field(11, alias="quota.window.num", ge=1)
     quota_window_size_seconds: int = Field(1, alias="quota.window.size.seconds", ge=1)
+    # The controller mutation quota's token bucket (KIP-599): a burst of num × size seconds' worth.
+    controller_quota_window_num: int = Field(11, alias="controller.quota.window.num", ge=1)
+    controller_quota_window_size_seconds: int = Field(1, alias="controller.quota.window.size.seconds", ge=1)
     # Kafka's listener-prefixed configs, `listener.name.<listener>.<config>` (a SASL listener's
     # `<mechanism>.sasl.jaas.config` among them), by their full names.
     listener_prefixed: dict[str, str] = Field(default_factory=dict)

@@ -17,6 +17,9 @@ from broker.auth_helper import AuthHelper
 from broker.channel_builders import ListenerSecurityBuilder
 from broker.config import BrokerConfig
 from broker.controller.controller_apis import ControllerApis, authorized
+from broker.controller.envelope import FORWARDABLE_APIS, EnvelopeHandler, LocalControllerChannel
+from broker.controller_mutation_quota_manager import ControllerMutationQuotaManager
+from broker.handlers.forwarding import ForwardToControllerHandler
 from broker.controller.quorum_controller import QuorumController
 from broker.handlers.api_versions import api_versions_response
 from broker.handlers.sasl import sasl_authenticate, sasl_handshake
@@ -71,10 +74,25 @@ class ControllerServer:
             handlers[key] = lambda ctx, req: raft.handle_request(req, ctx.version)
         auth = AuthHelper(self.acl_publisher)
         handlers = {key: authorized(key, handler, auth) for key, handler in handlers.items()}
+        handlers[ApiKey.ENVELOPE] = authorized(ApiKey.ENVELOPE, EnvelopeHandler(self._envelope_handlers(auth)), auth)
         handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_response(ctx.version, CONTROLLER_APIS)
         handlers[ApiKey.SASL_HANDSHAKE] = sasl_handshake
         handlers[ApiKey.SASL_AUTHENTICATE] = sasl_authenticate
         return handlers
+
+    def _envelope_handlers(self, auth: AuthHelper) -> dict[ApiKey, Any]:
+        """An Envelope's inner request, answered for its client: authorized for the client's
+        principal and held to its mutation quota, as a kbroker broker does before it forwards
+        (ForwardToControllerHandler, with this controller in place of the channel)."""
+        cfg = self.config
+        loader = self._shared.metadata_loader
+        channel = LocalControllerChannel(self.apis)
+        quota = ControllerMutationQuotaManager(lambda: loader.image.client_quotas, cfg.controller_quota_window_num, cfg.controller_quota_window_size_seconds)
+        # ForwardToControllerHandler takes any channel that sends a request and returns its answer.
+        return {
+            key: ForwardToControllerHandler(key, channel, auth, lambda: loader.image, quota, cfg.num_partitions)  # type: ignore[arg-type]
+            for key in FORWARDABLE_APIS
+        }
 
     async def start_listeners(self) -> None:
         cfg = self.config

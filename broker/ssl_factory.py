@@ -12,8 +12,10 @@ moment of the load and removed at once.
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +36,20 @@ TLS_VERSIONS = {
 STORE_TYPES = ("PEM", "PKCS12")
 JKS_ADVICE = "a JKS store is read only by a JVM: convert it with keytool -importkeystore -deststoretype PKCS12, or give PEM"
 
+# ssl.cipher.suites names suites as Java does, in the IANA spelling; OpenSSL has names of its own
+# for TLS 1.2 and below. No library short of a TLS scanner with an OpenSSL of its own (sslyze) maps
+# one to the other, so the suites JSSE offers whose parts OpenSSL also has (ECDHE/DHE/RSA key
+# exchange, RSA/ECDSA/DSS authentication, AES-GCM, AES-CBC, ChaCha20-Poly1305) are translated by
+# their parts, and each translation is then checked against what the context offers, name and
+# parts. TLS 1.3 suites have the same name everywhere.
+_IANA_SUITE = re.compile(
+    r"TLS_(?:(?P<kx>ECDHE|DHE)_(?P<auth>RSA|ECDSA|DSS)|RSA)_WITH_"
+    r"(?:AES_(?P<bits>128|256)_(?P<mode>GCM|CBC)_(?P<mac>SHA|SHA256|SHA384)|(?P<chacha>CHACHA20_POLY1305)_SHA256)"
+)
+_CBC_DIGESTS = {"SHA": "sha1", "SHA256": "sha256", "SHA384": "sha384"}
+# Java lists this signalling value as a suite; OpenSSL always sends the extension it stands for.
+_RENEGOTIATION_SCSV = "TLS_EMPTY_RENEGOTIATION_INFO_SCSV"
+
 
 class SslConfigError(ValueError):
     """A listener's TLS settings that cannot work; the message names the config."""
@@ -51,8 +67,7 @@ def check_ssl_config(cfg: BrokerConfig) -> None:
 def server_context(cfg: BrokerConfig) -> ssl.SSLContext:
     """The context every SSL listener of this broker serves with."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    versions = _enabled_versions(cfg.ssl_enabled_protocols)
-    context.minimum_version, context.maximum_version = min(versions), max(versions)
+    _set_protocols_and_suites(context, cfg)
     _load_keystore(context, cfg)
     if cfg.ssl_client_auth != "none":
         if not _load_truststore(context, cfg):
@@ -67,8 +82,7 @@ def client_context(cfg: BrokerConfig) -> ssl.SSLContext:
     a listener that asks for one, and ssl.endpoint.identification.algorithm=https checks that the
     certificate names the host connected to."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    versions = _enabled_versions(cfg.ssl_enabled_protocols)
-    context.minimum_version, context.maximum_version = min(versions), max(versions)
+    _set_protocols_and_suites(context, cfg)
     if not _load_truststore(context, cfg):
         context.load_default_certs(ssl.Purpose.SERVER_AUTH)
     if cfg.ssl_keystore_location is not None or cfg.ssl_keystore_key is not None:
@@ -78,6 +92,79 @@ def client_context(cfg: BrokerConfig) -> ssl.SSLContext:
         raise SslConfigError(f"ssl.endpoint.identification.algorithm {cfg.ssl_endpoint_identification_algorithm}: expected https or empty")
     context.check_hostname = algorithm == "https"
     return context
+
+
+def _set_protocols_and_suites(context: ssl.SSLContext, cfg: BrokerConfig) -> None:
+    """ssl.enabled.protocols and ssl.cipher.suites, as Java's SSLEngine would negotiate them.
+
+    Python's ssl module restricts the suites of TLS 1.2 and below (``set_ciphers``) but not those of
+    TLS 1.3, which OpenSSL keeps at its defaults. Java negotiates only a protocol that has an enabled
+    suite, so a list without a TLS 1.3 suite caps the context at TLS 1.2, and one with only TLS 1.3
+    suites raises its floor to TLS 1.3. A list naming some but not all of the TLS 1.3 suites OpenSSL
+    offers cannot be honoured: it is refused rather than silently widened. A list that leaves no
+    enabled protocol, or names a suite OpenSSL does not offer, is refused at start-up too: Kafka
+    4.4 starts with such a list and then fails every connection of the listener ("Unsupported
+    CipherSuite"), which serves no one."""
+    versions = _enabled_versions(cfg.ssl_enabled_protocols)
+    low, high = min(versions), max(versions)
+    suites = [s.strip() for s in cfg.ssl_cipher_suites.split(",") if s.strip()]
+    if suites:
+        tls13_offered = [c["name"] for c in context.get_ciphers() if c["protocol"] == "TLSv1.3"]
+        tls13 = [s for s in suites if s in tls13_offered]
+        older = [s for s in suites if s not in tls13 and s != _RENEGOTIATION_SCSV]
+        if tls13 and set(tls13) != set(tls13_offered):
+            missing = ", ".join(s for s in tls13_offered if s not in tls13)
+            raise SslConfigError(
+                f"ssl.cipher.suites names {', '.join(tls13)} but not {missing}: kbroker cannot restrict TLS 1.3 suites"
+                " (OpenSSL through Python's ssl module), so list all of them or none (none turns TLS 1.3 off)"
+            )
+        if older:
+            _set_older_suites(context, older)
+        if not tls13:
+            high = min(high, ssl.TLSVersion.TLSv1_2)
+        if not older:
+            low = max(low, ssl.TLSVersion.TLSv1_3)
+        if low > high:
+            kinds = "only TLS 1.3 suites" if tls13 else "no TLS 1.3 suite"
+            raise SslConfigError(f"ssl.cipher.suites names {kinds} and ssl.enabled.protocols is {cfg.ssl_enabled_protocols}: no protocol is left to negotiate")
+    context.minimum_version, context.maximum_version = low, high
+
+
+def _set_older_suites(context: ssl.SSLContext, suites: list[str]) -> None:
+    """Enable exactly these TLS 1.2-and-below suites, in the order listed."""
+    names = {suite: _openssl_name(suite) for suite in suites}
+    try:
+        context.set_ciphers(":".join(n for n in names.values() if n is not None))
+        offered = {c["name"]: c for c in context.get_ciphers()}
+    except ssl.SSLError:  # none of them: OpenSSL refuses an empty list
+        offered = {}
+    for suite, name in names.items():
+        if name is None or name not in offered or not _has_parts(offered[name], suite):
+            shown = suite if name is None else f"{suite} (OpenSSL's {name})"
+            raise SslConfigError(f"ssl.cipher.suites: {shown} is not a cipher suite the local {ssl.OPENSSL_VERSION} offers")
+
+
+def _openssl_name(suite: str) -> str | None:
+    """OpenSSL's name of a TLS 1.2-and-below suite named as IANA and Java name it, if its parts are known."""
+    m = _IANA_SUITE.fullmatch(suite)
+    if m is None:
+        return None
+    prefix = f"{m['kx']}-{m['auth']}-" if m["kx"] else ""  # static RSA key exchange goes unnamed
+    if m["chacha"]:
+        return prefix + "CHACHA20-POLY1305"
+    # CBC suites are named by their MAC alone; GCM ones by the mode and the PRF's hash.
+    return prefix + f"AES{m['bits']}-" + ("GCM-" if m["mode"] == "GCM" else "") + m["mac"]
+
+
+def _has_parts(cipher: Mapping[str, object], suite: str) -> bool:
+    """Whether what OpenSSL says of the cipher (key exchange, authentication, encryption, MAC) is what
+    the IANA name says: a check that the translation picked the suite it meant."""
+    m = _IANA_SUITE.fullmatch(suite)
+    assert m is not None
+    kx, auth = (m["kx"], m["auth"]) if m["kx"] else ("RSA", "RSA")
+    symmetric = "chacha20-poly1305" if m["chacha"] else f"aes-{m['bits']}-{m['mode'].lower()}"
+    digest = _CBC_DIGESTS[m["mac"]] if m["mode"] == "CBC" else None
+    return (cipher["kea"], cipher["auth"], cipher["symmetric"], cipher["digest"]) == (f"kx-{kx.lower()}", f"auth-{auth.lower()}", symmetric, digest)
 
 
 def _enabled_versions(value: str) -> list[ssl.TLSVersion]:

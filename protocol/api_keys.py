@@ -69,6 +69,7 @@ class ApiKey(IntEnum):
     DESCRIBE_QUORUM = 55
     ALTER_PARTITION = 56
     UPDATE_FEATURES = 57
+    ENVELOPE = 58
     FETCH_SNAPSHOT = 59
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
@@ -210,6 +211,8 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         SUPPORTED_APIS[ApiKey.ADD_RAFT_VOTER],
         SUPPORTED_APIS[ApiKey.REMOVE_RAFT_VOTER],
         ApiRange(ApiKey.UPDATE_RAFT_VOTER, 0, 0, 0),
+        # A broker's forwarded request with its client's principal and address.
+        ApiRange(ApiKey.ENVELOPE, 0, 0, 0),
         # A SASL controller listener authenticates nodes and tools as a broker listener does.
         SUPPORTED_APIS[ApiKey.SASL_HANDSHAKE],
         SUPPORTED_APIS[ApiKey.SASL_AUTHENTICATE],

@@ -93,7 +93,7 @@ CONTROLLER_CLUSTER_OPERATIONS: dict[ApiKey, int] = {
         (
             ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH, ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT,
             ApiKey.UPDATE_RAFT_VOTER, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
-            ApiKey.ALLOCATE_PRODUCER_IDS,
+            ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.ENVELOPE,
         ),
         AclOperation.CLUSTER_ACTION,
     ),

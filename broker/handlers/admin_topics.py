@@ -7,12 +7,13 @@ the same calls (TopicController) will do.
 from __future__ import annotations
 
 import uuid
-from typing import Protocol
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from broker.controller.controller_logic import CreatableTopic, CreatePartitionsResult, CreateTopicResult, DeleteTopicResult
 from broker.kafka_apis import RequestContext
+from broker.metadata.metadata_image import MetadataImage
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested, nested_or_none
 
@@ -116,6 +117,25 @@ class CreatePartitionsHandler:
         result_cls = nested(schema, "CreatePartitionsTopicResult")
         out = tuple(build(result_cls, name=r.name, error_code=r.error_code, error_message=r.error_message) for r in results)
         return build(schema, throttle_time=0, results=out)
+
+
+def mutation_permits(api_key: ApiKey, item: Any, image: MetadataImage, default_partitions: int) -> int:
+    """The partitions a CreateTopics, DeleteTopics or CreatePartitions item would create or
+    delete, as the controller counts them against a controller mutation quota, predicted from
+    the broker's image: an item the image says the controller refuses (a topic that exists, or
+    does not) counts nothing, as Kafka charges only mutations that pass validation."""
+    if api_key == ApiKey.CREATE_TOPICS:
+        if item.name in image.topics:
+            return 0
+        if item.assignments:
+            return len(item.assignments)
+        return default_partitions if item.num_partitions == -1 else max(item.num_partitions, 0)
+    if api_key == ApiKey.DELETE_TOPICS:
+        name = item if isinstance(item, str) else item.name
+        topic = image.topics.get(name) if name is not None else image.topics_by_id.get(item.topic_id)
+        return 0 if topic is None else len(topic.partitions)
+    topic = image.topics.get(item.name)
+    return 0 if topic is None else max(item.count - len(topic.partitions), 0)
 
 
 def unknown_topic(name: str) -> tuple[int, str]:

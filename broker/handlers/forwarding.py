@@ -13,12 +13,17 @@ as Kafka's forwarding does.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import time
 from typing import Any, Callable, Iterable
 
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.client_quota_manager import user_name
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
+from broker.controller_mutation_quota_manager import STRICT_SINCE, UNBOUNDED, ControllerMutationQuota, ControllerMutationQuotaManager
+from broker.handlers.admin_topics import mutation_permits
 from broker.handlers.acls import create_acls_response, delete_acls_response
 from broker.handlers.client_quotas import alter_client_quotas_response, every_entry_answered
 from broker.handlers.scram_credentials import alter_user_scram_credentials_response, every_user_answered
@@ -194,13 +199,29 @@ _CLUSTER_OPERATIONS: dict[ApiKey, int] = {
 
 class ForwardToControllerHandler:
     """Authorizes what Kafka's controller authorizes (kbroker forwards no principal, so the broker
-    asks), answers the refused items itself and forwards the rest, answering in request order."""
+    asks), answers the refused items itself and forwards the rest, answering in request order.
 
-    def __init__(self, api_key: ApiKey, channel: ControllerChannel, auth: AuthHelper | None = None, image: Callable[[], MetadataImage] | None = None) -> None:
+    CreateTopics, DeleteTopics and CreatePartitions count against the client's controller
+    mutation quota here, on the broker that received them, rather than on the controller as in
+    Kafka: the controller sees the forwarding broker, not the client's principal and client id
+    the quota is looked up by. A topic the quota refuses is answered here and not forwarded."""
+
+    def __init__(
+        self,
+        api_key: ApiKey,
+        channel: ControllerChannel,
+        auth: AuthHelper | None = None,
+        image: Callable[[], MetadataImage] | None = None,
+        mutation_quota: ControllerMutationQuotaManager | None = None,
+        default_partitions: int = 1,
+    ) -> None:
         self._api_key = api_key
         self._channel = channel
         self._auth = auth or AuthHelper(None)
         self._image = image
+        self._mutation_quota = mutation_quota if api_key in STRICT_SINCE else None
+        # num.partitions: what a CreateTopics item asking for the default creates.
+        self._default_partitions = default_partitions
 
     async def __call__(self, ctx: RequestContext, request: Any) -> Any:
         operation = _CLUSTER_OPERATIONS.get(self._api_key)
@@ -211,17 +232,67 @@ class ForwardToControllerHandler:
         field = self._request_field(ctx.version)
         items = tuple(getattr(request, field))
         refused = self._refusals(ctx, items)
+        quota = self._new_mutation_quota(ctx)
+        if quota is UNBOUNDED:
+            return await self._answer(ctx, request, field, items, refused)
+        return await self._answer_within_quota(ctx, request, field, items, refused, quota)
+
+    def _new_mutation_quota(self, ctx: RequestContext) -> ControllerMutationQuota:
+        manager = self._mutation_quota
+        if manager is None or self._image is None:
+            return UNBOUNDED
+        return manager.new_quota(user_name(ctx.client.principal), ctx.header.client_id or "", self._api_key, ctx.version, _now_ms())
+
+    async def _answer_within_quota(
+        self, ctx: RequestContext, request: Any, field: str, items: tuple[Any, ...], refused: dict[int, Refusal], quota: ControllerMutationQuota
+    ) -> Any:
+        """Kafka's controller counts each topic's partitions when it creates or deletes them, in
+        request order: a strict quota refuses the topics that come once it is used up, a
+        permissive one takes them all and throttles the client after."""
+        assert self._image is not None
+        image, now = self._image(), _now_ms()
+        permits = {i: n for i, item in enumerate(items) if i not in refused and (n := mutation_permits(self._api_key, item, image, self._default_partitions))}
+        if quota.strict:
+            # No message: Kafka's ApiError leaves out one that is the error's default.
+            throttled: dict[int, Refusal] = {i: (ErrorCode.throttling_quota_exceeded, None) for i, n in permits.items() if not quota.record(n, now)}
+            refused = {**refused, **throttled}
+        response = await self._answer(ctx, request, field, items, refused)
+        now = _now_ms()
+        answers = _response_items(self._api_key, response)
+        for i, n in permits.items():
+            if i in refused:
+                continue
+            made = answers[i].error_code == ErrorCode.none
+            if quota.strict and not made:
+                quota.unrecord(n, now)
+            elif not quota.strict and made:
+                quota.record(n, now)
+        throttle_ms = max(quota.throttle_time_ms(now), round(response.throttle_time.total_seconds() * 1000))
+        return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+
+    async def _answer(self, ctx: RequestContext, request: Any, field: str, items: tuple[Any, ...], refused: dict[int, Refusal]) -> Any:
+        """The items in ``refused`` answered here, the others by the controller, in request order."""
         if not refused:
             return await self._forward(ctx, request)
         kept = tuple(item for i, item in enumerate(items) if i not in refused)
         forwarded = iter(_response_items(self._api_key, await self._forward(ctx, dataclasses.replace(request, **{field: kept}))) if kept else ())
         answers = tuple(
-            _response_items(self._api_key, error_response(self._api_key, ctx.version, dataclasses.replace(request, **{field: (item,)}), *refused[i]))[0]
+            self._refused_item(ctx, request, field, item, refused[i])
             if i in refused
             else next(forwarded)
             for i, item in enumerate(items)
         )
         return build(response_schema(self._api_key, ctx.version), throttle_time=0, **{_ITEMS[self._api_key][0]: answers})
+
+    def _refused_item(self, ctx: RequestContext, request: Any, field: str, item: Any, refusal: Refusal) -> Any:
+        answer = _response_items(self._api_key, error_response(self._api_key, ctx.version, dataclasses.replace(request, **{field: (item,)}), *refusal))[0]
+        if refusal[0] == ErrorCode.throttling_quota_exceeded and self._api_key == ApiKey.DELETE_TOPICS and ctx.version >= 6 and self._image is not None:
+            # Kafka's controller names both the topic and its id when it refuses a deletion it resolved.
+            image = self._image()
+            topic = image.topics.get(item.name) if item.name is not None else image.topics_by_id.get(item.topic_id)
+            if topic is not None:
+                answer = dataclasses.replace(answer, name=topic.name, topic_id=topic.topic_id)
+        return answer
 
     async def _forward(self, ctx: RequestContext, request: Any) -> Any:
         try:
@@ -297,6 +368,10 @@ class ForwardToControllerHandler:
         if image is not None and name not in image.topics:
             return (ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
         return TOPIC_AUTHORIZATION_FAILED
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _response_items(api_key: ApiKey, response: Any) -> tuple[Any, ...]:

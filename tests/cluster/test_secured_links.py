@@ -14,6 +14,7 @@ cluster goes on working long after the first sessions have expired.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import socket
 import ssl
 import time
@@ -23,13 +24,21 @@ from typing import Any, Iterator
 
 import pytest
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
+from kio.schema.envelope.v0.request import EnvelopeRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.types import TopicName
 from kio.schema.vote.v1 import request as vote_v1
-from kio.static.primitive import i32, i64
+from kio.serial import entity_reader
+from kio.static.primitive import i16, i32, i64
 
 from broker.channel_builders import ClientChannel
+from broker.controller.envelope import serialize_principal
 from broker.network_client import AuthenticationError, DisconnectError, NetworkClient
+from broker.wire_client import encode_request
+from protocol.api_keys import response_header_version, response_schema
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import create, partition_state, produce, read_all
 from tests.integration.certificates import TestCA
@@ -97,15 +106,15 @@ def controller_port(cluster: KafkaCluster, node_id: int) -> int:
     return port
 
 
-def ask_controller(cluster: KafkaCluster, tls: tuple[TestCA, Path, Path], body: Any, username: str, password: str) -> Any:
-    """``body`` to node 1's controller listener, over TLS and PLAIN as ``username``, with kbroker's own NetworkClient."""
+def ask_controller(cluster: KafkaCluster, tls: tuple[TestCA, Path, Path], body: Any, username: str, password: str, node_id: int = 1) -> Any:
+    """``body`` to a node's controller listener, over TLS and PLAIN as ``username``, with kbroker's own NetworkClient."""
     context = ssl.create_default_context(cafile=str(tls[2]))
     channel = ClientChannel("CONTROLLER", context, "PLAIN", {"username": username, "password": password})
 
     async def send() -> Any:
         client = NetworkClient("secured-links-test", request_timeout_ms=10000, channel=channel)
         try:
-            return await client.send(("127.0.0.1", controller_port(cluster, 1)), body)
+            return await client.send(("127.0.0.1", controller_port(cluster, node_id)), body)
         finally:
             client.close()
             await client.wait_closed()
@@ -125,9 +134,9 @@ def test_the_cluster_replicates_and_fails_over_over_sasl_ssl_links(cluster: Kafk
     # Past two controller sessions: heartbeats and Raft go on over re-authenticated connections.
     time.sleep(2 * REAUTH_MS / 1000)
     assert all(n.running for n in cluster.nodes.values())
-    for node in cluster.nodes.values():
-        retired = [e for e in node.events_named("network_client.disconnected") if e.get("reason") == SESSION_DUE]
-        assert retired, f"node {node.node_id} never replaced a connection whose session was ending"
+    # The Raft followers' fetches to the leader, at least, outlive several sessions.
+    retired = [e for n in cluster.nodes.values() for e in n.events_named("network_client.disconnected") if e.get("reason") == SESSION_DUE]
+    assert len(retired) >= 2, "no node replaced a connection whose session was ending"
 
     cluster.nodes[leader].kill()
     survivor = next(n for n in cluster.brokers if n.node_id != leader)
@@ -183,3 +192,52 @@ def test_a_wrong_password_or_no_tls_gets_no_answer_from_a_controller(cluster: Ka
     name = unique_topic("after")
     create(cluster.bootstrap, name)
     assert len(produce(cluster.bootstrap, name, [uuid.uuid4().bytes])) == 1
+
+
+def envelope(inner: Any, principal: bytes | None, address: bytes = bytes([10, 1, 2, 3]), client_id: str = "forwarded-client") -> EnvelopeRequest:
+    """What a broker forwards: ``inner``'s header and body (no size), the client's principal and address."""
+    return EnvelopeRequest(request_data=encode_request(inner, 7, client_id)[4:], request_principal=principal, client_host_address=address)
+
+
+def create_topics(name: str) -> CreateTopicsRequest:
+    topic = CreatableTopic(name=TopicName(name), num_partitions=i32(1), replication_factor=i16(3), assignments=(), configs=())
+    return CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=30), validate_only=False)
+
+
+def decode_response(request: Any, data: bytes | None, correlation_id: int) -> Any:
+    """The inner answer an EnvelopeResponse carries: its header, then its body."""
+    assert data is not None
+    api_key, version = int(request.__api_key__), int(request.__version__)
+    assert int.from_bytes(data[:4], "big") == correlation_id
+    offset = 4 + (1 if response_header_version(api_key, version) >= 1 else 0)
+    response, _ = entity_reader(response_schema(api_key, version))(memoryview(data).toreadonly(), offset)
+    return response
+
+
+def test_an_envelope_is_answered_for_the_principal_it_carries(cluster: KafkaCluster, tls: tuple[TestCA, Path, Path]) -> None:
+    """Kafka's brokers forward admin requests in an Envelope: the controller authorizes the
+    client's principal, not the broker's, and only a broker may send one."""
+    denied, allowed = unique_topic("alice"), unique_topic("anonymous")
+    quorum = ask_controller(cluster, tls, DescribeQuorumRequest(topics=(TopicData(topic_name="__cluster_metadata", partitions=(PartitionData(partition_index=i32(0)),)),)), "controller", "controller-secret")
+    active = int(quorum.topics[0].partitions[0].leader_id)
+
+    def forward(request: EnvelopeRequest, username: str = "controller") -> Any:
+        return ask_controller(cluster, tls, request, username, f"{username}-secret", active)
+
+    answer = forward(envelope(create_topics(denied), serialize_principal("User:alice")))
+    assert answer.error_code == ErrorCode.none
+    [topic] = decode_response(create_topics(denied), answer.response_data, 7).topics
+    assert (topic.name, topic.error_code) == (denied, ErrorCode.topic_authorization_failed)
+
+    answer = forward(envelope(create_topics(allowed), serialize_principal("User:ANONYMOUS")))
+    [topic] = decode_response(create_topics(allowed), answer.response_data, 7).topics
+    assert (topic.name, topic.error_code) == (allowed, ErrorCode.none)
+
+    # Only a principal with CLUSTER_ACTION may forward, and only a forwardable API with a readable principal.
+    refused = forward(envelope(create_topics(denied), serialize_principal("User:ANONYMOUS")), "alice")
+    assert (refused.error_code, refused.response_data) == (ErrorCode.cluster_authorization_failed, None)
+    garbled = forward(envelope(create_topics(denied), b"\x00\x00\xff"))
+    assert garbled.error_code == ErrorCode.principal_deserialization_failure
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    assert forward(envelope(metadata, serialize_principal("User:ANONYMOUS"))).error_code == ErrorCode.invalid_request
+    assert forward(envelope(create_topics(denied), serialize_principal("User:ANONYMOUS"), address=b"\x01\x02\x03")).error_code == ErrorCode.invalid_request

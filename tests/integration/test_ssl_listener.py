@@ -25,6 +25,7 @@ from tests.integration.helpers import create_topic, unique_topic
 from tests.ports import free_port
 
 TIMEOUT_S = 30.0
+OTHER_SUITE = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
 
 
 class SslBroker:
@@ -61,6 +62,8 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SslBroker]:
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,OTHER:SSL,CONTROLLER:PLAINTEXT",
             "listener.name.other.ssl.keystore.location": str(other),
             "listener.name.other.ssl.client.auth": "none",
+            # One TLS 1.2 suite in Java's spelling, which also takes TLS 1.3 off that listener.
+            "listener.name.other.ssl.cipher.suites": OTHER_SUITE,
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(keystore),
             "ssl.key.password": "key-secret",
@@ -235,3 +238,22 @@ def test_a_listeners_keystore_is_replaced_at_run_time_and_a_mismatched_one_refus
         alter(intruder)
     assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
     assert "DistinguishedName or SubjectAltNames do not match" in refused.value.args[0].str()
+
+
+def test_a_listeners_cipher_suites_admit_a_client_that_offers_one_of_them_and_no_other(tls: SslBroker) -> None:
+    """listener.name.other.ssl.cipher.suites: librdkafka (OpenSSL's spelling on its side) offering
+    that suite connects; offering only another one it fails its handshake. Without a TLS 1.3 suite
+    in the list, a client that offers TLS 1.3 gets TLS 1.2, as from a Java broker."""
+    other = f"127.0.0.1:{tls.other_port}"
+    admitted = Producer({**confluent_ssl(tls), "bootstrap.servers": other, "ssl.cipher.suites": "ECDHE-ECDSA-AES128-GCM-SHA256"})
+    assert [b.port for b in admitted.list_topics(timeout=TIMEOUT_S).brokers.values()] == [tls.other_port]
+    errors: list[KafkaError] = []
+    refused = Producer({**confluent_ssl(tls), "bootstrap.servers": other, "ssl.cipher.suites": "ECDHE-ECDSA-AES256-GCM-SHA384", "error_cb": errors.append})
+    deadline = time.monotonic() + TIMEOUT_S
+    while not errors and time.monotonic() < deadline:
+        refused.poll(0.1)
+    # Kafka sends the handshake_failure alert; kbroker's close may overtake it ("closed by peer").
+    assert errors and errors[0].code() == KafkaError._TRANSPORT and "in state SSL_HANDSHAKE" in errors[0].str()
+    with socket.create_connection(("127.0.0.1", tls.other_port), timeout=TIMEOUT_S) as raw:
+        with ssl.create_default_context(cafile=str(tls.ca)).wrap_socket(raw, server_hostname="localhost") as sock:
+            assert sock.cipher()[:2] == ("ECDHE-ECDSA-AES128-GCM-SHA256", "TLSv1.2")

@@ -136,9 +136,9 @@ def setup(*node_ids: int) -> tuple[FakeQuorum, dict[int, Node], dict[int, Contro
 UNAUTHORIZED_APIS = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 
 
-def test_the_table_is_the_controller_listener_s_minus_raft_api_versions_and_sasl() -> None:
+def test_the_table_is_the_controller_listener_s_minus_raft_api_versions_sasl_and_envelope() -> None:
     _, _, apis = setup(1)
-    assert set(apis[1].handlers()) == set(CONTROLLER_APIS) - RAFT_APIS - UNAUTHORIZED_APIS
+    assert set(apis[1].handlers()) == set(CONTROLLER_APIS) - RAFT_APIS - UNAUTHORIZED_APIS - {ApiKey.ENVELOPE}
 
 
 def test_every_controller_api_but_api_versions_and_sasl_has_its_cluster_operation() -> None:

@@ -1,5 +1,6 @@
 """SslFactory: each way Kafka's ssl.* configs give a store, a handshake through the context it
-builds (in memory, both ends), and the settings it refuses with one line naming the config."""
+builds (in memory, both ends), ssl.cipher.suites in Java's spelling, and the settings it refuses
+with one line naming the config."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from cryptography.hazmat.primitives.serialization import BestAvailableEncryption
 
 from broker.config import BrokerConfig
 from broker.ssl_factory import SslConfigError, check_ssl_config, server_context
+from broker.ssl_factory import client_context as node_client_context
 from tests.integration.certificates import TestCA
 
 
@@ -116,3 +118,88 @@ def test_settings_that_cannot_work_are_refused_naming_the_config(ca: TestCA, tmp
 def test_a_broker_with_an_ssl_listener_and_no_keystore_refuses_to_start_with_one_line() -> None:
     with pytest.raises(Exception, match="an SSL listener needs a keystore"):
         BrokerConfig.model_validate({"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"})
+
+
+def pem_config(ca: TestCA, tmp_path: Path, suites: str, **props: str) -> BrokerConfig:
+    """A listener's settings with a PEM keystore (an ECDSA key) and ssl.cipher.suites."""
+    keystore = ca.write_pem_keystore(ca.issue("localhost"), tmp_path / "ks.pem")
+    return config(**{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore), "ssl.cipher.suites": suites, **props})
+
+
+def node_client(ca: TestCA, tmp_path: Path, suites: str) -> ssl.SSLContext:
+    """A node's own client context (broker/ssl_factory.py), trusting the test CA."""
+    return node_client_context(config(**{"ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.write_ca(tmp_path / "ca.pem")), "ssl.cipher.suites": suites}))
+
+
+ECDSA_AES256 = "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"
+ECDSA_AES128 = "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+TLS13 = "TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384,TLS_CHACHA20_POLY1305_SHA256"
+
+
+def test_cipher_suites_in_java_spelling_become_openssl_suites_in_the_order_listed(ca: TestCA, tmp_path: Path) -> None:
+    suites = "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256,TLS_DHE_RSA_WITH_AES_256_GCM_SHA384,TLS_RSA_WITH_AES_128_CBC_SHA,TLS_EMPTY_RENEGOTIATION_INFO_SCSV"
+    context = server_context(pem_config(ca, tmp_path, suites))
+    assert [c["name"] for c in context.get_ciphers() if c["protocol"] != "TLSv1.3"] == [
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "ECDHE-ECDSA-AES128-SHA256",
+        "DHE-RSA-AES256-GCM-SHA384",
+        "AES128-SHA",
+    ]
+    assert context.maximum_version == ssl.TLSVersion.TLSv1_2
+
+
+def test_a_server_and_a_client_with_no_suite_in_common_do_not_connect(ca: TestCA, tmp_path: Path) -> None:
+    server = server_context(pem_config(ca, tmp_path, ECDSA_AES256))
+    with pytest.raises(ssl.SSLError):
+        handshake(server, node_client(ca, tmp_path, ECDSA_AES128))
+    end = handshake(server, node_client(ca, tmp_path, f"{ECDSA_AES128},{ECDSA_AES256}"))
+    assert end.cipher()[:2] == ("ECDHE-ECDSA-AES256-GCM-SHA384", "TLSv1.2")
+
+
+def test_a_list_without_tls13_suites_negotiates_tls12_as_java_does(ca: TestCA, tmp_path: Path) -> None:
+    end = handshake(server_context(pem_config(ca, tmp_path, ECDSA_AES128)), client_context(ca))
+    assert end.cipher()[:2] == ("ECDHE-ECDSA-AES128-GCM-SHA256", "TLSv1.2")
+
+
+def test_a_list_of_the_tls13_suites_alone_negotiates_tls13_only(ca: TestCA, tmp_path: Path) -> None:
+    server = server_context(pem_config(ca, tmp_path, TLS13))
+    assert handshake(server, client_context(ca)).version() == "TLSv1.3"
+    tls12_client = client_context(ca)
+    tls12_client.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises(ssl.SSLError):
+        handshake(server, tls12_client)
+    both = handshake(server_context(pem_config(ca, tmp_path, f"{TLS13},{ECDSA_AES128}")), tls12_client)
+    assert both.cipher()[:2] == ("ECDHE-ECDSA-AES128-GCM-SHA256", "TLSv1.2")
+
+
+@pytest.mark.parametrize(
+    ("suites", "protocols", "message"),
+    [
+        ("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_NO_SUCH_SUITE", "TLSv1.2,TLSv1.3", "ssl.cipher.suites: TLS_NO_SUCH_SUITE is not a cipher suite the local OpenSSL"),
+        ("SSL_RSA_WITH_3DES_EDE_CBC_SHA", "TLSv1.2,TLSv1.3", "ssl.cipher.suites: SSL_RSA_WITH_3DES_EDE_CBC_SHA is not"),
+        # No such suite: its translation is a name OpenSSL does not have.
+        ("TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA256", "TLSv1.2,TLSv1.3", r"TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA256 \(OpenSSL's ECDHE-RSA-AES256-SHA256\) is not"),
+        ("TLS_AES_128_CCM_SHA256", "TLSv1.2,TLSv1.3", "ssl.cipher.suites: TLS_AES_128_CCM_SHA256 is not"),
+        ("TLS_AES_128_GCM_SHA256", "TLSv1.2,TLSv1.3", "ssl.cipher.suites names TLS_AES_128_GCM_SHA256 but not TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_SHA256: kbroker cannot restrict TLS 1.3 suites"),
+        (ECDSA_AES128, "TLSv1.3", "ssl.cipher.suites names no TLS 1.3 suite and ssl.enabled.protocols is TLSv1.3: no protocol is left"),
+        (TLS13, "TLSv1.2", "ssl.cipher.suites names only TLS 1.3 suites and ssl.enabled.protocols is TLSv1.2"),
+    ],
+)
+def test_cipher_suites_that_cannot_be_served_are_refused_naming_the_suite(ca: TestCA, tmp_path: Path, suites: str, protocols: str, message: str) -> None:
+    with pytest.raises(SslConfigError, match=message):
+        check_ssl_config(pem_config(ca, tmp_path, suites, **{"ssl.enabled.protocols": protocols}))
+    with pytest.raises(SslConfigError, match=message):
+        node_client_context(pem_config(ca, tmp_path, suites, **{"ssl.enabled.protocols": protocols}))
+
+
+def test_a_broker_whose_listener_names_an_unknown_suite_refuses_to_start_with_one_line(ca: TestCA, tmp_path: Path) -> None:
+    keystore = ca.write_pem_keystore(ca.issue("localhost"), tmp_path / "ks.pem")
+    props = {
+        "listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+        "listener.name.ssl.ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    }
+    with pytest.raises(ValueError, match="ssl.cipher.suites: TLS_ECDHE_ECDSA_WITH_RC4_128_SHA is not a cipher suite"):
+        BrokerConfig.model_validate(props)
+    BrokerConfig.model_validate({**props, "listener.name.ssl.ssl.cipher.suites": ECDSA_AES128})

@@ -1,0 +1,67 @@
+"""An Envelope's principal and address as Kafka's brokers write them, and the refusals of what
+cannot be read, in the Envelope's own error code (EnvelopeUtils)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kio.schema.envelope.v0.request import EnvelopeRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from broker.controller.envelope import EnvelopeError, EnvelopeHandler, parse_client_address, parse_principal, serialize_principal
+from broker.network import ClientInfo
+from broker.wire_client import encode_request
+from protocol.headers import RequestHeader
+
+# DefaultKafkaPrincipalBuilder.serialize(new KafkaPrincipal("User", "alice")): version 0, then
+# compact strings (length + 1) and the bool, and no tagged fields.
+KAFKA_ALICE = bytes.fromhex("0000") + b"\x05User" + b"\x06alice" + b"\x00\x00"
+
+
+def test_a_principal_reads_and_writes_as_kafka_serializes_it() -> None:
+    assert serialize_principal("User:alice") == KAFKA_ALICE
+    assert parse_principal(KAFKA_ALICE) == "User:alice"
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters=":"), min_size=1), st.text())
+def test_any_principal_goes_round(kind: str, name: str) -> None:
+    assert parse_principal(serialize_principal(f"{kind}:{name}")) == f"{kind}:{name}"
+
+
+@pytest.mark.parametrize("data", [None, b"", b"\x00", b"\x00\x01" + KAFKA_ALICE[2:], b"\x00\x00\xff\xff"])
+def test_a_principal_that_cannot_be_read_is_a_deserialization_failure(data: bytes | None) -> None:
+    with pytest.raises(EnvelopeError) as e:
+        parse_principal(data)
+    assert e.value.code == ErrorCode.principal_deserialization_failure
+
+
+def test_the_client_address_is_four_or_sixteen_bytes() -> None:
+    assert parse_client_address(bytes([10, 0, 0, 7])) == "10.0.0.7"
+    assert parse_client_address(bytes(15) + b"\x01") == "::1"
+    with pytest.raises(EnvelopeError) as e:
+        parse_client_address(b"\x01\x02\x03")
+    assert e.value.code == ErrorCode.invalid_request
+
+
+@dataclass
+class Seen:
+    ctx: Any = None
+    request: Any = None
+
+
+def test_the_inner_request_is_answered_for_the_envelope_s_client() -> None:
+    seen = Seen()
+    body = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    envelope = EnvelopeRequest(request_data=encode_request(body, 3, "tool")[4:], request_principal=KAFKA_ALICE, client_host_address=bytes([10, 0, 0, 7]))
+    ctx = type("Ctx", (), {"client": ClientInfo("c1", "kbroker-2", "127.0.0.1:5000", "CONTROLLER", "User:broker")})()
+    # Metadata is never forwarded: refused before any handler runs.
+    refused = asyncio.run(EnvelopeHandler({})(ctx, envelope))  # type: ignore[arg-type]
+    assert (refused.error_code, refused.response_data) == (ErrorCode.invalid_request, None)
+    assert seen.ctx is None
+    assert isinstance(RequestHeader, type)
