@@ -12,6 +12,7 @@ connections read and write through an SslTransportLayer instead of the socket it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import socket
@@ -250,6 +251,11 @@ class Connection:
             return
         except ssl.SSLError as e:
             self._log.warning("connection.ssl_failed", reason=str(e))
+            if self._tls is not None:
+                # The alert OpenSSL wrote (handshake_failure, bad_certificate…) tells the client
+                # why, as Kafka's engine does; a socket that cannot take it now goes without.
+                with contextlib.suppress(OSError):
+                    self._tls.flush()
             self._close()
             return
         except OSError as e:

@@ -44,6 +44,9 @@ def _connects(port: int) -> bool:
         return False
 
 
+SINGLE_NODE_SESSION = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500"}
+
+
 class BrokerProcess:
     """One `kbroker serve` child process; restarts keep its port and data directory."""
 
@@ -79,6 +82,12 @@ class BrokerProcess:
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.data_dir}",
             ]
+            # A node restarted after SIGKILL is refused registration until its previous life's
+            # session ends (DUPLICATE_BROKER_REGISTRATION, as in Kafka): 9 s by default, spent
+            # by every crash test. Its heartbeats go to its own controller, in process.
+            for key, value in SINGLE_NODE_SESSION.items():
+                if key not in self.overrides:
+                    args += ["--override", f"{key}={value}"]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         return args

@@ -252,8 +252,14 @@ def test_a_listeners_cipher_suites_admit_a_client_that_offers_one_of_them_and_no
     deadline = time.monotonic() + TIMEOUT_S
     while not errors and time.monotonic() < deadline:
         refused.poll(0.1)
-    # Kafka sends the handshake_failure alert; kbroker's close may overtake it ("closed by peer").
-    assert errors and errors[0].code() == KafkaError._TRANSPORT and "in state SSL_HANDSHAKE" in errors[0].str()
+    # As from Kafka, the refusal comes as TLS's handshake_failure alert (40), not a bare close.
+    assert errors and errors[0].code() == KafkaError._SSL and "alert handshake failure" in errors[0].str(), errors
+    offers_another = ssl.create_default_context(cafile=str(tls.ca))
+    offers_another.maximum_version = ssl.TLSVersion.TLSv1_2
+    offers_another.set_ciphers("ECDHE-ECDSA-AES256-GCM-SHA384")
+    with socket.create_connection(("127.0.0.1", tls.other_port), timeout=TIMEOUT_S) as raw:
+        with pytest.raises(ssl.SSLError, match="SSLV3_ALERT_HANDSHAKE_FAILURE"):
+            offers_another.wrap_socket(raw, server_hostname="localhost")
     with socket.create_connection(("127.0.0.1", tls.other_port), timeout=TIMEOUT_S) as raw:
         with ssl.create_default_context(cafile=str(tls.ca)).wrap_socket(raw, server_hostname="localhost") as sock:
             assert sock.cipher()[:2] == ("ECDHE-ECDSA-AES128-GCM-SHA256", "TLSv1.2")
