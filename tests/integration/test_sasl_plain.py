@@ -1,6 +1,7 @@
 """SASL/PLAIN: one broker with PLAINTEXT, SASL_PLAINTEXT and SASL_SSL listeners, users in each
 listener's JAAS config as a Kafka broker's file gives them. Stock clients (confluent-kafka,
-kafka-python, aiokafka, kcat and Kafka's console tools over SASL_SSL) authenticate and work;
+kafka-python, kcat and Kafka's console tools over SASL_SSL; every client over every secured
+listener in test_secured_client_matrix.py) authenticate and work;
 the exchange on the wire (handshake v0 and v1) answers as Kafka's does, refusals included, and a
 refused client costs only its own connection (10,000 of them: test_failed_login_flood.py). Every
 answer the wire test expects was first taken from Apache Kafka 4.4 configured the same way
@@ -9,7 +10,6 @@ it closes the connection."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import struct
 import subprocess
@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka import KafkaConsumer, KafkaProducer
@@ -228,30 +226,6 @@ def test_kcat_over_sasl_ssl(sasl: SaslBroker, kcat: str) -> None:
     secured = ["-b", sasl.sasl_ssl, "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={sasl.ca}", "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"]
     run_kcat(kcat, *secured, "-P", "-t", topic, "-p", "0", stdin=b"one\ntwo\n")
     assert run_kcat(kcat, *secured, "-C", "-t", topic, "-p", "0", "-e", "-f", "%s\\n") == b"one\ntwo\n"
-
-
-def test_aiokafka_over_sasl_plaintext(sasl: SaslBroker) -> None:
-    topic = unique_topic("sasl-aio")
-    create_topic(sasl.broker.bootstrap, topic)
-    options = {"bootstrap_servers": sasl.sasl, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}
-
-    async def roundtrip() -> list[bytes]:
-        producer = AIOKafkaProducer(**options)
-        await producer.start()
-        try:
-            await producer.send_and_wait(topic, b"from aiokafka", partition=0)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(auto_offset_reset="earliest", **options)
-        await consumer.start()
-        try:
-            consumer.assign([AioTopicPartition(topic, 0)])
-            batch = await asyncio.wait_for(consumer.getmany(timeout_ms=int(TIMEOUT_S * 1000), max_records=1), TIMEOUT_S)
-            return [m.value for messages in batch.values() for m in messages]
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(roundtrip()) == [b"from aiokafka"]
 
 
 def test_kafkas_console_producer_and_consumer_over_sasl_ssl(sasl: SaslBroker, kafka_lib: Path, tmp_path: Path) -> None:

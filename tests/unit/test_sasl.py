@@ -5,6 +5,8 @@ quotas, the per-connection exchange (states, refusals, delays), and listener-pre
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import re
 import struct
@@ -176,6 +178,23 @@ def test_scram_sha_256_against_rfc_7677s_exchange() -> None:
     final = server.evaluate_response(b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
     assert final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
     assert (server.is_complete, server.authorization_id) == (True, "user")
+
+
+def test_scram_takes_librdkafkas_doubled_nonce_as_kafka_does() -> None:
+    """librdkafka before 2.6.1 (kcat's 2.0.2) writes r=<client nonce><combined nonce> in its final
+    message, and signs exactly that; Kafka 3.8.1 and later take it (the nonce must end with theirs)."""
+    mechanism = SCRAM_MECHANISMS["SCRAM-SHA-512"]
+    credential = new_credential(mechanism, "pencil")
+    server = ScramSaslServer(mechanism, lambda user, m: credential if user == "user" else None, server_nonce=lambda: "SERVER")
+    server_first = server.evaluate_response(b"n,,n=user,r=abc")
+    salted = hashlib.pbkdf2_hmac("sha512", b"pencil", credential.salt, credential.iterations)
+    without_proof = b"c=biws,r=abcabcSERVER"
+    auth_message = b"n=user,r=abc," + server_first + b"," + without_proof
+    client_key = hmac.new(salted, b"Client Key", "sha512").digest()
+    signature = hmac.new(hashlib.sha512(client_key).digest(), auth_message, "sha512").digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    assert server.evaluate_response(without_proof + b",p=" + base64.b64encode(proof)).startswith(b"v=")
+    assert server.is_complete
 
 
 @pytest.mark.parametrize(
