@@ -2,7 +2,8 @@
 heartbeats over the CONTROLLER listener (PLAIN, the controllers' users from the broker config),
 replica fetches and transaction markers over INTERNAL (SCRAM-SHA-512, the bootstrap user that
 `storage format --add-scram` wrote into the metadata log), each certificate checked against the
-test CA and the host it was dialled at. With Kafka's StandardAuthorizer on, the nodes are super
+test CA and the host it was dialled at; and the producers and consumers over a SASL_SSL client
+listener (SCRAM-SHA-512), so that every link of the cluster is secured. With Kafka's StandardAuthorizer on, the nodes are super
 users; anyone else needs CLUSTER_ACTION to speak Raft or heartbeat, and a wrong password or no
 TLS at all gets no further than the handshake.
 
@@ -20,9 +21,10 @@ import ssl
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import pytest
+from confluent_kafka import Producer
 from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
@@ -43,6 +45,7 @@ from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import create, partition_state, produce, read_all
 from tests.integration.certificates import TestCA
 from tests.integration.helpers import unique_topic
+from tests.ports import free_ports
 
 TIMEOUT_S = 60.0
 REAUTH_MS = 2500
@@ -53,6 +56,7 @@ CONTROLLER_JAAS = (
     'user_controller="controller-secret" user_alice="alice-secret";'
 )
 INTERNAL_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";'
+CLIENT_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +84,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, tls: tuple[TestCA, Path, P
         "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.internal.scram-sha-512.sasl.jaas.config": INTERNAL_JAAS,
         "authorizer.class.name": STANDARD_AUTHORIZER,
-        # The tests' own clients come in over PLAINTEXT as User:ANONYMOUS.
-        "super.users": "User:controller;User:broker;User:ANONYMOUS",
+        # The tests' admin clients come in over PLAINTEXT as User:ANONYMOUS, their producers and
+        # consumers over SASL_SSL as User:writer.
+        "super.users": "User:controller;User:broker;User:writer;User:ANONYMOUS",
         "allow.everyone.if.no.acl.found": "false",
         "broker.session.timeout.ms": "6000",
         "broker.heartbeat.interval.ms": "500",
@@ -92,8 +97,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, tls: tuple[TestCA, Path, P
         combined=3,
         proxy_inter_broker=True,
         overrides=overrides,
-        format_args=("--add-scram", "SCRAM-SHA-512=[name=broker,password=broker-secret]"),
+        format_args=("--add-scram", "SCRAM-SHA-512=[name=broker,password=broker-secret]", "--add-scram", "SCRAM-SHA-512=[name=writer,password=writer-secret]"),
     )
+    # A SASL_SSL listener for clients on each node too: then every link of the cluster is secured.
+    for node, port in zip(c.nodes.values(), free_ports(len(c.nodes))):
+        props = dict(line.split("=", 1) for line in node.config_file.read_text().splitlines() if "=" in line)
+        node.overrides.update(
+            {
+                "listeners": f"{props['listeners']},CLIENT://127.0.0.1:{port}",
+                "advertised.listeners": f"{props['advertised.listeners']},CLIENT://127.0.0.1:{port}",
+                "listener.security.protocol.map": f"{props['listener.security.protocol.map']},CLIENT:SASL_SSL",
+                "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "listener.name.client.scram-sha-512.sasl.jaas.config": CLIENT_JAAS,
+            }
+        )
+        node.client_port = port  # type: ignore[attr-defined]
     try:
         yield c.start()
     finally:
@@ -122,13 +140,40 @@ def ask_controller(cluster: KafkaCluster, tls: tuple[TestCA, Path, Path], body: 
     return asyncio.run(send())
 
 
-def test_the_cluster_replicates_and_fails_over_over_sasl_ssl_links(cluster: KafkaCluster) -> None:
+def client_config(cluster: KafkaCluster, tls: tuple[TestCA, Path, Path], node_ids: Iterable[int]) -> dict[str, str]:
+    """A producer's or consumer's settings for the nodes' SASL_SSL client listeners, as User:writer."""
+    return {
+        "bootstrap.servers": ",".join(f"127.0.0.1:{cluster.nodes[n].client_port}" for n in node_ids),  # type: ignore[attr-defined]
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(tls[2]),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "writer",
+        "sasl.password": "writer-secret",
+    }
+
+
+def produce_secured(config: dict[str, str], name: str, values: list[bytes]) -> list[tuple[int, int, bytes]]:
+    producer = Producer({**config, "acks": "all", "enable.idempotence": True, "message.timeout.ms": 30000})
+    acked: list[tuple[int, int, bytes]] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked.append((msg.partition(), msg.offset(), msg.value()))
+
+    for value in values:
+        producer.produce(name, value, on_delivery=delivered)
+    producer.flush(TIMEOUT_S)
+    return acked
+
+
+def test_the_cluster_replicates_and_fails_over_over_sasl_ssl_links(cluster: KafkaCluster, tls: tuple[TestCA, Path, Path]) -> None:
     name = unique_topic("secured")
     create(cluster.bootstrap, name, min_isr=2)
     # The ISR fills only if each follower's fetches were authenticated (SCRAM) and authorized (CLUSTER_ACTION).
     leader, isr = wait_until("a full ISR", lambda: (s := partition_state(cluster.bootstrap, name)) and len(s[1]) == 3 and s, TIMEOUT_S)
     assert isr == (1, 2, 3)
-    acked = produce(cluster.bootstrap, name, [b"s%d" % i for i in range(300)])
+    # The client's own link is SASL_SSL as well: acks=all over secured links end to end.
+    acked = produce_secured(client_config(cluster, tls, cluster.nodes), name, [b"s%d" % i for i in range(300)])
     assert len(acked) == 300
 
     # Past two controller sessions: heartbeats and Raft go on over re-authenticated connections.
@@ -147,7 +192,8 @@ def test_the_cluster_replicates_and_fails_over_over_sasl_ssl_links(cluster: Kafk
     cluster.nodes[leader].await_started()
     # The restarted node registers, catches up and is taken back: every link authenticated anew.
     wait_until("the restarted node back in the ISR", lambda: leader in partition_state(survivor.bootstrap, name)[1] or None, TIMEOUT_S)
-    assert sorted(read_all(survivor.bootstrap, name, 1, 400)) == sorted(acked + more)
+    survivors = [n for n in cluster.nodes if n != leader]
+    assert sorted(read_all(survivor.bootstrap, name, 1, 400, client_config(cluster, tls, survivors))) == sorted(acked + more)
 
 
 def test_a_principal_without_cluster_action_is_refused_raft_and_heartbeats(cluster: KafkaCluster, tls: tuple[TestCA, Path, Path]) -> None:
