@@ -61,6 +61,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             "ssl.truststore.location": str(ca.write_ca(directory / "ca.pem")),
             "listener.name.ssl.ssl.client.auth": "requested",
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "offsets.topic.num.partitions": "1",
             **{f"listener.name.{lst}.plain.sasl.jaas.config": PLAIN_JAAS for lst in ("sasl_plaintext", "sasl_ssl")},
             **{f"listener.name.{lst}.scram-sha-512.sasl.jaas.config": SCRAM_JAAS for lst in ("sasl_plaintext", "sasl_ssl")},
         }
