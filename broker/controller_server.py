@@ -4,7 +4,8 @@ Kafka's ControllerServer. Each controller listener serves the controller's table
 the Raft messages go to the Raft manager, everything else (registrations, heartbeats, forwarded
 admin writes, producer-id blocks) to ControllerApis. A controller listener is secured as a
 broker's is (TLS, SASL with SCRAM credentials from the metadata image), and with an authorizer
-every API but ApiVersions is authorized first (ControllerApis.authorized).
+every API but ApiVersions is authorized first (ControllerApis.authorized): the admin requests
+from anyone but a broker, and those an Envelope carries, per resource for the client.
 """
 
 from __future__ import annotations
@@ -73,8 +74,10 @@ class ControllerServer:
             # Answered in the request's version: a Fetch v4-v16 from a client got v17's bytes.
             handlers[key] = lambda ctx, req: raft.handle_request(req, ctx.version)
         auth = AuthHelper(self.acl_publisher)
-        handlers = {key: authorized(key, handler, auth) for key, handler in handlers.items()}
-        handlers[ApiKey.ENVELOPE] = authorized(ApiKey.ENVELOPE, EnvelopeHandler(self._envelope_handlers(auth)), auth)
+        # A client's admin request straight to a controller is authorized as an Envelope's would be.
+        for_clients = self._envelope_handlers(auth)
+        handlers = {key: authorized(key, handler, auth, for_clients.get(key)) for key, handler in handlers.items()}
+        handlers[ApiKey.ENVELOPE] = authorized(ApiKey.ENVELOPE, EnvelopeHandler(for_clients), auth)
         handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_response(ctx.version, CONTROLLER_APIS)
         handlers[ApiKey.SASL_HANDSHAKE] = sasl_handshake
         handlers[ApiKey.SASL_AUTHENTICATE] = sasl_authenticate

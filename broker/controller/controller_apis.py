@@ -83,11 +83,10 @@ FORWARDED_RAFT_APIS = frozenset({ApiKey.DESCRIBE_QUORUM, ApiKey.ADD_RAFT_VOTER, 
 PREFERRED_ELECTION_TYPE = 0
 
 # With an authorizer, the operation on the cluster each API of a controller listener needs, as
-# Kafka's ControllerApis checks it. The admin writes a broker forwards are also let through for a
+# Kafka's ControllerApis checks it. The admin writes a broker forwards are let through for a
 # principal with CLUSTER_ACTION (a broker): kbroker forwards them without Kafka's Envelope, after
-# the broker has authorized them for its client. Per-topic ACLs are not consulted here, so a
-# principal that sends CreateTopics, DeleteTopics, CreatePartitions or configs straight to a
-# controller needs the cluster-wide operation.
+# the broker has authorized them for its client. Anyone else's go to ``for_clients`` when given
+# (authorized per resource, as a broker would before forwarding them).
 CONTROLLER_CLUSTER_OPERATIONS: dict[ApiKey, int] = {
     **dict.fromkeys(
         (
@@ -113,14 +112,20 @@ CONTROLLER_CLUSTER_OPERATIONS: dict[ApiKey, int] = {
 FORWARDED_APIS = _ITEMIZED | FORWARDED_RAFT_APIS | {ApiKey.UNREGISTER_BROKER, ApiKey.DESCRIBE_ACLS}
 
 
-def authorized(key: ApiKey, handler: Callable[[RequestContext, Any], Any], auth: AuthHelper) -> Callable[[RequestContext, Any], Any]:
+def authorized(
+    key: ApiKey, handler: Callable[[RequestContext, Any], Any], auth: AuthHelper, for_clients: Callable[[RequestContext, Any], Any] | None = None
+) -> Callable[[RequestContext, Any], Any]:
     """``handler`` behind the controller listener's check of ``key``'s operation on the cluster."""
     operation = CONTROLLER_CLUSTER_OPERATIONS[key]
     forwarded = key in FORWARDED_APIS
 
     def call(ctx: RequestContext, request: Any) -> Any:
-        if not auth.enabled or (forwarded and auth.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION, log_if_denied=False)):
+        if not auth.enabled:
             return handler(ctx, request)
+        if forwarded and auth.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION, log_if_denied=False):
+            return handler(ctx, request)
+        if forwarded and for_clients is not None:
+            return for_clients(ctx, request)
         if auth.authorize_cluster(ctx, operation):
             return handler(ctx, request)
         code, message = CLUSTER_AUTHORIZATION_FAILED

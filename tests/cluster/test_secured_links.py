@@ -279,6 +279,10 @@ def test_an_envelope_is_answered_for_the_principal_it_carries(cluster: KafkaClus
     [topic] = decode_response(create_topics(allowed), answer.response_data, 7).topics
     assert (topic.name, topic.error_code) == (allowed, ErrorCode.none)
 
+    # Sent straight to the controller, alice's request is authorized for her in the same way.
+    [topic] = ask_controller(cluster, tls, create_topics(denied), "alice", "alice-secret", active).topics
+    assert (topic.name, topic.error_code) == (denied, ErrorCode.topic_authorization_failed)
+
     # Only a principal with CLUSTER_ACTION may forward, and only a forwardable API with a readable principal.
     refused = forward(envelope(create_topics(denied), serialize_principal("User:ANONYMOUS")), "alice")
     assert (refused.error_code, refused.response_data) == (ErrorCode.cluster_authorization_failed, None)
