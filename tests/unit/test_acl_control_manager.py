@@ -365,3 +365,16 @@ def test_an_authorizer_over_the_image_applies_the_created_acls() -> None:
     assert not az.authorize("User:foo", "10.0.0.1", Action(READ, GROUP, "mygroup"))
     assert not az.authorize("User:foo", "10.0.0.1", Action(READ, GROUP, "food"))
     assert not az.authorize("User:foo", "10.0.0.1", Action(READ, GROUP, "other"))
+
+
+def test_acls_on_delegation_tokens_and_users_are_kept_and_decided_as_any_other() -> None:
+    """Kafka's resource types 6 and 7 (kafka-acls --delegation-token, --user-principal): stored,
+    replayed and authorized like topics' ACLs; kbroker serves no delegation token to use them on."""
+    token = StandardAcl(ResourceType.DELEGATION_TOKEN, "token-1", LITERAL, "User:alice", "*", AclOperation.DESCRIBE, ALLOW)
+    user = StandardAcl(ResourceType.USER, "bob", LITERAL, "User:alice", "*", AclOperation.CREATE_TOKENS, ALLOW)
+    image = image_with(token, user)
+    assert set(image.acls.values()) == {token, user}
+    authorizer = StandardAuthorizer(image.acls.values(), frozenset(), allow_everyone_if_no_acl_found=False)
+    assert authorizer.authorize("User:alice", "10.0.0.1", Action(AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, "token-1"))
+    assert not authorizer.authorize("User:alice", "10.0.0.1", Action(AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, "token-2"))
+    assert authorizer.authorize("User:alice", "10.0.0.1", Action(AclOperation.CREATE_TOKENS, ResourceType.USER, "bob"))

@@ -20,10 +20,10 @@ def config(**ssl_props: str) -> BrokerConfig:
     return BrokerConfig.model_validate({"listeners": "PLAINTEXT://127.0.0.1:9092", **ssl_props})
 
 
-def handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> ssl.SSLObject:
+def handshake(server: ssl.SSLContext, client: ssl.SSLContext, server_hostname: str = "localhost") -> ssl.SSLObject:
     """Run a TLS handshake between two in-memory ends; the server's end once done."""
     c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
-    c = client.wrap_bio(c_in, c_out, server_hostname="localhost")
+    c = client.wrap_bio(c_in, c_out, server_hostname=server_hostname)
     s = server.wrap_bio(s_in, s_out, server_side=True)
     done = {"c": False, "s": False}
     for _ in range(10):
@@ -203,3 +203,18 @@ def test_a_broker_whose_listener_names_an_unknown_suite_refuses_to_start_with_on
     with pytest.raises(ValueError, match="ssl.cipher.suites: TLS_ECDHE_ECDSA_WITH_RC4_128_SHA is not a cipher suite"):
         BrokerConfig.model_validate(props)
     BrokerConfig.model_validate({**props, "listener.name.ssl.ssl.cipher.suites": ECDSA_AES128})
+
+
+@pytest.mark.parametrize("algorithm", ["https", ""])
+def test_a_nodes_own_connections_check_the_other_nodes_host_name_unless_told_not_to(ca: TestCA, tmp_path: Path, algorithm: str) -> None:
+    """ssl.endpoint.identification.algorithm: https (Kafka's default) refuses a certificate that
+    does not name the host dialled; empty takes any the truststore vouches for."""
+    server = server_context(pem_config(ca, tmp_path, ""))
+    truststore = str(ca.write_ca(tmp_path / "ca.pem"))
+    client = node_client_context(config(**{"ssl.truststore.type": "PEM", "ssl.truststore.location": truststore, "ssl.endpoint.identification.algorithm": algorithm}))
+    handshake(server, client, "localhost")
+    if algorithm:
+        with pytest.raises(ssl.SSLCertVerificationError, match="Hostname mismatch"):
+            handshake(server, client, "kbroker-2.example")
+    else:
+        handshake(server, client, "kbroker-2.example")
