@@ -91,11 +91,7 @@ class ControllerServer:
         loader = self._shared.metadata_loader
         channel = LocalControllerChannel(self.apis)
         quota = ControllerMutationQuotaManager(lambda: loader.image.client_quotas, cfg.controller_quota_window_num, cfg.controller_quota_window_size_seconds)
-        # ForwardToControllerHandler takes any channel that sends a request and returns its answer.
-        return {
-            key: ForwardToControllerHandler(key, channel, auth, lambda: loader.image, quota, cfg.num_partitions)  # type: ignore[arg-type]
-            for key in FORWARDABLE_APIS
-        }
+        return {key: ForwardToControllerHandler(key, channel, auth, lambda: loader.image, quota, cfg.num_partitions) for key in FORWARDABLE_APIS}
 
     async def start_listeners(self) -> None:
         cfg = self.config

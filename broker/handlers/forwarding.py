@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -197,19 +197,28 @@ _CLUSTER_OPERATIONS: dict[ApiKey, int] = {
 }
 
 
+class ControllerSender(Protocol):
+    """Where a request goes on: the ControllerChannel of a broker, or a controller's own ControllerApis."""
+
+    def send(self, body: Any, timeout_ms: int | None = None) -> Awaitable[Any]: ...
+
+
 class ForwardToControllerHandler:
-    """Authorizes what Kafka's controller authorizes (kbroker forwards no principal, so the broker
-    asks), answers the refused items itself and forwards the rest, answering in request order.
+    """Authorizes what Kafka's controller authorizes, answers the refused items itself and sends
+    the rest on, answering in request order. A broker uses it before forwarding (kbroker forwards
+    no principal, so the broker asks); a controller for a client's request sent straight to it or
+    carried in an Envelope, with itself in place of the channel.
 
     CreateTopics, DeleteTopics and CreatePartitions count against the client's controller
-    mutation quota here, on the broker that received them, rather than on the controller as in
-    Kafka: the controller sees the forwarding broker, not the client's principal and client id
-    the quota is looked up by. A topic the quota refuses is answered here and not forwarded."""
+    mutation quota here: on a kbroker broker, which received them, rather than on the controller
+    as in Kafka, because the controller sees the forwarding broker, not the client's principal
+    and client id the quota is looked up by. A topic the quota refuses is answered here and not
+    sent on."""
 
     def __init__(
         self,
         api_key: ApiKey,
-        channel: ControllerChannel,
+        channel: ControllerSender,
         auth: AuthHelper | None = None,
         image: Callable[[], MetadataImage] | None = None,
         mutation_quota: ControllerMutationQuotaManager | None = None,
