@@ -227,6 +227,22 @@ class KafkaCluster(CuttableLinks):
         config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         return ClusterNode(spec, data_dir, config_file)
 
+    def add_listener(self, name: str, protocol: str) -> dict[int, int]:
+        """Before start: a listener ``name`` speaking ``protocol`` on every node, beside those its
+        config file names, advertised as it listens; its port by node id."""
+        ports = dict(zip(self.nodes, free_ports(len(self.nodes))))
+        for node_id, node in self.nodes.items():
+            props = dict(line.split("=", 1) for line in node.config_file.read_text().splitlines() if "=" in line)
+            endpoint = f"{name}://127.0.0.1:{ports[node_id]}"
+            node.overrides.update(
+                {
+                    "listeners": f"{props['listeners']},{endpoint}",
+                    "advertised.listeners": f"{props['advertised.listeners']},{endpoint}",
+                    "listener.security.protocol.map": f"{props['listener.security.protocol.map']},{name}:{protocol}",
+                }
+            )
+        return ports
+
     def format(self) -> None:
         for node in self.nodes.values():
             subprocess.run(

@@ -26,7 +26,6 @@ from kio.static.primitive import i8
 from tests.cluster.cluster import ClusterNode, KafkaCluster, wait_until
 from tests.integration.test_acls import AUTHORIZER, JAAS, Secured, metadata_error, sasl_socket, unique, user
 from tests.integration.wire import exchange
-from tests.ports import free_ports
 
 TIMEOUT_S = 30.0
 # Long enough for a loaded 2-core machine to carry one metadata record to every node.
@@ -43,16 +42,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
         overrides={**AUTHORIZER, "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS},
     )
     # A SASL_PLAINTEXT listener on each node, on top of the listeners its config file names.
-    for node, port in zip(c.nodes.values(), free_ports(len(c.nodes))):
-        props = dict(line.split("=", 1) for line in node.config_file.read_text().splitlines() if "=" in line)
-        node.overrides.update(
-            {
-                "listeners": f"{props['listeners']},SASL_PLAINTEXT://127.0.0.1:{port}",
-                "advertised.listeners": f"{props['advertised.listeners']},SASL_PLAINTEXT://127.0.0.1:{port}",
-                "listener.security.protocol.map": f"{props['listener.security.protocol.map']},SASL_PLAINTEXT:SASL_PLAINTEXT",
-            }
-        )
-        node.sasl_port = port  # type: ignore[attr-defined]
+    for node_id, port in c.add_listener("SASL_PLAINTEXT", "SASL_PLAINTEXT").items():
+        c.nodes[node_id].sasl_port = port  # type: ignore[attr-defined]
     try:
         yield c.start()
     finally:

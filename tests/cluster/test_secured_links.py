@@ -45,7 +45,6 @@ from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import create, partition_state, produce, read_all
 from tests.integration.certificates import TestCA
 from tests.integration.helpers import unique_topic
-from tests.ports import free_ports
 
 TIMEOUT_S = 60.0
 REAUTH_MS = 2500
@@ -83,6 +82,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, tls: tuple[TestCA, Path, P
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
         "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.internal.scram-sha-512.sasl.jaas.config": INTERNAL_JAAS,
+        "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.client.scram-sha-512.sasl.jaas.config": CLIENT_JAAS,
         "authorizer.class.name": STANDARD_AUTHORIZER,
         # The tests' admin clients come in over PLAINTEXT as User:ANONYMOUS, their producers and
         # consumers over SASL_SSL as User:writer.
@@ -100,18 +101,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, tls: tuple[TestCA, Path, P
         format_args=("--add-scram", "SCRAM-SHA-512=[name=broker,password=broker-secret]", "--add-scram", "SCRAM-SHA-512=[name=writer,password=writer-secret]"),
     )
     # A SASL_SSL listener for clients on each node too: then every link of the cluster is secured.
-    for node, port in zip(c.nodes.values(), free_ports(len(c.nodes))):
-        props = dict(line.split("=", 1) for line in node.config_file.read_text().splitlines() if "=" in line)
-        node.overrides.update(
-            {
-                "listeners": f"{props['listeners']},CLIENT://127.0.0.1:{port}",
-                "advertised.listeners": f"{props['advertised.listeners']},CLIENT://127.0.0.1:{port}",
-                "listener.security.protocol.map": f"{props['listener.security.protocol.map']},CLIENT:SASL_SSL",
-                "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
-                "listener.name.client.scram-sha-512.sasl.jaas.config": CLIENT_JAAS,
-            }
-        )
-        node.client_port = port  # type: ignore[attr-defined]
+    for node_id, port in c.add_listener("CLIENT", "SASL_SSL").items():
+        c.nodes[node_id].client_port = port  # type: ignore[attr-defined]
     try:
         yield c.start()
     finally:
