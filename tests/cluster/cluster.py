@@ -15,6 +15,8 @@ while clients keep the PLAINTEXT listener.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Mapping, TypeVar
 
+from broker.cli import main as kbroker_main
 from tests.cluster.link_proxy import LinkProxy, ProxyLoop
 from tests.integration.conftest import REPO, BrokerProcess, retire
 from tests.ports import free_ports
@@ -244,11 +247,14 @@ class KafkaCluster(CuttableLinks):
         return ports
 
     def format(self) -> None:
+        """`kbroker storage format` for every node, run in this process: the same code as the
+        command (tests/integration/test_storage_tool.py runs that), without an interpreter start
+        per node for each of the suite's clusters."""
         for node in self.nodes.values():
-            subprocess.run(
-                [sys.executable, "-m", "broker", "storage", "format", "--cluster-id", self.cluster_id, "--config", str(node.config_file), *self.format_args],
-                cwd=REPO, check=True, capture_output=True, timeout=FORMAT_TIMEOUT_S,
-            )
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                code = kbroker_main(["storage", "format", "--cluster-id", self.cluster_id, "--config", str(node.config_file), *self.format_args])
+            assert code == 0, f"storage format of node {node.node_id} failed: {out.getvalue()}"
 
     def start(self) -> "KafkaCluster":
         self.format()

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import sys
 
+sys.modules.setdefault("hypothesis", None)  # as broker/__main__.py: kio's strategies are not needed
+
 import uvloop  # noqa: F401  (imported ahead, as broker.cli's serve imports it)
 
 import broker.config  # noqa: F401
