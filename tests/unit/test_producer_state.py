@@ -21,12 +21,7 @@ from storage.producer_state_manager import (
     decrement_sequence,
     increment_sequence,
 )
-from storage.producer_state_snapshot import (
-    CorruptSnapshotError,
-    decode_snapshot,
-    encode_snapshot,
-    snapshot_path,
-)
+from storage.producer_state_snapshot import snapshot_path
 
 PID = 1000
 
@@ -208,32 +203,3 @@ def test_reload_skips_corrupt_and_later_snapshots(psm: ProducerStateManager, tmp
     loaded.truncate_and_reload(0, 2)  # the log was truncated to 2: snapshot 3 goes, 2 is corrupt
     assert loaded.map_end_offset == 1 and loaded.last_entry(PID).last_seq == 0  # type: ignore[union-attr]
     assert not snapshot_path(tmp_path, 3).exists() and not snapshot_path(tmp_path, 2).exists()
-
-
-@pytest.mark.parametrize("damage", [b"", b"\x00\x01", b"\x00\x02" + b"\x00" * 8])
-def test_corrupt_snapshot_bytes_are_refused(damage: bytes) -> None:
-    with pytest.raises(CorruptSnapshotError):
-        decode_snapshot(damage)
-
-
-@given(
-    st.lists(
-        st.tuples(
-            st.integers(0, 2**63 - 1),
-            st.integers(-1, 2**15 - 1),
-            st.integers(-1, 2**31 - 1),
-            st.integers(-1, 2**62),
-            st.integers(-1, 2**62),
-            st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**62), st.integers(0, 2**31 - 1), st.integers(-1, 2**62)), max_size=5),
-        ),
-        max_size=20,
-    )
-)
-def test_snapshot_codec_round_trips(entries: list) -> None:  # type: ignore[type-arg]
-    data = encode_snapshot(entries)
-    assert decode_snapshot(data) == entries
-    if data[6:]:
-        broken = bytearray(data)
-        broken[-1] ^= 0x01
-        with pytest.raises(CorruptSnapshotError):
-            decode_snapshot(bytes(broken))
