@@ -99,12 +99,18 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
     r.key: r
     for r in (
         # v12 (KIP-890 part 2): a transactional batch's partition is added to the transaction by its leader.
-        ApiRange(ApiKey.PRODUCE, 3, 12, 9),
-        ApiRange(ApiKey.FETCH, 4, 17, 12),
-        ApiRange(ApiKey.LIST_OFFSETS, 1, 10, 6),
-        ApiRange(ApiKey.METADATA, 0, 12, 9),
-        ApiRange(ApiKey.OFFSET_COMMIT, 2, 9, 8),
-        ApiRange(ApiKey.OFFSET_FETCH, 1, 9, 6),
+        # v13 (KIP-516): topics named by topic ID. (Kafka 4.4 also lists v0-2, which kio has no schema
+        # for and which Kafka answers only to refuse them.)
+        ApiRange(ApiKey.PRODUCE, 3, 13, 9),
+        # v18 (KIP-1166): a partition's tagged HighWatermark, which only KRaft's leader reads.
+        ApiRange(ApiKey.FETCH, 4, 18, 12),
+        # v11 (KIP-1023): timestamp -6, EARLIEST_PENDING_UPLOAD: offset -1 without tiered storage.
+        ApiRange(ApiKey.LIST_OFFSETS, 1, 11, 6),
+        # v13 (KIP-1102): a top-level error code (REBOOTSTRAP_REQUIRED), none when answered.
+        ApiRange(ApiKey.METADATA, 0, 13, 9),
+        # v10 (KIP-848): topics named by topic ID.
+        ApiRange(ApiKey.OFFSET_COMMIT, 2, 10, 8),
+        ApiRange(ApiKey.OFFSET_FETCH, 1, 10, 6),
         ApiRange(ApiKey.FIND_COORDINATOR, 0, 6, 3),
         ApiRange(ApiKey.JOIN_GROUP, 0, 9, 6),
         ApiRange(ApiKey.HEARTBEAT, 0, 4, 4),
@@ -179,7 +185,9 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
 CONTROLLER_APIS: dict[int, ApiRange] = {
     r.key: r
     for r in (
-        SUPPORTED_APIS[ApiKey.FETCH],
+        # KRaft's Fetch stops at v17: KIP-1166's answer-early-when-the-follower's-high-watermark-is-behind
+        # (v18) is not in raft/ yet.
+        ApiRange(ApiKey.FETCH, 4, 17, 12),
         SUPPORTED_APIS[ApiKey.API_VERSIONS],
         SUPPORTED_APIS[ApiKey.CREATE_TOPICS],
         SUPPORTED_APIS[ApiKey.DELETE_TOPICS],

@@ -82,8 +82,8 @@ def _partition_layout(version: int) -> struct.Struct:
     return struct.Struct(f">i{leader_epoch}q{last_fetched_epoch}{log_start}i")
 
 
-_HEADS = {v: _head_layout(v) for v in range(4, 18)}
-_PARTITIONS = {v: _partition_layout(v) for v in range(4, 18)}
+_HEADS = {v: _head_layout(v) for v in range(4, 19)}
+_PARTITIONS = {v: _partition_layout(v) for v in range(4, 19)}
 
 
 def _partition(version: int, values: tuple[int, ...]) -> FetchPartition:
@@ -105,7 +105,7 @@ def _topic(r: BodyReader, version: int) -> tuple[str | None, uuid.UUID | None]:
 
 
 def read_fetch_request(frame: bytearray | memoryview, offset: int, version: int) -> FetchRequest:
-    """Decode the body that starts at ``offset`` of a Fetch ``version`` (4–17) request."""
+    """Decode the body that starts at ``offset`` of a Fetch ``version`` (4–18) request."""
     if version not in _HEADS:
         raise ValueError(f"no reader for fetch v{version}")
     r = BodyReader(memoryview(frame), offset, version >= FIRST_FLEXIBLE_VERSION, "fetch")

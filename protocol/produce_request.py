@@ -1,4 +1,4 @@
-"""ProduceRequest v3–v11 read straight from the frame, records as views into it.
+"""ProduceRequest v3–v13 read straight from the frame, records as views into it.
 
 kio copies each partition's records into a new ``bytes`` object, and the broker then needs a
 mutable copy to rewrite baseOffset and the leader epoch in place: two copies of every
@@ -11,11 +11,15 @@ never reads out of bounds. ``tests/unit/test_produce_request.py`` checks it agai
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 from protocol.body_reader import I32, BodyReader
 
 FIRST_FLEXIBLE_VERSION = 9
+# KIP-516: from v13 a topic is named by its topic ID, which the handler resolves.
+FIRST_TOPIC_ID_VERSION = 13
+ZERO_UUID = bytes(16)
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
@@ -28,8 +32,11 @@ class PartitionProduceData:
 
 @dataclass(frozen=True, slots=True)
 class TopicProduceData:
-    name: str
+    # v13 requests carry no name: "" until the handler resolves ``topic_id``, None when no topic has that ID.
+    name: str | None
     partition_data: tuple[PartitionProduceData, ...]
+    # None below v13, and for the zero UUID.
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +53,19 @@ def read_produce_request(frame: bytearray | memoryview, offset: int, version: in
     buf = r.buf
     transactional_id = r.string(True, "transactional id")
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, r.need(_ACKS_TIMEOUT.size, "acks and timeout"))
+    by_id = version >= FIRST_TOPIC_ID_VERSION
     topics = []
     for _ in range(r.count("topics", 2)):
-        name = r.string(False, "topic name")
-        assert name is not None
+        topic_id = None
+        if by_id:
+            start = r.need(16, "topic id")
+            raw = bytes(buf[start : start + 16])
+            name: str | None = ""
+            if raw != ZERO_UUID:
+                topic_id = uuid.UUID(bytes=raw)
+        else:
+            name = r.string(False, "topic name")
+            assert name is not None
         parts = []
         for _ in range(r.count("partitions", 5)):
             (index,) = I32.unpack_from(buf, r.need(4, "partition index"))
@@ -61,6 +77,6 @@ def read_produce_request(frame: bytearray | memoryview, offset: int, version: in
             r.tagged_fields()
             parts.append(PartitionProduceData(index, records))
         r.tagged_fields()
-        topics.append(TopicProduceData(name, tuple(parts)))
+        topics.append(TopicProduceData(name, tuple(parts), topic_id))
     r.tagged_fields()
     return ProduceRequest(transactional_id, acks, timeout_ms, tuple(topics))

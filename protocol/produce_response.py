@@ -1,16 +1,18 @@
-"""ProduceResponse v3–v11 written straight to bytes.
+"""ProduceResponse v3–v13 written straight to bytes.
 
 One response per produce request, and librdkafka sends one request per partition batch: with
 many partitions this is the broker's most frequent response, and building kio entities for it
 cost more than the append itself. The layout is the spec's; KIP-951's tagged fields (a
 partition's CurrentLeader, the response's NodeEndpoints) are written from v10 when a partition
-answers NOT_LEADER_OR_FOLLOWER with a known leader, as Kafka does.
+answers NOT_LEADER_OR_FOLLOWER with a known leader, as Kafka does. From v13 (KIP-516) a topic
+is named by its topic ID, as the request named it.
 ``tests/unit/test_produce_response.py`` decodes the output with kio.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -20,6 +22,8 @@ from protocol.primitives import array_length, current_leader_field, node_endpoin
 
 FIRST_FLEXIBLE_VERSION = 9
 FIRST_LEADER_HINT_VERSION = 10
+FIRST_TOPIC_ID_VERSION = 13
+_ZERO_UUID = bytes(16)
 
 _I32 = struct.Struct(">i")
 _PARTITION = struct.Struct(">ihq")  # index, error code, base offset
@@ -48,18 +52,22 @@ class PartitionResult(Protocol):
 def encode_produce_response(
     version: int,
     correlation_id: int,
-    topics: Sequence[tuple[str, Sequence[tuple[int, PartitionResult]]]],
+    topics: Sequence[tuple[str, uuid.UUID | None, Sequence[tuple[int, PartitionResult]]]],
     throttle_time_ms: int = 0,
     node_endpoints: Sequence[tuple[int, str, int, str | None]] = (),
 ) -> bytes:
-    """The whole frame (size, response header, body) for (topic, [(partition, result)]) pairs;
-    ``node_endpoints`` (id, host, port, rack) of the leaders the results name."""
+    """The whole frame (size, response header, body) for (topic name, topic id, [(partition, result)])
+    triples; ``node_endpoints`` (id, host, port, rack) of the leaders the results name."""
     flexible = version >= FIRST_FLEXIBLE_VERSION
     hints = version >= FIRST_LEADER_HINT_VERSION
+    by_id = version >= FIRST_TOPIC_ID_VERSION
     parts: list[bytes] = [array_length(len(topics), flexible)]
     append = parts.append
-    for name, partitions in topics:
-        append(string(name, flexible))
+    for name, topic_id, partitions in topics:
+        if by_id:
+            append(topic_id.bytes if topic_id is not None else _ZERO_UUID)
+        else:
+            append(string(name, flexible))
         append(array_length(len(partitions), flexible))
         for index, p in partitions:
             append(_PARTITION.pack(index, p.error_code, p.base_offset))

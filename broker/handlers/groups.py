@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import uuid
+from collections.abc import Mapping
 from typing import Any, Callable, Iterable
 
 import structlog
@@ -306,26 +308,66 @@ class LeaveGroupHandler:
         return build(schema, throttle_time=0, error_code=error, members=members)
 
 
+# OffsetCommit v10 and OffsetFetch v10 (KIP-848) name topics by topic ID.
+FIRST_OFFSETS_BY_TOPIC_ID_VERSION = 10
+
+
+def resolve_topic_ids(metadata: MetadataCache, topics: Iterable[Any]) -> tuple[dict[uuid.UUID | None, str], list[Any]]:
+    """The names of the requested topics' IDs, as the metadata image knows them, and the requested
+    topics whose ID none has (the zero UUID included): Kafka answers those UNKNOWN_TOPIC_ID."""
+    by_id = metadata.image.topics_by_id
+    names: dict[uuid.UUID | None, str] = {}
+    unknown = []
+    for t in topics:
+        topic = by_id.get(t.topic_id) if t.topic_id is not None else None
+        if topic is None:
+            unknown.append(t)
+        else:
+            names[t.topic_id] = topic.name
+    return names, unknown
+
+
+def topic_ids_of(metadata: MetadataCache, names: Iterable[str]) -> dict[str, uuid.UUID]:
+    topics = metadata.image.topics
+    return {name: topics[name].topic_id for name in names if name in topics}
+
+
 class OffsetCommitHandler:
-    def __init__(self, coordinator: GroupCoordinator, auth: AuthHelper | None = None) -> None:
+    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
+        self._metadata = metadata
         self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.OFFSET_COMMIT, ctx.version)
-        commits = [
-            PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
-            for t in request.topics
-            for p in t.partitions
-        ]
+        unknown: list[Any] = []
+        topic_ids: Mapping[str, uuid.UUID] = {}
+        if ctx.version >= FIRST_OFFSETS_BY_TOPIC_ID_VERSION:
+            names, unknown = resolve_topic_ids(self._metadata, request.topics)
+            topic_ids = {name: topic_id for topic_id, name in names.items() if topic_id is not None}
+            commits = [
+                PartitionCommit(names[t.topic_id], p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+                for t in request.topics
+                if t.topic_id in names
+                for p in t.partitions
+            ]
+        else:
+            commits = [
+                PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
+                for t in request.topics
+                for p in t.partitions
+            ]
         refused: list[tuple[PartitionCommit, int]] = []
         if self._auth.enabled:
             if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
-                return self._response(schema, [(c, ErrorCode.group_authorization_failed) for c in commits])
+                return self._response(schema, [(c, ErrorCode.group_authorization_failed) for c in commits], topic_ids, unknown, ErrorCode.group_authorization_failed)
             refused, commits = split_by_topic_authorization(self._auth, ctx, AclOperation.READ, commits)
             if refused and not commits:
                 # Kafka does not ask the coordinator when no topic may be committed to.
-                return self._response(schema, refused)
+                return self._response(schema, refused, topic_ids, unknown)
+        if not commits and unknown:
+            # Nothing the coordinator could write: every topic ID is unknown.
+            return self._response(schema, refused, topic_ids, unknown)
         try:
             shard = self._coordinator.shard_for(request.group_id)
         except CoordinatorNotAvailable as e:
@@ -347,20 +389,33 @@ class OffsetCommitHandler:
             written = self._coordinator.execute(request.group_id, CoordinatorResult(records=records), before) if records else 0
 
             def answer(write_error: int) -> Any:
-                return self._response(schema, refused + [(c, write_error if code == 0 else code) for c, code in answers])
+                return self._response(schema, refused + [(c, write_error if code == 0 else code) for c, code in answers], topic_ids, unknown)
 
             return when_settled(written, answer)
-        return self._response(schema, refused + answers)
+        return self._response(schema, refused + answers, topic_ids, unknown)
 
     @staticmethod
-    def _response(schema: Any, answers: list[tuple[PartitionCommit, int]]) -> Any:
+    def _response(
+        schema: Any,
+        answers: list[tuple[PartitionCommit, int]],
+        topic_ids: Mapping[str, uuid.UUID],
+        unknown: Iterable[Any] = (),
+        unknown_error: int = ErrorCode.unknown_topic_id,
+    ) -> Any:
+        """``topic_ids`` names the answered topics from v10; ``unknown``: the requested topics whose ID
+        no topic has, answered ``unknown_error`` (the group's authorization failure goes first)."""
         topic_cls = nested(schema, "OffsetCommitResponseTopic")
         part_cls = nested(schema, "OffsetCommitResponsePartition")
         by_topic: dict[str, list[Any]] = {}
         for commit, code in answers:
             by_topic.setdefault(commit.topic, []).append(build(part_cls, partition_index=commit.partition, error_code=code))
-        topics = tuple(build(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items())
-        return build(schema, throttle_time=0, topics=topics)
+        # build() keeps the one of name and topic_id the version has.
+        topics = [build(topic_cls, name=name, topic_id=topic_ids.get(name), partitions=tuple(parts)) for name, parts in by_topic.items()]
+        topics += [
+            build(topic_cls, topic_id=t.topic_id, partitions=tuple(build(part_cls, partition_index=p.partition_index, error_code=unknown_error) for p in t.partitions))
+            for t in unknown
+        ]
+        return build(schema, throttle_time=0, topics=tuple(topics))
 
 
 class OffsetFetchHandler:
@@ -383,9 +438,15 @@ class OffsetFetchHandler:
     at once, as Kafka's does."""
 
     def __init__(
-        self, coordinator: GroupCoordinator, in_session: Callable[[], bool] = lambda: True, stable_wait_ms: int = 5000, auth: AuthHelper | None = None
+        self,
+        coordinator: GroupCoordinator,
+        metadata: MetadataCache,
+        in_session: Callable[[], bool] = lambda: True,
+        stable_wait_ms: int = 5000,
+        auth: AuthHelper | None = None,
     ) -> None:
         self._coordinator = coordinator
+        self._metadata = metadata
         self._in_session = in_session
         self._stable_wait_s = stable_wait_ms / 1000
         self._auth = auth or AuthHelper(None)
@@ -453,7 +514,15 @@ class OffsetFetchHandler:
     def _fetch(  # type: ignore[no-untyped-def]
         self, ctx: RequestContext, group_id: str, requested, topic_cls: type, part_cls: type, errors_per_partition: bool, require_stable: bool, unavailable: int | None
     ) -> tuple[int, tuple[Any, ...]]:
-        wanted = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
+        by_id = ctx.version >= FIRST_OFFSETS_BY_TOPIC_ID_VERSION
+        unknown: list[Any] = []
+        if requested is None:
+            wanted = None
+        elif by_id:
+            id_names, unknown = resolve_topic_ids(self._metadata, requested)
+            wanted = [(id_names[t.topic_id], p) for t in requested if t.topic_id in id_names for p in t.partition_indexes]
+        else:
+            wanted = [(t.name, p) for t in requested for p in t.partition_indexes]
         # Kafka does not tell offsets of topics the principal may not describe: asked for by name,
         # they answer TOPIC_AUTHORIZATION_FAILED after the others; among all the group's, they are left out.
         refused: list[tuple[str, int]] = []
@@ -470,7 +539,7 @@ class OffsetFetchHandler:
         except CoordinatorNotAvailable as e:
             code = e.error_code if errors_per_partition else 0
             parts = _failed_offset_parts(part_cls, wanted or (), code) + _failed_offset_parts(part_cls, refused, ErrorCode.topic_authorization_failed)
-            return e.error_code, _group_by_topic(topic_cls, parts)
+            return e.error_code, _group_by_topic(topic_cls, parts, self._topic_ids(by_id, parts))
         found = shard.offsets.fetch(group_id, wanted)
         if wanted is None and self._auth.enabled:
             allowed = self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {topic for topic, _, _ in found})
@@ -498,18 +567,32 @@ class OffsetFetchHandler:
                 )
             )
         parts += _failed_offset_parts(part_cls, refused, ErrorCode.topic_authorization_failed)
-        return 0, _group_by_topic(topic_cls, parts)
+        topic_ids = self._topic_ids(by_id, parts)
+        if by_id and wanted is None:
+            # A topic with no ID (deleted since its offsets were committed) cannot be named from v10.
+            parts = [part for part in parts if part[0] in topic_ids]
+        topics = _group_by_topic(topic_cls, parts, topic_ids)
+        unknown_topics = tuple(
+            build(topic_cls, topic_id=t.topic_id, partitions=tuple(entity for _, _, entity in _failed_offset_parts(part_cls, (("", p) for p in t.partition_indexes), ErrorCode.unknown_topic_id)))
+            for t in unknown
+        )
+        return 0, topics + unknown_topics
+
+    def _topic_ids(self, by_id: bool, parts: list[tuple[str, int, Any]]) -> Mapping[str, uuid.UUID]:
+        return topic_ids_of(self._metadata, {topic for topic, _, _ in parts}) if by_id else {}
 
 
 def _failed_offset_parts(part_cls: type, partitions: Iterable[tuple[str, int]], code: int) -> list[tuple[str, int, Any]]:
     return [(t, p, build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)) for t, p in partitions]
 
 
-def _group_by_topic(topic_cls: type, parts: list[tuple[str, int, Any]]) -> tuple[Any, ...]:
+def _group_by_topic(topic_cls: type, parts: list[tuple[str, int, Any]], topic_ids: Mapping[str, uuid.UUID] | None = None) -> tuple[Any, ...]:
+    """``topic_ids`` names the topics from OffsetFetch v10: build() keeps the one of name and topic_id the version has."""
     by_topic: dict[str, list[Any]] = {}
     for topic, _, entity in parts:
         by_topic.setdefault(topic, []).append(entity)
-    return tuple(build(topic_cls, name=name, partitions=tuple(entities)) for name, entities in by_topic.items())
+    ids = topic_ids or {}
+    return tuple(build(topic_cls, name=name, topic_id=ids.get(name), partitions=tuple(entities)) for name, entities in by_topic.items())
 
 
 class OffsetDeleteHandler:

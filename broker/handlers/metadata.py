@@ -170,4 +170,7 @@ class MetadataHandler:
             controller_id=self._metadata.controller_id,
             topics=tuple(out),
             cluster_authorized_operations=cluster_operations,
+            # v13 (KIP-1102): REBOOTSTRAP_REQUIRED is for a server that knows its client's brokers are
+            # gone; an answering broker, as Kafka's, has no top-level error.
+            error_code=ErrorCode.none,
         )

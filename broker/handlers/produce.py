@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
@@ -15,13 +16,14 @@ from broker.network import CloseConnection, Throttle
 from broker.produce_verification import Entry, ProduceVerifier, Verification, produce_result
 from broker.security.standard_acl import AclOperation, ResourceType
 from broker.replica_manager import ACKS_ALL, ProduceResult, ReplicaManager, leader_hint, now_ms
-from protocol.produce_request import ProduceRequest
+from protocol.produce_request import FIRST_TOPIC_ID_VERSION, ProduceRequest
 from protocol.produce_response import encode_produce_response
 from protocol.record_batch import InvalidProduceRecords, validate_produce_records
 
 VALID_ACKS = (-1, 0, 1)
 # The errors Kafka's handleProduceRequest answers with the partition's current leader (KIP-951).
 LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
+UNKNOWN_TOPIC_ID = ProduceResult(error_code=ErrorCode.unknown_topic_id)
 
 
 class ProduceHandler:
@@ -41,24 +43,29 @@ class ProduceHandler:
         self._verifier = verifier
 
     def __call__(self, ctx: RequestContext, request: ProduceRequest):  # type: ignore[no-untyped-def]
+        if ctx.version >= FIRST_TOPIC_ID_VERSION:
+            request = self._resolve_topic_ids(request)
         acks = request.acks
         denied: set[str] = set()
         if self._auth.enabled:
             if request.transactional_id is not None and not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
                 failed = ProduceResult(error_code=ErrorCode.transactional_id_authorization_failed)
-                return self._answer(ctx, request, {(t.name, p.index): failed for t in request.topic_data for p in t.partition_data})
-            names = {t.name for t in request.topic_data}
+                return self._answer(ctx, request, {(t.name, p.index): failed for t in request.topic_data if t.name is not None for p in t.partition_data})
+            names = {t.name for t in request.topic_data if t.name is not None}
             denied = names - self._auth.filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
         if acks not in VALID_ACKS:
             results = {
                 (t.name, p.index): ProduceResult(error_code=ErrorCode.invalid_required_acks)
                 for t in request.topic_data
+                if t.name is not None
                 for p in t.partition_data
             }
         else:
             results = {}
             entries = []
             for t in request.topic_data:
+                if t.name is None:
+                    continue
                 for p in t.partition_data:
                     if t.name in denied:
                         results[(t.name, p.index)] = ProduceResult(error_code=ErrorCode.topic_authorization_failed)
@@ -78,6 +85,16 @@ class ProduceHandler:
                 return self._append(ctx, request, results, entries, verification)
             results.update(self._rm.append_records(entries, self._metadata.image, acks))
         return self._answer(ctx, request, results)
+
+    def _resolve_topic_ids(self, request: ProduceRequest) -> ProduceRequest:
+        """v13 names topics by ID (KIP-516): each gets its name from the metadata image, None when
+        no topic has that ID (the zero UUID included), which answers UNKNOWN_TOPIC_ID as Kafka does."""
+        by_id = self._metadata.image.topics_by_id
+        resolved = []
+        for t in request.topic_data:
+            topic = by_id.get(t.topic_id) if t.topic_id is not None else None
+            resolved.append(dataclasses.replace(t, name=topic.name if topic is not None else None))
+        return dataclasses.replace(request, topic_data=tuple(resolved))
 
     async def _append_verified(
         self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult], entries: list[Entry], verification: Verification
@@ -107,6 +124,7 @@ class ProduceHandler:
         if acks == 0:
             throttle_ms = self._throttle_ms(ctx)
             failed = [key for key, r in results.items() if r.error_code != ErrorCode.none]
+            failed += [(str(t.topic_id), p.index) for t in request.topic_data if t.name is None for p in t.partition_data]
             if failed:
                 # No response can carry the error, so Kafka drops the connection: the
                 # client notices, refreshes metadata and stops writing into the void.
@@ -127,7 +145,10 @@ class ProduceHandler:
             # the client moves to the new leader without a metadata round trip, as with Kafka.
             if result.current_leader is None and result.error_code in LEADER_HINT_ERRORS:
                 result.current_leader = leader_hint(image, topic, index)
-        topics = [(t.name, [(p.index, results[(t.name, p.index)]) for p in t.partition_data]) for t in request.topic_data]
+        topics = [
+            (t.name or "", t.topic_id, [(p.index, results[(t.name, p.index)] if t.name is not None else UNKNOWN_TOPIC_ID) for p in t.partition_data])
+            for t in request.topic_data
+        ]
         endpoints = self._metadata.leader_endpoints((r.current_leader for r in results.values()), ctx.client.listener)
         throttle_ms = self._throttle_ms(ctx)
         response = encode_produce_response(ctx.version, ctx.header.correlation_id, topics, throttle_time_ms=throttle_ms, node_endpoints=endpoints)

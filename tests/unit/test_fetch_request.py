@@ -18,7 +18,7 @@ from protocol.fetch_request import FetchRequest, read_fetch_request
 from protocol.headers import InvalidRequest
 from tests.unit.body_cases import damaged, encode, names
 
-VERSIONS = range(4, 18)
+VERSIONS = range(4, 19)
 
 i8s = st.integers(-(2**7), 2**7 - 1)
 i32s = st.integers(-(2**31), 2**31 - 1)

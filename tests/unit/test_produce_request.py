@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import uuid
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from protocol.headers import InvalidRequest
 from protocol.produce_request import read_produce_request
 from tests.unit.body_cases import damaged, encode, names
 
-VERSIONS = range(3, 12)
+VERSIONS = range(3, 14)
 
 
 def schema(version: int) -> Any:
@@ -23,6 +24,8 @@ def schema(version: int) -> Any:
 
 
 records = st.none() | st.binary(max_size=300)
+# The zero UUID stands for "no ID": kio writes None as it.
+topic_ids = st.none() | st.uuids()
 
 
 @st.composite
@@ -31,7 +34,7 @@ def produce_requests(draw: st.DrawFn) -> tuple[int, bytes, object]:
     m = schema(version)
     topics = tuple(
         m.TopicProduceData(
-            name=draw(names),
+            **({"topic_id": draw(topic_ids)} if version >= 13 else {"name": draw(names)}),
             partition_data=tuple(
                 m.PartitionProduceData(index=draw(st.integers(-(2**31), 2**31 - 1)), records=draw(records))
                 for _ in range(draw(st.integers(0, 4)))
@@ -58,7 +61,13 @@ def test_same_fields_as_kio(case: tuple[int, bytes, Any]) -> None:
     assert got.transactional_id == kio_request.transactional_id
     assert got.acks == kio_request.acks
     assert got.timeout_ms == kio_request.timeout // datetime.timedelta(milliseconds=1)
-    assert [t.name for t in got.topic_data] == [t.name for t in kio_request.topic_data]
+    if version >= 13:
+        # Names come from the metadata image, in the handler.
+        assert [t.topic_id for t in got.topic_data] == [t.topic_id for t in kio_request.topic_data]
+        assert all(t.name == "" for t in got.topic_data)
+    else:
+        assert [t.name for t in got.topic_data] == [t.name for t in kio_request.topic_data]
+        assert all(t.topic_id is None for t in got.topic_data)
     for ours, theirs in zip(got.topic_data, kio_request.topic_data, strict=True):
         assert [p.index for p in ours.partition_data] == [p.index for p in theirs.partition_data]
         assert [None if p.records is None else bytes(p.records) for p in ours.partition_data] == [p.records for p in theirs.partition_data]
@@ -88,7 +97,13 @@ def test_truncated_or_damaged_bodies_are_refused_cleanly(case: tuple[int, bytes,
             assert partition.records is None or len(partition.records) <= len(cut)
 
 
-@pytest.mark.parametrize("version", [3, 9])
+def test_zero_topic_id_reads_as_none() -> None:
+    m = schema(13)
+    request = build_request(m, None, 1, 1000, (m.TopicProduceData(topic_id=uuid.UUID(int=0), partition_data=()),))
+    assert read_produce_request(bytearray(encode(request)), 0, 13).topic_data[0].topic_id is None
+
+
+@pytest.mark.parametrize("version", [3, 9, 13])
 def test_huge_counts_are_refused_before_any_allocation(version: int) -> None:
     m = schema(version)
     body = bytearray(encode(build_request(m, None, 1, 1000, ())))

@@ -114,8 +114,20 @@ def test_supported_ranges_match_kafka_specs() -> None:
         spec = json.loads(text)
         by_key[spec["apiKey"]] = spec
     # Vote v2 (KIP-996 pre-vote), AlterPartitionReassignments v1 (KIP-860, Kafka 4.1), Produce v12
-    # and TxnOffsetCommit v5 (KIP-890 part 2, Kafka 4.0) are newer than the specs in ../shared.
-    newer_than_specs = {ApiKey.VOTE: 2, ApiKey.ALTER_PARTITION_REASSIGNMENTS: 1, ApiKey.PRODUCE: 12, ApiKey.TXN_OFFSET_COMMIT: 5}
+    # and TxnOffsetCommit v5 (KIP-890 part 2, Kafka 4.0) are newer than the specs in ../shared, as
+    # are the tops Kafka 4.4 serves: Produce v13, Fetch v18, ListOffsets v11, Metadata v13,
+    # OffsetCommit v10 and OffsetFetch v10.
+    newer_than_specs = {
+        ApiKey.VOTE: 2,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: 1,
+        ApiKey.TXN_OFFSET_COMMIT: 5,
+        ApiKey.PRODUCE: 13,
+        ApiKey.FETCH: 18,
+        ApiKey.LIST_OFFSETS: 11,
+        ApiKey.METADATA: 13,
+        ApiKey.OFFSET_COMMIT: 10,
+        ApiKey.OFFSET_FETCH: 10,
+    }
     for key, r in [*SUPPORTED_APIS.items(), *CONTROLLER_APIS.items()]:
         spec = by_key[key]
         bounds = [int(x) for x in spec["validVersions"].split("-")]
@@ -135,7 +147,7 @@ class _Bytes:
         self.length = len(data)
 
 
-@pytest.mark.parametrize("version", range(4, 18))
+@pytest.mark.parametrize("version", range(4, 19))
 def test_fetch_response_decodes_with_kio(version: int) -> None:
     topic_id = uuid.uuid4()
     records = b"R" * 70
@@ -162,7 +174,7 @@ def test_fetch_response_decodes_with_kio(version: int) -> None:
         assert resp.session_id == 77
 
 
-@pytest.mark.parametrize("version", range(12, 18))
+@pytest.mark.parametrize("version", range(12, 19))
 def test_fetch_response_tagged_fields_decode_with_kio(version: int) -> None:
     """KIP-320's DivergingEpoch for a follower, KIP-951's CurrentLeader and NodeEndpoints for a
     client sent to the wrong broker (both read by clients from v16)."""
