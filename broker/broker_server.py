@@ -39,6 +39,7 @@ from broker.handlers.describe_producers import DescribeProducersHandler
 from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsHandler
 from broker.handlers.fetch import FetchHandler
 from broker.auth_helper import AuthHelper
+from broker.dynamic_broker_config import DynamicBrokerConfig
 from broker.dynamic_listener_config import DynamicListenerConfig, listener_store_config, reconfiguration_problem, with_overrides
 from broker.client_quota_manager import FETCH, PRODUCE, ClientQuotaManager
 from broker.client_request_quota_manager import ClientRequestQuotaManager
@@ -120,6 +121,8 @@ class BrokerServer:
         self.socket_servers: list[SocketServer] = []
         raft = shared.raft_manager
         assert raft is not None and shared.network is not None
+        # Server.properties with the cluster's and this broker's dynamic configs on top, as they change.
+        self.dynamic_config = DynamicBrokerConfig(cfg.node_id, cfg)
         defaults = LogConfig.from_properties(cfg.topic_defaults())
         self.log_manager = LogManager(cfg.data_dir, defaults, now_ms, shared.log_dir_failure_channel)
         self.log_manager.startup()
@@ -128,7 +131,7 @@ class BrokerServer:
         self.replica_manager = ReplicaManager(
             cfg.node_id,
             self.log_manager,
-            cfg.topic_defaults,
+            lambda: self.dynamic_config.config.topic_defaults(),
             replica_lag_time_max_ms=cfg.replica_lag_time_max_ms,
             broker_epoch=lambda: self.lifecycle.broker_epoch,
         )
@@ -213,7 +216,33 @@ class BrokerServer:
         self.init_producer_id.transaction_coordinator = self.txn_coordinator
         # In this order: readers see the new image first, then replicas exist before the
         # coordinators load them.
-        self._publishers = (self.metadata, self.acl_publisher, self.dynamic_listener_config, self.replica_manager, self.group_coordinator, self.txn_state_manager)
+        self._connection_quotas: SharedConnectionQuotas | None = None
+        self._cleaner_restart: asyncio.Task[None] | None = None
+        self.produce_verifier = ProduceVerifier(
+            self.replica_manager,
+            self.add_partitions_to_txn_manager,
+            verify=cfg.transaction_partition_verification_enable,
+            retry_backoff_ms=cfg.add_partitions_to_txn_retry_backoff_ms,
+            retry_max_ms=cfg.add_partitions_to_txn_retry_backoff_max_ms,
+        )
+        self.txn_offset_commit = TxnOffsetCommitHandler(
+            self.group_coordinator, self.add_partitions_to_txn_manager, verify=cfg.transaction_partition_verification_enable, auth=self.auth
+        )
+        self.dynamic_config.add_reconfigurable("log-config", self._reconfigure_log_configs)
+        self.dynamic_config.add_reconfigurable("log-cleaner", self._reconfigure_cleaner)
+        self.dynamic_config.add_reconfigurable("replica-fetchers", self._reconfigure_fetchers)
+        self.dynamic_config.add_reconfigurable("connection-quotas", self._reconfigure_connection_quotas)
+        self.dynamic_config.add_reconfigurable("producer-state", self._reconfigure_producer_state)
+        # The dynamic configs first: the replicas' log configs and the coordinators read them.
+        self._publishers = (
+            self.dynamic_config,
+            self.metadata,
+            self.acl_publisher,
+            self.dynamic_listener_config,
+            self.replica_manager,
+            self.group_coordinator,
+            self.txn_state_manager,
+        )
         for publisher in self._publishers:
             loader.install_publisher(publisher)
 
@@ -259,24 +288,12 @@ class BrokerServer:
             ApiKey.API_VERSIONS: lambda ctx, req: api_versions_response(ctx.version, features=self._feature_info()),
             ApiKey.METADATA: MetadataHandler(self.metadata, self.auto_topic_creation, cfg.auto_create_topics_enable, self.auth),
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(self.metadata, cfg.max_request_partition_size_limit, self.auth),
-            ApiKey.PRODUCE: ProduceHandler(
-                self.replica_manager,
-                self.metadata,
-                ProduceVerifier(
-                    self.replica_manager,
-                    self.add_partitions_to_txn_manager,
-                    verify=cfg.transaction_partition_verification_enable,
-                    retry_backoff_ms=cfg.add_partitions_to_txn_retry_backoff_ms,
-                    retry_max_ms=cfg.add_partitions_to_txn_retry_backoff_max_ms,
-                ),
-                self.auth,
-                self.produce_quota,
-            ),
+            ApiKey.PRODUCE: ProduceHandler(self.replica_manager, self.metadata, self.produce_verifier, self.auth, self.produce_quota),
             ApiKey.FETCH: FetchHandler(
                 self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes, ReplicationQuotaManager.leader(self.metadata), self.auth, self.fetch_quota
             ),
             ApiKey.LIST_OFFSETS: ListOffsetsHandler(self.replica_manager, self.metadata, self.auth),
-            ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(cfg, self.metadata, cfg, self.log_manager.describe_cleaning, self.auth),
+            ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(self.metadata, self.dynamic_config, self.log_manager.describe_cleaning, self.auth),
             ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(self.metadata, self.auth),
             ApiKey.DELETE_RECORDS: DeleteRecordsHandler(self.replica_manager, self.metadata, self.auth),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochHandler(self.replica_manager, self.metadata, self.auth),
@@ -301,9 +318,7 @@ class BrokerServer:
             ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnHandler(self.txn_coordinator, self.metadata, self.auth),
             ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(self.txn_coordinator, self.group_coordinator, self.auth),
-            ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitHandler(
-                self.group_coordinator, self.add_partitions_to_txn_manager, verify=cfg.transaction_partition_verification_enable, auth=self.auth
-            ),
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
             ApiKey.END_TXN: EndTxnHandler(self.txn_coordinator, self.auth),
             ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersHandler(self.txn_marker_writer, self.auth),
             ApiKey.DESCRIBE_TRANSACTIONS: DescribeTransactionsHandler(self.txn_coordinator, self.auth),
@@ -314,7 +329,7 @@ class BrokerServer:
         for key in FORWARDABLE_APIS:
             handlers[key] = ForwardToControllerHandler(key, self.channel, self.auth, lambda: self.metadata.image, self.mutation_quota, cfg.num_partitions)
         for key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
-            handlers[key] = ForwardAlterConfigsHandler(key, self.channel, cfg.node_id, self.auth, self._check_listener_stores)
+            handlers[key] = ForwardAlterConfigsHandler(key, self.channel, cfg.node_id, self.auth, self._check_listener_stores, self.dynamic_config)
         if not self.auth.enabled:
             handlers[ApiKey.CREATE_ACLS] = create_acls
             handlers[ApiKey.DELETE_ACLS] = delete_acls
@@ -341,7 +356,7 @@ class BrokerServer:
         # is still freed by reference counting (only a cycle among such objects would stay).
         gc.collect()
         gc.freeze()
-        quotas = SharedConnectionQuotas(broker_connection_quotas(cfg))
+        quotas = self._connection_quotas = SharedConnectionQuotas(broker_connection_quotas(self.dynamic_config.config))
         for listen in cfg.client_listeners:
             server = SocketServer(
                 listen.host,
@@ -370,7 +385,7 @@ class BrokerServer:
         self._schedule(
             "transactional-id-expiration", cfg.transaction_remove_expired_transaction_cleanup_interval_ms, self.txn_coordinator.remove_expired_transactional_ids
         )
-        self.log_manager.start_cleaner(cfg.cleaner_config(), run_on_loop(asyncio.get_running_loop()))
+        self.log_manager.start_cleaner(self.dynamic_config.config.cleaner_config(), run_on_loop(asyncio.get_running_loop()))
         first = cfg.client_listeners[0]
         log.info(
             "broker.started",
@@ -426,7 +441,44 @@ class BrokerServer:
             await asyncio.to_thread(self.log_manager.finish_deleting_logs, deleted)
 
     def _expire_producers(self) -> None:
-        self.log_manager.remove_expired_producers(self.config.producer_id_expiration_ms)
+        self.log_manager.remove_expired_producers(self.dynamic_config.config.producer_id_expiration_ms)
+
+    # -- dynamic broker configs (broker/dynamic_broker_config.py) ------------------------------------
+
+    def _reconfigure_log_configs(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        if old.topic_defaults() != new.topic_defaults():
+            self.replica_manager.reapply_topic_configs()
+
+    def _reconfigure_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """As Kafka's LogCleaner.reconfigure: the cleaner threads stop and start again with the new
+        settings. Before start() or with the cleaner off there is nothing to restart."""
+        if old.cleaner_config() == new.cleaner_config() or self.log_manager.cleaner is None:
+            return
+        previous = self._cleaner_restart
+        self._cleaner_restart = asyncio.get_running_loop().create_task(self._restart_cleaner(previous))
+
+    async def _restart_cleaner(self, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await previous
+        cleaner = self.log_manager.cleaner
+        if cleaner is None:
+            return
+        config = self.dynamic_config.config.cleaner_config()
+        # In a thread: the cleaner threads finish their step on this loop before they stop.
+        await asyncio.to_thread(cleaner.reconfigure, config)
+        log.info("log_cleaner.reconfigured", node_id=self.config.node_id, threads=config.threads)
+
+    def _reconfigure_fetchers(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        if old.num_replica_fetchers != new.num_replica_fetchers:
+            self._tasks.append(asyncio.get_running_loop().create_task(self.replica_fetcher_manager.resize(new.num_replica_fetchers)))
+
+    def _reconfigure_connection_quotas(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        if self._connection_quotas is not None:
+            self._connection_quotas.reconfigure(new)
+
+    def _reconfigure_producer_state(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        self.produce_verifier.verify = new.transaction_partition_verification_enable
+        self.txn_offset_commit.verify = new.transaction_partition_verification_enable
 
     async def controlled_shutdown(self, timeout_s: float) -> None:
         """Ask the controller to move this broker's leaderships away before the listeners close."""
@@ -458,6 +510,8 @@ class BrokerServer:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._cleaner_restart is not None:
+            await asyncio.gather(self._cleaner_restart, return_exceptions=True)
         # In a thread: the cleaner threads finish their step on this loop before they stop.
         await asyncio.to_thread(self.log_manager.stop_cleaner)
         # The marker keeps this registration's epoch: registering with it next time shows a clean shutdown (KIP-966).

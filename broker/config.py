@@ -254,6 +254,14 @@ class BrokerConfig(BaseModel):
                 raise ValueError(f"Invalid value {value} for configuration {key}: must be an integer from 0 to {INT_MAX}")
         return self
 
+    # Kafka's thread pools and connection creation rate: kbroker serves from one event loop and has
+    # none of those pools, so these are accepted, described and dynamically set with Kafka's checks
+    # (broker/dynamic_broker_config.py), and change nothing.
+    num_io_threads: int = Field(8, alias="num.io.threads", ge=1)
+    num_network_threads: int = Field(3, alias="num.network.threads", ge=1)
+    background_threads: int = Field(10, alias="background.threads", ge=1)
+    num_recovery_threads_per_data_dir: int = Field(2, alias="num.recovery.threads.per.data.dir", ge=1)
+    max_connection_creation_rate: int = Field(2147483647, alias="max.connection.creation.rate", ge=0)
     message_max_bytes: int = Field(1048588, alias="message.max.bytes", ge=0)
     # Kafka's default is 55 MiB. librdkafka parses a whole fetch answer before it hands the
     # application a record, so 50 MB answers (64 partitions at 1 MB each) stall its pipeline:
@@ -280,6 +288,8 @@ class BrokerConfig(BaseModel):
     log_cleaner_threads: int = Field(1, alias="log.cleaner.threads", ge=0)
     log_cleaner_backoff_ms: int = Field(15000, alias="log.cleaner.backoff.ms", ge=0)
     log_cleaner_dedupe_buffer_size: int = Field(134217728, alias="log.cleaner.dedupe.buffer.size", ge=1048576)
+    # Accepted and described; the cleaner reads through the page cache, not a buffer of this size.
+    log_cleaner_io_buffer_size: int = Field(524288, alias="log.cleaner.io.buffer.size", ge=0)
     log_cleaner_io_buffer_load_factor: float = Field(0.9, alias="log.cleaner.io.buffer.load.factor", gt=0, le=1)
     log_cleaner_io_max_bytes_per_second: float = Field(1.7976931348623157e308, alias="log.cleaner.io.max.bytes.per.second", gt=0)
     log_cleaner_delete_retention_ms: int = Field(86400000, alias="log.cleaner.delete.retention.ms", ge=0)

@@ -72,6 +72,14 @@ class ConnectionQuotas:
         self._per_listener = dict.fromkeys(self._listener_limits, 0)
         self.total = 0
 
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Take the broker's new max.connections, max.connections.per.ip and its overrides (dynamic
+        broker configs); open connections stay, new ones are counted against the new limits."""
+        update = broker_connection_quotas(config)
+        self.max_connections = update.max_connections
+        self.max_connections_per_ip = update.max_connections_per_ip
+        self._overrides = update._overrides
+
     def count(self, ip: str) -> int:
         return self._per_ip.get(canonical_ip(ip), 0)
 

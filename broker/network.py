@@ -20,7 +20,7 @@ import ssl
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
-from typing import Awaitable, Callable, Iterable, Protocol, cast
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Protocol, cast
 
 import structlog
 
@@ -33,6 +33,9 @@ from protocol.fetch_response import Chunk
 from protocol.frame import FrameDecoder, FrameTooLarge
 from protocol.headers import InvalidRequest, RequestHeader, parse_request_header
 from storage.fetch_data_info import FileRegion as StoredRegion
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
 
 log = structlog.get_logger()
 
@@ -593,6 +596,14 @@ class SharedConnectionQuotas:
 
     def dec(self, listener: str, ip: str) -> None:
         self.quotas.dec(listener, ip)
+        self._wake_acceptors()
+
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """New connection limits: acceptors waiting for a slot look again, as a raised limit may have made one."""
+        self.quotas.reconfigure(config)
+        self._wake_acceptors()
+
+    def _wake_acceptors(self) -> None:
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():

@@ -107,7 +107,7 @@ class ProduceVerifier:
     ) -> None:
         self._rm = replica_manager
         self._manager = manager
-        self._verify = verify
+        self.verify = verify
         self._retry_backoff_ms = retry_backoff_ms
         self._retry_max_ms = retry_max_ms
         # The verification under way of each (transactional id, producer id, epoch).
@@ -116,7 +116,7 @@ class ProduceVerifier:
     def start(self, transactional_id: str | None, entries: Iterable[Entry], produce_version: int) -> Verification | None:
         """Start verifying the transactional batches of one produce request; None when this
         request's transactions are not verified at all."""
-        if not self._verify and produce_version < ADD_PARTITION_PRODUCE_VERSION:
+        if not self.verify and produce_version < ADD_PARTITION_PRODUCE_VERSION:
             return None
         out = Verification()
         if transactional_id is None:

@@ -25,7 +25,7 @@ import datetime
 import time
 import uuid
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import structlog
@@ -333,6 +333,7 @@ class ReplicaFetcherManager:
         self._quota = quota
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
+        self._partitions: dict[TopicPartition, Partition] = {}
         self._shut_down = False
 
     def _fetcher_id(self, key: TopicPartition) -> int:
@@ -351,14 +352,34 @@ class ReplicaFetcherManager:
             fetcher = self._fetchers[slot] = ReplicaFetcher(slot[0], slot[1], self._settings, self._metadata, self._broker_epoch, self._quota)
         fetcher.add(partition)
         self._assigned[partition.key] = slot
+        self._partitions[partition.key] = partition
 
     def remove_fetcher_for(self, key: TopicPartition) -> None:
         slot = self._assigned.pop(key, None)
+        self._partitions.pop(key, None)
         if slot is not None:
             self._fetchers[slot].remove(key)
+
+    @property
+    def num_fetchers(self) -> int:
+        return self._settings.num_fetchers
+
+    async def resize(self, num_fetchers: int) -> None:
+        """num.replica.fetchers changed (a dynamic broker config): as Kafka's resizeThreadPool, every
+        partition moves to the fetcher its hash now picks, and fetchers left without one stop."""
+        if num_fetchers == self._settings.num_fetchers or self._shut_down:
+            return
+        self._settings = replace(self._settings, num_fetchers=num_fetchers)
+        for partition in list(self._partitions.values()):
+            self.add_fetcher_for(partition)
+        used = set(self._assigned.values())
+        idle = [slot for slot in self._fetchers if slot not in used]
+        await asyncio.gather(*(self._fetchers.pop(slot).shutdown() for slot in idle))
+        log.info("replica_fetcher_manager.resized", node_id=self._settings.node_id, num_fetchers=num_fetchers, fetchers=len(self._fetchers))
 
     async def shutdown(self) -> None:
         self._shut_down = True
         await asyncio.gather(*(f.shutdown() for f in self._fetchers.values()))
         self._fetchers.clear()
         self._assigned.clear()
+        self._partitions.clear()

@@ -243,6 +243,11 @@ class ReplicaManager:
             self._creating.cancel()
             await asyncio.gather(self._creating, return_exceptions=True)
 
+    def reapply_topic_configs(self) -> None:
+        """The broker's topic defaults changed (a dynamic broker config): every hosted log takes them."""
+        for name in sorted({topic for topic, _ in self.partitions}):
+            self._update_topic_config(name, self._image)
+
     def _update_topic_config(self, name: str, image: MetadataImage) -> bool:
         topic = image.topics.get(name)
         if topic is None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import time
 
-from broker.dynamic_broker_config import FOLLOWER_REPLICATION_THROTTLED_RATE, LEADER_REPLICATION_THROTTLED_RATE
+import structlog
+
+from broker.dynamic_broker_config import FOLLOWER_REPLICATION_THROTTLED_RATE, LEADER_REPLICATION_THROTTLED_RATE, InvalidDynamicConfigError, check_config_type
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_image import BROKER_RESOURCE, MetadataImage
 from replication.replication_quota import (
@@ -24,6 +26,8 @@ from replication.replication_quota import (
     ThrottledReplicas,
     parse_throttled_replicas,
 )
+
+log = structlog.get_logger()
 
 
 def monotonic_ms() -> int:
@@ -76,5 +80,12 @@ class ReplicationQuotaManager:
         value = image.configs.get((BROKER_RESOURCE, str(self._metadata.node_id)), {}).get(self._rate_config)
         if value is None:
             value = image.configs.get((BROKER_RESOURCE, ""), {}).get(self._rate_config)
-        # The controller took only a LONG of at least 0 (broker/dynamic_broker_config.py).
-        self._quota.bound = int(value.strip()) if value is not None else UNLIMITED
+        self._quota.bound = UNLIMITED
+        if value is not None:
+            # Checked by the broker that took the change, not by a controller (broker/dynamic_broker_config.py).
+            try:
+                check_config_type(self._rate_config, value)
+            except InvalidDynamicConfigError as e:
+                log.error("replication_quota.invalid_rate", config=self._rate_config, error=str(e))
+                return
+            self._quota.bound = int(value.strip())

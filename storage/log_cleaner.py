@@ -135,6 +135,14 @@ class LogCleaner:
             self._pool.join()
             self._pool = None
 
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Kafka's LogCleaner.reconfigure (dynamic log.cleaner.* configs): the threads stop and start
+        again with ``config``; checkpoints and summaries stay. Blocks as ``shutdown`` does."""
+        self.shutdown()
+        self.config = config
+        self._stopping = threading.Event()
+        self.startup()
+
     # -- the owner's side: what the loop asks --------------------------------------------------------------
 
     def describe(self, key: TopicPartition, plog: UnifiedLog) -> dict[str, object]:

@@ -186,24 +186,29 @@ class ConfigurationControlManager:
         ]
 
     def _incremental_value(self, resource_type: int, key: str, op: int, value: str | None, current: str | None) -> str | None:
-        if op == OP_SET:
-            return value
-        if op == OP_DELETE:
-            return None
-        if key not in self._list_configs:
-            raise ApiError(ErrorCode.invalid_config, f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.")
-        base = current
-        if base is None and self._config_default is not None:
-            base = self._config_default(resource_type, key)
-        parts = [p for p in (base or "").split(",") if p]
-        assert value is not None
-        for item in filter(None, value.split(",")):
-            if op == OP_APPEND:
-                if item not in parts:
-                    parts.append(item)
-            elif item in parts:
-                parts.remove(item)
-        return ",".join(parts)
+        default = self._config_default(resource_type, key) if self._config_default is not None and current is None else None
+        return incremental_value(key, op, value, current, default, self._list_configs)
+
+
+def incremental_value(key: str, op: int, value: str | None, current: str | None, default: str | None, list_configs: Collection[str] = LIST_CONFIGS) -> str | None:
+    """A config's value after one IncrementalAlterConfigs operation; APPEND and SUBTRACT start
+    from ``current``, else from the config's ``default``."""
+    if op == OP_SET:
+        return value
+    if op == OP_DELETE:
+        return None
+    if key not in list_configs:
+        raise ApiError(ErrorCode.invalid_config, f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.")
+    base = current if current is not None else default
+    parts = [p for p in (base or "").split(",") if p]
+    assert value is not None
+    for item in filter(None, value.split(",")):
+        if op == OP_APPEND:
+            if item not in parts:
+                parts.append(item)
+        elif item in parts:
+            parts.remove(item)
+    return ",".join(parts)
 
 
 def _check_alter_request(resource_type: int, resource_name: str, ops: Sequence[ConfigOp], incremental: bool, node_id: int | None) -> None:
@@ -242,6 +247,7 @@ __all__ = [
     "ConfigOp",
     "ConfigurationControlManager",
     "LIST_CONFIGS",
+    "incremental_value",
     "OP_APPEND",
     "OP_DELETE",
     "OP_SET",

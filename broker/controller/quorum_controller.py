@@ -54,7 +54,7 @@ from broker.controller.producer_id_control_manager import ProducerIdsBlock
 from broker.controller.reassignment_control_manager import OngoingTopicReassignment, ReassignableTopic, ReassignableTopicResult
 from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
 from broker.controller.scram_control_manager import AlterScramResult, ScramDeletion, ScramUpsertion, alter_credentials
-from broker.dynamic_broker_config import validate_dynamic_broker_config
+from broker.dynamic_broker_config import kafka_default
 from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_loader import CommittedBatch
 from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
@@ -407,15 +407,15 @@ class QuorumController:
         LogConfig.from_properties(props)
 
     def _validate_resource_config(self, resource_type: int, _name: str, configs: dict[str, str]) -> None:
+        # A broker resource's values were checked by the broker that received the change, as in
+        # Kafka, whose controller checks only the name; a broker leaves out what it cannot apply.
         if resource_type == TOPIC_RESOURCE:
             self._validate_topic_config(configs)
-        else:
-            validate_dynamic_broker_config(configs)
 
     def _config_default(self, resource_type: int, key: str) -> str | None:
         if resource_type == TOPIC_RESOURCE:
             return self._config.effective_topic_config({}).get(key)
-        return None
+        return kafka_default(key)
 
     @staticmethod
     def _placeable_broker_ids(image: MetadataImage) -> list[int]:

@@ -7,7 +7,15 @@ from typing import Callable, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from broker.config import BrokerConfig
+from broker.dynamic_broker_config import (
+    DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG,
+    DynamicBrokerConfig,
+    is_dynamic,
+    kafka_default,
+)
 from broker.controller.controller_logic import AlterConfigsResult
 from broker.controller.quorum_controller import ConfigResource
 from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, AuthHelper
@@ -24,17 +32,8 @@ TOPIC = 2
 BROKER = 4
 
 SOURCE_TOPIC_CONFIG = 1
-SOURCE_DYNAMIC_BROKER_CONFIG = 2
-SOURCE_STATIC_BROKER_CONFIG = 4
-SOURCE_DEFAULT_CONFIG = 5
 
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST, TYPE_PASSWORD = 1, 2, 3, 5, 6, 7, 9
-
-
-class TopicConfigs(Protocol):
-    """A topic's whole configuration from its overrides (BrokerConfig and QuorumController both answer)."""
-
-    def effective_topic_config(self, overrides: dict[str, str | None]) -> dict[str, str]: ...
 
 
 class ConfigController(Protocol):
@@ -85,17 +84,14 @@ def _config_type(name: str, value: str | None) -> int:
 class DescribeConfigsHandler:
     def __init__(
         self,
-        controller: TopicConfigs,
         metadata: MetadataCache,
-        broker_config: BrokerConfig,
+        dynamic_config: DynamicBrokerConfig,
         describe_cleaning: Callable[[str], dict[int, dict[str, object]]] | None = None,
         auth: AuthHelper | None = None,
     ) -> None:
         self._auth = auth or AuthHelper(None)
-        self._controller = controller
         self._metadata = metadata
-        self._broker_config = broker_config
-        self._explicit = set(broker_config.model_fields_set)
+        self._dynamic = dynamic_config
         self._describe_cleaning = describe_cleaning
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
@@ -113,26 +109,27 @@ class DescribeConfigsHandler:
             entries, error, message = self._describe(res.resource_type, res.resource_name)
             keys = res.configuration_keys
             if keys and CLEANER_STATS_KEY in keys and res.resource_type == TOPIC and not error and self._describe_cleaning is not None:
-                entries.append((CLEANER_STATS_KEY, json.dumps(self._describe_cleaning(res.resource_name)), SOURCE_DEFAULT_CONFIG, None))
+                entries.append((CLEANER_STATS_KEY, json.dumps(self._describe_cleaning(res.resource_name)), DEFAULT_CONFIG, ()))
             configs = []
-            for name, value, source, broker_synonym in entries:
+            for name, value, source, more_synonyms in entries:
                 if keys is not None and name not in keys:
                     continue
-                if is_sensitive(name):
-                    value = None  # Kafka's PASSWORD configs: described, never shown
+                sensitive = is_sensitive(name) or (res.resource_type == BROKER and self._is_custom(name))
+                if sensitive:
+                    value = None  # Kafka's PASSWORD configs (and unknown ones): described, never shown
                 synonyms = []
                 if synonyms_wanted:
                     synonyms.append(build(synonym_cls, name=name, value=value, source=source))
-                    if broker_synonym is not None and source == SOURCE_TOPIC_CONFIG:
-                        synonyms.append(build(synonym_cls, name=broker_synonym[0], value=broker_synonym[1], source=broker_synonym[2]))
+                    synonyms.extend(build(synonym_cls, name=n, value=None if sensitive else v, source=src) for n, v, src in more_synonyms)
+                read_only = name == CLEANER_STATS_KEY or (res.resource_type == BROKER and (not is_dynamic(name) or self._is_custom(name)))
                 configs.append(
                     build(
                         entry_cls,
                         name=name,
                         value=value,
-                        read_only=res.resource_type == BROKER or name == CLEANER_STATS_KEY,
+                        read_only=read_only,
                         config_source=source,
-                        is_sensitive=is_sensitive(name),
+                        is_sensitive=sensitive,
                         synonyms=tuple(synonyms),
                         config_type=_config_type(name, value),
                         documentation=None,
@@ -161,40 +158,52 @@ class DescribeConfigsHandler:
         return None if allowed else refusal
 
     def _describe(self, resource_type: int, name: str):  # type: ignore[no-untyped-def]
+        """(name, value, source, the broker synonyms below it) of each config of the resource."""
         image = self._metadata.image
+        dynamic = self._dynamic
         if resource_type == TOPIC:
             if name not in image.topics:
                 return [], ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
             overrides = image.topic_config(name)
-            defaults = self._broker_config.topic_defaults()
+            defaults = dynamic.config.topic_defaults()
             out = []
-            for key, value in sorted(self._controller.effective_topic_config(overrides).items()):
+            for key, value in sorted(dynamic.config.effective_topic_config(overrides).items()):
                 synonym_name = TOPIC_CONFIG_SYNONYMS.get(key)
-                broker_source = SOURCE_STATIC_BROKER_CONFIG if synonym_name and self._is_explicit(synonym_name) else SOURCE_DEFAULT_CONFIG
-                broker_synonym = (synonym_name, defaults.get(key), broker_source) if synonym_name else None
-                source = SOURCE_TOPIC_CONFIG if key in overrides else broker_source
-                out.append((key, value, source, broker_synonym))
+                broker_source = dynamic.source_of(synonym_name) if synonym_name else DEFAULT_CONFIG
+                below = ((synonym_name, defaults.get(key), broker_source),) if synonym_name else ()
+                if key in overrides:
+                    out.append((key, value, SOURCE_TOPIC_CONFIG, below))
+                else:
+                    out.append((key, value, broker_source, ()))
             return out, 0, None
         if resource_type == BROKER:
-            if name not in ("", str(self._metadata.node_id)):
+            if name == "":
+                # The cluster's dynamic defaults alone, as Kafka describes the default resource.
+                return [(key, value, DYNAMIC_DEFAULT_BROKER_CONFIG, ()) for key, value in sorted(dynamic.layers.default.items())], 0, None
+            if name != str(self._metadata.node_id):
                 return [], ErrorCode.invalid_request, f"Unexpected broker id, expected {self._metadata.node_id} but received {name}"
-            dynamic = image.configs.get((BROKER, name), {})
-            static = self._broker_config.as_properties()
-            out = []
-            # Dynamic-only keys too (the replication throttles that kafka-reassign-partitions.sh sets).
-            for key in sorted(static.keys() | dynamic.keys()):
-                if key in dynamic:
-                    out.append((key, dynamic[key], SOURCE_DYNAMIC_BROKER_CONFIG, None))
-                else:
-                    out.append((key, static[key], SOURCE_STATIC_BROKER_CONFIG if self._is_explicit(key) else SOURCE_DEFAULT_CONFIG, None))
-            return out, 0, None
+            keys = set(dynamic.static.as_properties()) | set(dynamic.layers.own) | set(dynamic.layers.default)
+            return [(key, dynamic.value_of(key), dynamic.source_of(key), self._layers_below(key)) for key in sorted(keys)], 0, None
         return [], ErrorCode.invalid_request, f"Unsupported resource type {resource_type}"
 
-    def _is_explicit(self, kafka_name: str) -> bool:
-        for field, info in BrokerConfig.model_fields.items():
-            if info.alias == kafka_name:
-                return field in self._explicit
-        return False
+    def _layers_below(self, key: str) -> tuple[tuple[str, str | None, int], ...]:
+        """The values ``key`` has below the one in effect: Kafka's synonyms of a broker config."""
+        dynamic = self._dynamic
+        layers: list[tuple[str, str | None, int]] = []
+        if key in dynamic.layers.own and key in dynamic.layers.default:
+            layers.append((key, dynamic.layers.default[key], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        source = dynamic.source_of(key)
+        static = dynamic.static.as_properties()
+        if source in (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG) and key in static:
+            if dynamic.static_source_of(key) == STATIC_BROKER_CONFIG:
+                layers.append((key, static[key], STATIC_BROKER_CONFIG))
+        if source != DEFAULT_CONFIG and kafka_default(key) is not None:
+            layers.append((key, kafka_default(key), DEFAULT_CONFIG))
+        return tuple(layers)
+
+    def _is_custom(self, name: str) -> bool:
+        """A broker config kbroker does not know, set dynamically (Kafka stores those for plugins)."""
+        return kafka_default(name) is None and not is_dynamic(name) and name not in self._dynamic.static.as_properties()
 
 
 class AlterConfigsHandler:

@@ -27,6 +27,8 @@ from broker.handlers.admin_topics import mutation_permits
 from broker.handlers.acls import create_acls_response, delete_acls_response
 from broker.handlers.client_quotas import alter_client_quotas_response, every_entry_answered
 from broker.handlers.scram_credentials import alter_user_scram_credentials_response, every_user_answered
+from broker.controller.configuration_control_manager import LIST_CONFIGS, OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, incremental_value
+from broker.dynamic_broker_config import DynamicBrokerConfig, InvalidDynamicConfigError, kafka_default, validate_dynamic_broker_config
 from broker.dynamic_listener_config import listener_store_config
 from broker.kafka_apis import RequestContext
 from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, AuthHelper, Refusal
@@ -399,16 +401,47 @@ class ForwardAlterConfigsHandler(ForwardToControllerHandler):
         node_id: int,
         auth: AuthHelper | None = None,
         check_listener_stores: Callable[[dict[str, str | None]], str | None] | None = None,
+        dynamic_config: DynamicBrokerConfig | None = None,
     ) -> None:
         super().__init__(api_key, channel, auth)
         self._node_id = node_id
         # This broker's own check of a listener's new keystore or truststore: why it cannot serve, or None.
         self._check_listener_stores = check_listener_stores
+        self._dynamic_config = dynamic_config
 
     def _refusals(self, ctx: RequestContext, items: tuple[Any, ...]) -> dict[int, Refusal]:
         wrong = {i: (ErrorCode.invalid_request, message) for i, r in enumerate(items) if (message := self._wrong_node(r)) is not None}
-        unusable = {i: (ErrorCode.invalid_config, message) for i, r in enumerate(items) if i not in wrong and (message := self._unusable_stores(r)) is not None}
-        return {**super()._refusals(ctx, items), **unusable, **wrong}
+        invalid = {i: refusal for i, r in enumerate(items) if i not in wrong and (refusal := self._invalid_broker_config(r)) is not None}
+        unusable = {i: (ErrorCode.invalid_config, message) for i, r in enumerate(items) if i not in wrong and i not in invalid and (message := self._unusable_stores(r)) is not None}
+        return {**super()._refusals(ctx, items), **unusable, **invalid, **wrong}
+
+    def _invalid_broker_config(self, resource: Any) -> Refusal | None:
+        """Kafka's ConfigAdminManager.validateBrokerConfigChange: the resource's dynamic configs as
+        they would be after the change, checked by DynamicBrokerConfig's rules against this broker."""
+        dynamic = self._dynamic_config
+        if dynamic is None or resource.resource_type != BROKER_RESOURCE:
+            return None
+        per_broker = resource.resource_name != ""
+        if self._api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+            after: dict[str, str | None] = dict(dynamic.layers.own if per_broker else dynamic.layers.default)
+            for config in resource.configs:
+                op = int(config.config_operation)
+                if op in (OP_APPEND, OP_SUBTRACT):
+                    if kafka_default(config.name) is None and config.name not in LIST_CONFIGS:
+                        return ErrorCode.invalid_config, f"Unknown config name: {config.name}"
+                    if config.name not in LIST_CONFIGS:
+                        verb = "append" if op == OP_APPEND else "subtract"
+                        return ErrorCode.invalid_config, f"Config value {verb} is not allowed for config key: {config.name}"
+                if op in (OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT):
+                    after[config.name] = incremental_value(config.name, op, config.value, after.get(config.name), kafka_default(config.name))
+        else:
+            after = {config.name: config.value for config in resource.configs}
+        props = {key: value for key, value in after.items() if value is not None}
+        try:
+            validate_dynamic_broker_config(props, per_broker, dynamic.current, dynamic.layers)
+        except InvalidDynamicConfigError as e:
+            return ErrorCode.invalid_request, str(e)
+        return None
 
     def _unusable_stores(self, resource: Any) -> str | None:
         if self._check_listener_stores is None or resource.resource_type != BROKER_RESOURCE or resource.resource_name != str(self._node_id):

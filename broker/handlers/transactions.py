@@ -177,7 +177,7 @@ class TxnOffsetCommitHandler:
     ) -> None:
         self._groups = groups
         self._txn_partitions = txn_partitions
-        self._verify = verify
+        self.verify = verify
         self._auth = auth or AuthHelper(None)
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
@@ -199,7 +199,7 @@ class TxnOffsetCommitHandler:
             if error or (refused and not commits):
                 schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
                 return self._response(ctx.version, schema, [(c, error) for c in commits] if error else refused)
-        if self._txn_partitions is not None and (self._verify or ctx.version >= TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION):
+        if self._txn_partitions is not None and (self.verify or ctx.version >= TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION):
             return self._verified_commit(ctx, request, commits, refused)
         return self._commit(ctx, request, commits, refused)
 

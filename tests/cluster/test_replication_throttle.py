@@ -27,7 +27,7 @@ from broker.dynamic_broker_config import FOLLOWER_REPLICATION_THROTTLED_RATE, LE
 from broker.metadata.metadata_image import BROKER_RESOURCE
 from broker.wire_client import request
 from tests.cluster.cluster import ClusterNode, KafkaCluster, leader_id, wait_until
-from tests.cluster.test_replication import admin, create, partition_state
+from tests.cluster.test_replication import admin, create, partition_state, produce, read_all
 from tests.integration.helpers import unique_topic
 
 TIMEOUT_S = 120.0
@@ -127,3 +127,38 @@ def test_throttled_follower_catches_up_at_the_limit_and_fast_without_it(cluster:
     alter(client, ConfigResource.Type.TOPIC, name, {"leader.replication.throttled.replicas": None, "follower.replication.throttled.replicas": None})
     # The same distance without the throttle: it catches up within the wait's bound.
     follower_away_then_back(cluster, name, follower, survivor)
+
+
+def set_default(bootstrap: str, configs: dict[str, str | None]) -> None:
+    """Cluster-wide dynamic defaults (the broker resource "", as kafka-configs --entity-default sends it)."""
+    altered = tuple(
+        iac.AlterableConfig(name=key, config_operation=i8(OP_SET if value is not None else OP_DELETE), value=value) for key, value in configs.items()
+    )
+    body = iac.IncrementalAlterConfigsRequest(resources=(iac.AlterConfigsResource(resource_type=i8(BROKER_RESOURCE), resource_name="", configs=altered),), validate_only=False)
+    [answer] = request(bootstrap, body).responses
+    assert answer.error_code == ErrorCode.none, answer.error_message
+
+
+def broker_config(node: ClusterNode, key: str) -> tuple[str, int]:
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(node.node_id))
+    client = admin(node.bootstrap)
+    entry = client.describe_configs([resource])[resource].result(timeout=TIMEOUT_S)[key]
+    return entry.value, entry.source
+
+
+def test_a_cluster_wide_default_reaches_every_broker_and_replication_goes_on_with_more_fetchers(cluster: KafkaCluster) -> None:
+    """num.replica.fetchers and log.retention.bytes set once for all brokers, applied by each while it
+    replicates: partitions move to the fetcher their hash now picks, and acks=all keeps working."""
+    name = unique_topic("fetchers")
+    create(cluster.bootstrap, name, partitions=4, min_isr=1)
+    set_default(cluster.bootstrap, {"num.replica.fetchers": "2", "log.retention.bytes": "100000000"})
+    try:
+        for node in cluster.brokers:
+            wait_until(f"node {node.node_id} taking the default", lambda n=node: broker_config(n, "num.replica.fetchers") == ("2", 3) or None, TIMEOUT_S)  # type: ignore[misc]
+        acknowledged = produce(cluster.bootstrap, name, [str(i).encode() for i in range(200)])
+        assert len(acknowledged) == 200
+        for partition in range(4):
+            wait_until(f"partition {partition}'s full ISR", lambda p=partition: len(partition_state(cluster.bootstrap, name, p)[1]) == 3 or None, TIMEOUT_S)  # type: ignore[misc]
+        assert sorted(read_all(cluster.bootstrap, name, 4, len(acknowledged))) == sorted(acknowledged)
+    finally:
+        set_default(cluster.bootstrap, {"num.replica.fetchers": None, "log.retention.bytes": None})
