@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.pool import Pool
 from pathlib import Path
 from typing import Callable, Literal, Protocol, TypeVar
@@ -207,7 +207,7 @@ class LogCleaner:
             if self._pool is None:
                 # Spawned on the first cleaning, not at start-up: most brokers never compact much.
                 self._pool = multiprocessing.get_context("spawn").Pool(self.config.threads, initializer=_lower_priority)
-            pending = self._pool.apply_async(clean_log, (spec,))
+            pending = self._pool.apply_async(_clean_when_started, (spec, time.time()))
         while True:
             try:
                 return pending.get(timeout=0.5)
@@ -331,6 +331,15 @@ class LogCleaner:
         if self.config.test_swap_pause_ms and step == self.config.test_swap_pause_step:
             log.warning("log_cleaner.test_pause", step=step, pause_ms=self.config.test_swap_pause_ms)
             time.sleep(self.config.test_swap_pause_ms / 1000)
+
+
+def _clean_when_started(spec: CleanSpec, submitted_s: float) -> CleanResult:
+    """In a worker process: the cleaning's "now" is when it starts, not when it was planned. A
+    worker spawned (niced) on a busy machine can start seconds later, and the delete horizon it
+    gives the tombstones it keeps (now + delete.retention.ms) must run from the cleaning that
+    makes them visible, not from before the wait."""
+    waited_ms = max(0, int((time.time() - submitted_s) * 1000))
+    return clean_log(replace(spec, now_ms=spec.now_ms + waited_ms))
 
 
 def _lower_priority() -> None:
