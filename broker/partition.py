@@ -312,8 +312,8 @@ class Partition(Generic[ProducedT, ReplicatedT]):
         return self.log.log_start_offset
 
     def active_producers(self) -> list[ProducerStateEntry]:
-        """DescribeProducers on the leader."""
-        self._leader()
+        """DescribeProducers: the producer state of this replica's log, leader or follower (a
+        follower builds it from the batches it replicates, as Kafka's does)."""
         return self.log.producer_state.active_producers()
 
     @property

@@ -302,16 +302,25 @@ class ReplicaManager:
         the partition this node leads, else KafkaStorageError for a replica whose log dir is
         offline, NotLeaderOrFollowerError for one ``image`` has and UnknownTopicOrPartitionError
         for one it does not."""
+        replica = self.hosted_partition(topic, index, image)
+        if replica.is_leader:
+            return replica
+        if image.has_partition(topic, index):
+            raise NotLeaderOrFollowerError(f"this node does not lead {topic}-{index}")
+        raise UnknownTopicOrPartitionError(f"{topic}-{index} is not in the metadata")
+
+    def hosted_partition(self, topic: str, index: int, image: MetadataImage) -> Partition:
+        """Kafka's getPartitionOrError: the replica hosted here, leader or follower (what
+        DescribeProducers reads), with the errors of ``leader_partition`` when there is none."""
         replica = self.partitions.get((topic, index))
         if replica is not None:
             # HostedPartition.Offline: until the node halts, its epochs, producers and high
             # watermark are still in memory, but no longer backed by a log that can be read.
             if replica.log.failure_channel.has_offline_log_dir(replica.log.parent_dir):
                 raise KafkaStorageError(f"Partition {topic}-{index} is in an offline log directory")
-            if replica.is_leader:
-                return replica
+            return replica
         if image.has_partition(topic, index):
-            raise NotLeaderOrFollowerError(f"this node does not lead {topic}-{index}")
+            raise NotLeaderOrFollowerError(f"this node does not host {topic}-{index}")
         raise UnknownTopicOrPartitionError(f"{topic}-{index} is not in the metadata")
 
     def get_replica(self, topic: str, index: int) -> Partition | None:

@@ -1,4 +1,6 @@
-"""DescribeProducers: each partition's active producers, from its producer state."""
+"""DescribeProducers: each partition's active producers, from its producer state, answered by any
+replica that hosts the partition, as Kafka answers it (`kafka-transactions.sh find-hanging
+--broker-id` asks every partition of one broker, followers included)."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ class DescribeProducersHandler:
                 continue
             for index in t.partition_indexes:
                 try:
-                    entries = self._rm.leader_partition(t.name, index, self._metadata.image).active_producers()
+                    entries = self._rm.hosted_partition(t.name, index, self._metadata.image).active_producers()
                 except StorageError as e:
                     parts.append(build(part_cls, partition_index=index, error_code=e.error_code, error_message=None, active_producers=()))
                     continue

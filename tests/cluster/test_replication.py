@@ -12,10 +12,13 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+from kio.schema.describe_producers.v0.request import TopicRequest as DescribeProducersTopic
 
 from broker.coordinator.coordinator_runtime import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC
 from broker.server import CONTROLLED_SHUTDOWN_TIMEOUT_S
+from broker.wire_client import request
 from tests.cluster.cluster import KafkaCluster, leader_id, wait_until
 from tests.integration.helpers import unique_topic
 
@@ -121,6 +124,26 @@ def test_followers_replicate_and_the_isr_holds_all_three(cluster: KafkaCluster) 
         directory = node.data_dir / f"{name}-0"
         assert wait_until(f"node {node.node_id}'s copy", lambda d=directory: sum(f.stat().st_size for f in d.glob("*.log")) > 500 * 10 or None, TIMEOUT_S)
     assert sorted(read_all(cluster.bootstrap, name, 1, 500)) == sorted(acked)
+
+
+def test_every_replica_describes_the_partitions_producers(cluster: KafkaCluster) -> None:
+    """DescribeProducers is answered by followers too, as Kafka answers it: `kafka-transactions.sh
+    find-hanging --broker-id N` asks one broker about every partition it hosts."""
+    name = unique_topic("producers")
+    create(cluster.bootstrap, name)
+    assert len(produce(cluster.bootstrap, name, [b"p%d" % i for i in range(10)])) == 10
+    leader, _ = wait_until("a full ISR", lambda: (s := partition_state(cluster.bootstrap, name)) and len(s[1]) == 3 and s, TIMEOUT_S)
+
+    def producers(node_bootstrap: str) -> tuple[int, tuple[tuple[int, int], ...]]:
+        body = DescribeProducersRequest(topics=(DescribeProducersTopic(name=name, partition_indexes=(0,)),))
+        [partition] = request(node_bootstrap, body).topics[0].partitions
+        return partition.error_code, tuple((p.producer_id, p.last_sequence) for p in partition.active_producers)
+
+    expected = producers(cluster.nodes[leader].bootstrap)
+    assert expected[0] == 0 and len(expected[1]) == 1 and expected[1][0][1] == 9
+    for node in cluster.brokers:
+        if node.node_id != leader:
+            wait_until(f"follower {node.node_id}'s producer state", lambda n=node: producers(n.bootstrap) == expected or None, TIMEOUT_S)  # type: ignore[misc]
 
 
 def test_killing_the_leader_under_acks_all_loses_no_acknowledged_record(cluster: KafkaCluster) -> None:

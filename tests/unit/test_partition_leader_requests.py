@@ -72,11 +72,12 @@ def test_a_follower_answers_none_of_them(tmp_path: Path) -> None:
         lambda: partition.fetch_offset_for_timestamp(LATEST, READ_UNCOMMITTED, -1),
         lambda: partition.last_offset_for_leader_epoch(-1, 3),
         lambda: partition.delete_records_on_leader(HIGH_WATERMARK),
-        partition.active_producers,
     ):
         with pytest.raises(NotLeaderOrFollowerError):
             call()
     assert partition.log.log_start_offset == 0
+    # DescribeProducers, as in Kafka, reads any replica's producer state.
+    assert partition.active_producers() == partition.log.producer_state.active_producers()
 
 
 def test_leader_partition_is_the_one_leader_check(tmp_path: Path) -> None:
