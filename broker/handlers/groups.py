@@ -362,11 +362,15 @@ class OffsetCommitHandler:
             if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
                 return self._response(schema, [(c, ErrorCode.group_authorization_failed) for c in commits], topic_ids, unknown, ErrorCode.group_authorization_failed)
             refused, commits = split_by_topic_authorization(self._auth, ctx, AclOperation.READ, commits)
-            if refused and not commits:
-                # Kafka does not ask the coordinator when no topic may be committed to.
-                return self._response(schema, refused, topic_ids, unknown)
-        if not commits and unknown:
-            # Nothing the coordinator could write: every topic ID is unknown.
+        # Kafka's KafkaApis answers a partition the metadata does not have before the coordinator
+        # sees the request: UNKNOWN_TOPIC_OR_PARTITION, and nothing is stored for it.
+        image = self._metadata.image
+        missing = [c for c in commits if not image.has_partition(c.topic, c.partition)]
+        if missing:
+            commits = [c for c in commits if image.has_partition(c.topic, c.partition)]
+            refused += [(c, ErrorCode.unknown_topic_or_partition) for c in missing]
+        if not commits and (refused or unknown):
+            # Nothing the coordinator could write: Kafka does not ask it.
             return self._response(schema, refused, topic_ids, unknown)
         try:
             shard = self._coordinator.shard_for(request.group_id)

@@ -16,7 +16,7 @@ from kio.schema.offset_delete.v0 import request as delete_v0
 from kio.schema.offset_fetch.v8 import request as fetch_v8
 
 from tests.integration.conftest import BrokerProcess
-from tests.integration.helpers import unique_topic
+from tests.integration.helpers import create_topic, unique_topic
 from tests.integration.wire import request
 
 
@@ -31,8 +31,12 @@ def test_find_coordinator_single_and_batched(module_broker: BrokerProcess) -> No
 
 def test_simple_consumer_offsets_commit_fetch_delete(module_broker: BrokerProcess) -> None:
     group, topic = unique_topic("simple"), unique_topic("t")
+    create_topic(module_broker.bootstrap, topic, partitions=2)
     request(module_broker.bootstrap, find_v0.FindCoordinatorRequest(key=group))  # creates __consumer_offsets
-    parts = tuple(commit_v2.OffsetCommitRequestPartition(partition_index=p, committed_offset=10 + p, committed_metadata=f"m{p}") for p in range(2))
+    # Partitions 2 of the topic and 0 of a topic that does not exist are answered
+    # UNKNOWN_TOPIC_OR_PARTITION and not stored, as Kafka 4.4 answers them.
+    parts = tuple(commit_v2.OffsetCommitRequestPartition(partition_index=p, committed_offset=10 + p, committed_metadata=f"m{p}") for p in range(3))
+    nowhere = commit_v2.OffsetCommitRequestTopic(name=unique_topic("nowhere"), partitions=parts[:1])
     committed = request(
         module_broker.bootstrap,
         commit_v2.OffsetCommitRequest(
@@ -40,10 +44,12 @@ def test_simple_consumer_offsets_commit_fetch_delete(module_broker: BrokerProces
             generation_id_or_member_epoch=-1,
             member_id="",
             retention_time=datetime.timedelta(hours=1),
-            topics=(commit_v2.OffsetCommitRequestTopic(name=topic, partitions=parts),),
+            topics=(commit_v2.OffsetCommitRequestTopic(name=topic, partitions=parts), nowhere),
         ),
     )
-    assert [p.error_code for t in committed.topics for p in t.partitions] == [ErrorCode.none, ErrorCode.none]
+    assert sorted((t.name, p.partition_index, p.error_code) for t in committed.topics for p in t.partitions) == sorted(
+        [(topic, 0, ErrorCode.none), (topic, 1, ErrorCode.none), (topic, 2, ErrorCode.unknown_topic_or_partition), (nowhere.name, 0, ErrorCode.unknown_topic_or_partition)]
+    )
 
     def fetch() -> dict[str, list[tuple[int, int, str]]]:
         response = request(
@@ -70,7 +76,8 @@ def test_simple_consumer_offsets_commit_fetch_delete(module_broker: BrokerProces
 
 
 def test_describe_and_list_groups(module_broker: BrokerProcess) -> None:
-    group = unique_topic("listed")
+    group, topic = unique_topic("listed"), unique_topic("t")
+    create_topic(module_broker.bootstrap, topic)
     request(module_broker.bootstrap, find_v0.FindCoordinatorRequest(key=group))
     request(
         module_broker.bootstrap,
@@ -79,7 +86,7 @@ def test_describe_and_list_groups(module_broker: BrokerProcess) -> None:
             generation_id_or_member_epoch=-1,
             member_id="",
             retention_time=datetime.timedelta(milliseconds=-1),
-            topics=(commit_v2.OffsetCommitRequestTopic(name="t", partitions=(commit_v2.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_metadata=None),)),),
+            topics=(commit_v2.OffsetCommitRequestTopic(name=topic, partitions=(commit_v2.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_metadata=None),)),),
         ),
     )
     [described, unknown] = request(module_broker.bootstrap, describe_v0.DescribeGroupsRequest(groups=(group, "nobody-here"))).groups
