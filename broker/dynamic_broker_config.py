@@ -276,11 +276,13 @@ class DynamicLayers:
         return DynamicLayers(self.default, props) if per_broker else DynamicLayers(props, self.own)
 
     def applicable(self) -> dict[str, str]:
-        """The dynamic values a BrokerConfig takes, the broker's own over the default (the
-        listener stores and the throttles are read by their own publishers)."""
+        """The dynamic values a BrokerConfig takes, the broker's own over the default. The
+        listener stores and the throttles are read by their own publishers; a dynamic config
+        kbroker has no setting for (log.preallocate, the compression levels, ...) is kept and
+        described only."""
         out: dict[str, str] = {}
         for layer in (self.default, self.own):
-            out.update((k, v) for k, v in layer.items() if k in DYNAMIC_CONFIGS and k not in QUOTA_CONFIGS)
+            out.update((k, v) for k, v in layer.items() if k in DYNAMIC_CONFIGS and k in _FIELD_BY_ALIAS)
         return out
 
     def effective(self, static: BrokerConfig) -> BrokerConfig:

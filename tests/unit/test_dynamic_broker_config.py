@@ -80,6 +80,7 @@ def test_a_change_kafka_refuses_is_refused_with_kafkas_message(props: dict[str, 
         {"log.cleanup.policy": "delete,compact"},
         {"leader.replication.throttled.rate": "1048576", "follower.replication.throttled.rate": "0"},
         {"log.cleaner.threads": "2", "unclean.leader.election.enable": "true", "log.cleaner.min.cleanable.ratio": "0.1"},
+        {"log.preallocate": "true", "compression.zstd.level": "5"},  # Kafka's, with no kbroker setting: kept
         {},
     ],
 )
