@@ -214,8 +214,6 @@ class BrokerServer:
         self.mutation_quota = ControllerMutationQuotaManager(self._client_quotas, cfg.controller_quota_window_num, cfg.controller_quota_window_size_seconds)
         self.init_producer_id = InitProducerIdHandler(self.producer_id_manager, self.auth)
         self.init_producer_id.transaction_coordinator = self.txn_coordinator
-        # In this order: readers see the new image first, then replicas exist before the
-        # coordinators load them.
         self._connection_quotas: SharedConnectionQuotas | None = None
         self._cleaner_restart: asyncio.Task[None] | None = None
         self.produce_verifier = ProduceVerifier(
@@ -233,7 +231,8 @@ class BrokerServer:
         self.dynamic_config.add_reconfigurable("replica-fetchers", self._reconfigure_fetchers)
         self.dynamic_config.add_reconfigurable("connection-quotas", self._reconfigure_connection_quotas)
         self.dynamic_config.add_reconfigurable("producer-state", self._reconfigure_producer_state)
-        # The dynamic configs first: the replicas' log configs and the coordinators read them.
+        # In this order: the dynamic configs first (the replicas' log configs read them), readers
+        # see the new image next, then replicas exist before the coordinators load them.
         self._publishers = (
             self.dynamic_config,
             self.metadata,
