@@ -319,6 +319,8 @@ class DynamicBrokerConfig:
     def __init__(self, node_id: int, static: BrokerConfig) -> None:
         self._node_id = node_id
         self.static = static
+        # server.properties and Kafka's defaults by name, as DescribeConfigs shows them: fixed for the process.
+        self.static_properties = static.as_properties()
         self.config = static
         self.layers = DynamicLayers({}, {})
         self._reconfigurables: list[tuple[str, Reconfigure]] = []

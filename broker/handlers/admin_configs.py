@@ -182,7 +182,7 @@ class DescribeConfigsHandler:
                 return [(key, value, DYNAMIC_DEFAULT_BROKER_CONFIG, ()) for key, value in sorted(dynamic.layers.default.items())], 0, None
             if name != str(self._metadata.node_id):
                 return [], ErrorCode.invalid_request, f"Unexpected broker id, expected {self._metadata.node_id} but received {name}"
-            keys = set(dynamic.static.as_properties()) | set(dynamic.layers.own) | set(dynamic.layers.default)
+            keys = set(dynamic.static_properties) | set(dynamic.layers.own) | set(dynamic.layers.default)
             return [(key, dynamic.value_of(key), dynamic.source_of(key), self._layers_below(key)) for key in sorted(keys)], 0, None
         return [], ErrorCode.invalid_request, f"Unsupported resource type {resource_type}"
 
@@ -193,7 +193,7 @@ class DescribeConfigsHandler:
         if key in dynamic.layers.own and key in dynamic.layers.default:
             layers.append((key, dynamic.layers.default[key], DYNAMIC_DEFAULT_BROKER_CONFIG))
         source = dynamic.source_of(key)
-        static = dynamic.static.as_properties()
+        static = dynamic.static_properties
         if source in (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG) and key in static:
             if dynamic.static_source_of(key) == STATIC_BROKER_CONFIG:
                 layers.append((key, static[key], STATIC_BROKER_CONFIG))
@@ -203,7 +203,7 @@ class DescribeConfigsHandler:
 
     def _is_custom(self, name: str) -> bool:
         """A broker config kbroker does not know, set dynamically (Kafka stores those for plugins)."""
-        return kafka_default(name) is None and not is_dynamic(name) and name not in self._dynamic.static.as_properties()
+        return kafka_default(name) is None and not is_dynamic(name) and name not in self._dynamic.static_properties
 
 
 class AlterConfigsHandler:
