@@ -32,7 +32,7 @@ from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_image import NO_LEADER
 from broker.network_client import NetworkError
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 TopicPartition = tuple[str, int]
 TRANSACTION_STATE_TOPIC = "__transaction_state"

@@ -24,7 +24,7 @@ from broker.partition import Partition
 from replication.partition_state import AlterPartitionIntent
 from replication.unsent_isr_updates import IsrUpdateAnswer, UnsentIsrUpdates
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 RETRY_BACKOFF_S = 0.05
 

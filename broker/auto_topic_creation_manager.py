@@ -19,7 +19,7 @@ from kio.static.primitive import i16, i32
 from broker.controller.controller_logic import CreatableTopic
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 CREATE_TIMEOUT_MS = 30000
 

@@ -30,7 +30,7 @@ from kio.static.primitive import i16, i32, i64, u16
 from broker.broker_session_lease import BrokerSessionLease
 from broker.controller_channel import ControllerChannel, ControllerUnavailableError
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 PLAINTEXT = 0
 # How long to wait before retrying a registration the controller refused or did not answer.

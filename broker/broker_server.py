@@ -100,7 +100,7 @@ from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 ROLLED_SEGMENT_FLUSH_MS = 1000

@@ -16,7 +16,7 @@ from broker.ssl_factory import SslConfigError, check_ssl_config
 from storage.log_cleaner import CleanerConfig
 
 LONG_MAX = 9223372036854775807
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 BROKER_ROLE = "broker"
 CONTROLLER_ROLE = "controller"

@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.network_client import NetworkClient, NetworkError
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # How often a request waiting on a remote controller looks whether the Raft leader moved.
 LEADER_CHECK_S = 0.05

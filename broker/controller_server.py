@@ -33,7 +33,7 @@ from broker.security.standard_authorizer import parse_super_users
 from broker.shared_server import SharedServer
 from protocol.api_keys import CONTROLLER_APIS, ApiKey
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 RAFT_APIS = (
     ApiKey.VOTE,

@@ -38,7 +38,7 @@ from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import BROKER_RESOURCE, MetadataImage
 from storage.log_config import TOPIC_CONFIG_SYNONYMS
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 LEADER_REPLICATION_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_REPLICATION_THROTTLED_RATE = "follower.replication.throttled.rate"

@@ -39,7 +39,7 @@ from protocol.records import Record, build_batch
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 

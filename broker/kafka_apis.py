@@ -22,7 +22,7 @@ from protocol.api_keys import SUPPORTED_APIS, ApiKey, ApiRange, is_supported
 from protocol.headers import RequestHeader
 from protocol.messages import decode_request, encode_response
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

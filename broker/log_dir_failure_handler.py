@@ -26,7 +26,7 @@ import structlog
 
 from storage.log_dir_failure_channel import LogDirFailureChannel
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 HALT_EXIT_CODE = 1  # Kafka's Exit.halt(1)
 

@@ -37,7 +37,7 @@ from storage.fetch_data_info import FileRegion as StoredRegion
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # The frame decoder's staging buffer, per connection and resident (a bytearray is zero-filled):
 # 1,000 idle clients cost 64 MiB, not 256 MiB. A request too large for it is received into a

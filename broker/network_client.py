@@ -52,7 +52,7 @@ from protocol.frame import FrameDecoder, FrameTooLarge
 from protocol.headers import skip_tagged_fields
 from protocol.length_guard import check_lengths
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 DEFAULT_MAX_RESPONSE_SIZE = 100 * 1024 * 1024
 # Kafka's reconnect backoff: doubles per failed attempt, +-20% so that nodes which lost the

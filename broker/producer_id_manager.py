@@ -29,7 +29,7 @@ from kio.static.primitive import i32, i64
 from broker.controller.producer_id_control_manager import MAX_PRODUCER_ID
 from broker.controller_channel import ControllerUnavailableError
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # Kafka's ProducerIdManager.PidPrefetchThreshold and RetryBackoffMs.
 PREFETCH_THRESHOLD = 0.90

@@ -41,7 +41,7 @@ from raft.voter_set import VoterSet
 from storage.errors import KafkaStorageError
 from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # A deadline already past that poll did nothing about is not polled again sooner than this.
 MIN_IDLE_MS = 1

@@ -45,7 +45,7 @@ from replication.fetch_session_handler import FetchRequestData, FetchSessionHand
 from replication.follower_fetch_state import EpochEndOffset
 from storage.unified_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 TopicPartition = tuple[str, int]
 NO_EPOCH = -1

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from broker.alter_partition_manager import AlterPartitionManager
     from broker.replica_fetcher_manager import ReplicaFetcherManager
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 TopicPartition = tuple[str, int]
 

@@ -27,7 +27,7 @@ from replication.replication_quota import (
     parse_throttled_replicas,
 )
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 
 def monotonic_ms() -> int:

@@ -27,7 +27,7 @@ from broker.log_dir_failure_handler import LogDirFailureHandler
 from broker.network import TransferMetrics
 from broker.shared_server import SharedServer
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 SHUTDOWN_GRACE_S = 10.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0

@@ -31,7 +31,7 @@ from broker.storage_tool import verify_storage
 from storage.log_dir_failure_channel import LogDirFailureChannel
 from storage.meta_properties import parse_kafka_uuid, read_meta_properties
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # How long a node's own calls to other nodes wait for an answer by default (Kafka's request.timeout.ms).
 INTER_NODE_REQUEST_TIMEOUT_MS = 30000

@@ -27,7 +27,7 @@ from raft.replicated_log import OffsetAndEpoch
 from storage.checkpoints import fsync_dir
 from storage.errors import CorruptRecordError
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = SUFFIX + ".part"

@@ -39,7 +39,7 @@ from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_i
 from storage.unified_log import UnifiedLog, wall_clock_ms
 from storage.log_config import LogConfig
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0

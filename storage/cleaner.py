@@ -40,7 +40,7 @@ from storage.log_segment import CLEANED_FILE_SUFFIX, LogSegment, scan_batches
 from storage.offset_map import OffsetMap
 from storage.transaction_index import AbortedTxn, TransactionIndex
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 INT_MAX = 2**31 - 1
 _INDEX_ENTRY_BYTES = 8

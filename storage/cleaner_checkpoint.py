@@ -15,7 +15,7 @@ from storage.checkpoints import CheckpointError, read_offset_checkpoint, write_o
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 
 class CleanerCheckpoint:

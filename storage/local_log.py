@@ -21,7 +21,7 @@ from storage.fetch_data_info import FetchDataInfo
 from storage.log_config import LogConfig
 from storage.log_segment import CLEANED_FILE_SUFFIX, INDEX_SUFFIXES, LOG_FILE_SUFFIX, SWAP_FILE_SUFFIX, LogSegment, filename_prefix
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # Beside a cleaner's .swap: the end of the segments it replaces (kbroker's own, not Kafka's).
 SWAP_END_FILE_SUFFIX = ".swapend"

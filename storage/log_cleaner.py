@@ -31,7 +31,7 @@ from storage.log_dir_failure_channel import maybe_handle_io_exception
 from storage.unified_log import UnifiedLog
 from storage.log_segment import LogSegment
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]

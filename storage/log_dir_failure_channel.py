@@ -24,7 +24,7 @@ import structlog
 
 from storage.errors import KafkaStorageError
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 
 class LogDirFailureChannel:

@@ -33,7 +33,7 @@ from storage.log_segment import (
 )
 from storage.producer_state_manager import AppendOrigin, ProducerStateManager
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 
 class LogLoader:

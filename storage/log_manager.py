@@ -23,7 +23,7 @@ from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_i
 from storage.meta_properties import check_startup, directories_of
 from storage.partition_metadata import PartitionMetadataFile, flush_partition_metadata
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 CLUSTER_METADATA_PARTITION = ("__cluster_metadata", 0)
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     # producer_state_manager reaches this module through its snapshots.
     from storage.producer_state_manager import CompletedTxn
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"

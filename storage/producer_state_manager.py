@@ -34,7 +34,7 @@ from storage.producer_state_snapshot import (
     write_snapshot,
 )
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1

@@ -20,7 +20,7 @@ import structlog
 
 from storage.checkpoints import fsync_file
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = ENTRY.size  # 34

@@ -33,7 +33,7 @@ from storage.log_validator import LogValidator
 from storage.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadataFile
 from storage.producer_state_manager import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager, VerificationGuard
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1

@@ -49,7 +49,7 @@ from broker.metadata.metadata_records import BrokerEndpoint
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, error_only, nested
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 BROKER_ENDPOINT_TYPE = 1
 CONTROLLER_ENDPOINT_TYPE = 2  # KIP-919: DescribeCluster sent to a controller

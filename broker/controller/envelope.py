@@ -30,7 +30,7 @@ from protocol.api_keys import CONTROLLER_APIS, ApiKey, is_supported
 from protocol.headers import InvalidRequest, parse_request_header
 from protocol.messages import decode_request, encode_response
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # Kafka's forwardable APIs that kbroker's controller serves: what a broker forwards to it, a
 # kbroker broker as itself, a Kafka broker in an Envelope.

@@ -62,7 +62,7 @@ from broker.security.standard_acl import AclBindingFilter, StandardAcl
 from raft.replicated_log import OffsetAndEpoch
 from storage.log_config import InvalidConfigError, LogConfig
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 R = TypeVar("R")
 TopicElectionResults = tuple[str, list[ElectLeaderResult]]

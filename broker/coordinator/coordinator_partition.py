@@ -15,7 +15,7 @@ from protocol.records import Record, iter_records
 from broker.controller.controller_logic import CreatableTopic
 from storage.unified_log import UnifiedLog
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # Replay yields to the event loop this often, so loading a big partition never stalls other clients.
 BATCHES_PER_YIELD = 64

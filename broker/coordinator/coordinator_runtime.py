@@ -33,7 +33,7 @@ from protocol.records import InvalidRecordError, Record
 from storage.errors import StorageError
 from storage.producer_state_manager import AppendOrigin
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 S = TypeVar("S")
 T = TypeVar("T")

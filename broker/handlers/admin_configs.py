@@ -21,7 +21,8 @@ from broker.controller.quorum_controller import ConfigResource
 from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
-from broker.metadata.metadata_image import GROUP_RESOURCE, TOPIC_RESOURCE
+from broker.logging_controller import LOGGING_CONTROLLER
+from broker.metadata.metadata_image import BROKER_LOGGER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
 from broker.security.standard_acl import AclOperation, ResourceType
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
@@ -32,6 +33,7 @@ TOPIC = 2
 BROKER = 4
 
 SOURCE_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST, TYPE_PASSWORD = 1, 2, 3, 5, 6, 7, 9
 
@@ -118,7 +120,9 @@ class DescribeConfigsHandler:
                 if sensitive:
                     value = None  # Kafka's PASSWORD configs (and unknown ones): described, never shown
                 synonyms = []
-                if synonyms_wanted:
+                # Kafka describes a logger's level with no synonyms and no type.
+                logger = res.resource_type == BROKER_LOGGER_RESOURCE
+                if synonyms_wanted and not logger:
                     synonyms.append(build(synonym_cls, name=name, value=value, source=source))
                     synonyms.extend(build(synonym_cls, name=n, value=None if sensitive else v, source=src) for n, v, src in more_synonyms)
                 read_only = name == CLEANER_STATS_KEY or (res.resource_type == BROKER and (not is_dynamic(name) or self._is_custom(name)))
@@ -131,7 +135,7 @@ class DescribeConfigsHandler:
                         config_source=source,
                         is_sensitive=sensitive,
                         synonyms=tuple(synonyms),
-                        config_type=_config_type(name, value),
+                        config_type=0 if logger else _config_type(name, value),
                         documentation=None,
                     )
                 )
@@ -139,7 +143,7 @@ class DescribeConfigsHandler:
                 build(
                     result_cls,
                     error_code=error,
-                    error_message=message,
+                    error_message=message if error else "",  # Kafka leaves the field at its default, ""
                     resource_type=res.resource_type,
                     resource_name=res.resource_name,
                     configs=tuple(configs) if not error else (),
@@ -184,6 +188,16 @@ class DescribeConfigsHandler:
                 return [], ErrorCode.invalid_request, f"Unexpected broker id, expected {self._metadata.node_id} but received {name}"
             keys = set(dynamic.static_properties) | set(dynamic.layers.own) | set(dynamic.layers.default)
             return [(key, dynamic.value_of(key), dynamic.source_of(key), self._layers_below(key)) for key in sorted(keys)], 0, None
+        if resource_type == BROKER_LOGGER_RESOURCE:
+            if not name:
+                return [], ErrorCode.invalid_request, "Broker id must not be empty"
+            try:
+                broker = int(name)
+            except ValueError:
+                return [], ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
+            if broker != self._metadata.node_id:
+                return [], ErrorCode.invalid_request, f"Unexpected broker id, expected {self._metadata.node_id} but received {name}"
+            return [(logger, level, DYNAMIC_BROKER_LOGGER_CONFIG, ()) for logger, level in LOGGING_CONTROLLER.loggers().items()], 0, None
         return [], ErrorCode.invalid_request, f"Unsupported resource type {resource_type}"
 
     def _layers_below(self, key: str) -> tuple[tuple[str, str | None, int], ...]:

@@ -31,13 +31,15 @@ from broker.controller.configuration_control_manager import LIST_CONFIGS, OP_APP
 from broker.dynamic_broker_config import DynamicBrokerConfig, InvalidDynamicConfigError, kafka_default, validate_dynamic_broker_config
 from broker.dynamic_listener_config import listener_store_config
 from broker.kafka_apis import RequestContext
+from broker.logging_controller import LOGGING_CONTROLLER
+from broker.runtime_logger_manager import RuntimeLoggerManager
 from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, AuthHelper, Refusal
 from broker.metadata.metadata_image import BROKER_LOGGER_RESOURCE, BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, MetadataImage
 from broker.security.standard_acl import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # For each forwarded API: the response's list field, its item class, and how a request item names its result.
 _ITEMS: dict[ApiKey, tuple[str, str, str]] = {
@@ -242,7 +244,7 @@ class ForwardToControllerHandler:
             return await self._forward(ctx, request)
         field = self._request_field(ctx.version)
         items = tuple(getattr(request, field))
-        refused = self._refusals(ctx, items)
+        refused = self._refusals(ctx, request, items)
         quota = self._new_mutation_quota(ctx)
         if quota is UNBOUNDED:
             return await self._answer(ctx, request, field, items, refused)
@@ -331,7 +333,7 @@ class ForwardToControllerHandler:
             return "topic_names"
         return _ITEMS[self._api_key][2]
 
-    def _refusals(self, ctx: RequestContext, items: tuple[Any, ...]) -> dict[int, Refusal]:
+    def _refusals(self, ctx: RequestContext, request: Any, items: tuple[Any, ...]) -> dict[int, Refusal]:
         """The request's items (by position) answered here, without the controller."""
         if not self._auth.enabled:
             return {}
@@ -408,12 +410,38 @@ class ForwardAlterConfigsHandler(ForwardToControllerHandler):
         # This broker's own check of a listener's new keystore or truststore: why it cannot serve, or None.
         self._check_listener_stores = check_listener_stores
         self._dynamic_config = dynamic_config
+        self._loggers = RuntimeLoggerManager(node_id, LOGGING_CONTROLLER)
 
-    def _refusals(self, ctx: RequestContext, items: tuple[Any, ...]) -> dict[int, Refusal]:
+    def _refusals(self, ctx: RequestContext, request: Any, items: tuple[Any, ...]) -> dict[int, Refusal]:
         wrong = {i: (ErrorCode.invalid_request, message) for i, r in enumerate(items) if (message := self._wrong_node(r)) is not None}
         invalid = {i: refusal for i, r in enumerate(items) if i not in wrong and (refusal := self._invalid_broker_config(r)) is not None}
         unusable = {i: (ErrorCode.invalid_config, message) for i, r in enumerate(items) if i not in wrong and i not in invalid and (message := self._unusable_stores(r)) is not None}
-        return {**super()._refusals(ctx, items), **unusable, **invalid, **wrong}
+        unauthorized = super()._refusals(ctx, request, items)
+        loggers = self._logger_levels(request, items, unauthorized)
+        return {**unauthorized, **unusable, **invalid, **wrong, **loggers}
+
+    def _logger_levels(self, request: Any, items: tuple[Any, ...], unauthorized: dict[int, Refusal]) -> dict[int, Refusal]:
+        """Broker-logger resources, answered (and applied) here as Kafka's ConfigAdminManager does:
+        they are this process's log levels, not cluster metadata. Legacy AlterConfigs has no such
+        resource; the controller refuses it as an unknown type."""
+        if self._api_key != ApiKey.INCREMENTAL_ALTER_CONFIGS:
+            return {}
+        seen = [(r.resource_type, r.resource_name) for r in items]
+        answers: dict[int, Refusal] = {}
+        for i, r in enumerate(items):
+            if r.resource_type != BROKER_LOGGER_RESOURCE:
+                continue
+            nulls = [c.name for c in r.configs if c.value is None and int(c.config_operation) != OP_DELETE]
+            if seen.count((r.resource_type, r.resource_name)) > 1:
+                answers[i] = (ErrorCode.invalid_request, "Each resource must appear at most once.")
+            elif nulls:
+                answers[i] = (ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
+            elif i in unauthorized:
+                answers[i] = unauthorized[i]
+            else:
+                ops = [(c.name, int(c.config_operation), c.value) for c in r.configs]
+                answers[i] = self._loggers.apply(r.resource_name, ops, request.validate_only) or (ErrorCode.none, None)
+        return answers
 
     def _invalid_broker_config(self, resource: Any) -> Refusal | None:
         """Kafka's ConfigAdminManager.validateBrokerConfigChange: the resource's dynamic configs as

@@ -38,7 +38,7 @@ from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 # How long FindCoordinator waits for its partition to load before answering COORDINATOR_LOAD_IN_PROGRESS.
 LOAD_WAIT_S = 0.5

@@ -15,7 +15,7 @@ from broker.security.standard_acl import CLUSTER_NAME, AclOperation, ResourceTyp
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

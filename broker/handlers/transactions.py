@@ -31,7 +31,7 @@ from broker.transaction.transaction_state_manager import Settled, settled, then
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 NO_LEADER_EPOCH = -1
 END_TXN_EPOCH_BUMP_VERSION = 5

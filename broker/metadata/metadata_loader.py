@@ -32,7 +32,7 @@ from broker.metadata.metadata_image import EMPTY_IMAGE, MetadataImage, MetadataI
 from broker.metadata.metadata_publisher import MetadataPublisher
 from broker.metadata.metadata_records import AbortTransactionRecord, BeginTransactionRecord, EndTransactionRecord, MetadataRecord
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 
 class CommittedBatch(Protocol):

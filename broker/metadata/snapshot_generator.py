@@ -26,7 +26,7 @@ from broker.metadata.metadata_records import MetadataRecord
 from raft.replicated_log import OffsetAndEpoch
 from storage.errors import KafkaStorageError
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 DEFAULT_MAX_BYTES_BETWEEN_SNAPSHOTS = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
 DEFAULT_MAX_SNAPSHOT_INTERVAL_MS = 3_600_000  # metadata.log.max.snapshot.interval.ms

@@ -31,7 +31,7 @@ import structlog
 
 from broker.security.oauthbearer_sasl_server import OAuthBearerSaslServer
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 VALIDATOR_CALLBACK_HANDLERS = frozenset(
     {

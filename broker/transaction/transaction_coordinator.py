@@ -42,7 +42,7 @@ from broker.transaction.transaction_metadata import (
 )
 from broker.transaction.transaction_state_manager import Settled, TransactionStateManager, TxnStatePartition, settled, then
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 S = TransactionState
 TopicPartition = tuple[str, int]

@@ -31,7 +31,7 @@ from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_image import NO_LEADER, MetadataImage
 from broker.network_client import NetworkError, exponential_backoff_ms
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 TopicPartition = tuple[str, int]
 

@@ -27,7 +27,7 @@ from protocol.control_records import build_control_batch
 from storage.errors import StorageError
 from storage.producer_state_manager import AppendOrigin
 
-log = structlog.get_logger()
+log = structlog.get_logger(__name__)
 
 TopicPartition = tuple[str, int]
 # Kafka's request.timeout.ms default, which bounds a marker append's wait for its followers.
