@@ -33,6 +33,9 @@ from broker.group_coordinator import GroupCoordinator
 from broker.handlers.acls import DescribeAclsHandler, create_acls, delete_acls
 from broker.handlers.admin_configs import DescribeConfigsHandler
 from broker.handlers.api_versions import FeatureInfo, api_versions_response
+from broker.client_metrics_manager import TELEMETRY_MAX_BYTES_DEFAULT, ClientMetricsManager
+from broker.handlers.list_config_resources import ListConfigResourcesHandler
+from broker.handlers.telemetry import ClientMetricsPublisher, GetTelemetrySubscriptionsHandler, PushTelemetryHandler, recording_client_software
 from broker.handlers.cluster import DescribeClusterHandler, DescribeLogDirsHandler
 from broker.handlers.delete_records import DeleteRecordsHandler
 from broker.handlers.describe_producers import DescribeProducersHandler
@@ -231,6 +234,8 @@ class BrokerServer:
         self.dynamic_config.add_reconfigurable("replica-fetchers", self._reconfigure_fetchers)
         self.dynamic_config.add_reconfigurable("connection-quotas", self._reconfigure_connection_quotas)
         self.dynamic_config.add_reconfigurable("producer-state", self._reconfigure_producer_state)
+        # Client metrics (KIP-714): subscriptions from the image, the clients' latest pushes.
+        self.client_metrics = ClientMetricsManager(getattr(cfg, "telemetry_max_bytes", TELEMETRY_MAX_BYTES_DEFAULT))
         # In this order: the dynamic configs first (the replicas' log configs read them), readers
         # see the new image next, then replicas exist before the coordinators load them.
         self._publishers = (
@@ -241,6 +246,7 @@ class BrokerServer:
             self.replica_manager,
             self.group_coordinator,
             self.txn_state_manager,
+            ClientMetricsPublisher(self.client_metrics),
         )
         for publisher in self._publishers:
             loader.install_publisher(publisher)
@@ -325,6 +331,10 @@ class BrokerServer:
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.DESCRIBE_PRODUCERS: DescribeProducersHandler(self.replica_manager, self.metadata, self.auth),
         }
+        handlers[ApiKey.API_VERSIONS] = recording_client_software(self.client_metrics, handlers[ApiKey.API_VERSIONS])
+        handlers[ApiKey.GET_TELEMETRY_SUBSCRIPTIONS] = GetTelemetrySubscriptionsHandler(self.client_metrics)
+        handlers[ApiKey.PUSH_TELEMETRY] = PushTelemetryHandler(self.client_metrics)
+        handlers[ApiKey.LIST_CONFIG_RESOURCES] = ListConfigResourcesHandler(self.metadata, self.client_metrics.subscription_names, self.auth)
         for key in FORWARDABLE_APIS:
             handlers[key] = ForwardToControllerHandler(key, self.channel, self.auth, lambda: self.metadata.image, self.mutation_quota, cfg.num_partitions)
         for key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):

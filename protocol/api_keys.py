@@ -77,6 +77,9 @@ class ApiKey(IntEnum):
     ALLOCATE_PRODUCER_IDS = 67
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    GET_TELEMETRY_SUBSCRIPTIONS = 71
+    PUSH_TELEMETRY = 72
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
@@ -175,6 +178,12 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, 0),
         ApiRange(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, 0),
         ApiRange(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, 0),
+        # Client metrics (KIP-714, broker/client_metrics_manager.py). Kafka offers 71 and 72 only
+        # with a ClientTelemetry metrics reporter; kbroker's own receiver keeps the pushes.
+        ApiRange(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 0, 0),
+        ApiRange(ApiKey.PUSH_TELEMETRY, 0, 0, 0),
+        # v1 (KIP-1142, Kafka 4.1): every config resource type, not only client metrics.
+        ApiRange(ApiKey.LIST_CONFIG_RESOURCES, 0, 1, 0),
     )
 }
 

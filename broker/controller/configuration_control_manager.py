@@ -15,7 +15,8 @@ from typing import Callable, Collection, Iterable, Sequence
 from kio.schema.errors import ErrorCode
 
 from broker.controller.controller_result import ApiError, ControllerResult, duplicates
-from broker.metadata.metadata_image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from broker.client_metrics_config import validate as validate_client_metrics
+from broker.metadata.metadata_image import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_records import ConfigRecord
 
 MAX_CONFIG_VALUE_LENGTH = 32_767  # Short.MAX_VALUE
@@ -175,6 +176,8 @@ class ConfigurationControlManager:
                 after[key] = value
         try:
             validate_config(resource_type, resource_name, after)
+            if resource_type == CLIENT_METRICS_RESOURCE:  # Kafka's ClientMetricsConfigs.validate
+                validate_client_metrics(resource_name, after)
         except ValueError as e:
             raise config_error(e) from e
         if resource_type == TOPIC_RESOURCE and resource_name not in image.topics:
@@ -215,6 +218,8 @@ def _check_alter_request(resource_type: int, resource_name: str, ops: Sequence[C
     """The broker-side checks of Kafka's ConfigAdminManager.preprocess, in its order."""
 
     def check_types() -> None:
+        if resource_type == CLIENT_METRICS_RESOURCE:  # a client metrics subscription (KIP-714), any name
+            return
         if resource_type not in (TOPIC_RESOURCE, BROKER_RESOURCE):
             raise ApiError(ErrorCode.invalid_request, f"Unknown resource type {resource_type}")
         if resource_type == BROKER_RESOURCE and (resource_name or not incremental):

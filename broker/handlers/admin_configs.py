@@ -19,10 +19,11 @@ from broker.dynamic_broker_config import (
 from broker.controller.controller_logic import AlterConfigsResult
 from broker.controller.quorum_controller import ConfigResource
 from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, AuthHelper
+from broker.handlers.client_metrics_configs import describe_client_metrics
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.logging_controller import LOGGING_CONTROLLER
-from broker.metadata.metadata_image import BROKER_LOGGER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
+from broker.metadata.metadata_image import BROKER_LOGGER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
 from broker.security.standard_acl import AclOperation, ResourceType
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
@@ -107,6 +108,11 @@ class DescribeConfigsHandler:
             refusal = self._refusal(ctx, res.resource_type, res.resource_name) if self._auth.enabled else None
             if refusal is not None:
                 results.append(build(result_cls, error_code=refusal[0], error_message=refusal[1], resource_type=res.resource_type, resource_name=res.resource_name, configs=()))
+                continue
+            if res.resource_type == CLIENT_METRICS_RESOURCE:  # a subscription (broker/handlers/client_metrics_configs.py)
+                subscription = self._metadata.image.configs.get((CLIENT_METRICS_RESOURCE, res.resource_name), {})
+                docs = getattr(request, "include_documentation", False)
+                results.append(describe_client_metrics(res.resource_name, subscription, res.configuration_keys, synonyms_wanted, docs, result_cls, entry_cls, synonym_cls))
                 continue
             entries, error, message = self._describe(res.resource_type, res.resource_name)
             keys = res.configuration_keys

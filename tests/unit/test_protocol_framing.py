@@ -127,6 +127,7 @@ def test_supported_ranges_match_kafka_specs() -> None:
         ApiKey.METADATA: 13,
         ApiKey.OFFSET_COMMIT: 10,
         ApiKey.OFFSET_FETCH: 10,
+        ApiKey.LIST_CONFIG_RESOURCES: 1,  # KIP-1142 (Kafka 4.1): ListClientMetricsResources renamed, v1 every type
     }
     for key, r in [*SUPPORTED_APIS.items(), *CONTROLLER_APIS.items()]:
         spec = by_key[key]
