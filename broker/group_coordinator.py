@@ -20,6 +20,7 @@ from broker.config import BrokerConfig
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.coordinator.coordinator_runtime import WRITE_ERRORS, CoordinatorNotAvailable, CoordinatorRuntime, Written, now_ms
 from broker.group.coordinator_records import OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
+from broker.group.group_config import GroupConfigBounds, GroupConfigManager
 from broker.group.group_coordinator_shard import GroupCoordinatorShard, GroupSnapshot
 from broker.group.group_metadata_manager import (
     CancelTimer,
@@ -70,6 +71,8 @@ class GroupCoordinator:
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             max_size=config.group_max_size,
         )
+        # Each group's own configs (kafka-configs --entity-type groups), kept from the metadata image.
+        self.group_configs = GroupConfigManager(GroupConfigBounds.of(config))
         self.runtime: CoordinatorRuntime[GroupCoordinatorShard] = CoordinatorRuntime(
             GROUP_METADATA_TOPIC, config.offsets_topic_num_partitions, metadata, replica_manager, self
         )
@@ -83,7 +86,9 @@ class GroupCoordinator:
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """A MetadataPublisher: the runtime loads and unloads the offsets partitions this node
-        leads; consumer-protocol groups recompute their targets when a subscribed topic changes."""
+        leads; consumer-protocol groups recompute their targets when a subscribed topic changes;
+        group configs (ConfigRecords of type 32) take effect at each group's next heartbeat."""
+        self.group_configs.on_metadata_update(delta, image)
         self.runtime.on_metadata_update(delta, image)
         if delta.topics_delta is not None and delta.topics_delta.topology_changed and self.shards:
             topics = topic_partition_counts(image)
@@ -103,6 +108,7 @@ class GroupCoordinator:
             consumer_session_timeout_ms=self._config.group_consumer_session_timeout_ms,
             consumer_heartbeat_interval_ms=self._config.group_consumer_heartbeat_interval_ms,
             consumer_max_size=self._config.group_consumer_max_size,
+            group_configs=self.group_configs,
         )
 
     def replay(self, shard: GroupCoordinatorShard, header: BatchHeader, batch: memoryview, records: list[Record]) -> int:

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.controller_result import ApiError, ControllerResult, duplicates
 from broker.client_metrics_config import validate as validate_client_metrics
-from broker.metadata.metadata_image import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from broker.metadata.metadata_image import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_records import ConfigRecord
 
 MAX_CONFIG_VALUE_LENGTH = 32_767  # Short.MAX_VALUE
@@ -219,6 +219,8 @@ def _check_alter_request(resource_type: int, resource_name: str, ops: Sequence[C
 
     def check_types() -> None:
         if resource_type == CLIENT_METRICS_RESOURCE:  # a client metrics subscription (KIP-714), any name
+            return
+        if resource_type == GROUP_RESOURCE:  # group configs (Kafka 4.4); the name is checked with the values
             return
         if resource_type not in (TOPIC_RESOURCE, BROKER_RESOURCE):
             raise ApiError(ErrorCode.invalid_request, f"Unknown resource type {resource_type}")

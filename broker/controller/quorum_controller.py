@@ -55,7 +55,8 @@ from broker.controller.reassignment_control_manager import OngoingTopicReassignm
 from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
 from broker.controller.scram_control_manager import AlterScramResult, ScramDeletion, ScramUpsertion, alter_credentials
 from broker.dynamic_broker_config import kafka_default
-from broker.metadata.metadata_image import TOPIC_RESOURCE, MetadataImage
+from broker.group.group_config import GroupConfigBounds, validate_group_config
+from broker.metadata.metadata_image import GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_loader import CommittedBatch
 from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
 from broker.security.standard_acl import AclBindingFilter, StandardAcl
@@ -411,6 +412,8 @@ class QuorumController:
         # Kafka, whose controller checks only the name; a broker leaves out what it cannot apply.
         if resource_type == TOPIC_RESOURCE:
             self._validate_topic_config(configs)
+        elif resource_type == GROUP_RESOURCE:  # Kafka 4.4's GroupConfig.validate, with this controller's bounds
+            validate_group_config(_name, configs, GroupConfigBounds.of(self._config))
 
     def _config_default(self, resource_type: int, key: str) -> str | None:
         if resource_type == TOPIC_RESOURCE:

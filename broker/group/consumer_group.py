@@ -26,7 +26,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from broker.group.assignors import (
     ASSIGNORS,
@@ -107,6 +107,14 @@ def rebalance_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
 def kafka_member_id() -> str:
     """Kafka's ``Uuid.randomUuid().toString()``: URL-safe base64 of 16 random bytes, unpadded."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class GroupConfigLookup(Protocol):
+    """A group's own configs (broker/group/group_config.py's GroupConfigManager): None where it sets none."""
+
+    def consumer_session_timeout_ms(self, group_id: str) -> int | None: ...
+
+    def consumer_heartbeat_interval_ms(self, group_id: str) -> int | None: ...
 
 
 class ConsumerGroupState(enum.Enum):
@@ -377,12 +385,15 @@ class ConsumerGroupManager:
         is_classic_group: Callable[[str], bool] = lambda group_id: False,
         delete_empty_classic_group: Callable[[str], list[Record] | None] | None = None,
         new_member_id: Callable[[], str] = kafka_member_id,
+        group_configs: GroupConfigLookup | None = None,
     ) -> None:
         unknown = [name for name in assignors if name not in ASSIGNORS]
         if unknown or not assignors:
             raise ValueError(f"group.consumer.assignors: unknown or missing assignors {unknown}; known: {sorted(ASSIGNORS)}")
+        # The broker's settings; a group's own configs (kafka-configs --entity-type groups) win.
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self._group_configs = group_configs
         self.max_size = max_size
         self.assignors: dict[str, PartitionAssignor] = {name: ASSIGNORS[name] for name in assignors}
         self.default_assignor = assignors[0]
@@ -396,6 +407,16 @@ class ConsumerGroupManager:
         # Set by ``journal``: each group as it was before records first changed it since.
         self._journal: dict[str, ConsumerGroup | None] | None = None
         self._resolver = _RegexResolver({})
+
+    def session_timeout_ms_of(self, group_id: str) -> int:
+        """The group's consumer.session.timeout.ms, else the broker's (Kafka's consumerGroupSessionTimeoutMs)."""
+        own = self._group_configs.consumer_session_timeout_ms(group_id) if self._group_configs is not None else None
+        return self.session_timeout_ms if own is None else own
+
+    def heartbeat_interval_ms_of(self, group_id: str) -> int:
+        """The group's consumer.heartbeat.interval.ms, else the broker's."""
+        own = self._group_configs.consumer_heartbeat_interval_ms(group_id) if self._group_configs is not None else None
+        return self.heartbeat_interval_ms if own is None else own
 
     def _regex_resolver(self, topics: Mapping[str, tuple[uuid.UUID, int]]) -> Callable[[str], frozenset[str]]:
         """Regular expressions are matched again only when the topics change."""
@@ -523,7 +544,7 @@ class ConsumerGroupManager:
                 records.append(_current_assignment_record(group.group_id, updated))
                 timers.append(_rebalance_timer(group.group_id, updated, now_ms))
 
-        timers.append(ScheduleTimer(session_timeout_key(group.group_id, updated.member_id), now_ms + self.session_timeout_ms))
+        timers.append(ScheduleTimer(session_timeout_key(group.group_id, updated.member_id), now_ms + self.session_timeout_ms_of(group.group_id)))
 
         # The assignment goes out when it changed, or on a full request: a join, or a client
         # that resends every field after an error. Otherwise the client already has it.
@@ -538,7 +559,7 @@ class ConsumerGroupManager:
         response = ConsumerGroupHeartbeatResponse(
             member_id=updated.member_id,
             member_epoch=updated.member_epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms_of(group.group_id),
             assignment=assignment,
         )
         return self._apply(GroupResult(records, response, timers))
@@ -721,7 +742,7 @@ class ConsumerGroupManager:
     def _member_timers(self, group: ConsumerGroup, now_ms: int) -> list[TimerAction]:
         timers: list[TimerAction] = []
         for member in group.members.values():
-            timers.append(ScheduleTimer(session_timeout_key(group.group_id, member.member_id), now_ms + self.session_timeout_ms))
+            timers.append(ScheduleTimer(session_timeout_key(group.group_id, member.member_id), now_ms + self.session_timeout_ms_of(group.group_id)))
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 timers.append(_rebalance_timer(group.group_id, member, now_ms))
         return timers

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from broker.group.classic_group import ClassicGroup, ClassicGroupState
-from broker.group.consumer_group import ConsumerGroup, ConsumerGroupManager
+from broker.group.consumer_group import ConsumerGroup, ConsumerGroupManager, GroupConfigLookup
 from broker.group.coordinator_records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from broker.group.group_metadata_manager import (
     GROUP_ID_NOT_FOUND,
@@ -63,12 +63,14 @@ class GroupCoordinatorShard:
         consumer_session_timeout_ms: int = 45000,
         consumer_heartbeat_interval_ms: int = 5000,
         consumer_max_size: int = 2**31 - 1,
+        group_configs: GroupConfigLookup | None = None,
     ) -> None:
         self.groups = GroupMetadataManager(config, is_other_protocol_group=lambda g: g in self.consumer_groups.groups)
         self.consumer_groups = ConsumerGroupManager(
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             max_size=consumer_max_size,
+            group_configs=group_configs,
             is_classic_group=lambda g: self.groups.group(g) is not None,
             delete_empty_classic_group=self._drop_empty_classic_group,
         )

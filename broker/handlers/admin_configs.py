@@ -20,6 +20,7 @@ from broker.controller.controller_logic import AlterConfigsResult
 from broker.controller.quorum_controller import ConfigResource
 from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, AuthHelper
 from broker.handlers.client_metrics_configs import describe_client_metrics
+from broker.handlers.group_configs import describe_group
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.logging_controller import LOGGING_CONTROLLER
@@ -114,6 +115,10 @@ class DescribeConfigsHandler:
                 docs = getattr(request, "include_documentation", False)
                 results.append(describe_client_metrics(res.resource_name, subscription, res.configuration_keys, synonyms_wanted, docs, result_cls, entry_cls, synonym_cls))
                 continue
+            if res.resource_type == GROUP_RESOURCE:  # group configs (broker/handlers/group_configs.py)
+                overrides = dict(self._metadata.image.configs.get((GROUP_RESOURCE, res.resource_name), {}))
+                results.append(describe_group(res.resource_name, overrides, res.configuration_keys, synonyms_wanted, self._broker_synonyms, result_cls, entry_cls, synonym_cls))
+                continue
             entries, error, message = self._describe(res.resource_type, res.resource_name)
             keys = res.configuration_keys
             if keys and CLEANER_STATS_KEY in keys and res.resource_type == TOPIC and not error and self._describe_cleaning is not None:
@@ -205,6 +210,12 @@ class DescribeConfigsHandler:
                 return [], ErrorCode.invalid_request, f"Unexpected broker id, expected {self._metadata.node_id} but received {name}"
             return [(logger, level, DYNAMIC_BROKER_LOGGER_CONFIG, ()) for logger, level in LOGGING_CONTROLLER.loggers().items()], 0, None
         return [], ErrorCode.invalid_request, f"Unsupported resource type {resource_type}"
+
+    def _broker_synonyms(self, key: str) -> list[tuple[str, str | None, int]] | None:
+        """A group config's broker setting: its value in effect and the layers below, None if kbroker has no such setting."""
+        if kafka_default(key) is None:
+            return None
+        return [(key, self._dynamic.value_of(key), self._dynamic.source_of(key)), *self._layers_below(key)]
 
     def _layers_below(self, key: str) -> tuple[tuple[str, str | None, int], ...]:
         """The values ``key`` has below the one in effect: Kafka's synonyms of a broker config."""
