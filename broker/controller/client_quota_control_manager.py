@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.metadata.metadata_delta import quota_entity
-from broker.metadata.metadata_image import MetadataImage, QuotaEntity
+from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import ClientQuotaRecord, EntityData, MetadataRecord
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
