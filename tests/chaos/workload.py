@@ -17,10 +17,26 @@ The campaign also uses, where a workload has them (tests/chaos/campaign.py):
 
 from __future__ import annotations
 
+import sys
+import threading
+import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from tests.chaos.history import History, Op
+
+
+def stuck_threads(threads: Iterable[threading.Thread]) -> str:
+    """The threads still alive, each with the Python stack it is blocked in (for a client call
+    into librdkafka, the call), so that a workload that does not stop says where; "" if none."""
+    frames = sys._current_frames()
+    parts = []
+    for thread in threads:
+        if thread.is_alive() and thread.ident is not None:
+            frame = frames.get(thread.ident)
+            stack = "".join(traceback.format_stack(frame)) if frame is not None else "  (no frame)\n"
+            parts.append(f"{thread.name}:\n{stack}")
+    return "".join(parts)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from tests.chaos import checks_groups
 from tests.chaos.history import History, Op
-from tests.chaos.workload import Verdict
+from tests.chaos.workload import Verdict, stuck_threads
 from tests.chaos.workloads.kafka_io import TIMEOUT_S, Feeder, committed_offsets, create_topic, read_to_end, unique
 
 REPO = Path(__file__).resolve().parents[3]
@@ -72,10 +72,10 @@ class GroupsWorkload:
         self._stop.set()
         for thread in self._threads:
             thread.join(LEAVE_TIMEOUT_S + 10)
-        stuck = [t.name for t in self._threads if t.is_alive()]
-        assert not stuck, f"group member slots {stuck} did not stop"
         if self._feeder is not None:
             self._feeder.stop()
+        stuck = stuck_threads(self._threads)
+        assert not stuck, f"group member slots did not stop:\n{stuck}"
 
     def failures(self) -> list[str]:
         """The slots that died of an exception: the history after it is incomplete."""

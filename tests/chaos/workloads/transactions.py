@@ -25,7 +25,7 @@ from typing import Callable
 
 from tests.chaos import checks_transactions
 from tests.chaos.history import History, Op
-from tests.chaos.workload import Verdict
+from tests.chaos.workload import Verdict, stuck_threads
 from tests.chaos.workloads.kafka_io import TIMEOUT_S, committed_offsets, create_topic, fill, read_to_end, unique
 from tests.chaos.workloads.txn_clients import API_TIMEOUT_S, ClientError, ConfluentClient, Record, Stopped, TxnClient
 
@@ -64,8 +64,8 @@ class TransactionsWorkload:
         self._stop.set()
         for thread in self._threads:
             thread.join(TIMEOUT_S + 2 * API_TIMEOUT_S)
-        stuck = [t.name for t in self._threads if t.is_alive()]
-        assert not stuck, f"transaction loops {stuck} did not stop"
+        stuck = stuck_threads(self._threads)
+        assert not stuck, f"transaction loops did not stop:\n{stuck}"
 
     def failures(self) -> list[str]:
         """The loops that died of an exception: the history after it is incomplete."""
