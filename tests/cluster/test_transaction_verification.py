@@ -145,8 +145,8 @@ def test_a_librdkafka_producer_commits_across_the_cluster(cluster: KafkaCluster)
     while the previous commit's markers are still being written sends EndTxn(abort) once an
     AddPartitionsToTxn has been answered CONCURRENT_TRANSACTIONS; the coordinator answers it
     CONCURRENT_TRANSACTIONS as Kafka's does (tests/unit/test_transaction_coordinator.py), where it
-    used to answer INVALID_TXN_STATE, fatal to librdkafka (README, "An abort right after a
-    commit")."""
+    used to answer INVALID_TXN_STATE, fatal to librdkafka (docs/design/transactions.md, "An abort
+    right after a commit")."""
     topic, txn = unique_topic("rdkafka-verify"), unique_topic("rdkafka-vtx")
     create(cluster.bootstrap, topic, partitions=PARTITIONS)
     leaders(cluster, topic)
