@@ -10,6 +10,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from broker.channel_builders import node_links_problem
+from broker.kafka_config_defs import KAFKA_BROKER_CONFIGS
 from broker.security.sasl_config import sasl_listener_problem
 from broker.security.standard_authorizer import STANDARD_AUTHORIZER_CLASS, parse_super_users
 from broker.ssl_factory import SslConfigError, check_ssl_config
@@ -194,6 +195,9 @@ class BrokerConfig(BaseModel):
     # Kafka's listener-prefixed configs, `listener.name.<listener>.<config>` (a SASL listener's
     # `<mechanism>.sasl.jaas.config` among them), by their full names.
     listener_prefixed: dict[str, str] = Field(default_factory=dict)
+    # Kafka 4.4's configs kbroker has no implementation for (broker/unimplemented_configs.py), by
+    # name as given: accepted, checked against Kafka's type, described, and of no effect.
+    no_effect: dict[str, str] = Field(default_factory=dict)
     inter_broker_listener_name: str = Field("PLAINTEXT", alias="inter.broker.listener.name")
     controller_quorum_voters: str = Field("", alias="controller.quorum.voters")
     controller_quorum_bootstrap_servers: str = Field("", alias="controller.quorum.bootstrap.servers")
@@ -453,6 +457,27 @@ class BrokerConfig(BaseModel):
             return False  # process.roles' own check names the problem
         quorum_given = any(str(_raw(data, k) or "").strip() for k in ("controller_quorum_voters", "controller_quorum_bootstrap_servers"))
         return roles == {BROKER_ROLE, CONTROLLER_ROLE} and not quorum_given
+
+    @model_validator(mode="before")
+    @classmethod
+    def _configs_of_no_effect(cls, data: Any) -> Any:
+        """Kafka's configs with no field here go, by name, to no_effect."""
+        if not isinstance(data, Mapping) or not any(k in NO_EFFECT_CONFIGS for k in data):
+            return data
+        given = {str(k): str(v) for k, v in data.items() if k in NO_EFFECT_CONFIGS}
+        kept = {k: v for k, v in data.items() if k not in NO_EFFECT_CONFIGS}
+        return {**kept, "no_effect": {**dict(kept.get("no_effect") or {}), **given}}
+
+    @field_validator("no_effect")
+    @classmethod
+    def _no_effect_values(cls, value: dict[str, str]) -> dict[str, str]:
+        from broker.unimplemented_configs import problem
+
+        for key in sorted(value):
+            found = problem(key, value[key])
+            if found:
+                raise ValueError(found)
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -785,9 +810,9 @@ class BrokerConfig(BaseModel):
         )
 
     def as_properties(self) -> dict[str, str | None]:
-        out: dict[str, str | None] = dict(self.listener_prefixed)
+        out: dict[str, str | None] = {**self.listener_prefixed, **self.no_effect}
         for name, info in type(self).model_fields.items():
-            if name == "listener_prefixed":
+            if name in ("listener_prefixed", "no_effect"):
                 continue
             value = getattr(self, name)
             key = info.alias or name
@@ -813,8 +838,9 @@ def load_config(path: Path | None, overrides: Mapping[str, str]) -> BrokerConfig
     props: dict[str, str] = read_properties(path) if path else {}
     props.update(overrides)
     if "log.dir" in props and "log.dirs" not in props:
-        props["log.dirs"] = props.pop("log.dir")
-    known = {info.alias for info in BrokerConfig.model_fields.values()}
+        props["log.dirs"] = props["log.dir"]  # log.dir itself stays, described as given
+    _kafka_aliases(props)
+    known = {info.alias for info in BrokerConfig.model_fields.values()} | NO_EFFECT_CONFIGS
     for key in sorted(k for k in set(props) - known if not k.startswith(LISTENER_PREFIX)):
         # Kafka only warns about configs it does not use, so existing files keep working.
         log.warning("config.unknown", key=key, message=f"The configuration '{key}' was supplied but isn't a known config.")
@@ -826,10 +852,28 @@ def load_config(path: Path | None, overrides: Mapping[str, str]) -> BrokerConfig
         if not err["loc"]:
             # A rule across several keys: its message names them.
             raise ConfigError(f"Invalid configuration: {err['msg'].removeprefix('Value error, ')}") from None
+        if err["loc"][0] == "no_effect":  # the message names the key (broker/unimplemented_configs.py)
+            raise ConfigError(err["msg"].removeprefix("Value error, ")) from None
         loc = err["loc"][0]
         value = props.get(str(loc))
         shown = f" '{value}'" if value is not None else ""
         raise ConfigError(f"Invalid value{shown} for configuration {loc}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
+def _kafka_aliases(props: dict[str, str]) -> None:
+    """Kafka's older names for settings kbroker takes under the newer ones: broker.id (node.id) and
+    security.inter.broker.protocol (the listener of that name is the inter-broker one)."""
+    if "broker.id" in props:
+        if "node.id" not in props:
+            props["node.id"] = props["broker.id"]
+        elif props["node.id"].strip() != props["broker.id"].strip():
+            raise ConfigError("You must set `node.id` to the same value as `broker.id`.")
+    if "security.inter.broker.protocol" in props:
+        if "inter.broker.listener.name" in props:
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+        props["inter.broker.listener.name"] = props["security.inter.broker.protocol"].strip().upper()
+
+
 _FIELDS_BY_ALIAS = {info.alias: name for name, info in BrokerConfig.model_fields.items() if info.alias}
+# Kafka 4.4's broker configs with no BrokerConfig field: kept in BrokerConfig.no_effect.
+NO_EFFECT_CONFIGS = frozenset(KAFKA_BROKER_CONFIGS) - frozenset(_FIELDS_BY_ALIAS)

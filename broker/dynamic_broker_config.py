@@ -34,6 +34,8 @@ from pydantic import ValidationError
 
 from broker.config import LISTENER_PREFIX, BrokerConfig
 from broker.dynamic_listener_config import STORE_CONFIGS, listener_store_config
+from broker.kafka_config_defs import KAFKA_BROKER_CONFIGS
+from broker.unimplemented_configs import PER_BROKER_ONLY, feature_problem, type_problem
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import BROKER_RESOURCE, MetadataImage
 from storage.log_config import TOPIC_CONFIG_SYNONYMS
@@ -101,6 +103,12 @@ DEFAULT_CONFIG = 5
 
 _FIELD_BY_ALIAS = {info.alias: name for name, info in BrokerConfig.model_fields.items() if info.alias}
 
+# Kafka 4.4's dynamic configs kbroker has no implementation for (broker/unimplemented_configs.py):
+# checked as Kafka checks them, stored and described, of no effect.
+NO_EFFECT_DYNAMIC_CONFIGS = frozenset(
+    k for k, d in KAFKA_BROKER_CONFIGS.items() if d.dynamic and k not in _FIELD_BY_ALIAS and k not in DYNAMIC_CONFIGS and k not in SECURITY_CONFIGS
+)
+
 
 class InvalidDynamicConfigError(ValueError):
     """A dynamic broker config change a broker refuses (INVALID_REQUEST, as Kafka answers it)."""
@@ -111,7 +119,7 @@ def _names(keys: Sequence[str]) -> str:
 
 
 def is_dynamic(key: str) -> bool:
-    return key in DYNAMIC_CONFIGS or listener_store_config(key) is not None
+    return key in DYNAMIC_CONFIGS or key in NO_EFFECT_DYNAMIC_CONFIGS or listener_store_config(key) is not None
 
 
 def _kafka_type(key: str) -> str:
@@ -123,7 +131,8 @@ def _kafka_type(key: str) -> str:
         return "BOOLEAN"
     if key in _STRING_CONFIGS:
         return "STRING"
-    return "INT"
+    definition = KAFKA_BROKER_CONFIGS.get(key)
+    return "INT" if definition is None else definition.type
 
 
 def _bounds(key: str) -> tuple[float | None, float | None, bool]:
@@ -182,18 +191,28 @@ def check_config_type(key: str, value: str) -> None:
 
 
 def kafka_default(key: str) -> str | None:
-    """A broker config's default, as a string (what APPEND to an unset list config starts from)."""
+    """A broker config's default, as a string (what APPEND to an unset list config starts from):
+    kbroker's for its settings, Kafka 4.4's for the configs it has no implementation for."""
     field = _FIELD_BY_ALIAS.get(key)
     if field is None:
-        return None
+        definition = KAFKA_BROKER_CONFIGS.get(key)
+        return None if definition is None else definition.default
     return _as_text(BrokerConfig.model_fields[field].get_default(call_default_factory=True))
 
 
 def _as_text(value: object) -> str | None:
-    """A config value as Kafka shows it (booleans in lower case)."""
+    """A config value as Kafka shows it (booleans in lower case, doubles as Java prints them)."""
     if value is None:
         return None
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        text = repr(value)
+        if "e" in text:  # Java: 1.7976931348623157E308
+            mantissa, exponent = text.split("e")
+            return f"{mantissa if '.' in mantissa else mantissa + '.0'}E{int(exponent)}"
+        return text
+    return str(value)
 
 
 def _reconfiguration_error(message: str) -> InvalidDynamicConfigError:
@@ -230,7 +249,7 @@ def validate_dynamic_broker_config(props: Mapping[str, str], per_broker: bool, c
     is the resource's whole set of dynamic configs after it (one broker's, or with ``per_broker``
     False the cluster default), ``current`` the receiving broker's configuration and ``layers`` its
     dynamic configs as they are. Raises InvalidDynamicConfigError with Kafka's message."""
-    known = set(_FIELD_BY_ALIAS)
+    known = set(_FIELD_BY_ALIAS) | set(KAFKA_BROKER_CONFIGS)
     fixed = sorted(k for k in props if (k in known and not is_dynamic(k) and k not in SECURITY_CONFIGS) or k in UNSUPPORTED_LISTENER_CONFIGS)
     fixed += sorted(k for k in props if k.startswith(LISTENER_PREFIX) and listener_store_config(k) is None)
     if fixed:
@@ -241,8 +260,12 @@ def validate_dynamic_broker_config(props: Mapping[str, str], per_broker: bool, c
     for key in sorted(props):
         if key in DYNAMIC_CONFIGS:
             check_config_type(key, props[key])
+        elif key in NO_EFFECT_DYNAMIC_CONFIGS:
+            problem = type_problem(key, props[key])
+            if problem:
+                raise InvalidDynamicConfigError(problem)
     if not per_broker:
-        per_broker_only = sorted(k for k in props if listener_store_config(k) is not None)
+        per_broker_only = sorted(k for k in props if listener_store_config(k) is not None or k in PER_BROKER_ONLY)
         if per_broker_only:
             raise InvalidDynamicConfigError(f"Cannot update these configs at default cluster level, broker id must be specified: {_names(per_broker_only)}")
     trial = layers.with_layer(per_broker, props)
@@ -251,6 +274,10 @@ def validate_dynamic_broker_config(props: Mapping[str, str], per_broker: bool, c
     except (ValidationError, ValueError) as e:
         raise InvalidDynamicConfigError(_first_error(e)) from None
     _check_reconfiguration(current.config, updated)
+    for key in sorted(k for k in props if k in NO_EFFECT_DYNAMIC_CONFIGS):
+        problem = feature_problem(key, props[key])
+        if problem:  # a feature kbroker lacks, refused as at start
+            raise InvalidDynamicConfigError(problem)
 
 
 def _first_error(e: Exception) -> str:
@@ -295,9 +322,10 @@ class DynamicLayers:
 
 def static_properties(config: BrokerConfig) -> dict[str, object]:
     """What server.properties (and the command line) set, by Kafka name, as BrokerConfig takes them back."""
-    explicit = config.model_fields_set - {"listener_prefixed"}
+    explicit = config.model_fields_set - {"listener_prefixed", "no_effect"}
     props: dict[str, object] = config.model_dump(by_alias=True, include=explicit)
     props.update(config.listener_prefixed)
+    props.update(config.no_effect)
     return props
 
 
@@ -391,7 +419,9 @@ class DynamicBrokerConfig:
     def static_source_of(self, key: str) -> int:
         """Whether server.properties set ``key`` or it has Kafka's default."""
         field = _FIELD_BY_ALIAS.get(key)
-        if key in self.static.listener_prefixed or (field is not None and field in self.static.model_fields_set):
+        if key in self.static.listener_prefixed or key in self.static.no_effect or (field is not None and field in self.static.model_fields_set):
+            return STATIC_BROKER_CONFIG
+        if key == "broker.id":  # Kafka describes the node id it takes as set
             return STATIC_BROKER_CONFIG
         return DEFAULT_CONFIG
 
@@ -399,10 +429,12 @@ class DynamicBrokerConfig:
         """This broker's value of ``key`` as DescribeConfigs shows it."""
         field = _FIELD_BY_ALIAS.get(key)
         if field is None:
-            for layer in (self.layers.own, self.layers.default, self.static.listener_prefixed):
+            for layer in (self.layers.own, self.layers.default, self.static.listener_prefixed, self.static.no_effect):
                 if key in layer:
                     return layer[key]
-            return None
+            if key == "broker.id":
+                return str(self.config.node_id)
+            return kafka_default(key)
         return _as_text(getattr(self.config, field))
 
 

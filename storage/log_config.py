@@ -47,6 +47,9 @@ ALL_TOPIC_CONFIG_SYNONYMS: dict[str, tuple[str, ...]] = {
     "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
     "local.retention.ms": ("log.local.retention.ms",),
     "local.retention.bytes": ("log.local.retention.bytes",),
+    "max.decompressed.message.bytes": ("max.decompressed.message.bytes",),
+    "remote.copy.lag.bytes": ("log.remote.copy.lag.bytes",),
+    "remote.copy.lag.ms": ("log.remote.copy.lag.ms",),
 }
 
 # The broker property with the highest precedence for each topic config (Kafka's TOPIC_CONFIG_SYNONYMS).
@@ -65,6 +68,11 @@ class InvalidConfigError(ValueError):
     def __init__(self, name: str, message: str) -> None:
         super().__init__(message)
         self.name = name
+
+
+# Kafka's answer on a cluster without tiered storage, as kbroker is: refused when a topic is
+# created or altered, never when a stored config is read.
+TIERED_STORAGE_DISABLED = "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
 
 
 class LogConfig(BaseModel):
@@ -103,6 +111,12 @@ class LogConfig(BaseModel):
     local_retention_bytes: int = Field(-2, alias="local.retention.bytes", ge=-2, le=LONG_MAX)
     remote_log_copy_disable: bool = Field(False, alias="remote.log.copy.disable")
     remote_log_delete_on_disable: bool = Field(False, alias="remote.log.delete.on.disable")
+    # Kafka 4.4's, accepted and described with no effect: kbroker has no tiered storage (so no
+    # copy lag) and no dead letter queue, and it bounds decompression by max.message.bytes.
+    remote_copy_lag_ms: int = Field(0, alias="remote.copy.lag.ms", ge=LONG_MIN, le=LONG_MAX)
+    remote_copy_lag_bytes: int = Field(-1, alias="remote.copy.lag.bytes", ge=LONG_MIN, le=LONG_MAX)
+    max_decompressed_message_bytes: int = Field(2147483639, alias="max.decompressed.message.bytes", ge=0, le=INT_MAX)
+    errors_deadletterqueue_group_enable: bool = Field(False, alias="errors.deadletterqueue.group.enable")
 
     @field_validator("cleanup_policy")
     @classmethod

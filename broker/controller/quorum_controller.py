@@ -61,7 +61,7 @@ from broker.metadata.metadata_loader import CommittedBatch
 from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
 from broker.security.standard_acl import AclBindingFilter, StandardAcl
 from raft.replicated_log import OffsetAndEpoch
-from storage.log_config import InvalidConfigError, LogConfig
+from storage.log_config import TIERED_STORAGE_DISABLED, InvalidConfigError, LogConfig
 
 log = structlog.get_logger(__name__)
 
@@ -405,7 +405,8 @@ class QuorumController:
     def _validate_topic_config(self, configs: dict[str, str]) -> None:
         props = dict(self._config.topic_defaults())
         props.update(configs)
-        LogConfig.from_properties(props)
+        if LogConfig.from_properties(props).remote_storage_enable:
+            raise InvalidConfigError("remote.storage.enable", TIERED_STORAGE_DISABLED)
 
     def _validate_resource_config(self, resource_type: int, _name: str, configs: dict[str, str]) -> None:
         # A broker resource's values were checked by the broker that received the change, as in

@@ -12,10 +12,12 @@ from broker.dynamic_broker_config import (
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     STATIC_BROKER_CONFIG,
+    SECURITY_CONFIGS,
     DynamicBrokerConfig,
     is_dynamic,
     kafka_default,
 )
+from broker.kafka_config_defs import KAFKA_BROKER_CONFIGS, KAFKA_TOPIC_CONFIGS
 from broker.controller.controller_logic import AlterConfigsResult
 from broker.controller.quorum_controller import ConfigResource
 from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, AuthHelper
@@ -38,6 +40,8 @@ SOURCE_TOPIC_CONFIG = 1
 DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST, TYPE_PASSWORD = 1, 2, 3, 5, 6, 7, 9
+# DescribeConfigs' config_type of each of Kafka's ConfigDef types.
+_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8, "PASSWORD": 9}
 
 
 class ConfigController(Protocol):
@@ -58,6 +62,8 @@ SENSITIVE_CONFIGS = frozenset(
         "ssl.truststore.password",
         "ssl.truststore.certificates",
     }
+    # and every other config Kafka 4.4 describes as sensitive
+    | {name for name, definition in KAFKA_BROKER_CONFIGS.items() if definition.sensitive}
 )
 
 
@@ -66,6 +72,11 @@ def is_sensitive(name: str) -> bool:
 
 
 def _config_type(name: str, value: str | None) -> int:
+    """Kafka 4.4's type of a broker or topic config (a name has the same type in both); a guess
+    from the value for the others."""
+    definition = KAFKA_TOPIC_CONFIGS.get(name) or KAFKA_BROKER_CONFIGS.get(name)
+    if definition is not None:
+        return _TYPE_IDS[definition.type]
     if is_sensitive(name):
         return TYPE_PASSWORD
     if name == "cleanup.policy" or name.endswith(".policy"):
@@ -136,7 +147,8 @@ class DescribeConfigsHandler:
                 if synonyms_wanted and not logger:
                     synonyms.append(build(synonym_cls, name=name, value=value, source=source))
                     synonyms.extend(build(synonym_cls, name=n, value=None if sensitive else v, source=src) for n, v, src in more_synonyms)
-                read_only = name == CLEANER_STATS_KEY or (res.resource_type == BROKER and (not is_dynamic(name) or self._is_custom(name)))
+                # A listener's stores change per listener only; their broker-wide names are not read-only, as in Kafka.
+                read_only = name == CLEANER_STATS_KEY or (res.resource_type == BROKER and ((not is_dynamic(name) and name not in SECURITY_CONFIGS) or self._is_custom(name)))
                 configs.append(
                     build(
                         entry_cls,
@@ -197,7 +209,8 @@ class DescribeConfigsHandler:
                 return [(key, value, DYNAMIC_DEFAULT_BROKER_CONFIG, ()) for key, value in sorted(dynamic.layers.default.items())], 0, None
             if name != str(self._metadata.node_id):
                 return [], ErrorCode.invalid_request, f"Unexpected broker id, expected {self._metadata.node_id} but received {name}"
-            keys = set(dynamic.static_properties) | set(dynamic.layers.own) | set(dynamic.layers.default)
+            # Every config Kafka 4.4 describes (broker/kafka_config_defs.py), kbroker's own, and what is set.
+            keys = set(KAFKA_BROKER_CONFIGS) | set(dynamic.static_properties) | set(dynamic.layers.own) | set(dynamic.layers.default)
             return [(key, dynamic.value_of(key), dynamic.source_of(key), self._layers_below(key)) for key in sorted(keys)], 0, None
         if resource_type == BROKER_LOGGER_RESOURCE:
             if not name:
@@ -234,7 +247,7 @@ class DescribeConfigsHandler:
 
     def _is_custom(self, name: str) -> bool:
         """A broker config kbroker does not know, set dynamically (Kafka stores those for plugins)."""
-        return kafka_default(name) is None and not is_dynamic(name) and name not in self._dynamic.static_properties
+        return kafka_default(name) is None and not is_dynamic(name) and name not in self._dynamic.static_properties and name not in KAFKA_BROKER_CONFIGS
 
 
 class AlterConfigsHandler:
