@@ -119,7 +119,8 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.HEARTBEAT, 0, 4, 4),
         ApiRange(ApiKey.LEAVE_GROUP, 0, 5, 4),
         ApiRange(ApiKey.SYNC_GROUP, 0, 5, 4),
-        ApiRange(ApiKey.DESCRIBE_GROUPS, 0, 5, 5),
+        # v6 (KIP-1043): GROUP_ID_NOT_FOUND with a message for a group that does not exist, not a Dead one.
+        ApiRange(ApiKey.DESCRIBE_GROUPS, 0, 6, 5),
         ApiRange(ApiKey.LIST_GROUPS, 0, 5, 3),
         ApiRange(ApiKey.API_VERSIONS, 0, 4, 3),
         # Answered by a SASL listener's authenticator until a connection is authenticated; after
@@ -135,8 +136,9 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, 3),
         # v5 (KIP-890 part 2): every end bumps the producer epoch, which the answer carries.
         ApiRange(ApiKey.END_TXN, 0, 5, 3),
-        # kio has no WriteTxnMarkers v0 (Kafka 4 no longer serves it either).
-        ApiRange(ApiKey.WRITE_TXN_MARKERS, 1, 1, 1),
+        # kio has no WriteTxnMarkers v0 (Kafka 4 no longer serves it either). v2 (KIP-1228): each
+        # marker's transaction version; a TV2 marker's epoch must be above the producer's.
+        ApiRange(ApiKey.WRITE_TXN_MARKERS, 1, 2, 1),
         # v5 (KIP-890 part 2): the offsets partition is added to the transaction by the group coordinator.
         ApiRange(ApiKey.TXN_OFFSET_COMMIT, 0, 5, 3),
         # No authorizer yet: SECURITY_DISABLED, as Kafka answers without one (Kafka 4 serves v1-3).
@@ -145,7 +147,8 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.DELETE_ACLS, 1, 3, 2),
         ApiRange(ApiKey.DESCRIBE_CONFIGS, 1, 4, 4),
         ApiRange(ApiKey.ALTER_CONFIGS, 0, 2, 2),
-        ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, 2),
+        # v5 (KIP-1066): IsCordoned per log dir.
+        ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 5, 2),
         ApiRange(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
         ApiRange(ApiKey.DELETE_GROUPS, 0, 2, 2),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-leader-election.sh.
@@ -163,20 +166,24 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, 0),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-configs.sh --entity-type users.
         ApiRange(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, 0),
-        ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 1, 0),
+        # v2 (KIP-1073): IncludeFencedBrokers, and IsFenced per broker.
+        ApiRange(ApiKey.DESCRIBE_CLUSTER, 0, 2, 0),
         ApiRange(ApiKey.DESCRIBE_QUORUM, 0, 2, 0),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-metadata-quorum
-        # and kafka-cluster.sh unregister.
-        ApiRange(ApiKey.ADD_RAFT_VOTER, 0, 0, 0),
+        # and kafka-cluster.sh unregister. AddRaftVoter v1: AckWhenCommitted, false to be answered
+        # once the leader has written the new voter set, before it is committed.
+        ApiRange(ApiKey.ADD_RAFT_VOTER, 0, 1, 0),
         ApiRange(ApiKey.REMOVE_RAFT_VOTER, 0, 0, 0),
         ApiRange(ApiKey.UNREGISTER_BROKER, 0, 0, 0),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-features.sh.
         ApiRange(ApiKey.UPDATE_FEATURES, 0, 2, 0),
         ApiRange(ApiKey.DESCRIBE_PRODUCERS, 0, 0, 0),
         ApiRange(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, 0),
-        ApiRange(ApiKey.LIST_TRANSACTIONS, 0, 1, 0),
+        # v2 (KIP-1152): TransactionalIdPattern, a regular expression the ids must match.
+        ApiRange(ApiKey.LIST_TRANSACTIONS, 0, 2, 0),
         ApiRange(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, 0),
-        ApiRange(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0, 0),
+        # v1 (KIP-1099): MemberType per member, classic (0) or consumer (1).
+        ApiRange(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, 0),
         ApiRange(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, 0),
         # Client metrics (KIP-714, broker/client_metrics_manager.py). Kafka offers 71 and 72 only
         # with a ClientTelemetry metrics reporter; kbroker's own receiver keeps the pushes.

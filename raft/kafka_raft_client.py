@@ -205,6 +205,8 @@ class _PendingVoterChange:
     offset: int
     deadline_ms: int
     removes_leader: bool
+    # AddRaftVoter v1 with AckWhenCommitted false: answered once written, still one change at a time.
+    answered: bool = False
 
 
 def _request_version(body: Any, default: int) -> int:
@@ -1485,7 +1487,9 @@ class KafkaRaftClient(Generic[T]):
         if not isinstance(state, LeaderState) or self._shutdown_deadline_ms is not None:
             return ErrorCode.not_leader_or_follower
         if not self._dynamic or self._history.kraft_version < KRaftVersion.KRAFT_VERSION_1:
-            return ErrorCode.unsupported_version, "the voter set is static (kraft.version 0): controller.quorum.voters decides it"
+            # Kafka's words: the voter set is static (controller.quorum.voters decides it).
+            change = {ApiKey.ADD_RAFT_VOTER: "adding", ApiKey.REMOVE_RAFT_VOTER: "removing"}.get(ApiKey(int(type(body).__api_key__)), "updating")
+            return ErrorCode.unsupported_version, f"Cluster doesn't support {change} voter because the kraft.version feature is {int(self._history.kraft_version)}"
         if self._pending_voter_change is not None:
             return ErrorCode.request_timed_out, "a previous voter change is still waiting to commit"
         latest = self._history.latest_offset()
@@ -1526,7 +1530,13 @@ class KafkaRaftClient(Generic[T]):
         timeout_ms = int(timeout.total_seconds() * 1000) if timeout is not None else self.config.request_timeout_ms
         offset = state.accumulator.append_control([new.to_voters_record()], now)
         self._append_batches(state, now, force=True)
-        self._pending_voter_change = _PendingVoterChange(handle, api_key, version, offset, now + timeout_ms, voter_id == self.node_id and api_key != ApiKey.ADD_RAFT_VOTER)
+        removes_leader = voter_id == self.node_id and api_key != ApiKey.ADD_RAFT_VOTER
+        # AddRaftVoter v1's AckWhenCommitted false (a controller joining by itself): Kafka answers
+        # once the leader has written the new voter set, and takes no other change until it commits.
+        answered = api_key == ApiKey.ADD_RAFT_VOTER and not getattr(body, "ack_when_committed", True)
+        self._pending_voter_change = _PendingVoterChange(handle, api_key, version, offset, now + timeout_ms, removes_leader, answered)
+        if answered:
+            self._respond(handle, self._voter_change_response(api_key, version, ErrorCode.none))
 
     def _handle_update_voter_request(self, handle: int, body: Any, now: int) -> None:
         """A voter's new endpoints or kraft.version range; the leader records it like any other change."""
@@ -1572,7 +1582,8 @@ class KafkaRaftClient(Generic[T]):
         else:
             return
         self._pending_voter_change = None
-        self._respond(pending.handle, self._voter_change_response(pending.api_key, pending.version, error))
+        if not pending.answered:
+            self._respond(pending.handle, self._voter_change_response(pending.api_key, pending.version, error))
         if error == ErrorCode.none and pending.removes_leader and isinstance(state, LeaderState):
             # No longer a voter: hand the quorum over to those who are.
             state.resign_requested = True

@@ -320,6 +320,24 @@ class ProducerAppendInfo:
         return completed
 
 
+TRANSACTION_VERSION_2 = 2
+MAX_PRODUCER_EPOCH = 32767
+
+
+def check_tv2_marker_epoch(topic_partition: str, producer_id: int, current: ProducerStateEntry | None, epoch: int) -> None:
+    """KIP-1228 (WriteTxnMarkers v2): a transaction-version-2 marker carries the epoch its end
+    bumped to, so it must be above the producer's epoch on the partition, not merely equal (an
+    equal one is a late marker of the transaction before). As Kafka's checkProducerEpoch, an
+    equal epoch passes when the producer has no open transaction here (a retried marker) or the
+    epoch can bump no further. Markers of older versions keep the log's own check (not below)."""
+    last = current.producer_epoch if current is not None else NO_PRODUCER_EPOCH
+    if epoch > last:
+        return
+    if epoch == last and (current is None or current.current_txn_first_offset < 0 or epoch == MAX_PRODUCER_EPOCH):
+        return
+    raise InvalidProducerEpochError(f"epoch of producer {producer_id} in {topic_partition} is {epoch}, which is <= the last seen epoch {last} (TV2)")
+
+
 class ProducerStateManager:
     def __init__(self, topic_partition: str, directory: Path, *, created: bool = False) -> None:
         self._tp = topic_partition
@@ -544,4 +562,5 @@ __all__ = [
     "TransactionCoordinatorFencedError",
     "VerificationGuard",
     "VerificationStateEntry",
+    "check_tv2_marker_epoch",
 ]

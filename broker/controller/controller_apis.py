@@ -369,7 +369,8 @@ class ControllerApis:
     async def _describe_cluster(self, ctx: RequestContext, request: Any) -> Any:
         """KIP-919: a controller describes the controllers (the voters at their controller endpoints)."""
         schema = response_schema(ApiKey.DESCRIBE_CLUSTER, ctx.version)
-        common = {"throttle_time": 0, "cluster_id": self._cluster_id, "controller_id": -1, "brokers": (), "endpoint_type": CONTROLLER_ENDPOINT_TYPE}
+        # An error answer sets only the error and its message, as Kafka's computeDescribeClusterResponse.
+        common = {"throttle_time": 0, "cluster_id": "", "controller_id": -1, "brokers": (), "endpoint_type": BROKER_ENDPOINT_TYPE}
         wanted = int(getattr(request, "endpoint_type", BROKER_ENDPOINT_TYPE))
         if wanted not in (BROKER_ENDPOINT_TYPE, CONTROLLER_ENDPOINT_TYPE):
             code = ErrorCode.invalid_request if ctx.version == 0 else ErrorCode.unsupported_endpoint_type
@@ -380,7 +381,7 @@ class ControllerApis:
             return build(schema, error_code=code, error_message=message, **common)
         node_cls = nested(schema, "DescribeClusterBroker")
         voters = self._raft.voter_endpoints()
-        nodes = tuple(build(node_cls, broker_id=node_id, host=host, port=port, rack=None) for node_id, host, port in voters)
+        nodes = tuple(build(node_cls, broker_id=node_id, host=host, port=port, rack=None, is_fenced=False) for node_id, host, port in voters)
         leader_id, _ = self._raft.leader
         # A leader missing from the node list would confuse a client: -1 instead, as Kafka answers.
         controller_id = leader_id if leader_id is not None and any(v[0] == leader_id for v in voters) else -1
@@ -389,7 +390,7 @@ class ControllerApis:
             error_code=ErrorCode.none,
             error_message=None,
             cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
-            **{**common, "controller_id": controller_id, "brokers": nodes},
+            **{**common, "cluster_id": self._cluster_id, "endpoint_type": CONTROLLER_ENDPOINT_TYPE, "controller_id": controller_id, "brokers": nodes},
         )
 
 

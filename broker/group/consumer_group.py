@@ -844,7 +844,7 @@ class ConsumerGroupManager:
         if group is not None:
             return group
         if self._is_classic_group(group_id):
-            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
+            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
 
     # -- records -----------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from protocol.entities import build, nested
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
 ENDPOINT_TYPE_BROKERS = 1
+ENDPOINT_TYPE_CONTROLLERS = 2
 
 
 class DescribeClusterHandler:
@@ -27,20 +28,28 @@ class DescribeClusterHandler:
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.DESCRIBE_CLUSTER, ctx.version)
         broker_cls = nested(schema, "DescribeClusterBroker")
-        endpoint_type = getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKERS)
+        endpoint_type = int(getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKERS))
         if endpoint_type != ENDPOINT_TYPE_BROKERS:
+            # As Kafka's computeDescribeClusterResponse: only the error and its message are set.
+            if endpoint_type == ENDPOINT_TYPE_CONTROLLERS:
+                code, message = ErrorCode.mismatched_endpoint_type, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+            else:
+                code, message = ErrorCode.unsupported_endpoint_type, f"Unsupported endpoint type {endpoint_type}"
             return build(
                 schema,
                 throttle_time=0,
-                error_code=ErrorCode.unsupported_endpoint_type,
-                error_message="Only brokers are served as endpoints by this node",
-                endpoint_type=endpoint_type,
-                cluster_id=self._metadata.cluster_id,
+                error_code=code,
+                error_message=message,
+                endpoint_type=ENDPOINT_TYPE_BROKERS,
+                cluster_id="",
                 controller_id=-1,
                 brokers=(),
                 cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
             )
-        brokers = tuple(build(broker_cls, broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in self._metadata.alive_brokers(ctx.client.listener))
+        brokers = tuple(
+            build(broker_cls, broker_id=node_id, host=host, port=port, rack=rack, is_fenced=fenced)
+            for node_id, host, port, rack, fenced in self._brokers(ctx.client.listener, getattr(request, "include_fenced_brokers", False))
+        )
         return build(
             schema,
             throttle_time=0,
@@ -52,6 +61,19 @@ class DescribeClusterHandler:
             brokers=brokers,
             cluster_authorized_operations=self._operations(ctx, request),
         )
+
+    def _brokers(self, listener: str | None, include_fenced: bool) -> list[tuple[int, str, int, str | None, bool]]:
+        """The unfenced brokers at their endpoint on ``listener``; with v2's IncludeFencedBrokers
+        (KIP-1073) the fenced ones too, flagged IsFenced, all by id as Kafka lists them."""
+        if not include_fenced:
+            return [(b.node_id, b.host, b.port, b.rack, False) for b in self._metadata.alive_brokers(listener)]
+        name = listener or self._metadata.listener_name
+        return [
+            (broker_id, e.host, e.port, registration.rack, registration.fenced)
+            for broker_id, registration in sorted(self._metadata.image.brokers.items())
+            for e in registration.endpoints
+            if e.name == name
+        ]
 
     def _operations(self, ctx: RequestContext, request) -> int:  # type: ignore[no-untyped-def]
         """KIP-430, as Kafka's computeDescribeClusterResponse: 0 without DESCRIBE on the cluster."""
@@ -100,5 +122,7 @@ class DescribeLogDirsHandler:
             topics=tuple(build(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()),
             total_bytes=usage.total,
             usable_bytes=usage.free,
+            # v5 (KIP-1066): kbroker has no cordoned.log.dirs; as Kafka with none set, never cordoned.
+            is_cordoned=False,
         )
         return build(schema, throttle_time=0, error_code=0, results=(result,))

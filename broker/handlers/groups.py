@@ -666,6 +666,23 @@ class DescribeGroupsHandler:
                 out.append(build(group_cls, error_code=e.error_code, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(), authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN))
                 continue
             described = shard.groups.describe(group_id)
+            if ctx.version >= 6 and shard.groups.group(group_id) is None:
+                # KIP-1043: v6 says GROUP_ID_NOT_FOUND where older versions describe a Dead group.
+                kind = "is not a classic group" if group_id in shard.consumer_groups.groups else "not found"
+                out.append(
+                    build(
+                        group_cls,
+                        error_code=ErrorCode.group_id_not_found,
+                        error_message=f"Group {group_id} {kind}.",
+                        group_id=group_id,
+                        group_state=described.state,
+                        protocol_type="",
+                        protocol_data="",
+                        members=(),
+                        authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+                    )
+                )
+                continue
             members = tuple(
                 build(
                     member_cls,
@@ -817,6 +834,9 @@ class ConsumerGroupHeartbeatHandler:
         )
 
 
+MEMBER_TYPE_CONSUMER = 1
+
+
 class ConsumerGroupDescribeHandler:
     def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
         self._coordinator = coordinator
@@ -868,9 +888,13 @@ class ConsumerGroupDescribeHandler:
                     client_id=m.client_id,
                     client_host=m.client_host,
                     subscribed_topic_names=m.subscribed_topic_names,
-                    subscribed_topic_regex=m.subscribed_topic_regex,
+                    # Kafka's members have "" for no regex, and say so.
+                    subscribed_topic_regex=m.subscribed_topic_regex or "",
                     assignment=assignment(m.assignment),
                     target_assignment=assignment(m.target_assignment),
+                    # v1 (KIP-1099): every member speaks the consumer protocol (1); kbroker's
+                    # consumer groups take no classic members (0).
+                    member_type=MEMBER_TYPE_CONSUMER,
                 )
                 for m in g.members
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import inspect
+import re
 from typing import Any, Callable, Iterable
 
 import structlog
@@ -324,6 +325,8 @@ class WriteTxnMarkersHandler:
                     marker.coordinator_epoch,
                     marker.transaction_result,
                     [(t.name, p) for t in marker.topics for p in t.partition_indexes],
+                    # v2 (KIP-1228): 2 makes the leader refuse an epoch not above the producer's.
+                    int(getattr(marker, "transaction_version", 0)),
                 ),
             )
             for marker in request.markers
@@ -411,7 +414,19 @@ class ListTransactionsHandler:
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.LIST_TRANSACTIONS, ctx.version)
         state_cls = nested(schema, "TransactionState")
+        # v2 (KIP-1152): only the ids the whole of this regular expression matches; none or "" for all.
+        pattern = getattr(request, "transactional_id_pattern", None)
+        regex = None
+        if pattern:
+            try:
+                regex = re.compile(pattern)
+            except re.error as e:
+                # As Kafka: the error alone, no listing and no unknown states.
+                log.info("txn.list_invalid_pattern", pattern=pattern, error=str(e))
+                return build(schema, throttle_time=0, error_code=ErrorCode.invalid_regular_expression, unknown_state_filters=(), transaction_states=())
         error, unknown, listed = self._coordinator.list_transactions(request.state_filters, request.producer_id_filters, getattr(request, "duration_filter", -1))
+        if regex is not None:
+            listed = [t for t in listed if regex.fullmatch(t.transactional_id)]
         if self._auth.enabled:
             # Only the transactional ids the principal may describe are listed. Kafka logs each
             # denial here, unlike ListGroups.

@@ -25,7 +25,7 @@ from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ACKS_ALL, ReplicaManager
 from protocol.control_records import build_control_batch
 from storage.errors import StorageError
-from storage.producer_state_manager import AppendOrigin
+from storage.producer_state_manager import TRANSACTION_VERSION_2, AppendOrigin, check_tv2_marker_epoch
 
 log = structlog.get_logger(__name__)
 
@@ -41,17 +41,28 @@ class TransactionMarkerWriter:
         self._groups = group_coordinator
 
     def write_markers(
-        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, partitions: Iterable[TopicPartition]
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: Iterable[TopicPartition],
+        transaction_version: int = 0,
     ) -> dict[TopicPartition, int | asyncio.Future[int]]:
         """Append one marker per partition; the error code of each (0: written and replicated), or
         a future of it while the partition's followers have yet to copy the marker.
 
         NOT_LEADER_OR_FOLLOWER for a partition this node does not lead, UNKNOWN_TOPIC_OR_PARTITION
-        for one its image does not have; a fenced producer or coordinator epoch is the log's answer."""
+        for one its image does not have; a fenced producer or coordinator epoch is the log's answer.
+        A marker of transaction version 2 (WriteTxnMarkers v2, KIP-1228) must carry an epoch above
+        the producer's on the partition: INVALID_PRODUCER_EPOCH otherwise."""
         results: dict[TopicPartition, int | asyncio.Future[int]] = {}
         image = self._metadata.image
         timestamp = now_ms()
         for topic, index in sorted(partitions):
+            if transaction_version >= TRANSACTION_VERSION_2 and (refused := self._tv2_epoch_refused(topic, index, producer_id, producer_epoch)):
+                results[(topic, index)] = refused
+                continue
             if topic == GROUP_METADATA_TOPIC:
                 results[(topic, index)] = self._groups.complete_transaction(index, producer_id, producer_epoch, coordinator_epoch, commit, MARKER_REPLICATION_TIMEOUT_MS)
                 continue
@@ -68,3 +79,16 @@ class TransactionMarkerWriter:
             results[(topic, index)] = code if code is not None else asyncio.ensure_future(self._rm.wait_replicated((topic, index), required, MARKER_REPLICATION_TIMEOUT_MS))
             self._rm.fetch_purgatory.touch((topic, index))
         return results
+
+    def _tv2_epoch_refused(self, topic: str, index: int, producer_id: int, producer_epoch: int) -> int:
+        """Kafka checks a TV2 marker's epoch as the log appends it; the append below follows at once
+        on this event loop, so checking the producer's state first is the same check."""
+        replica = self._rm.partitions.get((topic, index))
+        if replica is None or not replica.is_leader:
+            return 0  # the append's own checks answer
+        try:
+            check_tv2_marker_epoch(f"{topic}-{index}", producer_id, replica.log.producer_state.last_entry(producer_id), producer_epoch)
+        except StorageError as e:
+            log.warning("txn_marker.append_failed", topic=topic, partition=index, producer_id=producer_id, error=str(e))
+            return e.error_code
+        return 0

@@ -6,6 +6,16 @@ UNKNOWN_TOPIC_ID for an ID no topic has (the zero UUID included); Fetch v18 carr
 follower's high watermark (KIP-1166), which a broker ignores; ListOffsets v11 takes -6
 (EARLIEST_PENDING_UPLOAD, KIP-1023), -1 without tiered storage; Metadata v13 has a top-level
 error code (KIP-1102), none in an answer.
+
+Issue 34 raised the rest to Kafka 4.4's tops, each answer here diffed against a Kafka 4.4 node's
+to the same raw request: DescribeGroups v6 (KIP-1043: GROUP_ID_NOT_FOUND with "Group g not
+found." or "Group g is not a classic group."), ConsumerGroupDescribe v1 (KIP-1099: MemberType),
+DescribeCluster v2 (KIP-1073: IncludeFencedBrokers, IsFenced), DescribeLogDirs v5 (KIP-1066:
+IsCordoned, false without cordoned.log.dirs), ListTransactions v2 (KIP-1152: a regular
+expression the whole transactional id matches; INVALID_REGULAR_EXPRESSION alone for a bad one),
+WriteTxnMarkers v2 (KIP-1228: a TV2 marker's epoch must be above an open transaction's) and
+AddRaftVoter v1 (AckWhenCommitted; a static quorum refuses it in Kafka's words). The Kafka tools
+that send them get what they get from Kafka.
 """
 
 from __future__ import annotations
@@ -17,14 +27,26 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kio.schema.add_partitions_to_txn.v3 import request as add_partitions_v3
+from kio.schema.add_raft_voter.v1 import request as add_raft_voter_v1
 from kio.schema.api_versions.v3 import request as api_versions_v3
+from kio.schema.consumer_group_describe.v1 import request as consumer_group_describe_v1
+from kio.schema.consumer_group_heartbeat.v1 import request as consumer_group_heartbeat_v1
+from kio.schema.describe_cluster.v2 import request as describe_cluster_v2
+from kio.schema.describe_groups.v5 import request as describe_groups_v5
+from kio.schema.describe_groups.v6 import request as describe_groups_v6
+from kio.schema.describe_log_dirs.v5 import request as describe_log_dirs_v5
 from kio.schema.fetch.v18 import request as fetch_v18
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
+from kio.schema.init_producer_id.v5 import request as init_producer_id_v5
+from kio.schema.list_transactions.v2 import request as list_transactions_v2
 from kio.schema.list_offsets.v11 import request as list_offsets_v11
 from kio.schema.metadata.v13 import request as metadata_v13
 from kio.schema.offset_commit.v10 import request as offset_commit_v10
 from kio.schema.offset_fetch.v10 import request as offset_fetch_v10
+from kio.schema.produce.v11 import request as produce_v11
 from kio.schema.produce.v13 import request as produce_v13
+from kio.schema.write_txn_markers.v2 import request as write_txn_markers_v2
 from kio.static.primitive import i8, i16, i32, i64
 
 from benchmarks.apache_kafka import TOOL_JVM_OPTS
@@ -36,7 +58,8 @@ from tests.integration.wire import request
 NONE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID = 0, 3, 100
 COORDINATOR_ERRORS = (14, 15, 16)  # load in progress, not available, not coordinator
 # Kafka 4.4's BrokerApiVersionsCommand against a 4.4 node, for the APIs whose tops kbroker raised.
-KAFKA_44_TOPS = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10}
+KAFKA_44_TOPS = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10, 15: 6, 27: 2, 35: 5, 60: 2, 66: 2, 69: 1, 80: 1}
+GROUP_ID_NOT_FOUND, INVALID_PRODUCER_EPOCH, UNSUPPORTED_VERSION, INVALID_REGULAR_EXPRESSION = 69, 47, 35, 128
 SECOND = datetime.timedelta(seconds=1)
 
 
@@ -187,3 +210,226 @@ def test_replica_verification_tool_fetches_v18(module_broker: BrokerProcess, top
         tool.kill()
         tool.wait()
     assert not [e for e in module_broker.log_events() if e.get("event") == "connection.closed_bad_request" and e.get("api_key") == 1]
+
+
+# -- issue 34: the rest of Kafka 4.4's tops ------------------------------------------------------------------
+
+
+def kafka_tool(kafka_lib: Path, main_class: str, *args: str) -> subprocess.CompletedProcess[str]:
+    command = ["java", *TOOL_JVM_OPTS, "-cp", f"{kafka_lib}/*", main_class, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def find_coordinator(bootstrap: str, key: str, key_type: int) -> None:
+    assert wait_for(lambda: request(bootstrap, find_coordinator_v4.FindCoordinatorRequest(key_type=i8(key_type), coordinator_keys=(key,))).coordinators[0].error_code == NONE, timeout_s=30)
+
+
+@pytest.fixture(scope="module")
+def groups(module_broker: BrokerProcess, topic: tuple[str, uuid.UUID]) -> tuple[str, str]:
+    """A classic group with only committed offsets (Empty) and a consumer group with one member."""
+    bs, (name, _) = module_broker.bootstrap, topic
+    simple, consumer = unique_topic("v44-simple"), unique_topic("v44-consumer")
+    find_coordinator(bs, simple, 0)
+    commit = offset_commit_v10.OffsetCommitRequest(
+        group_id=simple, generation_id_or_member_epoch=i32(-1), member_id="", group_instance_id=None, topics=(commit_topic(topic[1], (0, 1)),)
+    )
+    assert wait_for(lambda: request(bs, commit).topics[0].partitions[0].error_code == NONE, timeout_s=30)
+    find_coordinator(bs, consumer, 0)
+    join_consumer_group(bs, consumer, name)
+    return simple, consumer
+
+
+def join_consumer_group(bootstrap: str, group: str, topic_name: str) -> None:
+    heartbeat = consumer_group_heartbeat_v1.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=str(uuid.uuid4()), member_epoch=i32(0), rebalance_timeout=30 * SECOND, subscribed_topic_names=(topic_name,), topic_partitions=()
+    )
+    assert request(bootstrap, heartbeat).error_code == NONE
+
+
+def test_describe_groups_v6_says_group_id_not_found(module_broker: BrokerProcess, groups: tuple[str, str]) -> None:
+    simple, consumer = groups
+    asked = ("nope", "", simple, consumer)
+
+    def described(module) -> dict[str, tuple[object, ...]]:  # type: ignore[no-untyped-def]
+        answer = request(module_broker.bootstrap, module.DescribeGroupsRequest(groups=asked, include_authorized_operations=False))
+        return {g.group_id: (g.error_code, getattr(g, "error_message", "-"), g.group_state) for g in answer.groups}
+
+    # Kafka orders the groups by their coordinator partitions; the answers are the same.
+    assert described(describe_groups_v6) == {
+        "nope": (GROUP_ID_NOT_FOUND, "Group nope not found.", "Dead"),
+        "": (GROUP_ID_NOT_FOUND, "Group  not found.", "Dead"),
+        simple: (NONE, None, "Empty"),
+        consumer: (GROUP_ID_NOT_FOUND, f"Group {consumer} is not a classic group.", "Dead"),
+    }
+    # v5 describes a Dead group instead.
+    assert described(describe_groups_v5) == {"nope": (NONE, "-", "Dead"), "": (NONE, "-", "Dead"), simple: (NONE, "-", "Empty"), consumer: (NONE, "-", "Dead")}
+
+
+def test_consumer_group_describe_v1_member_type(module_broker: BrokerProcess, topic: tuple[str, uuid.UUID], groups: tuple[str, str]) -> None:
+    simple, consumer = groups
+    join_consumer_group(module_broker.bootstrap, consumer, topic[0])
+    answer = request(module_broker.bootstrap, consumer_group_describe_v1.ConsumerGroupDescribeRequest(group_ids=(consumer, "nope", simple), include_authorized_operations=False))
+    by_id = {g.group_id: g for g in answer.groups}
+    assert {g: (by_id[g].error_code, by_id[g].error_message) for g in ("nope", simple)} == {
+        "nope": (GROUP_ID_NOT_FOUND, "Group nope not found."),
+        simple: (GROUP_ID_NOT_FOUND, f"Group {simple} is not a consumer group."),
+    }
+    members = by_id[consumer].members
+    assert members and all(m.member_type == 1 and m.subscribed_topic_regex == "" for m in members)
+
+
+def test_describe_cluster_v2(module_broker: BrokerProcess) -> None:
+    for include_fenced in (False, True):
+        body = describe_cluster_v2.DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(1), include_fenced_brokers=include_fenced)
+        answer = request(module_broker.bootstrap, body)
+        assert answer.error_code == NONE
+        assert [(b.broker_id, b.port, b.is_fenced) for b in answer.brokers] == [(1, module_broker.port, False)]
+    wrong = request(module_broker.bootstrap, describe_cluster_v2.DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(2), include_fenced_brokers=True))
+    assert (wrong.error_code, wrong.error_message, wrong.endpoint_type, wrong.cluster_id, wrong.controller_id) == (
+        114,
+        "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
+        1,
+        "",
+        -1,
+    )
+
+
+def test_describe_log_dirs_v5_is_cordoned(module_broker: BrokerProcess, topic: tuple[str, uuid.UUID]) -> None:
+    name, _ = topic
+    answer = request(module_broker.bootstrap, describe_log_dirs_v5.DescribeLogDirsRequest(topics=(describe_log_dirs_v5.DescribableLogDirTopic(topic=name, partitions=(i32(0),)),)))
+    (result,) = answer.results
+    assert (answer.error_code, result.error_code, result.is_cordoned, result.topics[0].name) == (NONE, NONE, False, name)
+    assert result.total_bytes > 0 and result.usable_bytes > 0
+
+
+@pytest.fixture(scope="module")
+def transactional_ids(module_broker: BrokerProcess) -> tuple[str, ...]:
+    run = uuid.uuid4().hex[:8]
+    ids = (f"alpha-{run}", f"alpha2-{run}", f"beta-{run}")
+    for tid in ids:
+        init_producer(module_broker.bootstrap, tid)
+    return ids
+
+
+def init_producer(bootstrap: str, transactional_id: str | None) -> tuple[int, int]:
+    if transactional_id is not None:
+        find_coordinator(bootstrap, transactional_id, 1)
+    body = init_producer_id_v5.InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout=60 * SECOND, producer_id=i64(-1), producer_epoch=i16(-1))
+    answer = None
+
+    def initialized() -> bool:
+        nonlocal answer
+        answer = request(bootstrap, body)
+        return answer.error_code == NONE
+
+    assert wait_for(initialized, timeout_s=30)
+    return answer.producer_id, answer.producer_epoch  # type: ignore[union-attr]
+
+
+def test_list_transactions_v2_by_pattern(module_broker: BrokerProcess, transactional_ids: tuple[str, ...]) -> None:
+    alpha, alpha2, beta = transactional_ids
+    run = alpha.split("-")[1]
+
+    def listed(pattern: str | None) -> tuple[int, list[str]]:
+        body = list_transactions_v2.ListTransactionsRequest(state_filters=(), producer_id_filters=(), duration_filter=i64(-1), transactional_id_pattern=pattern)
+        answer = request(module_broker.bootstrap, body)
+        return answer.error_code, sorted(t.transactional_id for t in answer.transaction_states if t.transactional_id.endswith(run))
+
+    assert listed(None) == listed("") == (NONE, [alpha, alpha2, beta])
+    assert listed("alpha.*") == (NONE, [alpha, alpha2])
+    assert listed("alpha") == (NONE, [])  # the whole id must match
+    assert listed(f"(?i)ALPHA-{run}") == (NONE, [alpha])
+    assert listed(f"(alpha|beta)-{run}") == (NONE, [alpha, beta])
+    assert listed("[") == (INVALID_REGULAR_EXPRESSION, [])
+
+
+def test_kafka_transactions_tool_lists_by_pattern(module_broker: BrokerProcess, transactional_ids: tuple[str, ...], kafka_lib: Path) -> None:
+    """kafka-transactions.sh list --transactional-id-pattern sends ListTransactions v2."""
+    alpha, alpha2, beta = transactional_ids
+    run = alpha.split("-")[1]
+    done = kafka_tool(kafka_lib, "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", module_broker.bootstrap, "list", "--transactional-id-pattern", f"alpha.*-{run}")
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    assert sorted(row[0] for row in rows) == [alpha, alpha2] and all(row[3] == "Empty" for row in rows)
+    refused = kafka_tool(kafka_lib, "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", module_broker.bootstrap, "list", "--transactional-id-pattern", "[")
+    assert "INVALID_REGULAR_EXPRESSION" in refused.stdout + refused.stderr
+
+
+def test_write_txn_markers_v2_tv2_epoch_check(module_broker: BrokerProcess, topic: tuple[str, uuid.UUID]) -> None:
+    """A transaction open on the partition at epoch E: a TV2 marker at E is a late one (refused),
+    an older-version marker at E closes it, and then a TV2 marker at E is a retry (accepted)."""
+    bs, (name, _) = module_broker.bootstrap, topic
+    tid = unique_topic("v44-txn")
+    init_producer(bs, tid)
+    producer_id, epoch = init_producer(bs, tid)  # epoch 1: "below" is an epoch too
+    added = request(
+        bs,
+        add_partitions_v3.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=tid,
+            v3_and_below_producer_id=producer_id,
+            v3_and_below_producer_epoch=i16(epoch),
+            v3_and_below_topics=(add_partitions_v3.AddPartitionsToTxnTopic(name=name, partitions=(i32(0),)),),
+        ),
+    )
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == NONE
+    batch = build_batch([(b"k", b"txn", (), int(time.time() * 1000))], producer_id=producer_id, producer_epoch=epoch, base_sequence=0, is_transactional=True)
+    data = produce_v11.TopicProduceData(name=name, partition_data=(produce_v11.PartitionProduceData(index=i32(0), records=batch),))
+    produced = request(bs, produce_v11.ProduceRequest(transactional_id=tid, acks=i16(-1), timeout=5 * SECOND, topic_data=(data,)))
+    assert produced.responses[0].partition_responses[0].error_code == NONE
+
+    def marker(marker_epoch: int, transaction_version: int) -> int:
+        topics = (write_txn_markers_v2.WritableTxnMarkerTopic(name=name, partition_indexes=(i32(0),)),)
+        entry = write_txn_markers_v2.WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=i16(marker_epoch), transaction_result=False, topics=topics, coordinator_epoch=i32(0), transaction_version=i8(transaction_version)
+        )
+        answer = request(bs, write_txn_markers_v2.WriteTxnMarkersRequest(markers=(entry,)))
+        return int(answer.markers[0].topics[0].partitions[0].error_code)
+
+    assert marker(epoch, 2) == INVALID_PRODUCER_EPOCH
+    assert marker(epoch, 0) == NONE
+    assert marker(epoch, 2) == NONE
+    assert marker(epoch - 1, 2) == INVALID_PRODUCER_EPOCH
+    assert marker(epoch + 1, 2) == NONE
+
+
+def test_add_raft_voter_v1_on_a_static_quorum(module_broker: BrokerProcess) -> None:
+    listener = add_raft_voter_v1.Listener(name="CONTROLLER", host="127.0.0.1", port=i32(1))
+    for ack_when_committed in (False, True):
+        body = add_raft_voter_v1.AddRaftVoterRequest(
+            cluster_id=None, timeout=5 * SECOND, voter_id=i32(7), voter_directory_id=uuid.uuid4(), listeners=(listener,), ack_when_committed=ack_when_committed
+        )
+        answer = request(module_broker.bootstrap, body)
+        assert (answer.error_code, answer.error_message) == (UNSUPPORTED_VERSION, "Cluster doesn't support adding voter because the kraft.version feature is 0")
+
+
+def test_kafka_tools_on_the_raised_versions(module_broker: BrokerProcess, topic: tuple[str, uuid.UUID], groups: tuple[str, str], kafka_lib: Path) -> None:
+    """kafka-cluster list-endpoints --include-fenced-brokers (DescribeCluster v2), kafka-log-dirs
+    (DescribeLogDirs v5), kafka-consumer-groups --describe (ConsumerGroupDescribe v1 and
+    DescribeGroups v6) and kafka-broker-api-versions, each printing what it prints for Kafka 4.4."""
+    bs, (name, _), (simple, consumer) = module_broker.bootstrap, topic, groups
+    endpoints = kafka_tool(kafka_lib, "org.apache.kafka.tools.ClusterTool", "list-endpoints", "--bootstrap-server", bs, "--include-fenced-brokers")
+    assert endpoints.returncode == 0, endpoints.stderr
+    assert [line.split() for line in endpoints.stdout.splitlines()] == [
+        ["ID", "HOST", "PORT", "RACK", "STATE", "ENDPOINT_TYPE"],
+        ["1", "127.0.0.1", str(module_broker.port), "null", "unfenced", "broker"],
+    ]
+
+    dirs = kafka_tool(kafka_lib, "org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", bs, "--describe", "--topic-list", name)
+    assert dirs.returncode == 0, dirs.stderr
+    assert f'"partition":"{name}-0"' in dirs.stdout and '"error":null' in dirs.stdout
+
+    join_consumer_group(bs, consumer, name)
+    members = kafka_tool(kafka_lib, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", bs, "--describe", "--group", consumer, "--members")
+    assert members.returncode == 0, members.stderr
+    assert any(line.split()[:1] == [consumer] for line in members.stdout.splitlines())
+    offsets = kafka_tool(kafka_lib, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", bs, "--describe", "--group", simple)
+    assert offsets.returncode == 0, offsets.stderr
+    assert f"Consumer group '{simple}' has no active members." in offsets.stderr
+    assert [line.split()[:4] for line in offsets.stdout.splitlines() if line.startswith(simple)] == [[simple, name, "0", "1"]]
+    missing = kafka_tool(kafka_lib, "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", bs, "--describe", "--group", "nope")
+    assert "GroupIdNotFoundException: Group nope not found." in missing.stdout + missing.stderr
+
+    versions = kafka_tool(kafka_lib, "org.apache.kafka.tools.BrokerApiVersionsCommand", "--bootstrap-server", bs)
+    assert versions.returncode == 0, versions.stderr
+    for api, top in (("DescribeGroups(15)", 6), ("WriteTxnMarkers(27)", 2), ("DescribeLogDirs(35)", 5), ("DescribeCluster(60)", 2), ("ListTransactions(66)", 2), ("ConsumerGroupDescribe(69)", 1), ("AddRaftVoter(80)", 1)):
+        assert f"{api}: " in versions.stdout and f"to {top} [usable: {top}]" in versions.stdout.split(f"{api}: ")[1].split(",")[0], api

@@ -561,7 +561,7 @@ def test_group_id_held_by_a_classic_group() -> None:
     busy = cluster.heartbeat(request("m", 0, group_id="busy", **JOIN))
     assert (busy.error_code, busy.error_message) == (GROUP_ID_NOT_FOUND, "Group busy is not a consumer group")
     assert cluster.heartbeat(request("m", 3, group_id="busy")).error_code == GROUP_ID_NOT_FOUND
-    assert cluster.manager.describe(["busy"], {})[0].error_message == "Group busy is not a consumer group"
+    assert cluster.manager.describe(["busy"], {})[0].error_message == "Group busy is not a consumer group."
     idle = cluster.heartbeat(request("m", 0, group_id="idle", **JOIN))
     assert idle.error_code == NONE and deleted == ["idle"]
     assert cluster.records[0] == (("classic-tombstone", "idle"), None)

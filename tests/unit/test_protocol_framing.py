@@ -128,6 +128,14 @@ def test_supported_ranges_match_kafka_specs() -> None:
         ApiKey.OFFSET_COMMIT: 10,
         ApiKey.OFFSET_FETCH: 10,
         ApiKey.LIST_CONFIG_RESOURCES: 1,  # KIP-1142 (Kafka 4.1): ListClientMetricsResources renamed, v1 every type
+        # Kafka 4.4's tops, from its own specs (kafka-clients' common/message/*.json):
+        ApiKey.DESCRIBE_GROUPS: 6,  # KIP-1043: GROUP_ID_NOT_FOUND with a message
+        ApiKey.WRITE_TXN_MARKERS: 2,  # KIP-1228: TransactionVersion per marker
+        ApiKey.DESCRIBE_LOG_DIRS: 5,  # KIP-1066: IsCordoned
+        ApiKey.DESCRIBE_CLUSTER: 2,  # KIP-1073: IncludeFencedBrokers, IsFenced
+        ApiKey.LIST_TRANSACTIONS: 2,  # KIP-1152: TransactionalIdPattern
+        ApiKey.CONSUMER_GROUP_DESCRIBE: 1,  # KIP-1099: MemberType
+        ApiKey.ADD_RAFT_VOTER: 1,  # AckWhenCommitted
     }
     for key, r in [*SUPPORTED_APIS.items(), *CONTROLLER_APIS.items()]:
         spec = by_key[key]
@@ -138,6 +146,37 @@ def test_supported_ranges_match_kafka_specs() -> None:
         first_flexible = int(flex.group(1)) if flex else 10**6
         for v in range(r.min_version, r.max_version + 1):
             assert is_flexible(key, v) == (v >= first_flexible), (spec["name"], v)
+
+
+# The client APIs whose top stays below Kafka 4.4's, and why.
+BELOW_KAFKA_44 = {
+    ApiKey.API_VERSIONS: 5,  # kio (0.6.5) has no v5 schema
+    ApiKey.TXN_OFFSET_COMMIT: 6,  # kio has no v6 schema
+    ApiKey.DELETE_GROUPS: 3,  # kio has no v3 schema
+    ApiKey.INIT_PRODUCER_ID: 6,  # KIP-939's two-phase commit, not implemented
+}
+
+
+def test_client_api_tops_match_kafka_44() -> None:
+    """Issue 34: every client API's top is Kafka 4.4's, read from its own specs (kafka-clients'
+    common/message/*.json), but for the few BELOW_KAFKA_44 names."""
+    import zipfile
+
+    from benchmarks.apache_kafka import KAFKA_VERSION, cached_lib
+
+    lib = cached_lib()
+    if lib is None:
+        pytest.skip("Kafka 4.4's jars are not cached (python -m benchmarks.apache_kafka fetch)")
+    tops = {}
+    with zipfile.ZipFile(lib / f"kafka-clients-{KAFKA_VERSION}.jar") as jar:
+        for name in jar.namelist():
+            if name.startswith("common/message/") and name.endswith("Request.json"):
+                spec = json.loads("\n".join(line for line in jar.read(name).decode().splitlines() if not line.strip().startswith("//")))
+                if spec["validVersions"] != "none":
+                    tops[spec["apiKey"]] = int(spec["validVersions"].split("-")[-1])
+    below = {ApiKey(key): tops[key] for key, r in SUPPORTED_APIS.items() if r.max_version != tops[key]}
+    assert below == BELOW_KAFKA_44
+    assert all(SUPPORTED_APIS[key].max_version == top - 1 for key, top in BELOW_KAFKA_44.items())
 
 
 class _Bytes:
