@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The tests also need the test and spark extras (pytest, the other clients, pyspark).
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run cluster kafka test chaos chaos-soak fuzz install kcat bench bench-deps clean spark-demo
+.PHONY: run cluster kafka test chaos chaos-soak fuzz install kcat chromium bench bench-deps clean spark-demo
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,9 +22,11 @@ install: $(STAMP)
 run: $(STAMP)
 	exec $(BIN)/kbroker serve --override log.dirs=./data
 
-# Three combined nodes on 127.0.0.1 (client ports 9092-9094), data under ./cluster/; Ctrl-C stops them all.
+# Three combined nodes on 127.0.0.1 (client ports 9092-9094), data under ./cluster/, and `kbroker console`
+# beside them on http://127.0.0.1:$(CONSOLE_PORT)/ (CONSOLE_PORT=0: none); Ctrl-C stops them all.
+CONSOLE_PORT ?= 8080
 cluster: $(STAMP)
-	exec $(BIN)/python -m broker.local_cluster --dir ./cluster
+	exec $(BIN)/python -m broker.local_cluster --dir ./cluster --console-port $(CONSOLE_PORT)
 
 # Apache Kafka 4.4 itself, three combined nodes on loopback, as the reference to compare with
 # (jars fetched once with mvn into ~/.cache/kbroker-bench); Ctrl-C stops them.
@@ -39,11 +41,19 @@ kcat:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat; \
 	fi
 
+# The console's page test (tests/integration/test_console.py) loads the page in a headless Chromium.
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  SUDO=; \
+	  if [ "$$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; \
+	fi
+
 # Two pytest-xdist workers, each taking whole test files (module-scoped clusters stay in one
 # process); PYTEST_WORKERS=0 runs the suite in this process. pytest exits 5 when it collects no
 # tests: that is not a failure here.
 PYTEST_WORKERS ?= 2
-test: $(TEST_STAMP) kcat
+test: $(TEST_STAMP) kcat chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=40; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 # The long fault campaign: 100,000 seeds of the Raft simulation (the suite runs 1,000). A failure

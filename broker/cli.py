@@ -267,6 +267,12 @@ def _reassign_partitions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _console(args: argparse.Namespace) -> int:
+    from broker.console.server import main as console_main
+
+    return console_main(args.bootstrap_server, args.host, args.port, args.interval)
+
+
 def _required(value: str | None, name: str) -> str:
     if not value:
         print(f"error: --{name} is required", file=sys.stderr)
@@ -421,6 +427,12 @@ def build_parser() -> argparse.ArgumentParser:
     reassign.add_argument("--preserve-throttles", action="store_true", help="leave the broker and topic throttles as they are")
     reassign.add_argument("--disable-rack-aware", action="store_true", help="--generate: place replicas without regard to the brokers' racks")
     reassign.set_defaults(func=_reassign_partitions)
+
+    console = client(sub.add_parser("console", help="serve a live web page of the cluster: brokers, quorum, topics, groups and lag, transactions, messages"))
+    console.add_argument("--port", type=int, default=8080, help="the page's HTTP port (default 8080; 0 picks a free one)")
+    console.add_argument("--host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1)")
+    console.add_argument("--interval", type=float, default=1.0, help="seconds between two looks at the cluster (default 1)")
+    console.set_defaults(func=_console)
     return parser
 
 

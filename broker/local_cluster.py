@@ -3,7 +3,8 @@
 Client ports 9092-9094, controller ports 19092-19094, data and server.properties under
 ./cluster/node<N>/. Every node's output is printed with a `[node N]` prefix; Ctrl-C (or
 SIGTERM) stops them all with SIGTERM, which is a graceful shutdown. Storage is formatted once
-with one cluster id; a later run reuses it.
+with one cluster id; a later run reuses it. `kbroker console` runs beside them (--console-port,
+8080 by default, 0 for none), its output prefixed `[console]`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default="cluster")
     parser.add_argument("--port", type=int, default=9092, help="the first client port")
     parser.add_argument("--controller-port", type=int, default=19092, help="the first controller port")
+    parser.add_argument("--console-port", type=int, default=8080, help="the port of `kbroker console` (0: no console)")
     args = parser.parse_args(argv)
     root = Path(args.dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -69,19 +71,27 @@ def main(argv: list[str] | None = None) -> int:
         config.write_text(node_properties(node_id, args.nodes, root, args.port, args.controller_port))
         subprocess.run([*kbroker, "storage", "format", "--cluster-id", cluster_id, "--config", str(config), "--ignore-formatted"], check=True, capture_output=True)
         configs.append(config)
-    print(f"cluster {cluster_id}: bootstrap servers " + ",".join(f"127.0.0.1:{args.port + i}" for i in range(args.nodes)), flush=True)
+    bootstrap = ",".join(f"127.0.0.1:{args.port + i}" for i in range(args.nodes))
+    print(f"cluster {cluster_id}: bootstrap servers {bootstrap}", flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     procs = []
     for node_id, config in enumerate(configs, start=1):
         proc = subprocess.Popen([*kbroker, "serve", "--config", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         threading.Thread(target=_pump, args=(f"[node {node_id}]", proc.stdout), daemon=True).start()
         procs.append(proc)
+    console = None
+    if args.console_port:
+        # A client of the cluster like any other: it waits for the nodes by itself. Not one of
+        # `procs`, so a console that cannot bind its port does not stop the cluster.
+        console = subprocess.Popen([*kbroker, "console", "--bootstrap-server", bootstrap, "--port", str(args.console_port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        threading.Thread(target=_pump, args=("[console]", console.stdout), daemon=True).start()
+        print(f"console: http://127.0.0.1:{args.console_port}/", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     while not stop.is_set() and all(p.poll() is None for p in procs):
         stop.wait(0.5)
-    for p in procs:
+    for p in [*procs, *([console] if console else [])]:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
     code = 0
@@ -91,6 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             p.kill()
             code = 1
+    if console is not None:
+        try:
+            console.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            console.kill()
     return code
 
 
