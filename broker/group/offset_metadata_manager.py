@@ -177,6 +177,7 @@ class OffsetMetadataManager:
     def replay_transactional(self, producer_id: int, key: OffsetCommitKey, value: OffsetCommitValue | None, record_offset: int) -> None:
         if value is None:
             return
+        self._replay_group_of(key.group, value)
         pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(key.group, {})
         pending[(key.topic, key.partition)] = _offset_and_metadata(value, record_offset)
 
@@ -289,7 +290,16 @@ class OffsetMetadataManager:
             for groups in self.pending_txn_offsets.values():
                 groups.get(key.group, {}).pop(tp, None)
             return
+        self._replay_group_of(key.group, value)
         committed[tp] = _offset_and_metadata(value, record_offset)
+
+    def _replay_group_of(self, group_id: str, value: OffsetCommitValue) -> None:
+        """Offsets committed outside any membership (a simple consumer, an admin) have no group
+        record: as Kafka does on replay, they form an empty classic group, so that the group is
+        listed and described after a reload as it was before. Its state dates from the commit."""
+        if self._consumer_groups is not None and self._consumer_groups.subscribed_topics(group_id) is not None:
+            return
+        self._classic.get_or_create_group(group_id, value.commit_timestamp)
 
 
 def _offset_and_metadata(value: OffsetCommitValue, record_offset: int) -> OffsetAndMetadata:

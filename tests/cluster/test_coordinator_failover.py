@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KafkaTopicPartition
@@ -270,3 +271,34 @@ def test_a_coordinator_cut_off_from_the_controller_never_answers_a_stable_fetch_
     )
     current, _ = partition_state(cluster.bootstrap, GROUP_METADATA_TOPIC, offsets_partition)
     assert offset_fetch(cluster.nodes[current].bootstrap, group, topic, require_stable=True) == (0, 9, 0)
+
+
+def listed_groups(bootstrap: str) -> dict[str, str] | None:
+    """group id -> state, as ListGroups answers across the cluster (None while it cannot)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer is in: it is the handle
+    try:
+        listing = admin.list_consumer_groups(request_timeout=10).result(15)
+    except Exception:  # noqa: BLE001 - the new coordinator is still being elected or loading
+        return None
+    if listing.errors:
+        return None
+    return {g.group_id: g.state.name for g in listing.valid}
+
+
+def test_a_simple_consumers_group_outlives_its_coordinator(cluster: KafkaCluster) -> None:
+    """Offsets committed without membership make an empty group; the new coordinator, which only
+    replays them from __consumer_offsets, lists it as the old one did (found by the console)."""
+    topic, group = unique_topic("simple"), unique_topic("simple-group")
+    create(cluster.bootstrap, topic)
+    commit_offset(cluster.bootstrap, group, topic, 7)
+    assert wait_until("the group listed", lambda: ((g := listed_groups(cluster.bootstrap)) and g.get(group)) or None, TIMEOUT_S) == "EMPTY"
+    coordinator, _ = partition_state(cluster.bootstrap, GROUP_METADATA_TOPIC, partition_for(group, OFFSETS_PARTITIONS))
+    killed = cluster.nodes[coordinator]
+    killed.kill()
+    try:
+        survivors = ",".join(n.bootstrap for n in cluster.brokers if n is not killed)
+        assert wait_until("the new coordinator's committed offset", lambda: committed(survivors, group, topic), TIMEOUT_S) == {0: 7}
+        assert wait_until("the group listed by the new coordinator", lambda: ((g := listed_groups(survivors)) and g.get(group)) or None, TIMEOUT_S) == "EMPTY"
+    finally:
+        killed.launch()
+        killed.await_started()

@@ -281,6 +281,21 @@ def test_group_state_replays_from_its_records() -> None:
     assert {t.key for t in timers} == {heartbeat_key(GROUP, a), heartbeat_key(GROUP, b)}
 
 
+def test_a_simple_consumers_offsets_replay_into_the_empty_group_they_made() -> None:
+    """Kafka's OffsetMetadataManager.replay: a commit with no group record makes an empty classic
+    group, so a new coordinator lists and describes the group the old one did."""
+    h = Harness()
+    assert commit(h, "", -1, 10) == [NONE]
+    assert [g.group_id for g in h.shard.list_groups(set(), set())] == [GROUP]
+    replayed = GroupCoordinatorShard(GroupConfig(), offset_metadata_max_bytes=100, offsets_retention_ms=60_000)
+    for offset, (key, value) in enumerate(h.records):
+        replayed.replay(key, value, offset)
+    [listed] = replayed.list_groups(set(), set())
+    assert (listed.group_id, listed.state, listed.protocol_type) == (GROUP, "Empty", "")
+    assert replayed.groups.group(GROUP) is not None and not replayed.groups.group(GROUP).members
+    assert [o.offset for _, _, o in replayed.offsets.fetch(GROUP, [("t", 0)]) if o is not None] == [10]
+
+
 def commit(h: Harness, member: str, generation: int, offset: int, metadata: str = "", topic: str = "t", version: int = 8) -> list[int]:
     answers, records = h.shard.offsets.commit(GROUP, generation, member, None, -1, [PartitionCommit(topic, 0, offset, 3, metadata)], version, h.now)
     h.run(CoordinatorResult(records=records))
