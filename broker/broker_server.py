@@ -86,6 +86,8 @@ from broker.handlers.transactions import (
 )
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
+from broker.metrics.kafka_metrics_exporter import KafkaMetricsExporter
+from broker.metrics.node_metrics import broker_collectors
 from broker.metadata.metadata_image import QuotaEntity, ScramCredential
 from broker.network import SharedConnectionQuotas, SocketServer, TransferMetrics
 from broker.produce_verification import ProduceVerifier
@@ -250,6 +252,11 @@ class BrokerServer:
         )
         for publisher in self._publishers:
             loader.install_publisher(publisher)
+        # metrics.listener (broker/metrics/, docs/metrics.md): this broker's collectors on the node's endpoint.
+        self.metrics_exporter = KafkaMetricsExporter.for_node(shared)
+        self._metrics_collectors = broker_collectors(self) if self.metrics_exporter is not None else []
+        for collector in self._metrics_collectors:
+            self.metrics_exporter.register(collector)  # type: ignore[union-attr]
 
     def _client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
         return self.metadata.image.client_quotas
@@ -347,16 +354,20 @@ class BrokerServer:
     async def start(self, started_at: float) -> None:
         """Register, wait to be unfenced, then open the client listeners and the background jobs."""
         cfg = self.config
+        if self.metrics_exporter is not None:
+            await self.metrics_exporter.start()  # scraped while the broker waits to be unfenced, too
         self.alter_partition_manager.start()
         self.lifecycle.start()
         log.info("broker.waiting_for_unfence", node_id=cfg.node_id)
         await self.lifecycle.unfenced.wait()
         # Unfenced means caught up with the metadata log: what is not assigned here now never will be.
         self.replica_manager.delete_stray_logs()
+        request_metrics = self.metrics_exporter.request_metrics if self.metrics_exporter is not None else None
         apis = KafkaApis(
             self._handlers(),  # type: ignore[arg-type]
             request_quota=self.request_quota,
             cluster_action=lambda ctx: self.auth.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION, log_if_denied=False),
+            request_metrics=request_metrics,
         )
         # What start-up built (every partition's log, the metadata image, the modules) mostly
         # lives as long as the process, yet every full collection walked all of it again: with
@@ -376,6 +387,7 @@ class BrokerServer:
                 metrics=self.metrics,
                 security=self.listener_security.listener_security(listen.name),
                 quotas=quotas,
+                request_metrics=request_metrics,
             )
             await server.start()
             self.socket_servers.append(server)
@@ -525,6 +537,10 @@ class BrokerServer:
         await asyncio.to_thread(self.log_manager.stop_cleaner)
         # The marker keeps this registration's epoch: registering with it next time shows a clean shutdown (KIP-966).
         self.log_manager.shutdown(self.lifecycle.broker_epoch)
+        if self.metrics_exporter is not None:
+            for collector in self._metrics_collectors:
+                self.metrics_exporter.unregister(collector)
+            await self.metrics_exporter.stop()
         log.info("fetch.bytes", sendfile_bytes=self.metrics.sendfile_bytes, copied_bytes=self.metrics.copied_bytes)
 
 

@@ -27,6 +27,8 @@ from broker.handlers.sasl import sasl_authenticate, sasl_handshake
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.acl_publisher import AclPublisher
 from broker.metadata.bootstrap_directory import read_bootstrap_metadata
+from broker.metrics.kafka_metrics_exporter import KafkaMetricsExporter
+from broker.metrics.node_metrics import controller_collectors
 from broker.network import SocketServer, TransferMetrics
 from broker.raft_manager import KafkaRaftManager
 from broker.security.standard_authorizer import parse_super_users
@@ -66,6 +68,11 @@ class ControllerServer:
         self.acl_publisher = AclPublisher(bool(cfg.authorizer_class_name), parse_super_users(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
         loader.install_publisher(self.acl_publisher)
         self.apis = ControllerApis(self.controller, cfg, shared.cluster_id, raft, self.acl_publisher)
+        # metrics.listener (broker/metrics/, docs/metrics.md): this controller's collectors on the node's endpoint.
+        self.metrics_exporter = KafkaMetricsExporter.for_node(shared)
+        self._metrics_collectors = controller_collectors(self, with_transfer=not cfg.is_broker) if self.metrics_exporter is not None else []
+        for collector in self._metrics_collectors:
+            self.metrics_exporter.register(collector)  # type: ignore[union-attr]
 
     def _handlers(self) -> dict[ApiKey, Callable[[RequestContext, Any], Any]]:
         handlers: dict[ApiKey, Callable[[RequestContext, Any], Any]] = dict(self.apis.handlers())
@@ -95,7 +102,11 @@ class ControllerServer:
 
     async def start_listeners(self) -> None:
         cfg = self.config
-        dispatch = KafkaApis(self._handlers(), CONTROLLER_APIS).dispatch  # type: ignore[arg-type]
+        exporter = self.metrics_exporter
+        request_metrics = exporter.request_metrics if exporter is not None else None
+        if exporter is not None:
+            await exporter.start()
+        dispatch = KafkaApis(self._handlers(), CONTROLLER_APIS, request_metrics=request_metrics).dispatch  # type: ignore[arg-type]
         loader = self._shared.metadata_loader
         security = ListenerSecurityBuilder(cfg, lambda user, mechanism: loader.image.scram_credentials.get((user, mechanism)))
         for listener in cfg.controller_listeners:
@@ -107,6 +118,7 @@ class ControllerServer:
                 max_in_flight=cfg.queued_max_requests,
                 metrics=self._metrics,
                 security=security.listener_security(listener.name),
+                request_metrics=request_metrics,
             )
             await server.start()
             self.socket_servers.append(server)
@@ -123,6 +135,10 @@ class ControllerServer:
 
     async def shutdown(self) -> None:
         await self.controller.shutdown()
+        if self.metrics_exporter is not None:
+            for collector in self._metrics_collectors:
+                self.metrics_exporter.unregister(collector)
+            await self.metrics_exporter.stop()
 
 
 __all__ = ["ControllerServer", "RAFT_APIS"]

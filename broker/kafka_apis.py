@@ -9,7 +9,7 @@ import types
 from collections.abc import Generator
 from dataclasses import dataclass
 from time import perf_counter_ns, time_ns
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import structlog
 from kio.static.protocol import ResponsePayload
@@ -22,7 +22,11 @@ from protocol.api_keys import SUPPORTED_APIS, ApiKey, ApiRange, is_supported
 from protocol.headers import RequestHeader
 from protocol.messages import decode_request, encode_response
 
+if TYPE_CHECKING:
+    from broker.metrics.request_metrics import RequestChannelMetrics
+
 log = structlog.get_logger(__name__)
+FETCH = int(ApiKey.FETCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,7 @@ class KafkaApis:
         apis: dict[int, ApiRange] = SUPPORTED_APIS,
         request_quota: ClientRequestQuotaManager | None = None,
         cluster_action: Callable[[RequestContext], bool] = lambda ctx: True,
+        request_metrics: RequestChannelMetrics | None = None,
     ) -> None:
         missing = set(apis) - set(handlers)
         if missing:
@@ -62,6 +67,8 @@ class KafkaApis:
         self._apis = apis
         self._request_quota = request_quota
         self._cluster_action = cluster_action
+        # metrics.listener: a Fetch is counted as FetchConsumer or FetchFollower, which only its body tells.
+        self._request_metrics = request_metrics
 
     def dispatch(self, header: RequestHeader, frame: bytearray, client: ClientInfo) -> Response | Awaitable[Response]:
         key, version = header.api_key, header.api_version
@@ -72,6 +79,8 @@ class KafkaApis:
             raise CloseConnection(f"unsupported api key {key} version {version}")
         started = perf_counter_ns()
         request = decode_request(key, version, frame, header.body_offset)
+        if key == FETCH and self._request_metrics is not None:
+            self._request_metrics.note_fetch(request)
         ctx = RequestContext(header, client, len(frame))
         quota = self._request_quota
         timed = quota is not None and quota.enabled and not is_exempt(key, request, lambda: self._cluster_action(ctx))

@@ -20,6 +20,7 @@ import ssl
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
+from time import perf_counter
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Protocol, cast
 
 import structlog
@@ -36,6 +37,7 @@ from storage.fetch_data_info import FileRegion as StoredRegion
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.metrics.request_metrics import RequestChannelMetrics, RequestTiming
 
 log = structlog.get_logger(__name__)
 
@@ -148,6 +150,7 @@ class Connection:
         metrics: TransferMetrics,
         security: ListenerSecurity = PLAINTEXT_LISTENER,
         on_close: Callable[[], None] | None = None,
+        request_metrics: RequestChannelMetrics | None = None,
     ) -> None:
         self._sock = sock
         self._fd = sock.fileno()
@@ -172,7 +175,12 @@ class Connection:
         self._awaited: dict[asyncio.Future[Response], RequestHeader] = {}
         # The answer of the produce still waiting, and the requests read after it, not dispatched yet.
         self._barrier: asyncio.Future[Response] | None = None
-        self._held: deque[bytearray] = deque()
+        self._held: deque[tuple[bytearray, float]] = deque()  # with the time each was read (metrics)
+        # metrics.listener: each request's timestamps (broker/metrics/request_metrics.py), one per
+        # pending answer (None for a SASL step), and those of the answers being sent.
+        self._request_metrics = request_metrics
+        self._timings: deque[RequestTiming | None] = deque()
+        self._sending: list[RequestTiming] = []
         # What is being written now: the rest of one or more answers' chunks.
         self._out: deque[OutChunk] = deque()
         self._reading = False
@@ -246,6 +254,7 @@ class Connection:
     def _on_readable(self) -> None:
         self.last_active = self._loop.time()
         decoder = self._decoder
+        read_at = perf_counter() if self._request_metrics is not None else 0.0
         try:
             n = self._recv_into(decoder.buffer())
         except (BlockingIOError, InterruptedError):
@@ -275,9 +284,9 @@ class Connection:
             refused, frames = e, e.complete
         for frame in frames:
             if self._barrier is not None or self._muted():
-                self._held.append(frame)
+                self._held.append((frame, read_at))
                 self._pause_reading()
-            elif not self._handle(frame):
+            elif not self._handle(frame, read_at):
                 return
         if refused is not None:
             self._refuse("connection.closed_bad_request", refused)
@@ -288,7 +297,7 @@ class Connection:
         if self._tls is not None and self._reading and self._tls.has_buffered:
             self._loop.call_soon(self._on_buffered)
 
-    def _handle(self, frame: bytearray) -> bool:
+    def _handle(self, frame: bytearray, read_at: float = 0.0) -> bool:
         """Dispatch one request; False when it cost the connection."""
         auth = self._auth
         if auth is not None and auth.expects_raw_token:
@@ -325,6 +334,8 @@ class Connection:
         client = self._client
         if client is None or client.client_id != header.client_id:
             client = self._client = ClientInfo(self.id, header.client_id, self._address, self._listener, self._principal)
+        metrics = self._request_metrics
+        timing = None if metrics is None else metrics.start(header.api_key, header.api_version, read_at)
         try:
             result = self._dispatch(header, frame, client)
         except (InvalidRequest, CloseConnection) as e:
@@ -333,6 +344,13 @@ class Connection:
         except Exception as e:
             self._refuse("connection.handler_failed", e, header)
             return False
+        if timing is not None:
+            assert metrics is not None
+            metrics.dispatched(timing, header.api_key, isinstance(result, list))
+            if result is None:
+                timing.finish(timing.local_done_at)
+            else:
+                self._timings.append(timing)
         if result is None:
             return True  # acks=0: no answer at all
         if isinstance(result, list):
@@ -343,6 +361,8 @@ class Connection:
             self._pending.append(result)
             return True
         future = asyncio.ensure_future(result)
+        if timing is not None:
+            future.add_done_callback(timing.ready)  # before the write that takes the answer
         future.add_done_callback(self._on_answer_ready)
         self._awaited[future] = header
         self._pending.append(future)
@@ -366,8 +386,12 @@ class Connection:
             self._loop.call_later(answer.delay_s, lambda: delayed.done() or delayed.set_result(response))
             delayed.add_done_callback(self._on_answer_ready)
             self._pending.append(delayed)
+            if self._request_metrics is not None:
+                self._timings.append(None)
         elif response is not None:
             self._pending.append(response)
+            if self._request_metrics is not None:
+                self._timings.append(None)
         if answer.close:
             self._log.warning("connection.authentication_failed", reason=answer.reason)
             self.stop_reading()
@@ -388,7 +412,7 @@ class Connection:
             held.clear()  # read after the connection stopped taking requests: Kafka never reads them
             return
         while held and self._barrier is None and not self._muted() and not self._closed.done():
-            if not self._handle(held.popleft()):
+            if not self._handle(*held.popleft()):
                 held.clear()
                 return
 
@@ -398,7 +422,7 @@ class Connection:
         """Send what is ready, in order, until done or the socket is full."""
         if self._closed.done():
             return
-        pending, out = self._pending, self._out
+        pending, out, timings = self._pending, self._out, self._timings
         try:
             while True:
                 while pending:
@@ -411,12 +435,16 @@ class Connection:
                     else:
                         chunks = head
                         pending.popleft()
+                    if timings:
+                        self._dequeued(timings.popleft(), chunks)
                     if chunks:
                         if isinstance(chunks[-1], Throttle):
                             self._mute(chunks[-1].ms)
                             chunks = chunks[:-1]
                         out.extend(cast("list[OutChunk]", chunks))
                 if not out and (self._tls is None or self._tls.flush()):
+                    if self._sending:
+                        self._sent()
                     break
                 if not out or not self._send(out):
                     if not self._writing:
@@ -455,9 +483,27 @@ class Connection:
         self._pending.clear()
         self._awaited.clear()
         self._held.clear()
+        self._timings.clear()
         self._pause_reading()
         self._draining = True
         return None
+
+    def _dequeued(self, timing: RequestTiming | None, chunks: Response) -> None:
+        """An answer was taken for sending (metrics.listener)."""
+        if timing is None:
+            return
+        timing.dequeued(chunks[-1].ms if chunks and isinstance(chunks[-1], Throttle) else 0)
+        if chunks:
+            self._sending.append(timing)
+        else:
+            timing.finish(timing.dequeued_at)
+
+    def _sent(self) -> None:
+        """Every answer taken for sending is out (metrics.listener)."""
+        now = perf_counter()
+        for timing in self._sending:
+            timing.finish(now)
+        self._sending.clear()
 
     def _on_writable(self) -> None:
         self.last_active = self._loop.time()
@@ -567,6 +613,8 @@ class Connection:
         self._awaited.clear()
         self._held.clear()
         self._out.clear()
+        self._timings.clear()
+        self._sending.clear()
         self._sock.close()
         self._closed.set_result(None)
         if self._on_close is not None:
@@ -640,6 +688,7 @@ class SocketServer:
         metrics: TransferMetrics,
         security: ListenerSecurity = PLAINTEXT_LISTENER,
         quotas: SharedConnectionQuotas | None = None,
+        request_metrics: RequestChannelMetrics | None = None,
     ) -> None:
         self._host = host
         self._port = port
@@ -652,6 +701,7 @@ class SocketServer:
         self._max_request_size = max_request_size
         self._max_in_flight = max_in_flight
         self._metrics = metrics
+        self._request_metrics = request_metrics
         self._server_sock: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
@@ -733,7 +783,15 @@ class SocketServer:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = Connection(
-                sock, address, self._dispatch, self._max_request_size, self._max_in_flight, self._metrics, self._security, partial(self._quotas.dec, self.listener, ip)
+                sock,
+                address,
+                self._dispatch,
+                self._max_request_size,
+                self._max_in_flight,
+                self._metrics,
+                self._security,
+                partial(self._quotas.dec, self.listener, ip),
+                self._request_metrics,
             )
         except BaseException:
             self._quotas.dec(self.listener, ip)

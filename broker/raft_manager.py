@@ -21,6 +21,7 @@ from typing import Any, Callable, Protocol, Sequence
 import structlog
 
 from broker.metadata.metadata_records import MetadataRecord, decode_metadata_record
+from broker.metrics.raft_metrics import CommitLatency
 from broker.network import CloseConnection
 from broker.network_client import NetworkClient, NetworkError
 from raft.file_quorum_state_store import DEFAULT_FILE_NAME, FileQuorumStateStore
@@ -108,6 +109,8 @@ class KafkaRaftManager:
         self._log = log.bind(node=node_id)
         self.client: KafkaRaftClient[MetadataRecord] | None = None
         self.metadata_log: KafkaMetadataLog | None = None
+        # raft-metrics commit-latency-avg/-max (broker/metrics/raft_metrics.py): the leader's batches.
+        self.commit_latency = CommitLatency()
 
     def register_listener(self, listener: RaftListener) -> None:
         self._listeners.append(listener)
@@ -278,6 +281,8 @@ class KafkaRaftManager:
             if future is not None and not future.done():
                 future.set_result(action.body)
         elif isinstance(action, CommittedBatch):
+            if self.client is not None and self.client.is_leader() and action.batch.append_timestamp > 0:
+                self.commit_latency.record(max(now_ms() - action.batch.append_timestamp, 0))
             for listener in self._listeners:
                 listener.handle_commit(action.batch)
         elif isinstance(action, LoadSnapshot):

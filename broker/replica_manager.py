@@ -22,6 +22,7 @@ from broker.delayed_operations import Purgatory
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import EMPTY_IMAGE, NO_LEADER, TOPIC_RESOURCE, MetadataImage
 from broker.metadata.topics_delta import PartitionInfo
+from broker.metrics.broker_topic_metrics import BrokerTopicStats
 from broker.pending_replicas import PendingReplicas
 from broker.partition import ACKS_ALL, NO_EPOCH, LogReadResult, NotLeaderOrFollowerError, Partition, ReplicationSettings, UnknownTopicOrPartitionError
 from storage.errors import KafkaStorageError, StorageError
@@ -96,6 +97,11 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory()
         # acks=all DelayedProduce: woken by high watermark moves and leadership changes.
         self.produce_purgatory = Purgatory()
+        # BrokerTopicMetrics (broker/metrics/): counted here for produce, by FetchHandler for fetch.
+        self.topic_stats = BrokerTopicStats()
+        # ReplicaManager IsrShrinksPerSec / IsrExpandsPerSec: ISR changes this leader asked for.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self._image = EMPTY_IMAGE
         self.settings = ReplicationSettings(node_id, replica_lag_time_max_ms, broker_epoch, self._is_eligible)
         # Whether the controller cannot have fenced this broker yet (BrokerSessionLease); the broker sets it.
@@ -344,6 +350,7 @@ class ReplicaManager:
             intent = partition.maybe_shrink_isr(now)
             if intent is not None:
                 log.info("partition.shrinking_isr", topic=partition.topic, partition=partition.index, isr=partition.isr, new_isr=intent.isr)
+                self.isr_shrinks += 1
                 manager.submit(partition, intent)
 
     # -- produce -------------------------------------------------------------------------------------
@@ -359,8 +366,11 @@ class ReplicaManager:
         guard of each partition whose transaction verification started, the others' being the
         sentinel that only an open transaction lets through."""
         results: dict[TopicPartition, ProduceResult] = {}
+        stats = self.topic_stats
         for topic, index, records in entries:
             key = (topic, index)
+            metrics = stats.topic(topic)
+            metrics.total_produce_requests += 1
             partition = self.get_partition(topic, index)
             if partition is None:
                 results[key] = ProduceResult(error_code=_missing_leader_error(image, topic, index), current_leader=leader_hint(image, topic, index))
@@ -374,6 +384,8 @@ class ReplicaManager:
                 info = partition.append_records_to_leader(records, AppendOrigin.CLIENT, required_acks, guard)
             except StorageError as e:
                 log.debug("produce.rejected", topic=topic, partition=index, error=str(e))
+                metrics.failed_produce_requests += 1
+                metrics.bytes_rejected += len(records)
                 results[key] = ProduceResult(
                     error_code=e.error_code,
                     error_message=str(e) or None,
@@ -384,6 +396,8 @@ class ReplicaManager:
             results[key] = ProduceResult(
                 base_offset=info.first_offset, log_append_time=info.log_append_time, log_start_offset=info.log_start_offset, required_offset=info.last_offset + 1
             )
+            metrics.messages_in += info.records_count
+            metrics.bytes_in += len(records)
             self.fetch_purgatory.touch(key)
             if partition.high_watermark != hw_before:
                 self.produce_purgatory.touch(key)
@@ -498,6 +512,7 @@ class ReplicaManager:
             self.high_watermark_moved(partition)
         if outcome.alter_isr is not None and self.alter_partition_manager is not None:
             log.info("partition.expanding_isr", topic=topic, partition=index, isr=partition.isr, new_isr=outcome.alter_isr.isr)
+            self.isr_expands += 1
             self.alter_partition_manager.submit(partition, outcome.alter_isr)
         return ReadResult(read=read)
 

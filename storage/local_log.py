@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -19,6 +20,7 @@ from storage.checkpoints import fsync_dir
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from storage.fetch_data_info import FetchDataInfo
 from storage.log_config import LogConfig
+from storage.log_flush_stats import LOG_FLUSH_STATS
 from storage.log_segment import CLEANED_FILE_SUFFIX, INDEX_SUFFIXES, LOG_FILE_SUFFIX, SWAP_FILE_SUFFIX, LogSegment, filename_prefix
 
 log = structlog.get_logger(__name__)
@@ -212,6 +214,7 @@ class LocalLog:
         offset = min(up_to, self._log_end_offset)
         self.last_flush_ms = self.now_ms()
         if offset > self.recovery_point:
+            started = time.perf_counter()
             start = self.floor_index(self.recovery_point)
             flushed = [s for s in self.segments[start:] if s.base_offset < offset]
             for segment in flushed:
@@ -219,6 +222,7 @@ class LocalLog:
             if any(s.base_offset >= self.recovery_point for s in flushed):
                 fsync_dir(self.dir)
             self.recovery_point = offset
+            LOG_FLUSH_STATS.update((time.perf_counter() - started) * 1000.0)  # LogFlushRateAndTimeMs
         rolled = self.rolled_unflushed_up_to
         if rolled is not None and (rolled <= self.recovery_point or rolled > self._log_end_offset):
             self.rolled_unflushed_up_to = None

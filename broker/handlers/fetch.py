@@ -34,6 +34,8 @@ TopicPartition = tuple[str, int]
 ZERO_TOPIC_ID = uuid.UUID(int=0)
 FIRST_RACK_AWARE_VERSION = 11
 _NONE_DENIED: frozenset[str] = frozenset()
+# A partition read that failed rather than was refused: FailedFetchRequestsPerSec.
+STORAGE_ERRORS = frozenset({ErrorCode.kafka_storage_error, ErrorCode.unknown_server_error, ErrorCode.corrupt_message})
 
 
 class FetchHandler:
@@ -192,7 +194,7 @@ class FetchHandler:
         return encode_fetch_response(
             ctx.version,
             ctx.header.correlation_id,
-            self._topics(session, results, unknown_ids),
+            self._topics(session, results, unknown_ids, reader.is_follower),
             session_id=session.session_id,
             node_endpoints=self._metadata.leader_endpoints((r.current_leader for r in results.values()), ctx.client.listener),
         )
@@ -238,14 +240,20 @@ class FetchHandler:
         session: SessionContext,
         results: dict[TopicPartition, ReadResult],
         unknown_ids: dict[uuid.UUID, list[int]],
+        follower: bool = False,
     ) -> list[FetchTopicResult]:
         image = self._metadata.image
+        stats = self._rm.topic_stats  # BrokerTopicMetrics: per partition read, and the record bytes sent
         by_topic: OrderedDict[str, list[FetchPartitionResult]] = OrderedDict()
         with_records: list[TopicPartition] = []
         for (topic, index), cached in session.partitions.items():
             result = results[(topic, index)]
             read = result.read
+            metrics = stats.topic(topic)
+            metrics.total_fetch_requests += 1
             if read is None:
+                if result.error_code in STORAGE_ERRORS:
+                    metrics.failed_fetch_requests += 1
                 part = FetchPartitionResult(index, error_code=result.error_code, current_leader=result.current_leader)
                 include = cached.needs_response(-1, -1, -1, False, result.error_code)
             else:
@@ -278,6 +286,11 @@ class FetchHandler:
                 )
                 if regions:
                     with_records.append((topic, index))
+                    sent = sum(region.length for region in regions)
+                    if follower:
+                        metrics.replication_bytes_out += sent
+                    else:
+                        metrics.bytes_out += sent
             if include or not session.incremental:
                 by_topic.setdefault(topic, []).append(part)
         if session.incremental:

@@ -26,9 +26,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-# Written in parallel with the split of the README: a link to one of these may point at nothing
-# until it lands. Once they exist they are checked like any other.
-PENDING = {"docs/metrics.md"}
 COMPATIBILITY = ROOT / "docs" / "compatibility.md"
 SHELL_BLOCKS = {"", "sh", "bash", "shell"}
 
@@ -114,8 +111,6 @@ def link_problems(path: Path) -> list[str]:
             problems.append(f"{where}: outside the repository")
             continue
         if not resolved.exists():
-            if rel(resolved) in PENDING:
-                continue
             problems.append(f"{where}: no such file")
             continue
         if image and not resolved.is_file():
