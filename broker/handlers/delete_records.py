@@ -40,6 +40,10 @@ class DeleteRecordsHandler:
     def _delete(self, topic: str, index: int, offset: int) -> tuple[int, int]:
         try:
             partition = self._rm.leader_partition(topic, index, self._metadata.image)
+            if not partition.log.config.deletes:
+                # Kafka's Partition.deleteRecordsOnLeader: a topic whose cleanup.policy lacks
+                # delete (compact alone) keeps its records, whatever the offset.
+                return -1, ErrorCode.policy_violation
             low_watermark = partition.delete_records_on_leader(offset)
         except StorageError as e:
             return -1, e.error_code
