@@ -13,9 +13,9 @@ kafka-reassign-partitions (--generate, --execute, --verify), kafka-leader-electi
 every partition, kafka-log-dirs, kafka-metadata-quorum (--status, --replication),
 kafka-features, kafka-acls --list (no authorizer), kafka-client-metrics, kafka-cluster cluster-id.
 
-Each cluster's runbook runs in one JVM (tests/cluster/ToolRunner.java, compiled into the test's
-directory): a JVM start per command would cost the test minutes. The two runbooks run side by
-side, as do the two clusters' start-ups. What kbroker legitimately answers otherwise is masked by
+Each cluster's runbook runs in one JVM (tests/ToolRunner.java through tests/kafka_tools.py): a JVM
+start per command would cost the test minutes. The two runbooks run side by side, as do the two
+clusters' start-ups. What kbroker legitimately answers otherwise is masked by
 the step's normalizer (where a replica is placed, which node leads the quorum, producer ids);
 what it answers otherwise and a runbook user could notice is listed in KNOWN_DIFFERENCES with its
 reason, with what must still match, and the test checks that each listed step still differs.
@@ -27,20 +27,19 @@ import difflib
 import json
 import re
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
-from benchmarks.apache_kafka import TOOL_JVM_OPTS, KafkaReferenceCluster
+from benchmarks.apache_kafka import KafkaReferenceCluster
 from tests.cluster.cluster import KafkaCluster
+from tests.kafka_tools import SEPARATE_LOG4J2, ToolJvm, compile_runner
 
-RUNNER_SOURCE = Path(__file__).with_name("ToolRunner.java")
 TOOLS = "org.apache.kafka.tools."
 TOPICS = TOOLS + "TopicCommand"
 CONFIGS = TOOLS + "ConfigCommand"
@@ -60,68 +59,9 @@ ACLS = TOOLS + "AclCommand"
 CLIENT_METRICS = TOOLS + "ClientMetricsCommand"
 CLUSTER = TOOLS + "ClusterTool"
 
-TOOL_TIMEOUT_S = 90.0
 WAIT_S = 60.0
 # Twelve keys that the default partitioner (murmur2) spreads over all four partitions of "orders".
 RECORDS = [f"key-{i}:value-{i}" for i in range(12)]
-TOOLS_LOG4J2 = """status = warn
-appender.err.type = Console
-appender.err.name = ERR
-appender.err.target = SYSTEM_ERR
-appender.err.layout.type = PatternLayout
-appender.err.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.err.ref = ERR
-"""
-
-
-# -- the tools' JVM ---------------------------------------------------------------------------
-
-
-class ToolJvm:
-    """One ToolRunner JVM: ``run`` sends it a command and waits for that command's output."""
-
-    def __init__(self, classes: Path, lib: Path, log4j: Path, stderr_path: Path) -> None:
-        self._stderr: IO[bytes] = open(stderr_path, "ab")
-        self.stderr_path = stderr_path
-        self.proc = subprocess.Popen(
-            ["java", *TOOL_JVM_OPTS, f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{classes}:{lib}/*", "ToolRunner"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
-        )  # fmt: skip
-        self._lock = threading.Lock()
-
-    def run(self, main_class: str, *args: str, stdin: str = "") -> tuple[int, str, str]:
-        """(exit code, stdout, stderr) of ``main_class``'s main(args): the code `java` would exit
-        with (0 when main returns without calling Exit.exit)."""
-        request = {"class": main_class, "args": list(args), "stdin": stdin, "timeout_ms": int(TOOL_TIMEOUT_S * 1000)}
-        with self._lock:
-            assert self.proc.stdin is not None and self.proc.stdout is not None
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the tool runner exited ({self.proc.poll()}); its stderr: {self.stderr_path}")
-        answer = json.loads(line)
-        rc = 0 if answer["rc"] == -1 else answer["rc"]
-        assert rc != -2, f"{main_class} {' '.join(args)} still running after {TOOL_TIMEOUT_S}s:\n{answer['out']}{answer['err']}"
-        return rc, answer["out"], answer["err"]
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._stderr.close()
-
-
-def compile_runner(lib: Path, into: Path) -> Path:
-    into.mkdir(parents=True, exist_ok=True)
-    out = subprocess.run(["javac", "-d", str(into), "-cp", f"{lib}/*", str(RUNNER_SOURCE)], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, f"javac {RUNNER_SOURCE.name} failed:\n{out.stdout}{out.stderr}"
-    return into
 
 
 # -- the runbook ------------------------------------------------------------------------------
@@ -484,9 +424,7 @@ def runbooks(tmp_path_factory: pytest.TempPathFactory, kafka_lib: Path) -> Itera
     threads = [threading.Thread(target=start, args=(c,)) for c in (kbroker, kafka)]
     for th in threads:
         th.start()
-    log4j = root / "tools-log4j2.properties"
-    log4j.write_text(TOOLS_LOG4J2)
-    classes = compile_runner(kafka_lib, root / "runner")
+    compile_runner(kafka_lib)
     jvms: list[ToolJvm] = []
     try:
         for th in threads:
@@ -496,7 +434,7 @@ def runbooks(tmp_path_factory: pytest.TempPathFactory, kafka_lib: Path) -> Itera
         start_seconds = time.monotonic() - started
         targets = []
         for name, cluster in (("kbroker", kbroker), ("kafka", kafka)):
-            jvms.append(jvm := ToolJvm(classes, kafka_lib, log4j, root / f"{name}-tools.stderr"))
+            jvms.append(jvm := ToolJvm(kafka_lib, root / f"{name}-tools.stderr", SEPARATE_LOG4J2))
             (work := root / f"{name}-work").mkdir()
             targets.append(Target(name, cluster.bootstrap, cluster.root, jvm, work))
         started = time.monotonic()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime
 import socket
-import subprocess
 import time
 import uuid
 from dataclasses import dataclass
@@ -43,8 +42,8 @@ from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
 from kio.schema.sasl_handshake.v1 import request as handshake_v1
 from kio.static.primitive import i8
 
-from benchmarks.apache_kafka import TOOL_JVM_OPTS
 from tests.integration.conftest import BrokerProcess, StartBroker, retire
+from tests.kafka_tools import kafka_tool
 from tests.integration.wire import exchange
 from tests.ports import free_ports
 
@@ -265,9 +264,7 @@ def test_kafkas_own_kafka_acls_adds_lists_and_removes_acls(secured: Secured, kaf
     topic, group = names["topic"], names["group"]
 
     def kafka_acls(*args: str) -> str:
-        # Six JVMs: the client compiler alone starts a short-lived tool in about half the time.
-        command = ["java", *TOOL_JVM_OPTS, "-XX:TieredStopAtLevel=1", "-cp", f"{kafka_lib}/*", "org.apache.kafka.tools.AclCommand", "--bootstrap-server", secured.plain, *args]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        done = kafka_tool(kafka_lib, "org.apache.kafka.tools.AclCommand", "--bootstrap-server", secured.plain, *args)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 

@@ -19,14 +19,14 @@ from benchmarks.apache_kafka import TOOL_JVM_OPTS
 from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import wait_for
 from tests.integration.test_dynamic_broker_configs import kafka_configs
+from tests.kafka_tools import kafka_tool
 
 TIMEOUT_S = 30
 
 
 def client_metrics(lib: Path, bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     """kafka-client-metrics.sh, run as test_dynamic_broker_configs runs kafka-configs.sh."""
-    command = ["java", *TOOL_JVM_OPTS, "-cp", f"{lib}/*", "org.apache.kafka.tools.ClientMetricsCommand", "--bootstrap-server", bootstrap, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+    return kafka_tool(lib, "org.apache.kafka.tools.ClientMetricsCommand", "--bootstrap-server", bootstrap, *args)
 
 
 def error_line(done: subprocess.CompletedProcess[str]) -> str:

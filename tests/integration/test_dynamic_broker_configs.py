@@ -15,16 +15,15 @@ from pathlib import Path
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
-from benchmarks.apache_kafka import TOOL_JVM_OPTS
 from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import create_topic, unique_topic, wait_for
+from tests.kafka_tools import kafka_tool
 
 TIMEOUT_S = 30
 
 
 def kafka_configs(lib: Path, bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    command = ["java", *TOOL_JVM_OPTS, "-cp", f"{lib}/*", "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+    return kafka_tool(lib, "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, *args)
 
 
 def node_id(bootstrap: str) -> str:

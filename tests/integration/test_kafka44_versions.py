@@ -52,6 +52,7 @@ from kio.static.primitive import i8, i16, i32, i64
 from benchmarks.apache_kafka import TOOL_JVM_OPTS
 from protocol.records import build_batch
 from tests.integration.conftest import BrokerProcess
+from tests.kafka_tools import kafka_tool
 from tests.integration.helpers import create_topic, unique_topic, wait_for
 from tests.integration.wire import request
 
@@ -213,11 +214,6 @@ def test_replica_verification_tool_fetches_v18(module_broker: BrokerProcess, top
 
 
 # -- issue 34: the rest of Kafka 4.4's tops ------------------------------------------------------------------
-
-
-def kafka_tool(kafka_lib: Path, main_class: str, *args: str) -> subprocess.CompletedProcess[str]:
-    command = ["java", *TOOL_JVM_OPTS, "-cp", f"{kafka_lib}/*", main_class, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 
 def find_coordinator(bootstrap: str, key: str, key_type: int) -> None:

@@ -7,7 +7,6 @@ Kafka 4.4 configured the same way."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Iterator
@@ -23,9 +22,9 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaProducer
 
-from benchmarks.apache_kafka import TOOL_JVM_OPTS
 
 from tests.integration.conftest import BrokerProcess, retire
+from tests.kafka_tools import kafka_tool
 from tests.integration.helpers import create_topic, unique_topic
 from tests.integration.test_storage_tool import CLUSTER, combined_node, kbroker, one_error_line, write_config
 from tests.ports import free_port
@@ -182,8 +181,7 @@ def test_kafkas_own_kafka_configs_manages_scram_users(broker: tuple[BrokerProces
     b, sasl = broker
 
     def configs(*args: str) -> str:
-        command = ["java", *TOOL_JVM_OPTS, "-cp", f"{kafka_lib}/*", "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", b.bootstrap, *args]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        done = kafka_tool(kafka_lib, "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", b.bootstrap, *args)
         assert done.returncode == 0, done.stderr
         return done.stdout
 

@@ -1,5 +1,5 @@
 // Runs Apache Kafka's command-line tools one after another in one JVM, for
-// tests/cluster/test_runbook_against_kafka.py: a JVM start per tool run would cost seconds each.
+// tests/kafka_tools.py (the runbook test and the tool tests): a JVM start per tool run would cost seconds each.
 //
 // Each line on stdin is a JSON request {"class": main class, "args": [...], "stdin": text,
 // "timeout_ms": n}; the answer, one JSON line on stdout, is {"rc": exit code, "out": what the tool
