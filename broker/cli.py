@@ -75,7 +75,7 @@ def _metadata_quorum(args: argparse.Namespace) -> int:
             if args.replication:
                 mq.describe_replication(bootstrap, args.human_readable, sys.stdout)
             else:
-                mq.describe_status(bootstrap, sys.stdout)
+                mq.describe_status(bootstrap, sys.stdout, controller=args.bootstrap_controller is not None)
         elif args.action == "add-controller":
             config = load_config(Path(args.command_config), {})
             meta = read_meta_properties(config.metadata_dir)

@@ -27,6 +27,7 @@ from broker import wire_client
 
 METADATA_TOPIC = "__cluster_metadata"
 VOTER_CHANGE_TIMEOUT_MS = 30000
+BROKER_ENDPOINT_TYPE = 1
 CONTROLLER_ENDPOINT_TYPE = 2
 
 
@@ -85,8 +86,13 @@ def _leader_state(partition: Any) -> Any:
     raise QuorumCommandError(f"the quorum has no leader (leader id {partition.leader_id}, epoch {partition.leader_epoch})")
 
 
-def describe_status(bootstrap: str, out: TextIO) -> None:
-    cluster = wire_client.request(bootstrap, DescribeClusterRequest(include_cluster_authorized_operations=False), client_id="kbroker-metadata-quorum")
+def describe_status(bootstrap: str, out: TextIO, *, controller: bool = False) -> None:
+    """``controller``: ``bootstrap`` is a controller, which answers DescribeCluster for the
+    controller endpoints only (a broker endpoint type is MISMATCHED_ENDPOINT_TYPE, as in Kafka)."""
+    endpoint_type = CONTROLLER_ENDPOINT_TYPE if controller else BROKER_ENDPOINT_TYPE
+    cluster = wire_client.request(bootstrap, DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(endpoint_type)), client_id="kbroker-metadata-quorum")
+    if cluster.error_code != ErrorCode.none:
+        raise QuorumCommandError(f"DescribeCluster failed: {ErrorCode(cluster.error_code).name} {cluster.error_message or ''}".rstrip())
     response, partition = _describe(bootstrap)
     leader = _leader_state(partition)
     slowest = min(partition.current_voters, key=lambda v: v.log_end_offset)
