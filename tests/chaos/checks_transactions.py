@@ -69,7 +69,10 @@ def parse(ops: list[Op], workload: str = "transactions") -> TxnHistory:
     return history
 
 
-def check(ops: list[Op], workload: str = "transactions") -> list[Verdict]:
+def check(ops: list[Op], workload: str = "transactions", loops: int | None = None) -> list[Verdict]:
+    """``loops``: how many consume-transform-produce loops ran, each process ``<workload>-<i>``;
+    one that never committed a transaction is ``idle-loops`` (its clients never got going, so
+    every other check says nothing about it)."""
     h = parse(ops, workload)
     committed_read = h.reads.get("read_committed")
     uncommitted_read = h.reads.get("read_uncommitted")
@@ -99,7 +102,13 @@ def check(ops: list[Op], workload: str = "transactions") -> list[Verdict]:
         _verdict(workload, "double-processed", _double_processed(visible), stats),
         _verdict(workload, "committed-offsets", _committed_offsets(h, visible), stats),
         _verdict(workload, "skipped-input", _skipped_inputs(h, visible), stats),
+        *([_verdict(workload, "idle-loops", _idle_loops(h, workload, loops), stats)] if loops is not None else []),
     ]
+
+
+def _idle_loops(h: TxnHistory, workload: str, loops: int) -> list[Any]:
+    committing = {t.process for t in h.txns if t.outcome == "ok"}
+    return [process for i in range(loops) if (process := f"{workload}-{i}") not in committing]
 
 
 def _verdict(workload: str, name: str, anomalies: list[Any], stats: dict[str, int]) -> Verdict:

@@ -153,3 +153,15 @@ def test_other_workloads_operations_are_ignored() -> None:
     s.history.invoke("groups-1", "txn", {"garbage": True})
     s.history.info("nemesis", "start-kill", {"node": 1})
     assert not anomalies(s.drain(a, offsets={"0": 2}))
+
+
+def test_a_loop_that_never_committed_is_idle() -> None:
+    """Long campaign 1689750076: three loops consumed nothing for 75 minutes and every other
+    check, having no transaction to judge, found nothing."""
+    s = Scenario()
+    a = s.txn(0, 1, "ok", process="transactions-0")
+    s.txn(2, 3, "fail", process="transactions-1")
+    ops = s.drain(a, offsets={"0": 2})
+    [idle] = [v for v in check(ops, loops=3) if v.check == "idle-loops"]
+    assert (idle.count, idle.examples) == (2, ["transactions-1", "transactions-2"])
+    assert "idle-loops" not in {v.check for v in check(ops)}

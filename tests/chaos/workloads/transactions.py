@@ -82,7 +82,7 @@ class TransactionsWorkload:
         history.ok(process, "committed-offsets", {"group": self.group, "topic": self.input, "offsets": {str(p): o for p, o in offsets.items()}})
 
     def check(self, ops: list[Op]) -> list[Verdict]:
-        return checks_transactions.check(ops, self.name)
+        return checks_transactions.check(ops, self.name, self.loops)
 
 
 class _Loop:
