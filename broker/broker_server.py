@@ -26,7 +26,7 @@ from broker.broker_lifecycle_manager import AdvertisedListener, BrokerLifecycleM
 from broker.channel_builders import TLS_PROTOCOLS, ListenerSecurityBuilder, inter_broker_channel
 from broker.config import BrokerConfig
 from broker.connection_quotas import broker_connection_quotas
-from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
+from broker.controller.feature_control_manager import supported_features
 from broker.controller_channel import ControllerChannel, LocalController
 from broker.fetch_session import FetchSessionCache
 from broker.group_coordinator import GroupCoordinator
@@ -183,7 +183,7 @@ class BrokerServer:
             cluster_id=shared.cluster_id,
             rack=cfg.broker_rack,
             listeners=[AdvertisedListener(lst.name, lst.host, lst.port) for lst in cfg.advertised_broker_listeners],
-            features=BROKER_SUPPORTED_FEATURES,
+            features=supported_features(self.config.unstable_feature_versions_enable),
             previous_broker_epoch=self.log_manager.clean_shutdown_broker_epoch,
             log_dir_ids=[shared.directory_id],
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
@@ -263,7 +263,7 @@ class BrokerServer:
 
     def _feature_info(self) -> FeatureInfo:
         image = self.metadata.image
-        return FeatureInfo(BROKER_SUPPORTED_FEATURES, image.features, image.provenance)
+        return FeatureInfo(supported_features(self.config.unstable_feature_versions_enable), image.features, image.provenance)
 
     def _reconfigure_listeners(self, cfg: BrokerConfig) -> None:
         """This broker's dynamic store configs changed: TLS listeners serve new connections with them."""

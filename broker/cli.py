@@ -57,6 +57,7 @@ def _storage(args: argparse.Namespace) -> int:
             initial_controllers=args.initial_controllers,
             no_initial_controllers=args.no_initial_controllers,
             add_scram=args.add_scram or [],
+            release_version=args.release_version,
         )
     except (ConfigError, StorageToolError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -195,13 +196,17 @@ def _features(args: argparse.Namespace) -> int:
         if args.action == "describe":
             fc.describe(args.bootstrap_server, sys.stdout)
             return 0
+        if args.action == "version-mapping":
+            fc.version_mapping(args.release_version, sys.stdout)
+            return 0
         if args.action == "upgrade":
-            updates = fc.updates_for(args.feature or [], args.metadata, UpgradeType.UPGRADE)
+            updates = fc.updates_for(args.feature or [], args.metadata, UpgradeType.UPGRADE, args.release_version)
         elif args.action == "downgrade":
-            updates = fc.updates_for(args.feature or [], args.metadata, UpgradeType.UNSAFE_DOWNGRADE if args.unsafe else UpgradeType.SAFE_DOWNGRADE)
+            kind = UpgradeType.UNSAFE_DOWNGRADE if args.unsafe else UpgradeType.SAFE_DOWNGRADE
+            updates = fc.updates_for(args.feature or [], args.metadata, kind, args.release_version)
         else:
             updates = fc.disables_for(args.feature or [], args.unsafe)
-        fc.update(args.bootstrap_server, updates, args.dry_run, sys.stdout)
+        fc.update(args.bootstrap_server, updates, args.dry_run, sys.stdout, args.action)
     except fc.FeatureCommandError as e:
         print(str(e), file=sys.stderr)
         return 1
@@ -302,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument(
         "--add-scram", "-S", action="append", metavar="MECHANISM=[name=USER,password=PASSWORD]", help="a SCRAM credential the new cluster starts with (repeatable)"
     )
+    fmt.add_argument("--release-version", "-r", metavar="VERSION", help="the metadata.version a new cluster starts at, as 4.0 or 4.4-IV2 (default: 4.4)")
     info = storage_sub.add_parser("info", help="show the log directories and their meta.properties")
     info.add_argument("--config", "-c", required=True, help="the node's server.properties")
     storage_sub.add_parser("random-uuid", help="print a random cluster id")
@@ -403,11 +409,14 @@ def build_parser() -> argparse.ArgumentParser:
         p = features_sub.add_parser(action, help=text)
         p.add_argument("--feature", action="append", metavar="NAME=LEVEL" if action != "disable" else "NAME", help="repeatable")
         if action != "disable":
-            p.add_argument("--metadata", metavar="VERSION", help="metadata.version by release, as 3.9 or 3.9-IV0")
+            p.add_argument("--metadata", metavar="VERSION", help="metadata.version by release, as 4.4 or 4.4-IV1")
+            p.add_argument("--release-version", metavar="VERSION", help="metadata.version and every feature at that release's defaults")
         if action != "upgrade":
             p.add_argument("--unsafe", action="store_true", help="an unsafe (lossy) downgrade")
         p.add_argument("--dry-run", action="store_true", help="validate only")
-    features.set_defaults(func=_features, unsafe=False, metadata=None)
+    mapping = features_sub.add_parser("version-mapping", help="the feature levels a release version sets")
+    mapping.add_argument("--release-version", metavar="VERSION", help="default: the latest production release")
+    features.set_defaults(func=_features, unsafe=False, metadata=None, release_version=None)
 
     reassign = client(sub.add_parser("reassign-partitions", help="move partitions between brokers (like kafka-reassign-partitions.sh)"))
     for action, text in (

@@ -310,6 +310,8 @@ class BrokerConfig(BaseModel):
     compression_type: Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"] = Field("producer", alias="compression.type")
     min_insync_replicas: int = Field(1, alias="min.insync.replicas", ge=1)
     unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
+    # Kafka's unstable.feature.versions.enable: feature levels still in development (metadata.version 4.5-IV0) are supported.
+    unstable_feature_versions_enable: bool = Field(False, alias="unstable.feature.versions.enable")
     # Preferred leaders: the active controller moves leadership back to each partition's first
     # replica every leader.imbalance.check.interval.seconds. As in Kafka 4, whose KRaft controller
     # never read it, leader.imbalance.per.broker.percentage is no setting: load_config warns and drops it.

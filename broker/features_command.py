@@ -3,7 +3,8 @@
 describe prints what a broker's ApiVersions answer tells of the features (the ranges this
 broker supports, the cluster's finalized levels and their epoch); upgrade and downgrade send
 UpdateFeatures, which the broker forwards to the active controller, and print each feature's
-outcome as Kafka's tool does. metadata.version levels print as Kafka's release names.
+outcome as Kafka 4.4's tool does. describe prints metadata.version levels as Kafka's release names;
+upgrade and downgrade print every level as a number, as Kafka's tool does.
 """
 
 from __future__ import annotations
@@ -19,20 +20,12 @@ from kio.static.primitive import i8, i16
 
 from broker import wire_client
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, UpgradeType
+from broker.metadata import metadata_version as mv
 
 CLIENT_ID = "kbroker-features"
 API_TIMEOUT = datetime.timedelta(seconds=60)
-# Kafka's MetadataVersion names by feature level, 3.0-IV1 (1) to 4.0-IV3 (25).
-METADATA_VERSIONS: Mapping[int, str] = dict(
-    enumerate(
-        (
-            "3.0-IV1", "3.1-IV0", "3.2-IV0", "3.3-IV0", "3.3-IV1", "3.3-IV2", "3.3-IV3", "3.4-IV0", "3.5-IV0", "3.5-IV1",
-            "3.5-IV2", "3.6-IV0", "3.6-IV1", "3.6-IV2", "3.7-IV0", "3.7-IV1", "3.7-IV2", "3.7-IV3", "3.7-IV4", "3.8-IV0",
-            "3.9-IV0", "4.0-IV0", "4.0-IV1", "4.0-IV2", "4.0-IV3",
-        ),
-        start=1,
-    )
-)
+# Kafka's MetadataVersion names by feature level, 3.0-IV1 (1) to 4.5-IV0 (34).
+METADATA_VERSIONS: Mapping[int, str] = {v.level: v.name for v in mv.METADATA_VERSIONS}
 
 
 class FeatureCommandError(Exception):
@@ -54,11 +47,12 @@ def level_to_string(feature: str, level: int) -> str:
 
 
 def metadata_level(version: str) -> int:
-    """Kafka's MetadataVersion.fromVersionString: "3.9-IV0", or "3.9" for that release's last level."""
-    matches = [level for level, name in METADATA_VERSIONS.items() if name == version or name.split("-")[0] == version]
-    if not matches:
-        raise FeatureCommandError(f"Unsupported metadata.version {version}")
-    return max(matches)
+    """Kafka's MetadataVersion.fromVersionString: "4.4-IV1", or "4.4" for that release's last level
+    (4.5-IV0, still in development, too: the controller decides whether it takes it)."""
+    try:
+        return mv.from_version_string(version, unstable=True).level
+    except ValueError as e:
+        raise FeatureCommandError(str(e)) from None
 
 
 def parse_feature_levels(specs: list[str]) -> dict[str, int]:
@@ -86,16 +80,19 @@ def describe(bootstrap: str, out: TextIO) -> None:
     for feature in sorted(response.supported_features, key=lambda f: f.name):
         name = feature.name
         out.write(
-            f"Feature: {name}\tSupportedMinVersion: {level_to_string(name, int(feature.min_version))}\t"
-            f"SupportedMaxVersion: {level_to_string(name, int(feature.max_version))}\t"
-            f"FinalizedVersionLevel: {level_to_string(name, finalized.get(name, 0))}\t"
+            f"Feature: {name:<40}  SupportedMinVersion: {level_to_string(name, int(feature.min_version)):<15}  "
+            f"SupportedMaxVersion: {level_to_string(name, int(feature.max_version)):<15}  "
+            f"FinalizedVersionLevel: {level_to_string(name, finalized.get(name, 0)):<15}  "
             f"Epoch: {epoch if epoch >= 0 else '-'}\n"
         )
 
 
-def update(bootstrap: str, updates: list[FeatureUpdate], dry_run: bool, out: TextIO) -> None:
-    """UpdateFeatures v1 (validate_only for --dry-run); each feature's outcome in Kafka's words.
-    Raises FeatureCommandError when any failed."""
+def update(bootstrap: str, updates: list[FeatureUpdate], dry_run: bool, out: TextIO, operation: str | None = None) -> None:
+    """UpdateFeatures v1 (validate_only for --dry-run); each feature's outcome in Kafka 4.4's words,
+    in feature-name order: "<feature> was upgraded to <level>." (levels as numbers, metadata.version's
+    too), "Could not upgrade <feature> to <level>. <error>" ("Can not" for a dry run), "disabled" for
+    ``operation`` disable. ``operation`` is the command (upgrade, downgrade, disable); without it, it
+    follows from the first update. Raises FeatureCommandError when any failed."""
     request = update_v1.UpdateFeaturesRequest(
         timeout=API_TIMEOUT,
         feature_updates=tuple(
@@ -105,16 +102,20 @@ def update(bootstrap: str, updates: list[FeatureUpdate], dry_run: bool, out: Tex
     )
     response = wire_client.request(bootstrap, request, client_id=CLIENT_ID)
     results: dict[str, tuple[int, str | None]] = {r.feature: (r.error_code, r.error_message) for r in response.results}
+    op = operation or (_operation(updates[0]) if updates else "upgrade")
     failures = 0
-    for u in updates:
+    for u in sorted(updates, key=lambda u: u.feature):
         code, message = results.get(u.feature, (response.error_code, response.error_message))
-        if code == ErrorCode.none and response.error_code != ErrorCode.none:
+        if response.error_code != ErrorCode.none:
+            # All or nothing (Kafka 4.4): the top level names the feature that failed them all.
             code, message = response.error_code, response.error_message
         if code != ErrorCode.none:
             failures += 1
-            out.write(f"Could not {_operation(u)} {u.feature}. {message or ErrorCode(code).name}\n")
+            target = f"disable {u.feature}" if op == "disable" else f"{op} {u.feature} to {u.level}"
+            out.write(f"{'Can not' if dry_run else 'Could not'} {target}. {message or ErrorCode(code).name}\n")
         else:
-            out.write(f"{u.feature} {'can be' if dry_run else 'was'} {_done(u)}.\n")
+            done = "disabled." if op == "disable" else f"{op}d to {u.level}."
+            out.write(f"{u.feature} {'can be' if dry_run else 'was'} {done}\n")
     if failures:
         raise FeatureCommandError(f"{failures} out of {len(updates)} operation(s) failed.")
 
@@ -125,15 +126,31 @@ def _operation(u: FeatureUpdate) -> str:
     return "disable" if u.level == 0 else "downgrade"
 
 
-def _done(u: FeatureUpdate) -> str:
-    operation = _operation(u)
-    if operation == "disable":
-        return "disabled"
-    return f"{operation}d to {level_to_string(u.feature, u.level)}"
+def release_levels(release: str, upgrade_type: UpgradeType) -> dict[str, int]:
+    """--release-version: metadata.version at that release and every production feature at its
+    default for it (Kafka's FeatureCommand: an upgrade leaves out the features whose default is 0)."""
+    level = metadata_level(release)
+    levels = {METADATA_VERSION_FEATURE: level}
+    for name, default in mv.default_features(level).items():
+        if default > 0 or upgrade_type != UpgradeType.UPGRADE:
+            levels[name] = default
+    return levels
 
 
-def updates_for(feature_specs: list[str], metadata: str | None, upgrade_type: UpgradeType) -> list[FeatureUpdate]:
-    """The updates --feature and --metadata ask for (one of them at least)."""
+def version_mapping(release: str | None, out: TextIO) -> None:
+    """kafka-features version-mapping: the levels a release version sets."""
+    level = mv.LATEST_PRODUCTION.level if release is None else metadata_level(release)
+    out.write(f"metadata.version={level} ({mv.BY_LEVEL[level].release})\n")
+    for name, default in mv.default_features(level).items():
+        out.write(f"{name}={default}\n")
+
+
+def updates_for(feature_specs: list[str], metadata: str | None, upgrade_type: UpgradeType, release: str | None = None) -> list[FeatureUpdate]:
+    """The updates --feature and --metadata ask for (one of them at least), or --release-version's."""
+    if release is not None:
+        if feature_specs or metadata is not None:
+            raise FeatureCommandError("Can not specify `release-version` with other feature flags.")
+        return [FeatureUpdate(name, level, upgrade_type) for name, level in release_levels(release, upgrade_type).items()]
     levels = parse_feature_levels(feature_specs)
     if metadata is not None:
         if METADATA_VERSION_FEATURE in levels:

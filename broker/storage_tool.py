@@ -21,7 +21,8 @@ from typing import Sequence, TextIO
 
 from broker.config import BrokerConfig
 from broker.controller.controller_logic import cluster_bootstrap_records
-from broker.controller.feature_control_manager import NEW_CLUSTER_FEATURES
+from broker.controller.feature_control_manager import new_cluster_features
+from broker.metadata import metadata_version as mv
 from broker.metadata.bootstrap_directory import write_bootstrap_metadata
 from broker.security.scram_parser import ScramParseError, parse_add_scram
 from raft.kafka_metadata_log import KafkaMetadataLog, metadata_log_dir
@@ -130,9 +131,20 @@ def format_storage(
     initial_controllers: str | None = None,
     no_initial_controllers: bool = False,
     add_scram: Sequence[str] = (),
+    release_version: str | None = None,
 ) -> None:
     """Kafka's StorageTool format + Formatter: meta.properties in every directory not formatted yet;
-    with ``add_scram``, the metadata directory's bootstrap.checkpoint too."""
+    with ``add_scram`` or ``release_version``, the metadata directory's bootstrap.checkpoint too:
+    metadata.version at that release (else Kafka 4.4's default, 4.4-IV2) and the features kbroker
+    implements at Kafka's defaults for it. A release in development needs unstable.feature.versions.enable."""
+    bootstrap_version: int | None = None
+    if release_version is not None:
+        try:
+            bootstrap_version = mv.from_version_string(release_version, unstable=config.unstable_feature_versions_enable).level
+        except ValueError as e:
+            raise StorageToolError(str(e)) from None
+        if bootstrap_version < mv.MINIMUM_VERSION.level:
+            raise StorageToolError(f"The metadata.version must be at least {mv.MINIMUM_VERSION.name}")
     try:
         check_cluster_id(cluster_id)
     except MetaPropertiesError as e:
@@ -183,9 +195,12 @@ def format_storage(
         else:
             kind, directory_id = "dynamic metadata voter directory", own_voter.directory_id
         print(f"Formatting {kind} {directory} with cluster.id {cluster_id}.", file=out)
-        if scram and kind != "data directory":
+        if (scram or bootstrap_version is not None) and kind != "data directory":
+            level = mv.LATEST_PRODUCTION.level if bootstrap_version is None else bootstrap_version
+            features = new_cluster_features(level)
             try:
-                write_bootstrap_metadata(directory, [*cluster_bootstrap_records(features=NEW_CLUSTER_FEATURES), *scram], int(time.time() * 1000))
+                records = [*cluster_bootstrap_records(metadata_version=level, features=features), *scram]
+                write_bootstrap_metadata(directory, records, int(time.time() * 1000))
             except OSError as e:
                 raise StorageToolError(f"Error while writing the bootstrap checkpoint in {directory}: {e.strerror or e}") from None
         if voter_set is not None and kind != "data directory":

@@ -10,11 +10,13 @@ ones it matched; a filter with an UNKNOWN part is INVALID_REQUEST.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import uuid
 from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.feature_control_manager import metadata_version_of
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import AccessControlEntryRecord, MetadataRecord, RemoveAccessControlEntryRecord
 from broker.security.standard_acl import CLUSTER_NAME, AclBindingFilter, ResourceType, StandardAcl, validate_new_acl
@@ -33,8 +35,14 @@ def create_acls(image: MetadataImage, acls: list[StandardAcl], new_id: Callable[
     taken = set(image.acls)
     records: list[MetadataRecord] = []
     results: list[AclCreateResult] = []
+    cidr_supported = metadata_version_of(image).is_cidr_acl_supported
     for acl in acls:
         problem = _creation_problem(acl)
+        if problem is None:
+            host_problem = _host_problem(acl.host, cidr_supported)
+            if host_problem is not None:
+                results.append(host_problem)
+                continue
         if problem is not None:
             results.append((ErrorCode.invalid_request, problem))
             continue
@@ -78,6 +86,20 @@ def _creation_problem(acl: StandardAcl) -> str | None:
     if ":" not in acl.principal:
         return f"expected a string in format principalType:principalName but got {acl.principal}"
     return validate_new_acl(acl)
+
+
+def _host_problem(host: str, cidr_supported: bool) -> AclCreateResult | None:
+    """Kafka 4.4's validateHostPattern: a host with "/" is a CIDR range (KIP-1172), stored only from
+    metadata.version 4.4-IV1 on (older brokers would read it as a literal host) and only if valid."""
+    if host == "*" or "/" not in host:
+        return None
+    if not cidr_supported:
+        return ErrorCode.unsupported_version, "CIDR-based ACL host patterns require metadata version 4.4-IV1 or higher."
+    try:
+        ipaddress.ip_network(host, strict=False)
+    except ValueError:
+        return ErrorCode.invalid_request, f"Invalid CIDR notation '{host}': Could not parse [{host}]"
+    return None
 
 
 def _pattern_unknown(acl_filter: AclBindingFilter) -> bool:

@@ -28,6 +28,7 @@ from typing import Mapping
 from kio.schema.errors import ErrorCode
 
 from broker.controller.controller_result import ApiError, ControllerResult
+from broker.metadata import metadata_version as mv
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, MINIMUM_KRAFT_METADATA_VERSION_LEVEL, FeatureControlManager
 from broker.controller.replication_control_manager import ReplicationControlManager
 from broker.metadata.metadata_image import BrokerRegistration, MetadataImage
@@ -235,6 +236,7 @@ class ClusterControlManager:
             fenced=existing.fenced if same_incarnation and existing else True,
             in_controlled_shutdown=existing.in_controlled_shutdown if same_incarnation and existing else False,
             log_dirs=tuple(request.log_dirs),
+            record_version=mv.for_level(finalized.get(METADATA_VERSION_FEATURE)).register_broker_record_version,
         )
 
     def unregister_broker(self, broker_id: int, image: MetadataImage) -> ControllerResult[UnregisterBrokerReply]:

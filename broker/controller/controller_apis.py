@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 from broker.config import BrokerConfig
 from broker.controller.cluster_control_manager import BrokerRegistrationRequest
 from broker.controller.controller_result import ApiError
-from broker.controller.feature_control_manager import UpgradeType
+from broker.controller.feature_control_manager import ALL_FAILED, UpgradeType
 from broker.controller.quorum_controller import NotControllerError, QuorumController
 from broker.controller.reassignment_control_manager import ReassignablePartition, ReassignableTopic
 from broker.controller.replication_control_manager import AlterPartitionTopic, IsrMember, PartitionIsrChange
@@ -333,17 +333,22 @@ class ControllerApis:
         return list_partition_reassignments_response(ctx.version, ErrorCode.none, None, answers)
 
     async def _update_features(self, ctx: RequestContext, request: Any) -> Any:
-        """UpdateFeatures v0-2, forwarded by a broker: each feature answers NONE or
-        INVALID_UPDATE_VERSION with Kafka's messages; a feature named twice, or with no name, fails
-        the whole request INVALID_REQUEST. v0's allow_downgrade is a safe downgrade."""
+        """UpdateFeatures v0-2, forwarded by a broker: all the features move or none (Kafka 4.4), with
+        Kafka's messages; a feature named twice, or with no name, fails the whole request
+        INVALID_REQUEST. v0's allow_downgrade is a safe downgrade."""
         names = [u.feature for u in request.feature_updates]
         if len(set(names)) != len(names) or "" in names:
             message = "The request names a feature more than once." if "" not in names else "A feature name can not be empty."
             return update_features_response(ctx.version, ErrorCode.invalid_request, message, {})
         updates = {u.feature: int(u.max_version_level) for u in request.feature_updates}
         upgrade_types = {u.feature: _upgrade_type(ctx.version, u) for u in request.feature_updates}
-        results = await self._controller.update_features(updates, upgrade_types, bool(getattr(request, "validate_only", False)))
-        return update_features_response(ctx.version, ErrorCode.none, None, {name: (r.error_code, r.error_message) for name, r in results.items()})
+        result = await self._controller.update_features(updates, upgrade_types, bool(getattr(request, "validate_only", False)))
+        if result.error_code == ErrorCode.none:
+            return update_features_response(ctx.version, ErrorCode.none, None, {name: (ErrorCode.none, None) for name in names})
+        # As Kafka 4.4's QuorumController.updateFeatures: all or nothing. The top level tells which
+        # feature failed and why, and no feature has a result of its own, at any version (its admin
+        # client fails every feature with the top-level error).
+        return update_features_response(ctx.version, result.error_code, ALL_FAILED + (result.error_message or ""), {})
 
     async def _alter_partition(self, ctx: RequestContext, request: Any) -> Any:
         """AlterPartition v2-3 from a partition leader, answered once its ISR changes are committed.

@@ -17,6 +17,7 @@ import random
 import uuid
 from typing import Callable, Collection, Mapping, Sequence
 
+from broker.metadata import metadata_version as mv
 from broker.controller.cluster_control_manager import DEFAULT_SESSION_TIMEOUT_MS, ClusterControlManager
 from broker.controller.configuration_control_manager import (
     LIST_CONFIGS,
@@ -69,6 +70,7 @@ class QuorumControllerLogic:
         node_id: int | None = None,
         unclean_leader_election_enable: bool = False,
         kraft_version: int = 0,
+        unstable_feature_versions: bool = False,
     ) -> None:
         self.configuration = ConfigurationControlManager(
             list_configs=list_configs,
@@ -76,7 +78,7 @@ class QuorumControllerLogic:
             node_id=node_id,
             unclean_leader_election_enable=unclean_leader_election_enable,
         )
-        self.features = FeatureControlManager(kraft_version=kraft_version)
+        self.features = FeatureControlManager(kraft_version=kraft_version, node_id=node_id, unstable_feature_versions=unstable_feature_versions)
         self.producer_ids = ProducerIdControlManager()
         self.replication = ReplicationControlManager(
             configuration=self.configuration,
@@ -200,6 +202,7 @@ def bootstrap_records(
                     max_supported_version=METADATA_VERSION_LEVEL,
                 ),
             ),
+            record_version=mv.for_level(metadata_version).register_broker_record_version,
             rack=rack,
             fenced=False,
             log_dirs=tuple(log_dirs),

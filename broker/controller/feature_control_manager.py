@@ -3,9 +3,11 @@
 metadata.version is a FeatureLevelRecord and must be the first record of a metadata log.
 kraft.version is not: as in Kafka, it belongs to the Raft layer (its KRaftVersionRecord
 control record), so it is never written here; the controller adds the Raft layer's level
-to the finalized features it checks brokers against. A new cluster also finalizes
-transaction.version 2, as Kafka 4.0 does. UpdateFeatures (update_features) moves a finalized
-level once this controller and every registered broker support it, as Kafka's does.
+to the finalized features it checks brokers against. A new cluster also finalizes Kafka's
+defaults for its metadata.version of the features kbroker implements (transaction.version 2,
+eligible.leader.replicas.version 1). UpdateFeatures (update_features) moves finalized levels
+once this controller and every registered broker support them and their dependencies hold,
+all of them or none, as Kafka 4.4's does.
 """
 
 from __future__ import annotations
@@ -18,41 +20,63 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.controller_result import ControllerResult
 from broker.metadata.metadata_image import MetadataImage
+from broker.metadata import metadata_version as mv
 from broker.metadata.metadata_records import FeatureLevelRecord
 
-METADATA_VERSION_FEATURE = "metadata.version"
-KRAFT_VERSION_FEATURE = "kraft.version"
-# metadata.version feature levels: 3.3-IV3 (7) is the oldest KRaft supports; 4.0-IV3 (25)
-# is Kafka 4.0's latest production level. 4.0-IV3 writes PartitionRecord and
-# PartitionChangeRecord v2 and RegisterBrokerRecord v3, the versions encode() writes.
-MINIMUM_METADATA_VERSION_LEVEL = 7
-METADATA_VERSION_LEVEL = 25
-# KIP-966's eligible leader replicas. Kafka 4.1 finalizes level 1 when it formats a new cluster;
-# kbroker's first active controller does too (NEW_CLUSTER_FEATURES). A metadata log that began
-# without it keeps the rules from before KIP-966.
-ELIGIBLE_LEADER_REPLICAS_FEATURE = "eligible.leader.replicas.version"
+METADATA_VERSION_FEATURE = mv.METADATA_VERSION_FEATURE
+KRAFT_VERSION_FEATURE = mv.KRAFT_VERSION_FEATURE
+# metadata.version feature levels (broker/metadata/metadata_version.py): 3.3-IV3 (7) is the oldest
+# KRaft supports; 4.4-IV2 (33) is Kafka 4.4's latest production level and a new cluster's default.
+# 4.5-IV0 (34) is in development: supported only with unstable.feature.versions.enable.
+MINIMUM_METADATA_VERSION_LEVEL = mv.MINIMUM_VERSION.level
+METADATA_VERSION_LEVEL = mv.LATEST_PRODUCTION.level
+LATEST_TESTING_METADATA_VERSION_LEVEL = mv.LATEST_TESTING.level
+# KIP-966's eligible leader replicas. Kafka finalizes level 1 when it formats a new cluster at
+# 4.1-IV0 or later; kbroker's first active controller does too (NEW_CLUSTER_FEATURES). A metadata
+# log that began without it keeps the rules from before KIP-966. Level 1 needs metadata.version 4.0-IV1.
+ELIGIBLE_LEADER_REPLICAS_FEATURE = mv.ELIGIBLE_LEADER_REPLICAS_FEATURE
 ELIGIBLE_LEADER_REPLICAS_LEVEL = 1
 # transaction.version (KIP-890): 2 bumps the producer epoch at every transaction's end and has
-# partition leaders add partitions to transactions. Kafka 4.0 finalizes its latest production
-# level on a new cluster (the default for metadata.version 4.0-IV3); a cluster made before
-# keeps what it has, 0.
-TRANSACTION_VERSION_FEATURE = "transaction.version"
+# partition leaders add partitions to transactions. Kafka finalizes its latest production level
+# on a new cluster (from metadata.version 4.0-IV2); a cluster made before keeps what it has, 0.
+TRANSACTION_VERSION_FEATURE = mv.TRANSACTION_VERSION_FEATURE
 TRANSACTION_VERSION_LEVEL = 2
-# The finalized levels besides metadata.version that a new cluster starts with.
-NEW_CLUSTER_FEATURES: Mapping[str, int] = {
+# The features besides metadata.version that kbroker implements, with the highest level of each.
+# group.version, share.version and streams.version are Kafka's too, but kbroker does not advertise
+# them (a broker supports them at level 0 only), so new clusters do not finalize them either.
+IMPLEMENTED_FEATURES: Mapping[str, int] = {
     ELIGIBLE_LEADER_REPLICAS_FEATURE: ELIGIBLE_LEADER_REPLICAS_LEVEL,
     TRANSACTION_VERSION_FEATURE: TRANSACTION_VERSION_LEVEL,
 }
-# The ranges a broker of this build registers with and shows in ApiVersions (Kafka's
-# BrokerFeatures.defaultSupportedFeatures, for the features kbroker has).
-BROKER_SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = {
-    METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION_LEVEL, METADATA_VERSION_LEVEL),
-    ELIGIBLE_LEADER_REPLICAS_FEATURE: (0, ELIGIBLE_LEADER_REPLICAS_LEVEL),
-    TRANSACTION_VERSION_FEATURE: (0, TRANSACTION_VERSION_LEVEL),
-}
+
+
+def new_cluster_features(metadata_version: int = METADATA_VERSION_LEVEL) -> dict[str, int]:
+    """The finalized levels besides metadata.version a cluster formatted at ``metadata_version`` starts
+    with: Kafka's defaults for that level (Feature.defaultLevel), for the features kbroker implements."""
+    return {name: min(mv.default_level(name, metadata_version), top) for name, top in IMPLEMENTED_FEATURES.items()}
+
+
+# The finalized levels besides metadata.version that a new cluster starts with.
+NEW_CLUSTER_FEATURES: Mapping[str, int] = new_cluster_features()
+
+
+def supported_features(unstable: bool = False) -> dict[str, tuple[int, int]]:
+    """The ranges a node of this build registers with and shows in ApiVersions (Kafka's
+    BrokerFeatures.defaultSupportedFeatures, for the features kbroker has): metadata.version up to
+    the latest production level, or the latest in development with ``unstable.feature.versions.enable``."""
+    top = LATEST_TESTING_METADATA_VERSION_LEVEL if unstable else METADATA_VERSION_LEVEL
+    return {METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION_LEVEL, top)} | {name: (0, level) for name, level in IMPLEMENTED_FEATURES.items()}
+
+
+BROKER_SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = supported_features()
 # What Kafka assumes of a broker that registers without a metadata.version range:
 # only MetadataVersion.MINIMUM_KRAFT_VERSION (3.0-IV1).
-MINIMUM_KRAFT_METADATA_VERSION_LEVEL = 1
+MINIMUM_KRAFT_METADATA_VERSION_LEVEL = mv.MINIMUM_KRAFT_VERSION.level
+
+
+def metadata_version_of(image: MetadataImage) -> mv.MetadataVersion:
+    """The image's finalized metadata.version (the oldest KRaft level before any is finalized)."""
+    return mv.for_level(image.features.get(METADATA_VERSION_FEATURE))
 
 
 class UpgradeType(enum.IntEnum):
@@ -76,7 +100,7 @@ def _reason_not_supported(level: int, what: str, supported: tuple[int, int]) -> 
         return None
     if high == 0:
         return f"{what} does not support this feature."
-    return f"{what} only supports versions {low}-{high}"
+    return f"{what} only supports versions {low}-{high}" if low != high else f"{what} only supports versions {low}"
 
 
 def _invalid_update_version(name: str, level: int, message: str) -> FeatureUpdateResult:
@@ -87,9 +111,23 @@ def _invalid_metadata_version(level: int, message: str) -> FeatureUpdateResult:
     return FeatureUpdateResult(ErrorCode.invalid_update_version, f"Invalid metadata.version {level}. {message}")
 
 
+def _unsupported_metadata_downgrade(current: int, level: int, message: str) -> FeatureUpdateResult:
+    return FeatureUpdateResult(ErrorCode.invalid_update_version, f"Unsupported metadata.version downgrade from {current} to {level}. {message}")
+
+
+# The text Kafka 4.4's controller puts before the error of the feature that failed an UpdateFeatures.
+ALL_FAILED = "The update failed for all features since the following feature had an error: "
+
+
 class FeatureControlManager:
-    def __init__(self, *, kraft_version: int = 0) -> None:
+    def __init__(self, *, kraft_version: int = 0, node_id: int | None = None, unstable_feature_versions: bool = False) -> None:
         self._kraft_version = kraft_version
+        self._node_id = node_id
+        self._supported = supported_features(unstable_feature_versions)
+
+    @property
+    def supported(self) -> Mapping[str, tuple[int, int]]:
+        return self._supported
 
     @staticmethod
     def bootstrap_records(metadata_version: int = METADATA_VERSION_LEVEL, features: Mapping[str, int] | None = None) -> list[FeatureLevelRecord]:
@@ -102,22 +140,34 @@ class FeatureControlManager:
 
     def update_features(
         self, image: MetadataImage, updates: Mapping[str, int], upgrade_types: Mapping[str, int], *, validate_only: bool = False
-    ) -> ControllerResult[dict[str, FeatureUpdateResult]]:
-        """UpdateFeatures: each feature's answer, and a FeatureLevelRecord for each accepted one
-        (none when validate_only). Features fail or pass one by one, as in Kafka."""
+    ) -> ControllerResult[FeatureUpdateResult]:
+        """UpdateFeatures, all or nothing as in Kafka 4.4: the first feature refused (by name order)
+        fails the whole request and no record is written; else a FeatureLevelRecord for each
+        feature (none when validate_only). Dependencies are checked against the levels the request
+        leaves: metadata.version and the other features named with it, else the finalized ones."""
+        proposed = dict(image.features)
+        proposed.setdefault(METADATA_VERSION_FEATURE, metadata_version_of(image).level)
+        proposed.update(updates)
         records: list[FeatureLevelRecord] = []
-        results: dict[str, FeatureUpdateResult] = {}
         for name in sorted(updates):
-            result, record = self._update_feature(image, name, updates[name], upgrade_types.get(name, UpgradeType.UPGRADE))
-            results[name] = result
+            result, record = self._update_feature(image, name, updates[name], upgrade_types.get(name, UpgradeType.UPGRADE), proposed)
+            if result.error_code != ErrorCode.none:
+                return ControllerResult([], result)
             if record is not None:
                 records.append(record)
-        return ControllerResult([] if validate_only else records, results)
+        return ControllerResult([] if validate_only else records, FeatureUpdateResult(ErrorCode.none))
 
-    def _update_feature(self, image: MetadataImage, name: str, level: int, upgrade_type: int) -> tuple[FeatureUpdateResult, FeatureLevelRecord | None]:
+    def _update_feature(
+        self, image: MetadataImage, name: str, level: int, upgrade_type: int, proposed: Mapping[str, int]
+    ) -> tuple[FeatureUpdateResult, FeatureLevelRecord | None]:
         if upgrade_type not in UpgradeType.__members__.values():
             return _invalid_update_version(name, level, "The controller does not support the given upgrade type."), None
-        current = image.features.get(name, 0)
+        if name == METADATA_VERSION_FEATURE:
+            current = metadata_version_of(image).level
+        elif name == KRAFT_VERSION_FEATURE:
+            current = self._kraft_version
+        else:
+            current = image.features.get(name, 0)
         if level < 0:
             return _invalid_update_version(name, level, "A feature version cannot be less than 0."), None
         reason = self._reason_not_supported(image, name, level)
@@ -132,31 +182,38 @@ class FeatureControlManager:
             )
         if level > current and upgrade_type != UpgradeType.UPGRADE:
             return _invalid_update_version(name, level, "Can't downgrade to a newer version."), None
-        if name == METADATA_VERSION_FEATURE and level < current:
-            # kbroker does not track which metadata.version levels changed the record formats, so every
-            # downgrade is one that might lose metadata (Kafka's checkIfMetadataChanged answering true).
-            if upgrade_type == UpgradeType.UNSAFE_DOWNGRADE:
-                return _invalid_metadata_version(level, "Unsafe metadata downgrade is not supported in this version."), None
-            return (
-                _invalid_metadata_version(
-                    level,
-                    "Refusing to perform the requested downgrade because it might delete metadata information. "
-                    "Retry using UNSAFE_DOWNGRADE if you want to force the downgrade to proceed.",
-                ),
-                None,
-            )
+        if name == METADATA_VERSION_FEATURE:
+            return self._update_metadata_version(current, level, upgrade_type)
+        error = mv.dependency_error(name, level, proposed)
+        if error is not None:
+            return _invalid_update_version(name, level, error), None
         return FeatureUpdateResult(ErrorCode.none), FeatureLevelRecord(name=name, feature_level=level)
 
     @staticmethod
-    def _reason_not_supported(image: MetadataImage, name: str, level: int) -> str | None:
-        """This controller runs this build, so it supports BROKER_SUPPORTED_FEATURES; every registered
-        broker, fenced or not, must support the level too."""
-        reason = _reason_not_supported(level, "Local controller", BROKER_SUPPORTED_FEATURES.get(name, (0, 0)))
+    def _update_metadata_version(current: int, level: int, upgrade_type: int) -> tuple[FeatureUpdateResult, FeatureLevelRecord | None]:
+        """Kafka's updateMetadataVersion: a downgrade across a level that changed the metadata is refused
+        (unsafe downgrades are not supported at all); one across levels that changed nothing is allowed."""
+        if level not in mv.BY_LEVEL or level < MINIMUM_METADATA_VERSION_LEVEL:
+            return _invalid_metadata_version(level, f"Valid versions are from {MINIMUM_METADATA_VERSION_LEVEL} to {LATEST_TESTING_METADATA_VERSION_LEVEL}."), None
+        if level < current and mv.check_if_metadata_changed(current, level):
+            if upgrade_type == UpgradeType.UNSAFE_DOWNGRADE:
+                return _unsupported_metadata_downgrade(current, level, "Unsafe metadata downgrade is not supported in this version."), None
+            return (
+                _unsupported_metadata_downgrade(current, level, "Refusing to perform the requested downgrade because it might delete metadata information."),
+                None,
+            )
+        return FeatureUpdateResult(ErrorCode.none), FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=level)
+
+    def _reason_not_supported(self, image: MetadataImage, name: str, level: int) -> str | None:
+        """This controller runs this build, so it supports its own ranges; every registered broker,
+        fenced or not, must support the level too."""
+        local = "Local controller" if self._node_id is None else f"Local controller {self._node_id}"
+        reason = _reason_not_supported(level, local, self._supported.get(name, (0, 0)))
         if reason is not None:
             return reason
         for broker_id in sorted(image.brokers):
             ranges = {f.name: (f.min_supported_version, f.max_supported_version) for f in image.brokers[broker_id].supported_features}
-            reason = _reason_not_supported(level, f"broker{broker_id}", ranges.get(name, (0, 0)))
+            reason = _reason_not_supported(level, f"Broker {broker_id}", ranges.get(name, (0, 0)))
             if reason is not None:
                 return reason
         return None
@@ -170,7 +227,10 @@ class FeatureControlManager:
 
 
 __all__ = [
+    "ALL_FAILED",
     "BROKER_SUPPORTED_FEATURES",
+    "IMPLEMENTED_FEATURES",
+    "LATEST_TESTING_METADATA_VERSION_LEVEL",
     "ELIGIBLE_LEADER_REPLICAS_FEATURE",
     "ELIGIBLE_LEADER_REPLICAS_LEVEL",
     "FeatureControlManager",
@@ -184,4 +244,7 @@ __all__ = [
     "TRANSACTION_VERSION_FEATURE",
     "TRANSACTION_VERSION_LEVEL",
     "UpgradeType",
+    "metadata_version_of",
+    "new_cluster_features",
+    "supported_features",
 ]

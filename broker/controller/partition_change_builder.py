@@ -35,6 +35,8 @@ when the record is applied; every record bumps the partition epoch.
 
 from __future__ import annotations
 
+import dataclasses
+
 import enum
 import uuid
 from typing import Callable, Collection, Sequence
@@ -74,7 +76,10 @@ class PartitionChangeBuilder:
         *,
         min_isr: int = 1,
         eligible_leader_replicas_enabled: bool = False,
+        record_version: int | None = None,
     ) -> None:
+        """``record_version``: the PartitionChangeRecord version the finalized metadata.version implies."""
+        self._record_version = record_version
         self._partition = partition
         self._topic_id = topic_id
         self._partition_id = partition_id
@@ -249,6 +254,6 @@ class PartitionChangeBuilder:
         )
         if record == PartitionChangeRecord(partition_id=self._partition_id, topic_id=self._topic_id):
             return None
-        return record
+        return record if self._record_version is None else dataclasses.replace(record, record_version=self._record_version)
 
 __all__ = ["Election", "PartitionChangeBuilder", "RECOVERED", "RECOVERING", "directory_is_online"]

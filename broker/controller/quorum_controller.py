@@ -134,6 +134,7 @@ class QuorumController:
             config_default=self._config_default,
             node_id=config.node_id,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
+            unstable_feature_versions=getattr(config, "unstable_feature_versions_enable", False),
         )
         self._cluster = self._logic.new_cluster_control(cluster_id or config.cluster_id or "", session_timeout_ms=config.broker_session_timeout_ms)
         self._lock = asyncio.Lock()
@@ -584,20 +585,21 @@ class QuorumController:
 
     # -- features ----------------------------------------------------------------------------------
 
-    async def update_features(self, updates: dict[str, int], upgrade_types: dict[str, int], validate_only: bool) -> dict[str, FeatureUpdateResult]:
-        """UpdateFeatures: each feature's answer, once the accepted levels are committed."""
+    async def update_features(self, updates: dict[str, int], upgrade_types: dict[str, int], validate_only: bool) -> FeatureUpdateResult:
+        """UpdateFeatures: NONE once the new levels are committed, or the error of the first feature
+        refused (then nothing is written)."""
 
-        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], dict[str, FeatureUpdateResult]]:
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], FeatureUpdateResult]:
             result = self._logic.features.update_features(image, updates, upgrade_types, validate_only=validate_only)
             return result.records, result.response
 
-        results = await self._write(decide)
-        for name, result in results.items():
-            if result.error_code == ErrorCode.none and not validate_only:
-                self._log.info("controller.feature_updated", feature=name, level=updates[name])
-            elif result.error_code != ErrorCode.none:
-                self._log.warning("controller.feature_update_refused", feature=name, message=result.error_message)
-        return results
+        result = await self._write(decide)
+        if result.error_code == ErrorCode.none and not validate_only:
+            for name, level in sorted(updates.items()):
+                self._log.info("controller.feature_updated", feature=name, feature_level=level)
+        elif result.error_code != ErrorCode.none:
+            self._log.warning("controller.feature_update_refused", features=sorted(updates), message=result.error_message)
+        return result
 
     # -- producer ids -------------------------------------------------------------------------------
 

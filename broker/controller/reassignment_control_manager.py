@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.configuration_control_manager import ConfigurationControlManager
 from broker.controller.controller_result import ApiError, ControllerResult
+from broker.controller.feature_control_manager import metadata_version_of
 from broker.controller.partition_change_builder import Election, PartitionChangeBuilder
 from broker.controller.partition_reassignment import PartitionReassignmentReplicas, PartitionReassignmentRevert, is_reassignment_in_progress
 from broker.controller.replication_control_manager import BrokerView, _check_manual_assignment, _leader_acceptor, default_dir, eligible_leader_replicas_enabled
@@ -154,6 +155,7 @@ class ReassignmentControlManager:
             lambda b: default_dir(image, b),
             min_isr=min_isr,
             eligible_leader_replicas_enabled=eligible_leader_replicas_enabled(image),
+            record_version=metadata_version_of(image).partition_change_record_version,
         )
 
     def list_partition_reassignments(self, image: MetadataImage, topics: Sequence[tuple[str, Sequence[int]]] | None) -> list[OngoingTopicReassignment]:

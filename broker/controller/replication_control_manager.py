@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.configuration_control_manager import ConfigurationControlManager, ValidateTopicConfig, check_config_values, config_error
 from broker.controller.controller_result import ApiError, ControllerResult, duplicates
-from broker.controller.feature_control_manager import ELIGIBLE_LEADER_REPLICAS_FEATURE
+from broker.controller.feature_control_manager import ELIGIBLE_LEADER_REPLICAS_FEATURE, metadata_version_of
 from broker.controller.partition_change_builder import RECOVERED, RECOVERING, Election, PartitionChangeBuilder, directory_is_online
 from broker.controller.replica_placer import InvalidReplicationFactorError, StripedReplicaPlacer, UsableBroker
 from broker.metadata.metadata_image import (
@@ -589,6 +589,7 @@ class ReplicationControlManager:
             lambda b: default_dir(image, b),
             min_isr=min_isr,
             eligible_leader_replicas_enabled=eligible_leader_replicas_enabled(image),
+            record_version=metadata_version_of(image).partition_change_record_version,
         )
         if self._configuration.unclean_leader_election_enabled(image, topic):
             builder.set_election(Election.UNCLEAN)
@@ -821,6 +822,7 @@ def _manual_isr(replicas: Sequence[int], partition_id: int, view: BrokerView) ->
 def _partition_records(
     image: MetadataImage, topic_id: uuid.UUID, first: int, assignment: list[list[int]], isrs: list[list[int]]
 ) -> list[PartitionRecord]:
+    version = metadata_version_of(image).partition_record_version
     return [
         PartitionRecord(
             partition_id=first + i,
@@ -831,6 +833,7 @@ def _partition_records(
             leader_epoch=0,
             partition_epoch=0,
             directories=tuple(default_dir(image, b) for b in replicas),
+            record_version=version,
         )
         for i, (replicas, isr) in enumerate(zip(assignment, isrs))
     ]

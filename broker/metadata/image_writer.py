@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from broker.metadata import metadata_version as mv
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import (
     AccessControlEntryRecord,
@@ -29,6 +30,8 @@ METADATA_VERSION_FEATURE = "metadata.version"
 
 
 def image_records(image: MetadataImage) -> list[MetadataRecord]:
+    """The image as records, each at the version the image's metadata.version implies."""
+    version = mv.for_level(image.features.get(METADATA_VERSION_FEATURE))
     records: list[MetadataRecord] = []
     for name in sorted(image.features, key=lambda n: (n != METADATA_VERSION_FEATURE, n)):
         records.append(FeatureLevelRecord(name=name, feature_level=image.features[name]))
@@ -45,6 +48,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                 fenced=broker.fenced,
                 in_controlled_shutdown=broker.in_controlled_shutdown,
                 log_dirs=broker.directories,
+                cordoned_log_dirs=broker.cordoned_directories if version.is_cordoned_log_dirs_supported else None,
+                record_version=version.register_broker_record_version,
             )
         )
     for name in sorted(image.topics):
@@ -67,6 +72,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                     directories=p.directories,
                     eligible_leader_replicas=p.elr or None,
                     last_known_elr=p.last_known_elr or None,
+                    record_version=version.partition_record_version,
                 )
             )
     for resource_type, resource_name in sorted(image.configs):

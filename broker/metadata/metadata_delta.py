@@ -31,6 +31,7 @@ from broker.metadata.metadata_records import (
     AccessControlEntryRecord,
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
+    ClearElrRecord,
     ClientQuotaRecord,
     ConfigRecord,
     EndTransactionRecord,
@@ -48,6 +49,7 @@ from broker.metadata.metadata_records import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UnregisterControllerRecord,
     UserScramCredentialRecord,
 )
 from broker.metadata.topics_delta import TopicDelta, TopicsDelta
@@ -108,6 +110,7 @@ class ClusterDelta:
                 fenced=broker.fenced if record.fenced == 0 else record.fenced == 1,
                 in_controlled_shutdown=broker.in_controlled_shutdown or record.in_controlled_shutdown == 1,
                 directories=tuple(record.log_dirs) or broker.directories,
+                cordoned_directories=broker.cordoned_directories if record.cordoned_log_dirs is None else tuple(record.cordoned_log_dirs),
             )
 
     def apply(self) -> Mapping[int, BrokerRegistration]:
@@ -404,6 +407,9 @@ _REPLAY: dict[type, Callable[[MetadataDelta, MetadataRecord], None]] = {
     ClientQuotaRecord: MetadataDelta._replay_client_quota,  # type: ignore[dict-item]
     AccessControlEntryRecord: MetadataDelta._replay_acl,  # type: ignore[dict-item]
     RemoveAccessControlEntryRecord: MetadataDelta._replay_acl,  # type: ignore[dict-item]
+    ClearElrRecord: MetadataDelta._replay_topic_record,
+    # kbroker's controllers do not register (RegisterControllerRecord): there is no registration to drop.
+    UnregisterControllerRecord: MetadataDelta._replay_nothing,
     NoOpRecord: MetadataDelta._replay_nothing,
     **{t: MetadataDelta._replay_nothing for t in _TRANSACTION_RECORDS},
 }

@@ -123,6 +123,8 @@ class BrokerRegistration:
     fenced: bool
     in_controlled_shutdown: bool
     directories: tuple[uuid.UUID, ...]
+    # The log directories the broker cordoned (KIP-1066, metadata.version 4.3-IV0); None: not told.
+    cordoned_directories: tuple[uuid.UUID, ...] | None = None
 
     @classmethod
     def from_record(cls, record: RegisterBrokerRecord) -> BrokerRegistration:
@@ -136,6 +138,7 @@ class BrokerRegistration:
             fenced=record.fenced,
             in_controlled_shutdown=record.in_controlled_shutdown,
             directories=tuple(record.log_dirs),
+            cordoned_directories=None if record.cordoned_log_dirs is None else tuple(record.cordoned_log_dirs),
         )
 
 

@@ -18,7 +18,7 @@ import functools
 import io
 import struct
 import uuid
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, ClassVar, NamedTuple
 
 from kio._kio_native import (
@@ -148,6 +148,7 @@ def _struct_codec(cls: type) -> tuple[Reader, Writer]:
     return read, write
 
 
+@functools.cache
 def _defaults(cls: type) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(cls):
@@ -225,7 +226,14 @@ class MetadataRecord:
     FIELDS: ClassVar[tuple[Field, ...]]
 
     def encode(self, version: int | None = None) -> bytes:
-        version = self.VERSION if version is None else version
+        """The record value at ``version``; by default the record's own ``record_version`` (the one
+        the metadata.version it was made under implies, for the records that carry one), else
+        VERSION. Never a version too old to carry the fields set: then the lowest one that can."""
+        if version is None:
+            version = getattr(self, "record_version", None)
+            if version is None:
+                version = self.VERSION
+            version = max(version, self.lowest_version())
         if not 0 <= version <= self.VERSION:
             raise MetadataRecordError(f"{type(self).__name__} has no version {version}")
         out = io.BytesIO()
@@ -237,6 +245,22 @@ class MetadataRecord:
         except (struct.error, SerialError, TypeError) as e:
             raise MetadataRecordError(f"cannot encode {type(self).__name__}: {e}") from e
         return out.getvalue()
+
+    def lowest_version(self) -> int:
+        """The lowest version whose fields hold every non-default value of this record."""
+        return max((since for name, since, default in _versioned_fields(type(self)) if getattr(self, name) != default), default=0)
+
+
+@functools.cache
+def _versioned_fields(cls: type) -> tuple[tuple[str, int, Any], ...]:
+    defaults = _defaults(cls)
+    return tuple((f.name, f.since, defaults[f.name]) for f in cls.FIELDS if f.since > 0)  # type: ignore[attr-defined]
+
+
+def _record_version() -> Any:
+    """The version to write a record at, set by the controller from the finalized metadata.version
+    (None: VERSION); decoding sets the version read. Not part of the record's equality."""
+    return field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -279,8 +303,11 @@ _STRUCTS: dict[str, type] = {"BrokerEndpoint": BrokerEndpoint, "BrokerFeature": 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RegisterBrokerRecord(MetadataRecord):
+    """v3 from metadata.version 3.7-IV2 (log_dirs), v4 from 4.3-IV0 (cordoned_log_dirs: None until
+    the broker tells)."""
+
     API_KEY: ClassVar[int] = 0
-    VERSION: ClassVar[int] = 3
+    VERSION: ClassVar[int] = 4
     FIELDS: ClassVar[tuple[Field, ...]] = (
         Field("broker_id", "int32"),
         Field("is_migrating_zk_broker", "bool", since=2),
@@ -292,6 +319,7 @@ class RegisterBrokerRecord(MetadataRecord):
         Field("fenced", "bool"),
         Field("in_controlled_shutdown", "bool", since=1),
         Field("log_dirs", "[]uuid", since=3, tag=0),
+        Field("cordoned_log_dirs", "[]uuid", since=4, tag=1, nullable=True),
     )
     broker_id: int
     is_migrating_zk_broker: bool = False
@@ -303,6 +331,8 @@ class RegisterBrokerRecord(MetadataRecord):
     fenced: bool = True
     in_controlled_shutdown: bool = False
     log_dirs: tuple[uuid.UUID, ...] = ()
+    cordoned_log_dirs: tuple[uuid.UUID, ...] | None = None
+    record_version: int | None = _record_version()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -355,6 +385,7 @@ class PartitionRecord(MetadataRecord):
     directories: tuple[uuid.UUID, ...] = ()
     eligible_leader_replicas: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
+    record_version: int | None = _record_version()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -403,6 +434,7 @@ class PartitionChangeRecord(MetadataRecord):
     directories: tuple[uuid.UUID, ...] | None = None
     eligible_leader_replicas: tuple[int, ...] | None = None
     last_known_elr: tuple[int, ...] | None = None
+    record_version: int | None = _record_version()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -535,20 +567,26 @@ class ProducerIdsRecord(MetadataRecord):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerRegistrationChangeRecord(MetadataRecord):
+    """Written, as by Kafka, at the lowest version that holds what changed: v0 a fencing, v1 a
+    controlled shutdown, v2 the log directories, v3 the cordoned ones (metadata.version 4.3-IV0)."""
+
     API_KEY: ClassVar[int] = 17
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
     FIELDS: ClassVar[tuple[Field, ...]] = (
         Field("broker_id", "int32"),
         Field("broker_epoch", "int64"),
         Field("fenced", "int8", tag=0),
         Field("in_controlled_shutdown", "int8", since=1, tag=1),
         Field("log_dirs", "[]uuid", since=2, tag=2),
+        Field("cordoned_log_dirs", "[]uuid", since=3, tag=3, nullable=True),
     )
     broker_id: int
     broker_epoch: int
     fenced: int = 0  # -1 unfenced, 0 no change, 1 fenced
     in_controlled_shutdown: int = 0  # 0 no change, 1 in controlled shutdown
     log_dirs: tuple[uuid.UUID, ...] = ()  # empty: no change
+    cordoned_log_dirs: tuple[uuid.UUID, ...] | None = None  # None: no change
+    record_version: int | None = field(default=0, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -581,6 +619,26 @@ class AbortTransactionRecord(MetadataRecord):
     reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClearElrRecord(MetadataRecord):
+    """Empties the eligible leader replicas of one topic's partitions, or of every topic (name "")."""
+
+    API_KEY: ClassVar[int] = 28
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("topic_name", "string"),)
+    topic_name: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterControllerRecord(MetadataRecord):
+    """A controller's registration removed (metadata.version 4.4-IV2)."""
+
+    API_KEY: ClassVar[int] = 29
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("controller_id", "int32"),)
+    controller_id: int
+
+
 RECORD_TYPES: dict[int, type[MetadataRecord]] = {
     cls.API_KEY: cls
     for cls in (
@@ -605,6 +663,8 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         BeginTransactionRecord,
         EndTransactionRecord,
         AbortTransactionRecord,
+        ClearElrRecord,
+        UnregisterControllerRecord,
     )
 }
 
@@ -626,6 +686,8 @@ def decode_metadata_record(value: bytes | memoryview) -> MetadataRecord:
             raise MetadataRecordError(f"{cls.__name__} version {version} is newer than the highest known, {cls.VERSION}")
         record, size = _read_body(cls, version, value, offset)
         offset += size
+        if "record_version" in cls.__dataclass_fields__:  # type: ignore[attr-defined]
+            object.__setattr__(record, "record_version", version)
     except MetadataRecordError:
         raise
     except (SerialError, ValueError) as e:
@@ -642,6 +704,7 @@ __all__ = [
     "BrokerEndpoint",
     "BrokerFeature",
     "BrokerRegistrationChangeRecord",
+    "ClearElrRecord",
     "ClientQuotaRecord",
     "ConfigRecord",
     "EndTransactionRecord",
@@ -664,6 +727,7 @@ __all__ = [
     "TopicRecord",
     "UnfenceBrokerRecord",
     "UnregisterBrokerRecord",
+    "UnregisterControllerRecord",
     "UserScramCredentialRecord",
     "ZERO_UUID",
     "decode_metadata_record",

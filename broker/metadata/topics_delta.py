@@ -9,13 +9,15 @@ or delete.
 
 from __future__ import annotations
 
+import dataclasses
+
 import uuid
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
 from broker.metadata.metadata_image import EMPTY_MAP, MetadataImage, MetadataImageError, PartitionRegistration, TopicImage
-from broker.metadata.metadata_records import MetadataRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
+from broker.metadata.metadata_records import ClearElrRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
 
 TopicPartition = tuple[str, int]
 
@@ -130,8 +132,28 @@ class TopicsDelta:
             self._replay_topic(record)
         elif isinstance(record, RemoveTopicRecord):
             self.remove_topic(record.topic_id, record)
+        elif isinstance(record, ClearElrRecord):
+            self._clear_elr(record)
         else:
             raise MetadataImageError(f"{type(record).__name__} is not a topic record")
+
+    def _clear_elr(self, record: ClearElrRecord) -> None:
+        """Kafka's ClearElrRecord: every partition of the topic (of every topic, for "") loses its
+        eligible leader replicas and last known ELR, as a PartitionChangeRecord setting both empty would."""
+        if record.topic_name:
+            topic_id = self.topic_id_of(record.topic_name)
+            if topic_id is None:
+                raise MetadataImageError(f"ClearElrRecord for unknown topic {record.topic_name}")
+            topic_ids = [topic_id]
+        else:
+            names = set(self.image.topics) | set(self.created_topics)
+            topic_ids = [i for i in (self.topic_id_of(n) for n in sorted(names)) if i is not None]
+        for topic_id in topic_ids:
+            delta = self._topic_delta(topic_id, record)
+            for index in sorted(set(delta.image.partitions) | set(delta.partition_changes)):
+                partition = delta.partition(index)
+                if partition is not None and (partition.elr or partition.last_known_elr):
+                    delta.partition_changes[index] = dataclasses.replace(partition, elr=(), last_known_elr=())
 
     def _replay_topic(self, record: TopicRecord) -> None:
         replaced = self.topic_id_of(record.name)

@@ -1,4 +1,9 @@
-"""UpdateFeatures and `kbroker features` against one node: levels move, ApiVersions shows them."""
+"""UpdateFeatures and `kbroker features` against one node: levels move, ApiVersions shows them.
+
+The tool's lines and the controller's answers are Kafka 4.4's (its kafka-features against a Kafka
+4.4 node: "Could not upgrade <feature> to <level>. The update failed for all features since ...",
+"Local controller <node id> only supports ...", describe's padded columns); Kafka's own tool
+against kbroker is tests/integration/test_metadata_version_44.py's."""
 
 from __future__ import annotations
 
@@ -38,9 +43,10 @@ def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess)
     bs = ["--bootstrap-server", broker.bootstrap]
     before = await_finalized(broker.bootstrap, "transaction.version", 2)
 
+    # Kafka's tool names the command it ran: a downgrade to 0 is "downgraded to 0", only `disable` says "disabled".
     refused = kbroker("features", *bs, "downgrade", "--feature", "transaction.version=0", "--unsafe", "--dry-run")
     assert refused.returncode == 0, refused.stderr
-    assert refused.stdout == "transaction.version can be disabled.\n"
+    assert refused.stdout == "transaction.version can be downgraded to 0.\n"
     assert finalized(broker.bootstrap)[0]["transaction.version"] == 2  # a dry run writes nothing
 
     down = kbroker("features", *bs, "disable", "--feature", "transaction.version")
@@ -56,14 +62,22 @@ def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess)
 
     described = kbroker("features", *bs, "describe")
     assert described.returncode == 0, described.stderr
-    lines = {line.split("\t")[0]: line for line in described.stdout.splitlines()}
-    assert lines["Feature: metadata.version"].startswith(
-        "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.0-IV3\tFinalizedVersionLevel: 4.0-IV3\tEpoch: "
+    # Kafka 4.4's columns: the name padded to 40, each level to 15, two spaces between.
+    lines = {line.split()[1]: line for line in described.stdout.splitlines()}
+    assert sorted(lines) == ["eligible.leader.replicas.version", "metadata.version", "transaction.version"]
+    epoch = await_finalized(broker.bootstrap, "transaction.version", 2)
+    assert lines["metadata.version"] == (
+        "Feature: metadata.version                          SupportedMinVersion: 3.3-IV3          "
+        f"SupportedMaxVersion: 4.4-IV2          FinalizedVersionLevel: 4.4-IV2          Epoch: {epoch}"
     )
-    assert lines["Feature: transaction.version"].startswith(
-        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\tEpoch: "
+    assert lines["transaction.version"] == (
+        "Feature: transaction.version                       SupportedMinVersion: 0                "
+        f"SupportedMaxVersion: 2                FinalizedVersionLevel: 2                Epoch: {epoch}"
     )
-    assert "Feature: eligible.leader.replicas.version" in lines
+    assert lines["eligible.leader.replicas.version"] == (
+        "Feature: eligible.leader.replicas.version          SupportedMinVersion: 0                "
+        f"SupportedMaxVersion: 1                FinalizedVersionLevel: 1                Epoch: {epoch}"
+    )
 
 
 def test_cli_reports_refusals(broker: BrokerProcess) -> None:
@@ -71,12 +85,24 @@ def test_cli_reports_refusals(broker: BrokerProcess) -> None:
     too_high = kbroker("features", *bs, "upgrade", "--feature", "transaction.version=3")
     assert too_high.returncode == 1
     assert too_high.stdout == (
-        "Could not upgrade transaction.version. Invalid update version 3 for feature transaction.version. Local controller only supports versions 0-2\n"
+        "Could not upgrade transaction.version to 3. The update failed for all features since the following feature had an error: "
+        "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2\n"
     )
     assert too_high.stderr.strip() == "1 out of 1 operation(s) failed."
     no_downgrade_type = kbroker("features", *bs, "upgrade", "--feature", "eligible.leader.replicas.version=0")
     assert no_downgrade_type.returncode == 1
-    assert "Can't downgrade the version of this feature without setting the upgrade type" in no_downgrade_type.stdout
+    assert no_downgrade_type.stdout == (
+        "Could not upgrade eligible.leader.replicas.version to 0. The update failed for all features since the following feature had an error: "
+        "Invalid update version 0 for feature eligible.leader.replicas.version. "
+        "Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.\n"
+    )
+    # All or nothing: the refused share.version keeps transaction.version where it was too, and a
+    # dry run says "Can not" (Kafka 4.4: the lines in feature-name order).
+    both = kbroker("features", *bs, "upgrade", "--feature", "transaction.version=2", "--feature", "group.version=1", "--dry-run")
+    assert both.returncode == 1
+    why = "The update failed for all features since the following feature had an error: Invalid update version 1 for feature group.version. Local controller 1 does not support this feature."
+    assert both.stdout.splitlines() == [f"Can not upgrade group.version to 1. {why}", f"Can not upgrade transaction.version to 2. {why}"]
+    assert both.stderr.strip() == "2 out of 2 operation(s) failed."
     assert finalized(broker.bootstrap)[0]["eligible.leader.replicas.version"] == 1
 
 
@@ -99,8 +125,14 @@ def test_update_features_on_the_wire(broker: BrokerProcess) -> None:
             validate_only=True,
         ),
     )
-    answers = {r.feature: r.error_code for r in v1.results}
-    assert answers == {"transaction.version": ErrorCode.none, "metadata.version": ErrorCode.invalid_update_version}
+    # Kafka 4.4: all or nothing. A safe downgrade of metadata.version to 20 crosses levels that changed
+    # the metadata, so nothing moves; the top level names the feature, and no feature answers on its own.
+    assert v1.error_code == ErrorCode.invalid_update_version
+    assert v1.error_message == (
+        "The update failed for all features since the following feature had an error: "
+        "Unsupported metadata.version downgrade from 33 to 20. Refusing to perform the requested downgrade because it might delete metadata information."
+    )
+    assert v1.results == ()
     assert finalized(bs)[0]["transaction.version"] == 1
 
     duplicate = update_v1.FeatureUpdateKey(feature="transaction.version", max_version_level=i16(2), upgrade_type=i8(1))
@@ -110,7 +142,10 @@ def test_update_features_on_the_wire(broker: BrokerProcess) -> None:
     # v2 has only the top-level code.
     v2 = request(bs, update_v2.UpdateFeaturesRequest(feature_updates=(update_v2.FeatureUpdateKey(feature="transaction.version", max_version_level=i16(5), upgrade_type=i8(1)),)))
     assert v2.error_code == ErrorCode.invalid_update_version
-    assert v2.error_message == "Invalid update version 5 for feature transaction.version. Local controller only supports versions 0-2"
+    assert v2.error_message == (
+        "The update failed for all features since the following feature had an error: "
+        "Invalid update version 5 for feature transaction.version. Local controller 1 only supports versions 0-2"
+    )
     ok = request(bs, update_v2.UpdateFeaturesRequest(feature_updates=(update_v2.FeatureUpdateKey(feature="transaction.version", max_version_level=i16(2), upgrade_type=i8(1)),)))
     assert ok.error_code == ErrorCode.none
     await_finalized(bs, "transaction.version", 2)

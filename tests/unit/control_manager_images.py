@@ -38,7 +38,7 @@ def registration(broker_id: int, *, epoch: int = 0, rack: str | None = None, fen
         incarnation_id=uuid.UUID(int=broker_id),
         broker_epoch=epoch,
         end_points=(BrokerEndpoint(name="PLAINTEXT", host="localhost", port=9000 + broker_id),),
-        features=(BrokerFeature(name="metadata.version", min_supported_version=7, max_supported_version=25),),
+        features=(BrokerFeature(name="metadata.version", min_supported_version=7, max_supported_version=33),),
         rack=rack,
         fenced=fenced,
         log_dirs=dirs,

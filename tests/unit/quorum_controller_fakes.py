@@ -144,7 +144,7 @@ def registration(broker_id: int, *, incarnation: uuid.UUID | None = None, cluste
         cluster_id=cluster_id,
         incarnation_id=incarnation or uuid.UUID(int=broker_id),
         listeners=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9092 + broker_id),),
-        features={"metadata.version": (7, 25), "eligible.leader.replicas.version": (0, 1), "transaction.version": (0, 2)},
+        features={"metadata.version": (7, 33), "eligible.leader.replicas.version": (0, 1), "transaction.version": (0, 2)},
         log_dirs=(uuid.UUID(int=0x1000 + broker_id),),
     )
 

@@ -12,7 +12,7 @@ FEATURES = FeatureInfo(BROKER_SUPPORTED_FEATURES, {"metadata.version": 25, "tran
 def test_v4_lists_every_supported_and_finalized_feature() -> None:
     r = api_versions_response(4, features=FEATURES)
     assert {f.name: (f.min_version, f.max_version) for f in r.supported_features} == {
-        "metadata.version": (7, 25),
+        "metadata.version": (7, 33),
         "eligible.leader.replicas.version": (0, 1),
         "transaction.version": (0, 2),
     }

@@ -46,7 +46,7 @@ class Controller:
             "cluster_id": CLUSTER,
             "incarnation_id": incarnation or self.incarnations.setdefault(broker, uuid.uuid4()),
             "listeners": (BrokerEndpoint(name="PLAINTEXT", host="localhost", port=9000 + broker),),
-            "features": {"metadata.version": (7, 25)},
+            "features": {"metadata.version": (7, 33)},
             "rack": None,
             "log_dirs": (uuid.UUID(int=0x1000 + broker),),
         }
@@ -100,7 +100,7 @@ def test_a_new_registration_starts_fenced_with_the_record_offset_as_epoch() -> N
     assert c.register(1, rack="r1") == (0, offset)
     broker = c.log.image.brokers[1]
     assert broker.fenced and broker.epoch == offset and broker.rack == "r1"
-    assert {f.name: (f.min_supported_version, f.max_supported_version) for f in broker.supported_features} == {"metadata.version": (7, 25)}
+    assert {f.name: (f.min_supported_version, f.max_supported_version) for f in broker.supported_features} == {"metadata.version": (7, 33)}
 
 
 def test_registration_errors() -> None:
@@ -108,10 +108,10 @@ def test_registration_errors() -> None:
     cases = [
         (c.request(1, cluster_id="other"), 104, f"Expected cluster ID {CLUSTER}, but got cluster ID other"),
         (c.request(1, features={"metadata.version": (7, 20)}), 35,
-         "Unable to register because the broker does not support finalized version 25 of metadata.version. "
+         "Unable to register because the broker does not support finalized version 33 of metadata.version. "
          "The broker wants a version between 7 and 20, inclusive."),
         (c.request(1, features={}), 35,
-         "Unable to register because the broker does not support finalized version 25 of metadata.version. "
+         "Unable to register because the broker does not support finalized version 33 of metadata.version. "
          "The broker wants a version between 1 and 1, inclusive."),
         (c.request(1, log_dirs=()), 119, "No directories specified in request"),
         (c.request(1, log_dirs=(uuid.UUID(int=1),)), 119, "Reserved directory ID in request"),
@@ -130,10 +130,10 @@ def test_finalized_features_the_broker_does_not_know_refuse_it() -> None:
     c = Controller(kraft_version=1)
     code, _ = c.register(1)
     assert code == 35
-    assert c.register(1, features={"metadata.version": (7, 25), "kraft.version": (0, 1)})[0] == 0
+    assert c.register(1, features={"metadata.version": (7, 33), "kraft.version": (0, 1)})[0] == 0
     c.log.commit([FeatureLevelRecord(name="group.version", feature_level=1)])
     result = c.cluster.register_broker(
-        c.request(2, features={"metadata.version": (7, 25), "kraft.version": (0, 1)}), image=c.log.image, controller_offset=50, now_ms=0
+        c.request(2, features={"metadata.version": (7, 33), "kraft.version": (0, 1)}), image=c.log.image, controller_offset=50, now_ms=0
     )
     assert result.response.error_message == (
         "Unable to register because the broker does not support finalized version 1 of group.version. "
@@ -292,5 +292,5 @@ def test_producer_id_blocks_check_the_broker_epoch() -> None:
 
 def test_cluster_bootstrap_is_only_the_feature_levels() -> None:
     records = cluster_bootstrap_records(features={"group.version": 1, "transaction.version": 0, "kraft.version": 1})
-    assert records == [FeatureLevelRecord(name="metadata.version", feature_level=25), FeatureLevelRecord(name="group.version", feature_level=1)]
+    assert records == [FeatureLevelRecord(name="metadata.version", feature_level=33), FeatureLevelRecord(name="group.version", feature_level=1)]
     assert not any(isinstance(r, RegisterBrokerRecord) for r in records)

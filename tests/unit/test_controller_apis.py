@@ -86,7 +86,7 @@ def broker_registration(version: int, broker_id: int, cluster_id: str = CLUSTER_
         incarnation_id=uuid.UUID(int=broker_id + 1),
         listeners=(build(listener_cls, name="PLAINTEXT", host="127.0.0.1", port=9092 + broker_id, security_protocol=0),),
         features=(
-            build(feature_cls, name="metadata.version", min_supported_version=7, max_supported_version=25),
+            build(feature_cls, name="metadata.version", min_supported_version=7, max_supported_version=33),
             build(feature_cls, name="eligible.leader.replicas.version", min_supported_version=0, max_supported_version=1),
             build(feature_cls, name="transaction.version", min_supported_version=0, max_supported_version=2),
         ),

@@ -472,13 +472,13 @@ def test_allocate_producer_ids() -> None:
 
 def test_bootstrap_records_format_a_single_node_cluster() -> None:
     records = bootstrap_records(1, "localhost", 9092, log_dirs=(DIR,), features={"group.version": 1})
-    assert records[0] == FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL) and METADATA_VERSION_LEVEL == 25
+    assert records[0] == FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL) and METADATA_VERSION_LEVEL == 33
     assert records[1] == FeatureLevelRecord(name="group.version", feature_level=1)
     log = Log()
     log.commit(records)
     broker = log.image.brokers[1]
     assert not broker.fenced and broker.directories == (DIR,) and (broker.endpoints[0].host, broker.endpoints[0].port) == ("localhost", 9092)
-    assert log.image.features == {"metadata.version": 25, "group.version": 1}
+    assert log.image.features == {"metadata.version": 33, "group.version": 1}
     create(logic(), log, topic("t", 1, 1))
     assert log.image.topics["t"].partitions[0].directories == (DIR,)
 

@@ -175,7 +175,7 @@ def test_elections_keep_kip_966s_invariants(situation: tuple[PartitionRegistrati
 
 # --- the controller: unclean restarts and the last replica standing ---------------------------------
 
-ELR_FEATURES = {"metadata.version": (7, 25), "eligible.leader.replicas.version": (0, 1), "transaction.version": (0, 2)}
+ELR_FEATURES = {"metadata.version": (7, 33), "eligible.leader.replicas.version": (0, 1), "transaction.version": (0, 2)}
 
 
 class ElrController(Controller):

@@ -1,4 +1,7 @@
-"""FeatureControlManager.update_features: Kafka's UpdateFeatures rules, over a replayed log."""
+"""FeatureControlManager.update_features: Kafka 4.4's UpdateFeatures rules, over a replayed log.
+
+The messages are Kafka 4.4's, as its controller answered them (a Kafka 4.4.0 node driven by its own
+kafka-features tool); metadata.version levels are those of broker/metadata/metadata_version.py."""
 
 from __future__ import annotations
 
@@ -15,36 +18,51 @@ from broker.controller.feature_control_manager import (
     FeatureControlManager,
     FeatureUpdateResult,
     UpgradeType,
+    new_cluster_features,
+    supported_features,
 )
 from broker.metadata.metadata_records import BrokerFeature, FeatureLevelRecord
 from tests.unit.control_manager_images import Log, registration
 
 OK = FeatureUpdateResult(ErrorCode.none)
+SAFE = UpgradeType.SAFE_DOWNGRADE
+UNSAFE = UpgradeType.UNSAFE_DOWNGRADE
 
 
-def current_broker(broker_id: int) -> object:
+def current_broker(broker_id: int, unstable: bool = False) -> object:
     """A broker of this build: it registers every feature range kbroker has."""
-    features = tuple(BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi) for n, (lo, hi) in BROKER_SUPPORTED_FEATURES.items())
+    ranges = supported_features(unstable)
+    features = tuple(BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi) for n, (lo, hi) in ranges.items())
     return dataclasses.replace(registration(broker_id), features=features)
 
 
-def old_cluster(*brokers: object) -> Log:
-    """A cluster formatted before transaction.version 2 and ELR: metadata.version only."""
+def cluster(metadata_version: int = METADATA_VERSION_LEVEL, *brokers: object, features: dict[str, int] | None = None) -> Log:
     log = Log()
-    log.commit(FeatureControlManager.bootstrap_records())
+    log.commit(FeatureControlManager.bootstrap_records(metadata_version, features))
     log.commit(list(brokers))  # type: ignore[arg-type]
     return log
 
 
-def update(log: Log, updates: dict[str, int], types: dict[str, int] | None = None, validate_only: bool = False) -> dict[str, FeatureUpdateResult]:
-    result = FeatureControlManager().update_features(log.image, updates, types or {}, validate_only=validate_only)
+def old_cluster(*brokers: object) -> Log:
+    """A cluster formatted before transaction.version 2 and ELR: metadata.version only."""
+    return cluster(METADATA_VERSION_LEVEL, *brokers)
+
+
+def update(log: Log, updates: dict[str, int], types: dict[str, int] | None = None, validate_only: bool = False, **kw: object) -> FeatureUpdateResult:
+    result = FeatureControlManager(**kw).update_features(log.image, updates, types or {}, validate_only=validate_only)  # type: ignore[arg-type]
     log.commit(result.records)
     return result.response
 
 
+def refused(answer: FeatureUpdateResult) -> str:
+    assert answer.error_code == ErrorCode.invalid_update_version
+    assert answer.error_message is not None
+    return answer.error_message
+
+
 def test_upgrade_writes_feature_level_records_every_broker_supports() -> None:
     log = old_cluster(current_broker(1), current_broker(2))
-    assert update(log, {TRANSACTION_VERSION_FEATURE: 2, ELIGIBLE_LEADER_REPLICAS_FEATURE: 1}) == {TRANSACTION_VERSION_FEATURE: OK, ELIGIBLE_LEADER_REPLICAS_FEATURE: OK}
+    assert update(log, {TRANSACTION_VERSION_FEATURE: 2, ELIGIBLE_LEADER_REPLICAS_FEATURE: 1}) == OK
     assert log.image.features[TRANSACTION_VERSION_FEATURE] == 2
     assert log.image.features[ELIGIBLE_LEADER_REPLICAS_FEATURE] == 1
 
@@ -52,15 +70,14 @@ def test_upgrade_writes_feature_level_records_every_broker_supports() -> None:
 def test_validate_only_answers_without_records() -> None:
     log = old_cluster(current_broker(1))
     result = FeatureControlManager().update_features(log.image, {TRANSACTION_VERSION_FEATURE: 2}, {}, validate_only=True)
-    assert result.response == {TRANSACTION_VERSION_FEATURE: OK}
+    assert result.response == OK
     assert result.records == []
 
 
 def test_a_broker_without_the_feature_refuses_the_level() -> None:
     log = old_cluster(current_broker(1), registration(2))  # broker 2 registered metadata.version only
-    answer = update(log, {TRANSACTION_VERSION_FEATURE: 2})[TRANSACTION_VERSION_FEATURE]
-    assert answer.error_code == ErrorCode.invalid_update_version
-    assert answer.error_message == "Invalid update version 2 for feature transaction.version. broker2 does not support this feature."
+    answer = update(log, {TRANSACTION_VERSION_FEATURE: 2})
+    assert refused(answer) == "Invalid update version 2 for feature transaction.version. Broker 2 does not support this feature."
     assert TRANSACTION_VERSION_FEATURE not in log.image.features
 
 
@@ -68,68 +85,122 @@ def test_a_level_beyond_a_brokers_range_names_the_range() -> None:
     narrow = dataclasses.replace(
         current_broker(3), features=(BrokerFeature(name=TRANSACTION_VERSION_FEATURE, min_supported_version=0, max_supported_version=1),)
     )
-    answer = update(old_cluster(current_broker(1), narrow), {TRANSACTION_VERSION_FEATURE: 2})[TRANSACTION_VERSION_FEATURE]
-    assert answer.error_message == "Invalid update version 2 for feature transaction.version. broker3 only supports versions 0-1"
+    answer = update(old_cluster(current_broker(1), narrow), {TRANSACTION_VERSION_FEATURE: 2})
+    assert refused(answer) == "Invalid update version 2 for feature transaction.version. Broker 3 only supports versions 0-1"
 
 
 def test_the_controller_refuses_what_this_build_lacks() -> None:
     log = old_cluster(current_broker(1))
-    answer = update(log, {TRANSACTION_VERSION_FEATURE: 3})[TRANSACTION_VERSION_FEATURE]
-    assert answer.error_message == "Invalid update version 3 for feature transaction.version. Local controller only supports versions 0-2"
-    unknown = update(log, {"share.version": 1})["share.version"]
-    assert unknown.error_message == "Invalid update version 1 for feature share.version. Local controller does not support this feature."
+    assert refused(update(log, {TRANSACTION_VERSION_FEATURE: 3}, node_id=1)) == (
+        "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2"
+    )
+    # share.version is Kafka's, not kbroker's: it is not advertised, so it cannot be finalized.
+    assert refused(update(log, {"share.version": 1}, node_id=1)) == "Invalid update version 1 for feature share.version. Local controller 1 does not support this feature."
 
 
-def test_each_feature_fails_or_passes_alone() -> None:
+def test_one_refused_feature_fails_them_all() -> None:
+    """Kafka 4.4: all or nothing, and the answer is the first refused feature's (by name)."""
     log = old_cluster(current_broker(1))
-    answers = update(log, {TRANSACTION_VERSION_FEATURE: 2, ELIGIBLE_LEADER_REPLICAS_FEATURE: 5})
-    assert answers[TRANSACTION_VERSION_FEATURE] == OK
-    assert answers[ELIGIBLE_LEADER_REPLICAS_FEATURE].error_code == ErrorCode.invalid_update_version
-    assert log.image.features.get(TRANSACTION_VERSION_FEATURE) == 2
-    assert ELIGIBLE_LEADER_REPLICAS_FEATURE not in log.image.features
+    answer = update(log, {TRANSACTION_VERSION_FEATURE: 2, ELIGIBLE_LEADER_REPLICAS_FEATURE: 5}, node_id=1)
+    assert refused(answer) == "Invalid update version 5 for feature eligible.leader.replicas.version. Local controller 1 only supports versions 0-1"
+    assert TRANSACTION_VERSION_FEATURE not in log.image.features
 
 
 def test_a_downgrade_needs_a_downgrade_type_and_level_zero_removes_the_feature() -> None:
     log = old_cluster(current_broker(1))
     update(log, {TRANSACTION_VERSION_FEATURE: 2})
-    refused = update(log, {TRANSACTION_VERSION_FEATURE: 0})[TRANSACTION_VERSION_FEATURE]
-    assert refused.error_message == (
+    assert refused(update(log, {TRANSACTION_VERSION_FEATURE: 0})) == (
         "Invalid update version 0 for feature transaction.version. "
         "Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade."
     )
-    assert update(log, {TRANSACTION_VERSION_FEATURE: 0}, {TRANSACTION_VERSION_FEATURE: UpgradeType.SAFE_DOWNGRADE}) == {TRANSACTION_VERSION_FEATURE: OK}
+    assert update(log, {TRANSACTION_VERSION_FEATURE: 0}, {TRANSACTION_VERSION_FEATURE: SAFE}) == OK
     assert TRANSACTION_VERSION_FEATURE not in log.image.features
 
 
 def test_a_downgrade_type_cannot_raise_a_level() -> None:
-    answer = update(old_cluster(current_broker(1)), {TRANSACTION_VERSION_FEATURE: 1}, {TRANSACTION_VERSION_FEATURE: UpgradeType.UNSAFE_DOWNGRADE})
-    assert answer[TRANSACTION_VERSION_FEATURE].error_message == "Invalid update version 1 for feature transaction.version. Can't downgrade to a newer version."
+    answer = update(old_cluster(current_broker(1)), {TRANSACTION_VERSION_FEATURE: 1}, {TRANSACTION_VERSION_FEATURE: UNSAFE})
+    assert refused(answer) == "Invalid update version 1 for feature transaction.version. Can't downgrade to a newer version."
 
 
 def test_unknown_upgrade_type_and_negative_level() -> None:
     log = old_cluster(current_broker(1))
-    unknown = update(log, {TRANSACTION_VERSION_FEATURE: 2}, {TRANSACTION_VERSION_FEATURE: 7})[TRANSACTION_VERSION_FEATURE]
-    assert unknown.error_message == "Invalid update version 2 for feature transaction.version. The controller does not support the given upgrade type."
-    negative = update(log, {TRANSACTION_VERSION_FEATURE: -1})[TRANSACTION_VERSION_FEATURE]
-    assert negative.error_message == "Invalid update version -1 for feature transaction.version. A feature version cannot be less than 0."
+    assert refused(update(log, {TRANSACTION_VERSION_FEATURE: 2}, {TRANSACTION_VERSION_FEATURE: 7})) == (
+        "Invalid update version 2 for feature transaction.version. The controller does not support the given upgrade type."
+    )
+    assert refused(update(log, {TRANSACTION_VERSION_FEATURE: -1})) == "Invalid update version -1 for feature transaction.version. A feature version cannot be less than 0."
 
 
-def test_metadata_version_never_goes_down() -> None:
-    log = old_cluster(current_broker(1))
-    safe = update(log, {METADATA_VERSION_FEATURE: 20}, {METADATA_VERSION_FEATURE: UpgradeType.SAFE_DOWNGRADE})[METADATA_VERSION_FEATURE]
-    assert safe.error_code == ErrorCode.invalid_update_version
-    assert safe.error_message is not None and safe.error_message.startswith("Invalid metadata.version 20. Refusing to perform the requested downgrade")
-    unsafe = update(log, {METADATA_VERSION_FEATURE: 20}, {METADATA_VERSION_FEATURE: UpgradeType.UNSAFE_DOWNGRADE})[METADATA_VERSION_FEATURE]
-    assert unsafe.error_message == "Invalid metadata.version 20. Unsafe metadata downgrade is not supported in this version."
-    assert log.image.features[METADATA_VERSION_FEATURE] == METADATA_VERSION_LEVEL
+# --- metadata.version ---------------------------------------------------------------------------------
 
 
-def test_metadata_version_upgrade_from_an_older_level() -> None:
-    log = Log()
-    log.commit(FeatureControlManager.bootstrap_records(metadata_version=20))
-    log.commit([current_broker(1)])  # type: ignore[list-item]
-    assert update(log, {METADATA_VERSION_FEATURE: METADATA_VERSION_LEVEL}) == {METADATA_VERSION_FEATURE: OK}
-    assert log.image.features[METADATA_VERSION_FEATURE] == METADATA_VERSION_LEVEL
+def test_the_default_is_kafka_44s_latest_production_level_with_its_feature_defaults() -> None:
+    assert METADATA_VERSION_LEVEL == 33
+    assert BROKER_SUPPORTED_FEATURES[METADATA_VERSION_FEATURE] == (7, 33)
+    assert supported_features(unstable=True)[METADATA_VERSION_FEATURE] == (7, 34)
+    assert new_cluster_features(33) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 1, TRANSACTION_VERSION_FEATURE: 2}
+    assert new_cluster_features(25) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 2}
+    assert new_cluster_features(21) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 0}
+
+
+def test_upgrade_from_40_to_44_level_by_level() -> None:
+    log = cluster(25, current_broker(1), current_broker(2))
+    for level in range(26, 34):
+        assert update(log, {METADATA_VERSION_FEATURE: level}) == OK
+        assert log.image.features[METADATA_VERSION_FEATURE] == level
+
+
+def test_a_level_in_development_needs_unstable_feature_versions() -> None:
+    log = cluster(33, current_broker(1))
+    assert refused(update(log, {METADATA_VERSION_FEATURE: 34}, node_id=1)) == (
+        "Invalid update version 34 for feature metadata.version. Local controller 1 only supports versions 7-33"
+    )
+    # This controller allows it, but a broker of a build without the option still refuses.
+    assert refused(update(log, {METADATA_VERSION_FEATURE: 34}, unstable_feature_versions=True)) == (
+        "Invalid update version 34 for feature metadata.version. Broker 1 only supports versions 7-33"
+    )
+    log = cluster(33, current_broker(1, unstable=True))
+    assert update(log, {METADATA_VERSION_FEATURE: 34}, unstable_feature_versions=True) == OK
+
+
+def test_downgrades_across_a_level_that_changed_metadata_are_refused() -> None:
+    log = cluster(33, current_broker(1))
+    assert refused(update(log, {METADATA_VERSION_FEATURE: 32}, {METADATA_VERSION_FEATURE: SAFE})) == (
+        "Unsupported metadata.version downgrade from 33 to 32. Refusing to perform the requested downgrade because it might delete metadata information."
+    )
+    assert refused(update(log, {METADATA_VERSION_FEATURE: 32}, {METADATA_VERSION_FEATURE: UNSAFE})) == (
+        "Unsupported metadata.version downgrade from 33 to 32. Unsafe metadata downgrade is not supported in this version."
+    )
+    assert log.image.features[METADATA_VERSION_FEATURE] == 33
+
+
+def test_downgrades_across_levels_that_changed_nothing_are_allowed() -> None:
+    """As on Kafka 4.4: 4.4-IV0 (31) down to 4.3-IV0 (30) is safe; 4.3-IV0 to 4.2-IV1 is not."""
+    log = cluster(25, current_broker(1))
+    assert update(log, {METADATA_VERSION_FEATURE: 31}) == OK
+    assert update(log, {METADATA_VERSION_FEATURE: 30}, {METADATA_VERSION_FEATURE: SAFE}) == OK
+    assert refused(update(log, {METADATA_VERSION_FEATURE: 29}, {METADATA_VERSION_FEATURE: SAFE})).startswith(
+        "Unsupported metadata.version downgrade from 30 to 29. Refusing"
+    )
+    log = cluster(29, current_broker(1))
+    assert update(log, {METADATA_VERSION_FEATURE: 24}, {METADATA_VERSION_FEATURE: SAFE}) == OK  # 4.2-IV1 to 4.0-IV2: nothing changed
+
+
+def test_eligible_leader_replicas_needs_metadata_version_40_iv1() -> None:
+    log = cluster(21, current_broker(1))  # 3.9-IV0
+    assert refused(update(log, {ELIGIBLE_LEADER_REPLICAS_FEATURE: 1})) == (
+        "Invalid update version 1 for feature eligible.leader.replicas.version. "
+        "eligible.leader.replicas.version could not be set to 1 because it depends on metadata.version level 23"
+    )
+    # Named with the metadata.version it needs, it goes through (the dependency is checked on the levels the request leaves).
+    assert update(log, {ELIGIBLE_LEADER_REPLICAS_FEATURE: 1, METADATA_VERSION_FEATURE: 25}) == OK
+    assert log.image.features[ELIGIBLE_LEADER_REPLICAS_FEATURE] == 1
+
+
+def test_unknown_metadata_version_levels() -> None:
+    log = cluster(33, current_broker(1))
+    assert refused(update(log, {METADATA_VERSION_FEATURE: 6}, {METADATA_VERSION_FEATURE: SAFE}, node_id=1)) == (
+        "Invalid update version 6 for feature metadata.version. Local controller 1 only supports versions 7-33"
+    )
 
 
 def test_records_are_feature_level_records() -> None:

@@ -57,7 +57,7 @@ def metadata_logs(draw: st.DrawFn) -> list[MetadataRecord]:
                 incarnation_id=uuid.UUID(int=draw(st.integers(1, 2**64))),
                 broker_epoch=epoch,
                 end_points=(BrokerEndpoint(name="PLAINTEXT", host="h", port=9000 + broker_id, security_protocol=0),),
-                features=(BrokerFeature(name="metadata.version", min_supported_version=7, max_supported_version=25),),
+                features=(BrokerFeature(name="metadata.version", min_supported_version=7, max_supported_version=33),),
                 rack=draw(st.none() | st.sampled_from(["r1", "r2"])),
                 fenced=draw(st.booleans()),
                 in_controlled_shutdown=draw(st.booleans()),
