@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import structlog
 
+from broker.log_dir_failure_handler import halt
 from broker.metadata.metadata_records import MetadataRecord, decode_metadata_record
 from broker.metrics.raft_metrics import CommitLatency
 from broker.network import CloseConnection
@@ -84,6 +85,7 @@ class KafkaRaftManager:
         network: NetworkClient,
         log_config: MetadataLogConfig,
         failure_channel: LogDirFailureChannel | None = None,
+        fatal: Callable[[str], None] = halt,
     ) -> None:
         self.node_id = node_id
         self._directory_id = directory_id
@@ -96,6 +98,8 @@ class KafkaRaftManager:
         self._log_config = log_config
         # The process's one channel; a node's handler of it halts when the metadata log dir fails.
         self._failure_channel = failure_channel if failure_channel is not None else LogDirFailureChannel()
+        # What an unexpected error in the Raft loop does: Kafka's raft IO thread halts the process.
+        self._fatal = fatal
         self._listeners: list[RaftListener] = []
         # Called after each round of actions, once the listeners have seen them.
         self._poll_hooks: list[Callable[[], None]] = []
@@ -251,9 +255,12 @@ class KafkaRaftManager:
             except KafkaStorageError:
                 # Logged once by the LogDirFailureChannel, whose handler halts this process.
                 return
-            except Exception:
-                # A bug in the core must not leave this node silently out of the quorum with no trace.
+            except Exception as e:
+                # A bug must not leave this node up but out of the quorum, answering nothing Raft
+                # asks (a leader whose append failed stays leader until it is seen dead): as
+                # Kafka's raft IO thread, it halts, and its supervisor starts it again.
                 self._log.exception("raft.poll_failed")
+                self._fatal(f"Unexpected error in raft IO thread: {e!r}")
                 raise
             delay_ms = client.next_deadline_ms() - now_ms()
             if self._wake.is_set() or (delay_ms <= 0 and actions):
