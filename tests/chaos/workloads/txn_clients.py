@@ -15,7 +15,7 @@ from typing import Any, Callable, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from tests.chaos.client_logs import librdkafka_debug
+from tests.chaos.client_logs import LIBRDKAFKA_CONSUMER_DEBUG, librdkafka_debug
 
 API_TIMEOUT_S = 15.0
 # A transaction the loop abandons (its node killed mid-commit) is aborted this soon.
@@ -71,7 +71,17 @@ class TxnClient(Protocol):
 class ConfluentClient:
     def __init__(self, bootstrap: str, group: str, topic: str, transactional_id: str, stop: threading.Event) -> None:
         self.bootstrap, self.topic, self.transactional_id, self.stop = bootstrap, topic, transactional_id, stop
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                # Its group and fetch log too: the long campaign at seed 1689750076 had these consumers read nothing.
+                **librdkafka_debug(f"{transactional_id}.consumer", LIBRDKAFKA_CONSUMER_DEBUG + ",fetch"),
+            }
+        )
         self.consumer.subscribe([topic])
         self.wedged = False
         self.producer = self._producer()
