@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Mapping, TypeVar
 
+from confluent_kafka.admin import AdminClient
+
 from broker.cli import main as kbroker_main
 from tests.cluster.link_proxy import LinkProxy, ProxyLoop
 from tests.integration.conftest import REPO, BrokerProcess, retire
@@ -281,6 +283,21 @@ class KafkaCluster(CuttableLinks):
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers if b.running)
+
+    def await_all_brokers_live(self, timeout_s: float = 120.0) -> None:
+        """Wait until every broker is registered and unfenced as every running broker's Metadata
+        shows it: a node healed from a partition may still be fenced when the heal returns, and
+        the next test of a module-scoped cluster would find too few brokers for three replicas."""
+        wanted = sorted(b.node_id for b in self.brokers)
+
+        def whole() -> bool:
+            return all(
+                sorted(AdminClient({"bootstrap.servers": b.bootstrap, "socket.timeout.ms": 10000}).list_topics(timeout=10).brokers) == wanted
+                for b in self.brokers
+                if b.running
+            )
+
+        wait_until("every broker registered and unfenced", whole, timeout_s)
 
     def controller_bootstrap(self, node_id: int) -> str:
         spec = self.nodes[node_id].spec

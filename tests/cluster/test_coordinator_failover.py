@@ -200,6 +200,7 @@ def test_a_group_consumes_through_the_death_of_its_coordinator(cluster: KafkaClu
         if killed is not None:
             killed.launch()
             killed.await_started()
+            cluster.await_all_brokers_live(TIMEOUT_S)
 
 
 def offset_fetch(bootstrap: str, group: str, topic: str, require_stable: bool) -> tuple[int, int, int]:
@@ -263,6 +264,7 @@ def test_a_coordinator_cut_off_from_the_controller_never_answers_a_stable_fetch_
         assert offset_fetch(zombie.bootstrap, group, topic, require_stable=True) == (ErrorCode.not_coordinator, -1, 0)
     finally:
         cluster.heal()
+        cluster.await_all_brokers_live(TIMEOUT_S)
     # Once healed it learns that it was replaced (or leads again, with the new coordinator's offsets).
     wait_until(
         "the old coordinator to catch up",
@@ -302,3 +304,4 @@ def test_a_simple_consumers_group_outlives_its_coordinator(cluster: KafkaCluster
     finally:
         killed.launch()
         killed.await_started()
+        cluster.await_all_brokers_live(TIMEOUT_S)
