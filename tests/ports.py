@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import socket
 import threading
 from typing import Iterator
@@ -64,3 +65,23 @@ def free_ports(count: int) -> list[int]:
 
 def free_port() -> int:
     return free_ports(1)[0]
+
+
+def consecutive_free_ports(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports that were free when chosen, for a program
+    that numbers its ports from one (``make cluster``: client ports P..P+2). Outside a worker's
+    slice, from 28000-31999, which no worker walks and is below the ephemeral range."""
+    ports: Iterator[int] = _next if _next is not None else itertools.cycle(range(28000, 32000))
+    if _next is None:
+        ports = itertools.islice(ports, random.randrange(4000), None)
+    run: list[int] = []
+    with _lock:
+        for _ in range(SLICE):
+            port = next(ports)
+            if not _bindable(port):
+                run = []
+                continue
+            run = [*run, port] if run and port == run[-1] + 1 else [port]
+            if len(run) == count:
+                return run[0]
+    raise RuntimeError(f"no {count} consecutive free ports")
