@@ -16,6 +16,16 @@ carrying its ``session``):
 
 A session's position on a partition legitimately starts over at each assignment (from the
 committed offset); between two assignments it must move forward one offset at a time.
+
+An assignment that starts at the partition's log start although a higher commit was acknowledged
+before it is a *reset*: the consumer's auto.offset.reset (earliest) after a fetch answered
+OFFSET_OUT_OF_RANGE. Apache Kafka answers that from a zombie leader: a broker cut off from the
+controller (seeds 5 and 6 of the Kafka control: SIGTERMed while partitioned, it stays in
+controlled shutdown for minutes) keeps serving Metadata and Fetch from its stale image, so a new
+consumer that bootstraps from it fetches the committed offset from it, past its log end. The
+commits of such an assignment start the group's progress over; they are reported once, as
+``offset-reset``, and not as regressions. A rewind to anywhere else (a stale committed offset)
+still is one.
 """
 
 from __future__ import annotations
@@ -83,8 +93,10 @@ def check(ops: list[Op], workload: str = "groups") -> list[Verdict]:
         "records": len(h.log),
     }
     order, duplicates = _session_order(h)
+    resets = _resets(h)
     return [
-        _verdict(workload, "offset-regression", _regressions(h), stats),
+        _verdict(workload, "offset-regression", _regressions(h, resets), stats),
+        _verdict(workload, "offset-reset", [r for r in resets.values() if r is not None], stats),
         _verdict(workload, "commit-past-delivered", _past_delivered(h), stats),
         _verdict(workload, "commit-past-end", _past_end(h), stats),
         _verdict(workload, "session-order", order, stats),
@@ -97,16 +109,74 @@ def _verdict(workload: str, name: str, anomalies: list[Any], stats: dict[str, in
     return Verdict(workload, name, len(anomalies), anomalies[:MAX_EXAMPLES], dict(stats))
 
 
-def _regressions(h: GroupHistory) -> list[Any]:
+def _assignment_starts(h: GroupHistory) -> list[tuple[int, str, int, int, int]]:
+    """Each (session, partition) assignment that delivered anything: (assign op index, session,
+    partition, first offset delivered, index of that poll)."""
+    current: dict[tuple[str, int], int] = {}  # (session, partition) -> index of its assign
+    starts = []
+    for index, session, f, value in h.events:
+        if f == "assign":
+            for p in value["partitions"]:
+                current[(session, int(p))] = index
+        elif f == "revoke":
+            for p in value["partitions"]:
+                current.pop((session, int(p)), None)
+        elif f == "poll":
+            for p, o, _ in value["records"]:
+                assigned = current.pop((session, int(p)), None)
+                if assigned is not None:
+                    starts.append((assigned, session, int(p), int(o), index))
+    return starts
+
+
+def _resets(h: GroupHistory) -> dict[tuple[str, int, int], Any]:
+    """The assignments that started below the partition's committed offset (its last commit
+    acknowledged before the assignment): {(session, partition, assign index): example} where the
+    start was the partition's log start (a reset), None where it was not."""
+    assert h.log is not None
+    log_start: dict[int, int] = {}
+    for p, o in h.log:
+        log_start[p] = min(o, log_start.get(p, o))
+    acked = [(index, offsets) for index, _, kind, offsets in h.commits if kind == "ok"]
+    resets: dict[tuple[str, int, int], Any] = {}
+    committed: dict[int, int] = {}
+    i = 0
+    for assigned, session, p, first, _ in sorted(_assignment_starts(h)):
+        while i < len(acked) and acked[i][0] < assigned:
+            committed.update(acked[i][1])
+            i += 1
+        if first < committed.get(p, 0):
+            at_start = first == log_start.get(p, 0)
+            resets[(session, p, assigned)] = {"session": session, "partition": p, "committed": committed[p], "started at": first} if at_start else None
+    return resets
+
+
+def _regressions(h: GroupHistory, resets: dict[tuple[str, int, int], Any]) -> list[Any]:
     """A successful commit below an earlier successful commit of the same partition, or a final
-    committed offset below the last successful one (the workload never resets the group)."""
+    committed offset below the last successful one (the workload never resets the group). A
+    commit of an assignment that was reset to the log start (``_resets``) is no regression: it
+    starts the partition's progress over."""
+    # Each session's assignments of each partition, in history order, for commits to find theirs.
+    assignments: dict[tuple[str, int], list[int]] = {}
+    for index, session, f, value in h.events:
+        if f == "assign":
+            for p in value["partitions"]:
+                assignments.setdefault((session, int(p)), []).append(index)
+
+    def reset_assignment(session: str, p: int, index: int) -> bool:
+        before = [a for a in assignments.get((session, p), []) if a < index]
+        return bool(before) and resets.get((session, p, before[-1])) is not None
+
     highest: dict[int, tuple[int, str]] = {}
     anomalies = []
-    for _, session, kind, offsets in h.commits_begun:
+    for index, session, kind, offsets in h.commits_begun:
         if kind != "ok":
             continue
         for p, o in offsets.items():
             if p in highest and o < highest[p][0]:
+                if reset_assignment(session, p, index):
+                    highest[p] = (o, session)
+                    continue
                 anomalies.append({"partition": p, "from": highest[p][0], "to": o, "sessions": [highest[p][1], session]})
             if p not in highest or o >= highest[p][0]:
                 highest[p] = (o, session)

@@ -164,3 +164,20 @@ def test_a_history_without_its_drain_is_invalid() -> None:
     s.assign("1", [0])
     [verdict] = check(s.history.ops)
     assert (verdict.check, verdict.valid) == ("drained", False)
+
+
+def test_an_assignment_restarted_from_the_log_start_below_the_commit_is_one_reset_not_regressions() -> None:
+    """Apache Kafka's zombie leader (control seeds 5 and 6): a fetch past a stale leader's log end
+    is answered OFFSET_OUT_OF_RANGE, auto.offset.reset=earliest starts the session at 0, and each
+    of its commits is below the group's last. One reset; its commits start the progress over."""
+    s = Scenario()
+    s.assign("1", [0])
+    s.poll("1", 0, range(0, 6))
+    s.commit("1", {0: 6})
+    s.assign("2", [0])
+    s.poll("2", 0, range(0, 3))
+    s.commit("2", {0: 3})
+    s.poll("2", 0, range(3, 10))
+    s.commit("2", {0: 10})
+    found = anomalies(s.drain({0: 10}))
+    assert found == {"offset-reset": [{"session": "2", "partition": 0, "committed": 6, "started at": 0}]}
