@@ -31,7 +31,7 @@ from broker.security.standard_acl import AclOperation, ResourceType
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 from storage.log_cleaner import CLEANER_STATS_KEY
-from storage.log_config import TOPIC_CONFIG_SYNONYMS
+from storage.log_config import ALL_TOPIC_CONFIG_SYNONYMS
 
 TOPIC = 2
 BROKER = 4
@@ -133,9 +133,10 @@ class DescribeConfigsHandler:
             entries, error, message = self._describe(res.resource_type, res.resource_name)
             keys = res.configuration_keys
             if keys and CLEANER_STATS_KEY in keys and res.resource_type == TOPIC and not error and self._describe_cleaning is not None:
-                entries.append((CLEANER_STATS_KEY, json.dumps(self._describe_cleaning(res.resource_name)), DEFAULT_CONFIG, ()))
+                stats = json.dumps(self._describe_cleaning(res.resource_name))
+                entries.append((CLEANER_STATS_KEY, stats, DEFAULT_CONFIG, ((CLEANER_STATS_KEY, stats, DEFAULT_CONFIG),)))
             configs = []
-            for name, value, source, more_synonyms in entries:
+            for name, value, source, synonym_layers in entries:
                 if keys is not None and name not in keys:
                     continue
                 sensitive = is_sensitive(name) or (res.resource_type == BROKER and self._is_custom(name))
@@ -145,8 +146,7 @@ class DescribeConfigsHandler:
                 # Kafka describes a logger's level with no synonyms and no type.
                 logger = res.resource_type == BROKER_LOGGER_RESOURCE
                 if synonyms_wanted and not logger:
-                    synonyms.append(build(synonym_cls, name=name, value=value, source=source))
-                    synonyms.extend(build(synonym_cls, name=n, value=None if sensitive else v, source=src) for n, v, src in more_synonyms)
+                    synonyms.extend(build(synonym_cls, name=n, value=None if sensitive else v, source=src) for n, v, src in synonym_layers)
                 # A listener's stores change per listener only; their broker-wide names are not read-only, as in Kafka.
                 read_only = name == CLEANER_STATS_KEY or (res.resource_type == BROKER and ((not is_dynamic(name) and name not in SECURITY_CONFIGS) or self._is_custom(name)))
                 configs.append(
@@ -185,33 +185,30 @@ class DescribeConfigsHandler:
         return None if allowed else refusal
 
     def _describe(self, resource_type: int, name: str):  # type: ignore[no-untyped-def]
-        """(name, value, source, the broker synonyms below it) of each config of the resource."""
+        """(name, value, source, its synonyms as Kafka lists them) of each config of the resource."""
         image = self._metadata.image
         dynamic = self._dynamic
         if resource_type == TOPIC:
             if name not in image.topics:
                 return [], ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
             overrides = image.topic_config(name)
-            defaults = dynamic.config.topic_defaults()
             out = []
             for key, value in sorted(dynamic.config.effective_topic_config(overrides).items()):
-                synonym_name = TOPIC_CONFIG_SYNONYMS.get(key)
-                broker_source = dynamic.source_of(synonym_name) if synonym_name else DEFAULT_CONFIG
-                below = ((synonym_name, defaults.get(key), broker_source),) if synonym_name else ()
+                below = self._topic_synonyms(key)
                 if key in overrides:
-                    out.append((key, value, SOURCE_TOPIC_CONFIG, below))
+                    out.append((key, value, SOURCE_TOPIC_CONFIG, ((key, value, SOURCE_TOPIC_CONFIG), *below)))
                 else:
-                    out.append((key, value, broker_source, ()))
+                    out.append((key, value, below[0][2] if below else DEFAULT_CONFIG, below))
             return out, 0, None
         if resource_type == BROKER:
             if name == "":
                 # The cluster's dynamic defaults alone, as Kafka describes the default resource.
-                return [(key, value, DYNAMIC_DEFAULT_BROKER_CONFIG, ()) for key, value in sorted(dynamic.layers.default.items())], 0, None
+                return [(key, value, DYNAMIC_DEFAULT_BROKER_CONFIG, ((key, value, DYNAMIC_DEFAULT_BROKER_CONFIG),)) for key, value in sorted(dynamic.layers.default.items())], 0, None
             if name != str(self._metadata.node_id):
                 return [], ErrorCode.invalid_request, f"Unexpected broker id, expected {self._metadata.node_id} but received {name}"
             # Every config Kafka 4.4 describes (broker/kafka_config_defs.py), kbroker's own, and what is set.
             keys = set(KAFKA_BROKER_CONFIGS) | set(dynamic.static_properties) | set(dynamic.layers.own) | set(dynamic.layers.default)
-            return [(key, dynamic.value_of(key), dynamic.source_of(key), self._layers_below(key)) for key in sorted(keys)], 0, None
+            return [(key, value, source, ((key, value, source), *self._layers_below(key))) for key in sorted(keys) for value, source in [(dynamic.value_of(key), dynamic.source_of(key))]], 0, None
         if resource_type == BROKER_LOGGER_RESOURCE:
             if not name:
                 return [], ErrorCode.invalid_request, "Broker id must not be empty"
@@ -229,6 +226,24 @@ class DescribeConfigsHandler:
         if kafka_default(key) is None:
             return None
         return [(key, self._dynamic.value_of(key), self._dynamic.source_of(key)), *self._layers_below(key)]
+
+    def _topic_synonyms(self, key: str) -> tuple[tuple[str, str | None, int], ...]:
+        """Kafka's synonyms of a topic config below the topic's own value: every layer's value of
+        the broker configs behind it (log.retention.ms, .minutes, .hours), the broker's dynamic
+        layer first, then the cluster default, server.properties and Kafka's defaults; and, as
+        Kafka drops them, none before the first that sets the first of those names (so retention.ms,
+        whose log.retention.ms has no default, shows none unless a layer sets log.retention.ms)."""
+        names = ALL_TOPIC_CONFIG_SYNONYMS.get(key)
+        if names is None:
+            return ()
+        dynamic = self._dynamic
+        static = {n: v for n in names if (v := dynamic.static_properties.get(n)) is not None and dynamic.static_source_of(n) == STATIC_BROKER_CONFIG}
+        defaults = {n: v for n in names if (v := _kafka_broker_default(n)) is not None}
+        layers = ((dynamic.layers.own, DYNAMIC_BROKER_CONFIG), (dynamic.layers.default, DYNAMIC_DEFAULT_BROKER_CONFIG), (static, STATIC_BROKER_CONFIG), (defaults, DEFAULT_CONFIG))
+        found = [(n, str(layer[n]), source) for layer, source in layers for n in names if layer.get(n) is not None]
+        while found and found[0][0] != names[0]:
+            found.pop(0)
+        return tuple(found)
 
     def _layers_below(self, key: str) -> tuple[tuple[str, str | None, int], ...]:
         """The values ``key`` has below the one in effect: Kafka's synonyms of a broker config."""
@@ -286,3 +301,10 @@ def _alter_response(api_key: ApiKey, version: int, results):  # type: ignore[no-
         for r in results
     )
     return build(schema, throttle_time=0, responses=out)
+
+
+def _kafka_broker_default(name: str) -> str | None:
+    """Kafka 4.4's default of a broker config (None where it has none, as log.retention.ms), or
+    kbroker's for a setting Kafka does not have."""
+    definition = KAFKA_BROKER_CONFIGS.get(name)
+    return kafka_default(name) if definition is None else definition.default

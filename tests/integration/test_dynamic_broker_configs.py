@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic, ResourceType
 
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.integration.helpers import create_topic, unique_topic, wait_for
 from tests.kafka_tools import kafka_tool
 
@@ -124,3 +124,32 @@ def test_a_connection_limit_set_at_run_time_holds_for_new_connections(broker: Br
     assert wait_for(lambda: not answers(b.bootstrap), TIMEOUT_S)
     alter(AlterConfigOpType.DELETE, None)
     assert wait_for(lambda: answers(b.bootstrap), TIMEOUT_S)
+
+
+def test_a_topic_configs_synonyms_are_kafkas(broker_factory: StartBroker, kafka_lib: Path) -> None:
+    """The lines Kafka 4.4's kafka-configs printed for the same topic on a Kafka 4.4 node with the
+    same server.properties and cluster default (run by hand, 2026-11-29): a topic override, then
+    each layer of the broker configs behind the topic config, and none before the first layer that
+    sets the first of them (log.retention.hours=48 and log.roll.hours=168 do not show)."""
+    b = broker_factory({"log.segment.bytes": "2000000", "log.retention.hours": "48"})
+    topic = unique_topic("synonyms")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "1000", "cleanup.policy": "compact"})])[topic].result(TIMEOUT_S)
+    assert kafka_configs(kafka_lib, b.bootstrap, "--entity-type", "brokers", "--entity-default", "--alter", "--add-config", "log.cleaner.delete.retention.ms=5000").returncode == 0
+
+    def described() -> dict[str, str]:
+        out = kafka_configs(kafka_lib, b.bootstrap, "--entity-type", "topics", "--entity-name", topic, "--describe", "--all").stdout
+        return {line.split("=", 1)[0].strip(): line.strip() for line in out.splitlines()[1:]}
+
+    seen: list[dict[str, str]] = []
+    assert wait_for(lambda: "DYNAMIC_DEFAULT" in (seen.append(described()) or seen[-1])["delete.retention.ms"], TIMEOUT_S)
+    lines = seen[-1]
+    assert lines["retention.ms"] == "retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}"
+    assert lines["cleanup.policy"] == "cleanup.policy=compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact, DEFAULT_CONFIG:log.cleanup.policy=delete}"
+    assert lines["segment.bytes"] == "segment.bytes=2000000 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.segment.bytes=2000000, DEFAULT_CONFIG:log.segment.bytes=1073741824}"
+    assert lines["delete.retention.ms"] == (
+        "delete.retention.ms=5000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.delete.retention.ms=5000, "
+        "DEFAULT_CONFIG:log.cleaner.delete.retention.ms=86400000}"
+    )
+    assert lines["segment.ms"] == "segment.ms=604800000 sensitive=false synonyms={}"
+    assert lines["flush.ms"] == "flush.ms=9223372036854775807 sensitive=false synonyms={}"
