@@ -33,7 +33,7 @@ from broker.group_coordinator import GroupCoordinator
 from broker.handlers.acls import DescribeAclsHandler, create_acls, delete_acls
 from broker.handlers.admin_configs import DescribeConfigsHandler
 from broker.handlers.api_versions import FeatureInfo, api_versions_response
-from broker.client_metrics_manager import TELEMETRY_MAX_BYTES_DEFAULT, ClientMetricsManager
+from broker.client_metrics_manager import ClientMetricsManager
 from broker.handlers.list_config_resources import ListConfigResourcesHandler
 from broker.handlers.telemetry import ClientMetricsPublisher, GetTelemetrySubscriptionsHandler, PushTelemetryHandler, recording_client_software
 from broker.handlers.cluster import DescribeClusterHandler, DescribeLogDirsHandler
@@ -237,7 +237,7 @@ class BrokerServer:
         self.dynamic_config.add_reconfigurable("connection-quotas", self._reconfigure_connection_quotas)
         self.dynamic_config.add_reconfigurable("producer-state", self._reconfigure_producer_state)
         # Client metrics (KIP-714): subscriptions from the image, the clients' latest pushes.
-        self.client_metrics = ClientMetricsManager(getattr(cfg, "telemetry_max_bytes", TELEMETRY_MAX_BYTES_DEFAULT))
+        self.client_metrics = ClientMetricsManager(cfg.telemetry_max_bytes)
         # In this order: the dynamic configs first (the replicas' log configs read them), readers
         # see the new image next, then replicas exist before the coordinators load them.
         self._publishers = (
@@ -388,6 +388,8 @@ class BrokerServer:
                 security=self.listener_security.listener_security(listen.name),
                 quotas=quotas,
                 request_metrics=request_metrics,
+                # As Kafka's SocketServer tells ClientMetricsManager: a closed connection's client instance goes.
+                disconnect_listeners=(self.client_metrics.connection_closed,),
             )
             await server.start()
             self.socket_servers.append(server)

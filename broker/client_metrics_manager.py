@@ -24,7 +24,10 @@ broker/client_metrics_config.py, the pushed payload's codec in protocol/otlp_met
   when its plugin fails.
 
 Client instances live in a bounded LRU cache (16384 entries, as Kafka's), each expiring after
-max(60 s, 3 push intervals) without a request. Everything here takes the time as an argument.
+max(60 s, 3 push intervals) without a request, or dropped at once when the connection it was made
+(or last re-made for new subscriptions) on closes: Kafka's ClientConnectionDisconnectListener,
+which its SocketServer calls, and ``connection_closed`` here, which broker/network.py's calls.
+Everything here takes the time as an argument.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ from broker.client_metrics_config import (
 from protocol.compression import CompressionError, decompress
 from protocol.otlp_metrics import MetricPoint, ProtobufError, decode_metrics_data
 
-# Config names and defaults (ClientMetricsConfigs).# ClientMetricsManager's constants; telemetry.max.bytes's default.
+# Kafka's ClientMetricsManager constants, and telemetry.max.bytes's default (MetricConfigs) for a
+# manager made without a broker config; the broker passes its telemetry.max.bytes.
 SUPPORTED_COMPRESSION_TYPES = (4, 3, 1, 2)  # ZSTD, LZ4, GZIP, SNAPPY, in Kafka's order
 KNOWN_COMPRESSION_TYPES = frozenset({0, 1, 2, 3, 4})  # CompressionType.forId: NONE too
 CACHE_MAX_SIZE = 16_384
@@ -133,6 +137,7 @@ class ClientInstance:
     terminating: bool = False
     last_known_error: int = ErrorCode.none
     expires_ms: int = 0
+    connection_id: str | None = None  # of its latest request: expiring forgets it (Kafka's ExpirationTimerTask)
     pushes: int = 0  # accepted pushes with metrics
     latest: ClientPush | None = field(default=None, repr=False)
 
@@ -167,6 +172,8 @@ class ClientMetricsManager:
         self._raw: dict[str, Mapping[str, str]] = {}
         self._version = 0
         self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
+        # Kafka's clientConnectionIdMap: the connection each instance was made on, which takes it when it closes.
+        self._connections: dict[str, uuid.UUID] = {}
         self._software: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._next_sweep_ms = 0
         self.invalid_subscriptions: dict[str, str] = {}  # name -> why it is ignored
@@ -214,13 +221,24 @@ class ClientMetricsManager:
     def client_software(self, connection_id: str) -> tuple[str, str] | None:
         return self._software.get(connection_id)
 
+    def connection_closed(self, connection_id: str) -> None:
+        """ClientConnectionDisconnectListener.onDisconnect: the client instance made on this
+        connection goes (its metrics leave the endpoint now, not at expiry), and so does what the
+        connection's ApiVersions named (Kafka keeps it on the channel)."""
+        self._software.pop(connection_id, None)
+        instance_id = self._connections.pop(connection_id, None)
+        if instance_id is not None:
+            self._instances.pop(instance_id, None)
+
     # The requests.
 
-    def get_telemetry_subscriptions(self, requested_id: uuid.UUID | None, client: ClientAttributes, now_ms: int) -> TelemetrySubscription:
-        """ClientMetricsManager.processGetTelemetrySubscriptionRequest."""
+    def get_telemetry_subscriptions(
+        self, requested_id: uuid.UUID | None, client: ClientAttributes, now_ms: int, connection_id: str | None = None
+    ) -> TelemetrySubscription:
+        """ClientMetricsManager.processGetTelemetrySubscriptionRequest, asked on ``connection_id``."""
         self._maybe_sweep(now_ms)
         instance_id = requested_id if requested_id is not None and requested_id != ZERO_UUID else self._generate_id()
-        instance = self._instance(instance_id, client, now_ms)
+        instance = self._instance(instance_id, client, now_ms, connection_id)
         if not instance.maybe_update_get(now_ms) and instance.last_known_error not in (
             ErrorCode.unknown_subscription_id,
             ErrorCode.unsupported_compression_type,
@@ -250,12 +268,13 @@ class ClientMetricsManager:
         metrics: bytes,
         client: ClientAttributes,
         now_ms: int,
+        connection_id: str | None = None,
     ) -> tuple[int, str | None]:
-        """ClientMetricsManager.processPushTelemetryRequest: (error code, why)."""
+        """ClientMetricsManager.processPushTelemetryRequest, sent on ``connection_id``: (error code, why)."""
         self._maybe_sweep(now_ms)
         if instance_id is None or instance_id in RESERVED_UUIDS:
             return ErrorCode.invalid_request, f"Invalid request from the client [{instance_id}], invalid client instance id"
-        instance = self._instance(instance_id, client, now_ms)
+        instance = self._instance(instance_id, client, now_ms, connection_id)
         try:
             refusal = self._check_push(instance, subscription_id, terminating, compression_type, metrics, now_ms)
         finally:
@@ -316,22 +335,30 @@ class ClientMetricsManager:
             if candidate not in self._instances and candidate not in RESERVED_UUIDS:
                 return candidate
 
-    def _instance(self, instance_id: uuid.UUID, client: ClientAttributes, now_ms: int) -> ClientInstance:
-        """The cached instance (re-evaluated if the subscriptions changed since), or a new one."""
+    def _instance(self, instance_id: uuid.UUID, client: ClientAttributes, now_ms: int, connection_id: str | None) -> ClientInstance:
+        """The cached instance (re-evaluated if the subscriptions changed since), or a new one,
+        which belongs to ``connection_id`` from now on (Kafka's createClientInstanceAndUpdateCache)."""
         instance = self._instances.get(instance_id)
         if instance is not None and instance.expires_ms <= now_ms:
-            del self._instances[instance_id]
+            self._forget(instance)
             instance = None
-        if instance is None:
-            instance = self._new_instance(instance_id, client, None)
-        elif instance.subscription_version < self._version:
-            instance = self._new_instance(instance_id, instance.client, instance)
+        if instance is None or instance.subscription_version < self._version:
+            instance = self._new_instance(instance_id, client if instance is None else instance.client, instance)
+            if connection_id is not None:
+                self._connections[connection_id] = instance_id
         self._instances[instance_id] = instance
         self._instances.move_to_end(instance_id)
         while len(self._instances) > self._cache_max_size:
-            self._instances.popitem(last=False)
+            self._forget(next(iter(self._instances.values())))
         instance.expires_ms = now_ms + max(self._cache_expiry_ms, 3 * instance.push_interval_ms)
+        instance.connection_id = connection_id
         return instance
+
+    def _forget(self, instance: ClientInstance) -> None:
+        """Drop an expired or evicted instance, and the connection of its latest request's claim on it."""
+        del self._instances[instance.instance_id]
+        if instance.connection_id is not None and self._connections.get(instance.connection_id) == instance.instance_id:
+            del self._connections[instance.connection_id]
 
     def _new_instance(self, instance_id: uuid.UUID, client: ClientAttributes, previous: ClientInstance | None) -> ClientInstance:
         interval = INTERVAL_MS_DEFAULT
@@ -355,8 +382,8 @@ class ClientMetricsManager:
             self._next_sweep_ms = now_ms + 1_000
 
     def _sweep(self, now_ms: int) -> None:
-        for instance_id in [i for i, inst in self._instances.items() if inst.expires_ms <= now_ms]:
-            del self._instances[instance_id]
+        for instance in [inst for inst in self._instances.values() if inst.expires_ms <= now_ms]:
+            self._forget(instance)
 
 
 __all__ = ["ClientMetricsManager", "ClientPush", "TelemetrySubscription", "bounded_decompress"]

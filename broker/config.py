@@ -380,6 +380,9 @@ class BrokerConfig(BaseModel):
     # whose previous one is still writing its markers, before it answers the producer.
     add_partitions_to_txn_retry_backoff_max_ms: int = Field(100, alias="add.partitions.to.txn.retry.backoff.max.ms", ge=0)
     add_partitions_to_txn_retry_backoff_ms: int = Field(20, alias="add.partitions.to.txn.retry.backoff.ms", ge=1)
+    # KIP-714: the largest PushTelemetry payload (compressed) a client may send; GetTelemetrySubscriptions
+    # tells the clients. Static, as in Kafka (KafkaConfig reads it once for its ClientMetricsManager).
+    telemetry_max_bytes: int = Field(1048576, alias="telemetry.max.bytes", ge=1)
     # The Prometheus endpoint (broker/metrics/, docs/metrics.md): http://HOST:PORT, off when unset.
     metrics_listener: str | None = Field(None, alias="metrics.listener", pattern=r"^http://(\[[^\]]*\]|[^:/\[\]\s]*):\d{1,5}/?$")
 

@@ -21,11 +21,12 @@ from collections import deque
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Protocol, cast
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Protocol, Sequence, cast
 
 import structlog
 
 from broker.connection_quotas import INT_MAX, ConnectionLimitReached, ConnectionQuotas, Refusal, TooManyConnections
+from broker.metrics.selector_stats import SelectorStats
 from broker.security.sasl_server_authenticator import AuthAnswer, SaslServerAuthenticator
 from broker.security.ssl_principal_mapper import SslPrincipalMapper
 from broker.ssl_transport_layer import SslTransportLayer
@@ -149,8 +150,9 @@ class Connection:
         max_in_flight: int,
         metrics: TransferMetrics,
         security: ListenerSecurity = PLAINTEXT_LISTENER,
-        on_close: Callable[[], None] | None = None,
+        on_close: Callable[[Connection], None] | None = None,
         request_metrics: RequestChannelMetrics | None = None,
+        stats: SelectorStats | None = None,
     ) -> None:
         self._sock = sock
         self._fd = sock.fileno()
@@ -181,6 +183,9 @@ class Connection:
         self._request_metrics = request_metrics
         self._timings: deque[RequestTiming | None] = deque()
         self._sending: list[RequestTiming] = []
+        # The listener's socket-server-metrics (always kept: a few additions per read and write).
+        self._stats = stats if stats is not None else SelectorStats()
+        self._answers_out = 0  # answers taken for sending whose last byte the socket has not taken yet
         # What is being written now: the rest of one or more answers' chunks.
         self._out: deque[OutChunk] = deque()
         self._reading = False
@@ -277,11 +282,14 @@ class Connection:
         if n == 0:
             self.stop_reading()
             return
+        stats = self._stats
+        stats.bytes_read += n
         refused: FrameTooLarge | None = None
         try:
             frames = decoder.received(n)
         except FrameTooLarge as e:
             refused, frames = e, e.complete
+        stats.requests_read += len(frames)
         for frame in frames:
             if self._barrier is not None or self._muted():
                 self._held.append((frame, read_at))
@@ -335,7 +343,7 @@ class Connection:
         if client is None or client.client_id != header.client_id:
             client = self._client = ClientInfo(self.id, header.client_id, self._address, self._listener, self._principal)
         metrics = self._request_metrics
-        timing = None if metrics is None else metrics.start(header.api_key, header.api_version, read_at)
+        timing = None if metrics is None else metrics.start(header.api_key, header.api_version, read_at, len(frame) - header.body_offset)
         try:
             result = self._dispatch(header, frame, client)
         except (InvalidRequest, CloseConnection) as e:
@@ -442,9 +450,12 @@ class Connection:
                             self._mute(chunks[-1].ms)
                             chunks = chunks[:-1]
                         out.extend(cast("list[OutChunk]", chunks))
+                        self._answers_out += 1
                 if not out and (self._tls is None or self._tls.flush()):
                     if self._sending:
                         self._sent()
+                    self._stats.answers_sent += self._answers_out
+                    self._answers_out = 0
                     break
                 if not out or not self._send(out):
                     if not self._writing:
@@ -530,6 +541,7 @@ class Connection:
             sent = self._sendmsg(buffers, (), flags)
         except (BlockingIOError, InterruptedError):
             return False
+        self._stats.bytes_written += sent
         for chunk in buffers:
             size = chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
             if sent >= size:
@@ -552,6 +564,7 @@ class Connection:
                 position += sent
                 remaining -= sent
                 self._metrics.sendfile_bytes += sent
+                self._stats.bytes_written += sent
         except (BlockingIOError, InterruptedError):
             out[0] = StoredRegion(region.fd, position, remaining)  # the unsent rest
             return False
@@ -567,6 +580,7 @@ class Connection:
                 position += sent
                 remaining -= sent
                 self._metrics.copied_bytes += sent
+                self._stats.bytes_written += sent
         except (BlockingIOError, InterruptedError):
             out[0] = StoredRegion(region.fd, position, remaining)
             return False
@@ -617,8 +631,9 @@ class Connection:
         self._sending.clear()
         self._sock.close()
         self._closed.set_result(None)
+        self._stats.connection_closed()
         if self._on_close is not None:
-            self._on_close()
+            self._on_close(self)
 
 
 class SharedConnectionQuotas:
@@ -689,6 +704,7 @@ class SocketServer:
         security: ListenerSecurity = PLAINTEXT_LISTENER,
         quotas: SharedConnectionQuotas | None = None,
         request_metrics: RequestChannelMetrics | None = None,
+        disconnect_listeners: Sequence[Callable[[str], None]] = (),
     ) -> None:
         self._host = host
         self._port = port
@@ -702,6 +718,9 @@ class SocketServer:
         self._max_in_flight = max_in_flight
         self._metrics = metrics
         self._request_metrics = request_metrics
+        # Kafka's ConnectionDisconnectListeners: told the id (ClientInfo.connection_id) of each connection that closes.
+        self._disconnect_listeners = tuple(disconnect_listeners)
+        self.stats = SelectorStats()  # socket-server-metrics (broker/metrics/socket_server_metrics.py)
         self._server_sock: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
@@ -790,17 +809,27 @@ class SocketServer:
                 self._max_in_flight,
                 self._metrics,
                 self._security,
-                partial(self._quotas.dec, self.listener, ip),
+                partial(self._connection_closed, ip),
                 self._request_metrics,
+                self.stats,
             )
         except BaseException:
             self._quotas.dec(self.listener, ip)
             sock.close()
             raise
+        self.stats.connection_created()
         task = asyncio.create_task(conn.run())
         self._connections[task] = conn
         task.add_done_callback(lambda t: self._connections.pop(t, None))
         return True
+
+    def _connection_closed(self, ip: str, conn: Connection) -> None:
+        self._quotas.dec(self.listener, ip)
+        for listener in self._disconnect_listeners:
+            try:
+                listener(conn.id)
+            except Exception:  # noqa: BLE001 - a listener's bug must not keep the quota slot or skip the others
+                log.exception("socket_server.disconnect_listener_failed", connection=conn.id)
 
     async def stop_accepting(self) -> None:
         if self._accept_task:

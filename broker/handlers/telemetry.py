@@ -42,7 +42,9 @@ class GetTelemetrySubscriptionsHandler:
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ctx.version)
         try:
-            answer = self._manager.get_telemetry_subscriptions(request.client_instance_id, client_attributes(self._manager, ctx), self._now_ms())
+            answer = self._manager.get_telemetry_subscriptions(
+                request.client_instance_id, client_attributes(self._manager, ctx), self._now_ms(), ctx.client.connection_id
+            )
         except Exception:  # noqa: BLE001 - Kafka's KafkaApis answers INVALID_REQUEST to whatever the manager throws
             log.exception("telemetry.get_subscriptions_failed", client_instance_id=str(request.client_instance_id))
             return _error(schema, ErrorCode.invalid_request)
@@ -95,6 +97,7 @@ class PushTelemetryHandler:
                 request.metrics,
                 client_attributes(self._manager, ctx),
                 self._now_ms(),
+                ctx.client.connection_id,
             )
         except Exception:  # noqa: BLE001 - as above
             log.exception("telemetry.push_failed", client_instance_id=str(request.client_instance_id))

@@ -1,4 +1,4 @@
-"""kafka.network RequestMetrics: requests and their times, per API, from each request's own timestamps.
+"""kafka.network RequestMetrics: requests, their times and sizes, per API, from each request's own timestamps.
 
 A connection (broker/network.py) gives each request a ``RequestTiming`` when metrics are on and
 stamps it as the request moves on; kbroker has no request queue and no handler threads, so
@@ -12,7 +12,8 @@ Kafka's times read here as:
 - ThrottleTimeMs: the throttle time the answer holds the client for;
 - ResponseQueueTimeMs: from ready to taken for sending (answers go out in request order);
 - ResponseSendTimeMs: from taken until the socket took its last byte;
-- TotalTimeMs: from the read to the last byte sent.
+- TotalTimeMs: from the read to the last byte sent;
+- RequestBytes: the request's size, its header left out (Kafka's ``sizeOfBodyInBytes``).
 
 Each is a Kafka histogram (broker/metrics/histogram.py); RequestsPerSec counts finished requests
 per version. Fetch is counted under Fetch and under FetchConsumer or FetchFollower, as Kafka does.
@@ -36,8 +37,8 @@ MAX_VERSION = 64
 CONSUMER_FETCH = "FetchConsumer"
 FOLLOWER_FETCH = "FetchFollower"
 
-# (attribute, Kafka's histogram name, help)
-TIMES = (
+# (attribute, Kafka's histogram name, help), in the order of RequestMetrics.record's tuple.
+HISTOGRAMS = (
     ("request_queue", "RequestQueueTimeMs", "From the request's read to its dispatch."),
     ("local", "LocalTimeMs", "The handler's synchronous work."),
     ("remote", "RemoteTimeMs", "From the handler's return to the answer being ready (replication, long poll, coordinator writes)."),
@@ -45,6 +46,7 @@ TIMES = (
     ("response_queue", "ResponseQueueTimeMs", "From ready to taken for sending (answers go out in request order)."),
     ("response_send", "ResponseSendTimeMs", "From taken for sending to the last byte taken by the socket."),
     ("total", "TotalTimeMs", "From the read of the request to the last byte of its answer."),
+    ("request_bytes", "RequestBytes", "The request's size in bytes, its header left out."),
 )
 
 
@@ -57,10 +59,11 @@ def request_name(key: int) -> str:
 
 
 class RequestMetrics:
-    """One request name's metrics: its RequestsPerSec per version and its seven time histograms.
+    """One request name's metrics: its RequestsPerSec per version and its eight histograms (seven
+    times and the size).
 
-    The histograms share one count and one reservoir (the latest RESERVOIR requests' seven times
-    as a tuple): a request costs one tuple and seven additions, not seven histogram updates."""
+    The histograms share one count and one reservoir (the latest RESERVOIR requests' eight values
+    as a tuple): a request costs one tuple and eight additions, not eight histogram updates."""
 
     __slots__ = ("name", "requests", "count", "sums", "_ring")
 
@@ -68,7 +71,7 @@ class RequestMetrics:
         self.name = name
         self.requests = [0] * MAX_VERSION  # per version
         self.count = 0
-        self.sums = [0.0] * len(TIMES)
+        self.sums = [0.0] * len(HISTOGRAMS)
         self._ring: list[tuple[float, ...]] = []
 
     def record(self, timing: RequestTiming, finished_at: float) -> None:
@@ -86,6 +89,7 @@ class RequestMetrics:
             max(dequeued - ready, 0.0) * 1000.0,
             max(finished_at - dequeued, 0.0) * 1000.0,
             (finished_at - read) * 1000.0,
+            float(timing.request_bytes),
         )
         sums = self.sums
         sums[0] += times[0]
@@ -95,6 +99,7 @@ class RequestMetrics:
         sums[4] += times[4]
         sums[5] += times[5]
         sums[6] += times[6]
+        sums[7] += times[7]
         ring = self._ring
         if len(ring) < RESERVOIR:
             ring.append(times)
@@ -103,19 +108,20 @@ class RequestMetrics:
         self.count += 1
 
     def quantiles(self, index: int) -> list[tuple[float, float]]:
-        """The quantiles of the ``index``-th time (in TIMES' order) over the reservoir."""
+        """The quantiles of the ``index``-th histogram (in HISTOGRAMS' order) over the reservoir."""
         return quantiles(sorted(t[index] for t in self._ring))
 
 
 class RequestTiming:
-    """The timestamps (perf_counter seconds) of one request, set by its connection."""
+    """The timestamps (perf_counter seconds) of one request, set by its connection, and its size."""
 
-    __slots__ = ("metrics", "also", "version", "read_at", "dispatched_at", "local_done_at", "ready_at", "dequeued_at", "throttle_ms")
+    __slots__ = ("metrics", "also", "version", "request_bytes", "read_at", "dispatched_at", "local_done_at", "ready_at", "dequeued_at", "throttle_ms")
 
-    def __init__(self, metrics: RequestMetrics, version: int, read_at: float) -> None:
+    def __init__(self, metrics: RequestMetrics, version: int, read_at: float, request_bytes: int = 0) -> None:
         self.metrics = metrics
         self.also: RequestMetrics | None = None
         self.version = version
+        self.request_bytes = request_bytes
         self.read_at = read_at
         self.dispatched_at = perf_counter()
         self.local_done_at = 0.0
@@ -155,9 +161,9 @@ class RequestChannelMetrics:
                 self._by_key[key] = metrics
         return metrics
 
-    def start(self, key: int, version: int, read_at: float) -> RequestTiming:
-        """A request is being dispatched now."""
-        return RequestTiming(self.for_key(key), version, read_at)
+    def start(self, key: int, version: int, read_at: float, request_bytes: int = 0) -> RequestTiming:
+        """A request of ``request_bytes`` (its header left out) is being dispatched now."""
+        return RequestTiming(self.for_key(key), version, read_at, request_bytes)
 
     def note_fetch(self, request: Any) -> None:
         """A Fetch was decoded: a follower's (replica id >= 0) or a consumer's."""
@@ -194,11 +200,11 @@ class RequestMetricsCollector:
                 if count:
                     requests.add_sample(requests.name + "_total", {"request": m.name, "version": str(version)}, float(count))
         yield requests
-        for index, (_, kafka_name, doc) in enumerate(TIMES):
+        for index, (_, kafka_name, doc) in enumerate(HISTOGRAMS):
             family = Metric("kafka_network_requestmetrics_" + kafka_name.lower(), f"kafka.network:type=RequestMetrics,name={kafka_name}: {doc}", "summary")
             for m in metrics:
                 add_summary_values(family, {"request": m.name}, m.count, m.sums[index], m.quantiles(index))
             yield family
 
 
-__all__ = ["RequestChannelMetrics", "RequestMetrics", "RequestMetricsCollector", "RequestTiming", "TIMES", "request_name"]
+__all__ = ["HISTOGRAMS", "RequestChannelMetrics", "RequestMetrics", "RequestMetricsCollector", "RequestTiming", "request_name"]

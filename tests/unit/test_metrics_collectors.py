@@ -21,6 +21,7 @@ from broker.metrics.consumer_group_lag import ConsumerGroupLagCollector
 from broker.metrics.controller_metrics import ControllerMetricsCollector
 from broker.metrics.delayed_operation_metrics import DelayedOperationMetricsCollector, purgatory_sizes
 from broker.metrics.histogram import RESERVOIR, Histogram, quantiles
+from broker.metrics.selector_stats import SelectorStats
 from broker.metrics.log_metrics import LogCleanerMetricsCollector, LogFlushStatsCollector
 from broker.metrics.raft_metrics import CommitLatency, RaftMetricsCollector
 from broker.metrics.replica_manager_metrics import ReplicaManagerMetricsCollector
@@ -146,7 +147,7 @@ def test_an_acks_0_produce_is_counted_with_nothing_sent() -> None:
 
 def test_connection_count_per_listener_and_the_sendfile_pair() -> None:
     conns = [SimpleNamespace(closed=False), SimpleNamespace(closed=True), SimpleNamespace(closed=False)]
-    servers = [SimpleNamespace(listener="PLAINTEXT", connections=conns), SimpleNamespace(listener="SSL", connections=[])]
+    servers = [SimpleNamespace(listener="PLAINTEXT", connections=conns, stats=SelectorStats()), SimpleNamespace(listener="SSL", connections=[], stats=SelectorStats())]
     s = scrape(SocketServerMetricsCollector(lambda: servers, TransferMetrics(sendfile_bytes=10, copied_bytes=3)))
     assert get(s, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT", networkProcessor="0") == 2
     assert get(s, "kafka_server_socket_server_metrics_connection_count", listener="SSL", networkProcessor="0") == 0
