@@ -32,7 +32,7 @@ from broker.fetch_session import FetchSessionCache
 from broker.group_coordinator import GroupCoordinator
 from broker.handlers.acls import DescribeAclsHandler, create_acls, delete_acls
 from broker.handlers.admin_configs import DescribeConfigsHandler
-from broker.handlers.api_versions import FeatureInfo, api_versions_response
+from broker.handlers.api_versions import FeatureInfo, NodeIdentity, api_versions_answer
 from broker.client_metrics_manager import ClientMetricsManager
 from broker.handlers.list_config_resources import ListConfigResourcesHandler
 from broker.handlers.telemetry import ClientMetricsPublisher, GetTelemetrySubscriptionsHandler, PushTelemetryHandler, recording_client_software
@@ -229,7 +229,7 @@ class BrokerServer:
             retry_max_ms=cfg.add_partitions_to_txn_retry_backoff_max_ms,
         )
         self.txn_offset_commit = TxnOffsetCommitHandler(
-            self.group_coordinator, self.add_partitions_to_txn_manager, verify=cfg.transaction_partition_verification_enable, auth=self.auth
+            self.group_coordinator, self.add_partitions_to_txn_manager, verify=cfg.transaction_partition_verification_enable, auth=self.auth, metadata=self.metadata
         )
         self.dynamic_config.add_reconfigurable("log-config", self._reconfigure_log_configs)
         self.dynamic_config.add_reconfigurable("log-cleaner", self._reconfigure_cleaner)
@@ -296,8 +296,9 @@ class BrokerServer:
     def _handlers(self) -> dict[ApiKey, Callable[[RequestContext, object], object]]:
         cfg = self.config
         sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
+        identity = NodeIdentity(self.metadata.cluster_id, cfg.node_id)
         handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {
-            ApiKey.API_VERSIONS: lambda ctx, req: api_versions_response(ctx.version, features=self._feature_info()),
+            ApiKey.API_VERSIONS: lambda ctx, req: api_versions_answer(ctx.version, req, features=self._feature_info(), identity=identity),
             ApiKey.METADATA: MetadataHandler(self.metadata, self.auto_topic_creation, cfg.auto_create_topics_enable, self.auth),
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(self.metadata, cfg.max_request_partition_size_limit, self.auth),
             ApiKey.PRODUCE: ProduceHandler(self.replica_manager, self.metadata, self.produce_verifier, self.auth, self.produce_quota),

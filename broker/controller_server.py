@@ -22,7 +22,7 @@ from broker.controller.envelope import FORWARDABLE_APIS, EnvelopeHandler, LocalC
 from broker.controller_mutation_quota_manager import ControllerMutationQuotaManager
 from broker.handlers.forwarding import ForwardToControllerHandler
 from broker.controller.quorum_controller import QuorumController
-from broker.handlers.api_versions import api_versions_response
+from broker.handlers.api_versions import api_versions_answer
 from broker.handlers.sasl import sasl_authenticate, sasl_handshake
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.acl_publisher import AclPublisher
@@ -85,7 +85,8 @@ class ControllerServer:
         for_clients = self._envelope_handlers(auth)
         handlers = {key: authorized(key, handler, auth, for_clients.get(key)) for key, handler in handlers.items()}
         handlers[ApiKey.ENVELOPE] = authorized(ApiKey.ENVELOPE, EnvelopeHandler(for_clients), auth)
-        handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_response(ctx.version, CONTROLLER_APIS)
+        # No cluster and node check on a controller listener (ControllerApis), only v5's validity.
+        handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_answer(ctx.version, req, CONTROLLER_APIS)
         handlers[ApiKey.SASL_HANDSHAKE] = sasl_handshake
         handlers[ApiKey.SASL_AUTHENTICATE] = sasl_authenticate
         return handlers

@@ -10,9 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cache
+from pkgutil import resolve_name
+from typing import cast
 
 from kio.index import load_request_schema, load_response_schema
 from kio.static.protocol import RequestPayload, ResponsePayload
+
+from protocol.schema.index import SCHEMAS as OWN_SCHEMAS
 
 
 class ApiKey(IntEnum):
@@ -122,7 +126,9 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         # v6 (KIP-1043): GROUP_ID_NOT_FOUND with a message for a group that does not exist, not a Dead one.
         ApiRange(ApiKey.DESCRIBE_GROUPS, 0, 6, 5),
         ApiRange(ApiKey.LIST_GROUPS, 0, 5, 3),
-        ApiRange(ApiKey.API_VERSIONS, 0, 4, 3),
+        # v5 (KIP-1242): the cluster and node the client means to reach; REBOOTSTRAP_REQUIRED when
+        # they are not this node's (protocol/schema/: kio 0.6.5 has no v5).
+        ApiRange(ApiKey.API_VERSIONS, 0, 5, 3),
         # Answered by a SASL listener's authenticator until a connection is authenticated; after
         # that, and on other listeners, ILLEGAL_SASL_STATE, as Kafka's KafkaApis answers.
         ApiRange(ApiKey.SASL_HANDSHAKE, 0, 1, NEVER_FLEXIBLE),
@@ -140,7 +146,9 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         # marker's transaction version; a TV2 marker's epoch must be above the producer's.
         ApiRange(ApiKey.WRITE_TXN_MARKERS, 1, 2, 1),
         # v5 (KIP-890 part 2): the offsets partition is added to the transaction by the group coordinator.
-        ApiRange(ApiKey.TXN_OFFSET_COMMIT, 0, 5, 3),
+        # v6 (KIP-1319): topics named by topic ID; GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH
+        # where older versions say ILLEGAL_GENERATION (protocol/schema/: kio 0.6.5 has no v6).
+        ApiRange(ApiKey.TXN_OFFSET_COMMIT, 0, 6, 3),
         # No authorizer yet: SECURITY_DISABLED, as Kafka answers without one (Kafka 4 serves v1-3).
         ApiRange(ApiKey.DESCRIBE_ACLS, 1, 3, 2),
         ApiRange(ApiKey.CREATE_ACLS, 1, 3, 2),
@@ -150,7 +158,8 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         # v5 (KIP-1066): IsCordoned per log dir.
         ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 5, 2),
         ApiRange(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
-        ApiRange(ApiKey.DELETE_GROUPS, 0, 2, 2),
+        # v3: a per-group ErrorMessage (protocol/schema/: kio 0.6.5 has no v3).
+        ApiRange(ApiKey.DELETE_GROUPS, 0, 3, 2),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-leader-election.sh.
         ApiRange(ApiKey.ELECT_LEADERS, 0, 2, 2),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-reassign-partitions.sh;
@@ -269,11 +278,18 @@ def response_header_version(api_key: int, version: int) -> int:
     return 1 if is_flexible(api_key, version) else 0
 
 
+# Ours (protocol/schema/) where kio has none: the Kafka 4.4 versions kio 0.6.5 lacks.
 @cache
 def request_schema(api_key: int, version: int) -> type[RequestPayload]:
+    own = OWN_SCHEMAS.get((api_key, version))
+    if own is not None:
+        return cast("type[RequestPayload]", resolve_name(own[0]))
     return load_request_schema(api_key, version)
 
 
 @cache
 def response_schema(api_key: int, version: int) -> type[ResponsePayload]:
+    own = OWN_SCHEMAS.get((api_key, version))
+    if own is not None:
+        return cast("type[ResponsePayload]", resolve_name(own[1]))
     return load_response_schema(api_key, version)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from broker.group.classic_group import ClassicGroupState
+from broker.group.consumer_group import STALE_MEMBER_EPOCH
 from broker.group.coordinator_records import OffsetCommitKey, OffsetCommitValue
 from broker.group.group_metadata_manager import (
     COORDINATOR_NOT_AVAILABLE,
@@ -61,6 +62,10 @@ class ConsumerGroupOffsets(Protocol):
     def subscribed_topics(self, group_id: str) -> set[str] | None: ...
 
 
+# TxnOffsetCommit's first version with GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH (KIP-1319).
+FIRST_TXN_GROUP_ERRORS_VERSION = 6
+
+
 class OffsetMetadataManager:
     def __init__(
         self,
@@ -84,7 +89,8 @@ class OffsetMetadataManager:
 
     # -- OffsetCommit ------------------------------------------------------------------------------
 
-    def _validate_commit(self, group_id: str, generation_or_epoch: int, member_id: str, instance_id: str | None, version: int, now_ms: int) -> int:
+    def _validate_commit(self, group_id: str, generation_or_epoch: int, member_id: str, instance_id: str | None, unknown_group: int, now_ms: int) -> int:
+        """``unknown_group``: the answer to a member of a group this coordinator does not know."""
         if self._consumer_groups is not None:
             code = self._consumer_groups.validate_offset_commit(group_id, member_id, generation_or_epoch)
             if code is not None:
@@ -95,7 +101,7 @@ class OffsetMetadataManager:
                 # A simple (admin or manually assigned) consumer commits into a group of its own.
                 self._classic.get_or_create_group(group_id, now_ms)
                 return NONE
-            return GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION
+            return unknown_group
         if group.is_in(ClassicGroupState.DEAD):
             return COORDINATOR_NOT_AVAILABLE
         if generation_or_epoch < 0 and group.is_in(ClassicGroupState.EMPTY):
@@ -125,7 +131,7 @@ class OffsetMetadataManager:
     ) -> tuple[list[tuple[PartitionCommit, int]], list[Record]]:
         """Per-partition errors, and the records to append; memory changes when they are replayed once written."""
         partitions = list(partitions)
-        error = self._validate_commit(group_id, generation_or_epoch, member_id, instance_id, version, now_ms)
+        error = self._validate_commit(group_id, generation_or_epoch, member_id, instance_id, GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION, now_ms)
         if error:
             return [(p, error) for p in partitions], []
         # OffsetCommit v2-v4's retention time sets an explicit expiry; later versions have none.
@@ -156,10 +162,14 @@ class OffsetMetadataManager:
     # -- TxnOffsetCommit ---------------------------------------------------------------------------
 
     def txn_commit(
-        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None, partitions: Iterable[PartitionCommit], now_ms: int
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None, partitions: Iterable[PartitionCommit], now_ms: int, version: int = 0
     ) -> tuple[list[tuple[PartitionCommit, int]], list[Record]]:
         """Like ``commit``, for offsets written in a transaction; the caller writes the records in
-        the producer's transactional batch and replays them with ``replay_transactional``."""
+        the producer's transactional batch and replays them with ``replay_transactional``.
+        ``version``: the TxnOffsetCommit's; from v6 (KIP-1319) a member of an unknown group is told
+        GROUP_ID_NOT_FOUND and a stale consumer-group member STALE_MEMBER_EPOCH, which older
+        versions hear as ILLEGAL_GENERATION (Kafka 4.4's validateTransactionalOffsetCommit)."""
+        new_errors = version >= FIRST_TXN_GROUP_ERRORS_VERSION
         partitions = list(partitions)
         if generation_id < 0 and not member_id and instance_id is None:
             # TxnOffsetCommit v0-v2 name no member: Kafka accepts them into any live group.
@@ -168,8 +178,9 @@ class OffsetMetadataManager:
                 group = self._classic.get_or_create_group(group_id, now_ms)
             error = COORDINATOR_NOT_AVAILABLE if group is not None and group.is_in(ClassicGroupState.DEAD) else NONE
         else:
-            # As OffsetCommit before v9: a member of a group we do not know answers ILLEGAL_GENERATION.
-            error = self._validate_commit(group_id, generation_id, member_id, instance_id, 0, now_ms)
+            error = self._validate_commit(group_id, generation_id, member_id, instance_id, GROUP_ID_NOT_FOUND if new_errors else ILLEGAL_GENERATION, now_ms)
+            if error == STALE_MEMBER_EPOCH and not new_errors:
+                error = ILLEGAL_GENERATION
         if error:
             return [(p, error) for p in partitions], []
         return self._commit_records(group_id, partitions, NO_EXPIRATION, now_ms)

@@ -1,4 +1,5 @@
-"""ApiVersions: the broker's supported version ranges, and the KIP-511 fallback."""
+"""ApiVersions: the broker's supported version ranges, the KIP-511 fallback, and v5's check of
+the cluster and node the client means to reach (KIP-1242)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import datetime
 import struct
 import sys
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i64
 from kio.static.protocol import ResponsePayload
 
 from protocol.api_keys import SUPPORTED_APIS, ApiRange, response_schema
+from protocol.entities import build
 from protocol.frame import encode_size
 from protocol.headers import response_header
 
@@ -52,6 +54,42 @@ def api_versions_response(version: int, apis: dict[int, ApiRange] = SUPPORTED_AP
             if level > 0
         )
     return schema(**kwargs)
+
+
+# KIP-1242: from v5 a client names the cluster and node it means to reach, both or neither.
+FIRST_TARGET_VERSION = 5
+NO_NODE_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class NodeIdentity:
+    """The cluster and node a broker is: what a v5 request's ClusterId and NodeId must name."""
+
+    cluster_id: str
+    node_id: int
+
+
+def api_versions_answer(
+    version: int, request: Any, apis: dict[int, ApiRange] = SUPPORTED_APIS, features: FeatureInfo | None = None, identity: NodeIdentity | None = None
+) -> ResponsePayload:
+    """Kafka 4.4's handleApiVersionsRequest. v5 naming only one of cluster and node is invalid
+    (ApiVersionsRequest.isValid: INVALID_REQUEST, on any listener). A broker (``identity``) that
+    is not the cluster and node named answers REBOOTSTRAP_REQUIRED, so the client looks for the
+    cluster again; a controller listener does not check (ControllerApis), nor does a request
+    that names neither."""
+    if version >= FIRST_TARGET_VERSION:
+        cluster_id, node_id = request.cluster_id, request.node_id
+        if (cluster_id is None) != (node_id == NO_NODE_ID):
+            return api_versions_error(version, ErrorCode.invalid_request)
+        if identity is not None and cluster_id is not None and (cluster_id != identity.cluster_id or node_id != identity.node_id):
+            return api_versions_error(version, ErrorCode.rebootstrap_required)
+    return api_versions_response(version, apis, features)
+
+
+def api_versions_error(version: int, error: ErrorCode) -> ResponsePayload:
+    """Kafka's ApiVersionsRequest.getErrorResponse for an error other than UNSUPPORTED_VERSION:
+    the error and (v1+) the throttle time, no API ranges, no features."""
+    return build(response_schema(18, version), error_code=error, api_keys=(), throttle_time=0)
 
 
 def unsupported_version_fallback(correlation_id: int, apis: dict[int, ApiRange] = SUPPORTED_APIS) -> bytes:

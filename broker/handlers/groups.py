@@ -767,6 +767,8 @@ class DeleteGroupsHandler:
             codes.update((g, ErrorCode.group_authorization_failed) for g in group_ids if g in denied)
 
         def answer(settled: dict[str, int]) -> Any:
+            # v3's ErrorMessage stays null: Kafka 4.4 sets one only for streams groups' topology
+            # deletions, which kbroker does not have (the coordinator's errors carry none).
             return build(schema, throttle_time=0, results=tuple(build(result_cls, group_id=g, error_code=code) for g, code in settled.items()))
 
         if any(isinstance(code, asyncio.Future) for code in codes.values()):

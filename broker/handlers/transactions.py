@@ -10,6 +10,7 @@ import asyncio
 import datetime
 import inspect
 import re
+import uuid
 from typing import Any, Callable, Iterable
 
 import structlog
@@ -20,7 +21,6 @@ from broker.auth_helper import AuthHelper
 from broker.group.consumer_group import INTERNAL_TOPICS
 from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group_coordinator import GROUP_METADATA_TOPIC, CoordinatorNotAvailable, GroupCoordinator, now_ms
-from broker.handlers.groups import split_by_topic_authorization
 from broker.handlers.settled import when_settled
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
@@ -37,6 +37,8 @@ log = structlog.get_logger(__name__)
 NO_LEADER_EPOCH = -1
 END_TXN_EPOCH_BUMP_VERSION = 5
 TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION = 5
+# KIP-1319: TxnOffsetCommit names topics by topic ID.
+FIRST_TXN_OFFSETS_BY_TOPIC_ID_VERSION = 6
 TopicPartition = tuple[str, int]
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -170,41 +172,82 @@ class AddOffsetsToTxnHandler:
 class TxnOffsetCommitHandler:
     """Writes the offsets in the producer's transaction. First (KIP-890) the group's
     ``__consumer_offsets`` partition is verified to be in the transaction (``verify``:
-    transaction.partition.verification.enable), or, for v5 (transaction version 2, whose
-    clients send no AddOffsetsToTxn), added to it."""
+    transaction.partition.verification.enable), or, for v5+ (transaction version 2, whose
+    clients send no AddOffsetsToTxn), added to it. v6 (KIP-1319) names topics by topic ID."""
 
     def __init__(
-        self, groups: GroupCoordinator, txn_partitions: AddPartitionsToTxnManager | None = None, *, verify: bool = True, auth: AuthHelper | None = None
+        self,
+        groups: GroupCoordinator,
+        txn_partitions: AddPartitionsToTxnManager | None = None,
+        *,
+        verify: bool = True,
+        auth: AuthHelper | None = None,
+        metadata: MetadataCache | None = None,
     ) -> None:
         self._groups = groups
         self._txn_partitions = txn_partitions
         self.verify = verify
         self._auth = auth or AuthHelper(None)
+        # None: every partition is taken to exist (unit tests without a metadata image).
+        self._metadata = metadata
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
-        commits = [
-            PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
-            for t in request.topics
-            for p in t.partitions
-        ]
-        refused: list[tuple[PartitionCommit, int]] = []
+        schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
+        by_id = ctx.version >= FIRST_TXN_OFFSETS_BY_TOPIC_ID_VERSION
         if self._auth.enabled:
-            # As Kafka, before the partition is verified or added: the transactional id, then the group, then each topic.
+            # As Kafka, before the partition is verified or added: the transactional id, then the group.
             error = 0
             if not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
                 error = ErrorCode.transactional_id_authorization_failed
             elif not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
                 error = ErrorCode.group_authorization_failed
-            else:
-                refused, commits = split_by_topic_authorization(self._auth, ctx, AclOperation.READ, commits)
-            if error or (refused and not commits):
-                schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
-                return self._response(ctx.version, schema, [(c, error) for c in commits] if error else refused)
+            if error:
+                # Kafka's getErrorResponse: every requested partition, as the request names it.
+                answers = [(_key(t, by_id), p.partition_index, error) for t in request.topics for p in t.partitions]
+                return self._response(ctx.version, schema, answers)
+        commits, refused, topic_ids = self._commits(ctx, request, by_id)
+        if not commits:
+            # Nothing for the coordinator (no topics, or all refused): Kafka answers without asking it.
+            return self._response(ctx.version, schema, refused)
         if self._txn_partitions is not None and (self.verify or ctx.version >= TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION):
-            return self._verified_commit(ctx, request, commits, refused)
-        return self._commit(ctx, request, commits, refused)
+            return self._verified_commit(ctx, request, commits, refused, topic_ids)
+        return self._commit(ctx, request, commits, refused, topic_ids)
 
-    async def _verified_commit(self, ctx: RequestContext, request, commits: list[PartitionCommit], refused: list[tuple[PartitionCommit, int]]):  # type: ignore[no-untyped-def]
+    def _commits(self, ctx: RequestContext, request, by_id: bool) -> tuple[list[PartitionCommit], list[Answer], dict[str, uuid.UUID]]:  # type: ignore[no-untyped-def]
+        """The commits for the coordinator, the partitions answered already (in request order,
+        as Kafka's KafkaApis answers them before the coordinator's), and v6's topic IDs by name."""
+        image = self._metadata.image if self._metadata is not None else None
+        topics: list[tuple[str | None, Any]] = []
+        topic_ids: dict[str, uuid.UUID] = {}
+        for t in request.topics:
+            if not by_id:
+                topics.append((t.name, t))
+                continue
+            known = image.topics_by_id.get(t.topic_id) if image is not None and t.topic_id is not None else None
+            if known is not None:
+                topic_ids[known.name] = t.topic_id
+            topics.append((known.name if known is not None else None, t))
+        denied: set[str] = set()
+        if self._auth.enabled:
+            names = {name for name, _ in topics if name is not None}
+            denied = names - self._auth.filter_authorized(ctx, AclOperation.READ, ResourceType.TOPIC, names)
+        commits: list[PartitionCommit] = []
+        refused: list[Answer] = []
+        for name, t in topics:
+            for p in t.partitions:
+                if name is None:
+                    # An ID no topic has, the zero UUID included.
+                    refused.append((t.topic_id, p.partition_index, ErrorCode.unknown_topic_id))
+                elif name in denied:
+                    refused.append((_key(t, by_id), p.partition_index, ErrorCode.topic_authorization_failed))
+                elif image is not None and not image.has_partition(name, p.partition_index):
+                    # Kafka answers a partition its metadata does not have without the coordinator.
+                    refused.append((_key(t, by_id), p.partition_index, ErrorCode.unknown_topic_or_partition))
+                else:
+                    commits.append(PartitionCommit(name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata))
+        return commits, refused, topic_ids
+
+    async def _verified_commit(self, ctx: RequestContext, request, commits: list[PartitionCommit], refused: list[Answer], topic_ids: dict[str, uuid.UUID]):  # type: ignore[no-untyped-def]
         assert self._txn_partitions is not None
         partition = (GROUP_METADATA_TOPIC, self._groups.partition_for(request.group_id))
         if ctx.version >= TXN_OFFSET_COMMIT_ADD_PARTITION_VERSION:
@@ -221,44 +264,57 @@ class TxnOffsetCommitHandler:
             error = ErrorCode.coordinator_load_in_progress if error == ErrorCode.network_exception else error
             log.info("txn.offset_commit_unverified", transactional_id=request.transactional_id, group_id=request.group_id, error=ErrorCode(error).name)
             schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
-            return self._response(ctx.version, schema, refused + [(c, error) for c in commits])
-        answer = self._commit(ctx, request, commits, refused)
+            return self._response(ctx.version, schema, refused + _answers(commits, error, topic_ids))
+        answer = self._commit(ctx, request, commits, refused, topic_ids)
         return await answer if inspect.isawaitable(answer) else answer
 
-    def _commit(self, ctx: RequestContext, request, commits: list[PartitionCommit], refused: list[tuple[PartitionCommit, int]]):  # type: ignore[no-untyped-def]
-        """``refused``: the commits already answered, which come first as in Kafka's response."""
+    def _commit(self, ctx: RequestContext, request, commits: list[PartitionCommit], refused: list[Answer], topic_ids: dict[str, uuid.UUID]):  # type: ignore[no-untyped-def]
+        """``refused``: the partitions already answered, which come first as in Kafka's response."""
         schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
         try:
             shard = self._groups.shard_for(request.group_id)
         except CoordinatorNotAvailable as e:
-            answers = [(c, e.error_code) for c in commits]
-        else:
-            answers, records = shard.offsets.txn_commit(
-                request.group_id,
-                getattr(request, "generation_id", -1),
-                getattr(request, "member_id", ""),
-                getattr(request, "group_instance_id", None),
-                commits,
-                now_ms(),
-            )
-            written = self._groups.execute_transactional(request.group_id, request.producer_id, request.producer_epoch, records) if records else 0
+            return self._response(ctx.version, schema, refused + _answers(commits, e.error_code, topic_ids))
+        answers, records = shard.offsets.txn_commit(
+            request.group_id,
+            # v6 calls it GenerationIdOrMemberEpoch (kio's v3-v5 entities, GenerationId).
+            getattr(request, "generation_id_or_member_epoch", getattr(request, "generation_id", -1)),
+            getattr(request, "member_id", ""),
+            getattr(request, "group_instance_id", None),
+            commits,
+            now_ms(),
+            ctx.version,
+        )
+        written = self._groups.execute_transactional(request.group_id, request.producer_id, request.producer_epoch, records) if records else 0
 
-            def answer(error: int) -> Any:
-                return self._response(ctx.version, schema, refused + [(c, error if code == 0 else code) for c, code in answers])
+        def answer(error: int) -> Any:
+            return self._response(ctx.version, schema, refused + [(topic_ids.get(c.topic, c.topic), c.partition, error if code == 0 else code) for c, code in answers])
 
-            return when_settled(written, answer)
-        return self._response(ctx.version, schema, refused + answers)
+        return when_settled(written, answer)
 
     @staticmethod
-    def _response(version: int, schema: Any, answers: list[tuple[PartitionCommit, int]]) -> Any:
+    def _response(version: int, schema: Any, answers: list[Answer]) -> Any:
+        """One response topic per topic key (a name, or from v6 a topic ID), in first-answered order."""
         topic_cls = nested(schema, "TxnOffsetCommitResponseTopic")
         part_cls = nested(schema, "TxnOffsetCommitResponsePartition")
-        results = [((c.topic, c.partition), client_error(ApiKey.TXN_OFFSET_COMMIT, version, code)) for c, code in answers]
-        topics: tuple[Any, ...] = tuple(
-            build(topic_cls, name=topic, partitions=tuple(build(part_cls, partition_index=p, error_code=code) for p, code in parts))
-            for topic, parts in _by_topic(results).items()
-        )
+        by_topic: dict[Any, list[Any]] = {}
+        for key, partition, code in answers:
+            by_topic.setdefault(key, []).append(build(part_cls, partition_index=partition, error_code=client_error(ApiKey.TXN_OFFSET_COMMIT, version, code)))
+        field = "topic_id" if version >= FIRST_TXN_OFFSETS_BY_TOPIC_ID_VERSION else "name"
+        topics = tuple(build(topic_cls, **{field: key}, partitions=tuple(parts)) for key, parts in by_topic.items())
         return build(schema, throttle_time=0, topics=topics)
+
+
+# A partition's answer: its topic as the response names it (a name, or from v6 a topic ID), its index, its error.
+Answer = tuple[Any, int, int]
+
+
+def _key(topic: Any, by_id: bool) -> Any:
+    return topic.topic_id if by_id else topic.name
+
+
+def _answers(commits: list[PartitionCommit], error: int, topic_ids: dict[str, uuid.UUID]) -> list[Answer]:
+    return [(topic_ids.get(c.topic, c.topic), c.partition, error) for c in commits]
 
 
 class EndTxnHandler:

@@ -14,7 +14,6 @@ import struct
 import time
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.create_topics.v4 import request as create_topics
 from kio.schema.errors import ErrorCode
@@ -23,6 +22,7 @@ from kio.schema.metadata.v1 import request as metadata
 from kio.schema.produce.v3 import request as produce
 from kio.serial import entity_reader
 
+from protocol.api_keys import response_schema
 from tests.fuzz.wire import encode, request_header, size_prefixed
 from tests.unit.batch_factory import decode_records, make_batch
 
@@ -57,7 +57,7 @@ class HealthyClient:
         (correlation,) = struct.unpack_from(">i", frame)
         if correlation != self._correlation:
             raise Unhealthy(f"answer to correlation id {correlation}, expected {self._correlation}")
-        response, _ = entity_reader(load_response_schema(api_key, version))(memoryview(frame[4:]).toreadonly(), 0)
+        response, _ = entity_reader(response_schema(api_key, version))(memoryview(frame[4:]).toreadonly(), 0)
         return response
 
     def _recv(self, n: int) -> bytes:

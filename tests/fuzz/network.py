@@ -16,12 +16,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from kio.index import load_response_schema
 from kio.schema.unregister_broker.v0.request import UnregisterBrokerRequest
 from kio.serial import entity_reader
 from kio.serial.errors import OutOfBoundValue
 
-from protocol.api_keys import ApiKey, ApiRange, is_supported
+from protocol.api_keys import ApiKey, ApiRange, is_supported, response_schema
 from protocol.frame import FrameDecoder, FrameTooLarge
 from protocol.headers import InvalidRequest, parse_request_header
 from protocol.messages import decode_request
@@ -255,7 +254,7 @@ class NetworkRunner:
             return
         header_size = 4 if key == ApiKey.API_VERSIONS or version < self.apis[key].first_flexible else 5
         try:
-            response, _ = entity_reader(load_response_schema(key, version))(memoryview(frame[header_size:]).toreadonly(), 0)
+            response, _ = entity_reader(response_schema(key, version))(memoryview(frame[header_size:]).toreadonly(), 0)
         except Exception as e:  # noqa: BLE001 - an answer kio cannot read is the broker's bug
             if isinstance(e, OutOfBoundValue) and "negative timestamp" in str(e):
                 # Kafka's -1 for "no transaction started" (DescribeTransactions): right on the

@@ -12,10 +12,10 @@ import socket
 import struct
 
 import pytest
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
+from protocol.api_keys import response_schema
 from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import create_topic
 
@@ -37,7 +37,7 @@ def exchange(broker: BrokerProcess, frame: bytes) -> bytes:
 def answer(broker: BrokerProcess, frame: bytes, api_key: int, version: int, header_size: int) -> object:
     body = exchange(broker, frame)
     assert struct.unpack_from(">i", body)[0] == struct.unpack_from(">i", frame, 8)[0]
-    response, _ = entity_reader(load_response_schema(api_key, version))(memoryview(body[header_size:]).toreadonly(), 0)
+    response, _ = entity_reader(response_schema(api_key, version))(memoryview(body[header_size:]).toreadonly(), 0)
     return response
 
 

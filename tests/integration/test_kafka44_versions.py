@@ -16,11 +16,19 @@ expression the whole transactional id matches; INVALID_REGULAR_EXPRESSION alone 
 WriteTxnMarkers v2 (KIP-1228: a TV2 marker's epoch must be above an open transaction's) and
 AddRaftVoter v1 (AckWhenCommitted; a static quorum refuses it in Kafka's words). The Kafka tools
 that send them get what they get from Kafka.
+
+Then the three kio 0.6.5 has no schema for (protocol/schema/), each diffed the same way: ApiVersions
+v5 (KIP-1242: REBOOTSTRAP_REQUIRED for another cluster or node, INVALID_REQUEST for one of the two
+alone, byte for byte), DeleteGroups v3 (a null ErrorMessage per group) and TxnOffsetCommit v6
+(KIP-1319: topic IDs, UNKNOWN_TOPIC_ID; GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH where v5 says
+ILLEGAL_GENERATION).
 """
 
 from __future__ import annotations
 
 import datetime
+import socket
+import struct
 import subprocess
 import time
 import uuid
@@ -46,11 +54,16 @@ from kio.schema.offset_commit.v10 import request as offset_commit_v10
 from kio.schema.offset_fetch.v10 import request as offset_fetch_v10
 from kio.schema.produce.v11 import request as produce_v11
 from kio.schema.produce.v13 import request as produce_v13
+from kio.schema.txn_offset_commit.v5 import request as txn_offset_commit_v5
 from kio.schema.write_txn_markers.v2 import request as write_txn_markers_v2
 from kio.static.primitive import i8, i16, i32, i64
 
 from benchmarks.apache_kafka import TOOL_JVM_OPTS
+from broker.wire_client import encode_request, recv_exact
 from protocol.records import build_batch
+from protocol.schema.api_versions.v5 import request as api_versions_v5
+from protocol.schema.delete_groups.v3 import request as delete_groups_v3
+from protocol.schema.txn_offset_commit.v6 import request as txn_offset_commit_v6
 from tests.integration.conftest import BrokerProcess
 from tests.kafka_tools import kafka_tool
 from tests.integration.helpers import create_topic, unique_topic, wait_for
@@ -59,7 +72,7 @@ from tests.integration.wire import request
 NONE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID = 0, 3, 100
 COORDINATOR_ERRORS = (14, 15, 16)  # load in progress, not available, not coordinator
 # Kafka 4.4's BrokerApiVersionsCommand against a 4.4 node, for the APIs whose tops kbroker raised.
-KAFKA_44_TOPS = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10, 15: 6, 27: 2, 35: 5, 60: 2, 66: 2, 69: 1, 80: 1}
+KAFKA_44_TOPS = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10, 15: 6, 18: 5, 27: 2, 28: 6, 35: 5, 42: 3, 60: 2, 66: 2, 69: 1, 80: 1}
 GROUP_ID_NOT_FOUND, INVALID_PRODUCER_EPOCH, UNSUPPORTED_VERSION, INVALID_REGULAR_EXPRESSION = 69, 47, 35, 128
 SECOND = datetime.timedelta(seconds=1)
 
@@ -427,5 +440,127 @@ def test_kafka_tools_on_the_raised_versions(module_broker: BrokerProcess, topic:
 
     versions = kafka_tool(kafka_lib, "org.apache.kafka.tools.BrokerApiVersionsCommand", "--bootstrap-server", bs)
     assert versions.returncode == 0, versions.stderr
-    for api, top in (("DescribeGroups(15)", 6), ("WriteTxnMarkers(27)", 2), ("DescribeLogDirs(35)", 5), ("DescribeCluster(60)", 2), ("ListTransactions(66)", 2), ("ConsumerGroupDescribe(69)", 1), ("AddRaftVoter(80)", 1)):
+    for api, top in (("ApiVersions(18)", 5), ("TxnOffsetCommit(28)", 6), ("DeleteGroups(42)", 3), ("DescribeGroups(15)", 6), ("WriteTxnMarkers(27)", 2), ("DescribeLogDirs(35)", 5), ("DescribeCluster(60)", 2), ("ListTransactions(66)", 2), ("ConsumerGroupDescribe(69)", 1), ("AddRaftVoter(80)", 1)):
         assert f"{api}: " in versions.stdout and f"to {top} [usable: {top}]" in versions.stdout.split(f"{api}: ")[1].split(",")[0], api
+
+
+# -- issue 34: the versions kio 0.6.5 has no schema for (protocol/schema/) -----------------------------------
+
+INVALID_REQUEST, ILLEGAL_GENERATION, NON_EMPTY_GROUP, STALE_MEMBER_EPOCH, REBOOTSTRAP_REQUIRED = 42, 22, 68, 113, 129
+
+
+def raw_api_versions_v5(bootstrap: str, cluster_id: str | None, node_id: int) -> bytes:
+    """The response frame's bytes after its size and correlation id."""
+    body = api_versions_v5.ApiVersionsRequest(client_software_name="test", client_software_version="1", cluster_id=cluster_id, node_id=i32(node_id))
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(encode_request(body, 3))
+        (size,) = struct.unpack(">i", recv_exact(sock, 4))
+        frame = recv_exact(sock, size)
+    assert frame[:4] == struct.pack(">i", 3)
+    return frame[4:]
+
+
+def test_api_versions_v5_checks_the_cluster_and_node(module_broker: BrokerProcess) -> None:
+    bs = module_broker.bootstrap
+    cluster_id = request(bs, metadata_request()).cluster_id
+    # Neither, or this very node: the whole answer, as v4's.
+    for named in ((None, -1), (cluster_id, 1)):
+        answer = request(bs, api_versions_v5.ApiVersionsRequest(client_software_name="test", client_software_version="1", cluster_id=named[0], node_id=i32(named[1])))
+        assert answer.error_code == NONE and {int(k.api_key): int(k.max_version) for k in answer.api_keys}[18] == 5
+    # Kafka 4.4's bytes: the error, an empty ApiKeys, ThrottleTimeMs 0, no tagged fields.
+    for (named, error) in (
+        (("XXXXXXXXXXXXXXXXXXXXXX", 1), REBOOTSTRAP_REQUIRED),  # another cluster
+        ((cluster_id, 6), REBOOTSTRAP_REQUIRED),  # another node of this cluster
+        ((cluster_id, -1), INVALID_REQUEST),  # one without the other
+        ((None, 1), INVALID_REQUEST),
+    ):
+        assert raw_api_versions_v5(bs, *named) == struct.pack(">h", error) + bytes.fromhex("010000000000"), named
+    # Older versions and the KIP-511 fallback (a version above 5) are answered as before.
+    assert request(bs, api_versions_v3.ApiVersionsRequest(client_software_name="test", client_software_version="1")).error_code == NONE
+
+
+def test_delete_groups_v3_error_message_is_null(module_broker: BrokerProcess, topic: tuple[str, uuid.UUID]) -> None:
+    bs, (name, tid) = module_broker.bootstrap, topic
+    simple, consumer = unique_topic("v44-delete-simple"), unique_topic("v44-delete-consumer")
+    find_coordinator(bs, simple, 0)
+    commit_v10(bs, simple, (commit_topic(tid, (0, 1)),))
+    find_coordinator(bs, consumer, 0)
+    join_consumer_group(bs, consumer, name)
+    answer = request(bs, delete_groups_v3.DeleteGroupsRequest(groups_names=("nope", simple, consumer, "")))
+    # Kafka orders the groups by their coordinator partitions; the answers are the same.
+    assert {r.group_id: (r.error_code, r.error_message) for r in answer.results} == {
+        "nope": (GROUP_ID_NOT_FOUND, None),
+        simple: (NONE, None),
+        consumer: (NON_EMPTY_GROUP, None),
+        "": (GROUP_ID_NOT_FOUND, None),
+    }
+
+
+def txn_partitions(*parts: int) -> tuple[txn_offset_commit_v6.TxnOffsetCommitRequestPartition, ...]:
+    return tuple(txn_offset_commit_v6.TxnOffsetCommitRequestPartition(partition_index=i32(p), committed_offset=i64(3), committed_leader_epoch=i32(-1), committed_metadata="m") for p in parts)
+
+
+def txn_errors(answer: object) -> list[tuple[object, list[tuple[int, int]]]]:
+    return [(t.topic_id if hasattr(t, "topic_id") else t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics]  # type: ignore[attr-defined]
+
+
+def settled(send):  # type: ignore[no-untyped-def]
+    """``send()``'s answer once no partition says its coordinator is still loading or moving."""
+    answer = None
+
+    def done() -> bool:
+        nonlocal answer
+        answer = send()
+        return all(p.error_code not in (*COORDINATOR_ERRORS, 51) for t in answer.topics for p in t.partitions)
+
+    assert wait_for(done, timeout_s=30)
+    return answer
+
+
+def test_txn_offset_commit_v6_by_topic_id(module_broker: BrokerProcess, topic: tuple[str, uuid.UUID]) -> None:
+    bs, (name, tid), stranger = module_broker.bootstrap, topic, uuid.uuid4()
+    transactional_id, group, consumer = unique_topic("v44-toc"), unique_topic("v44-toc-group"), unique_topic("v44-toc-consumer")
+    producer_id, epoch = init_producer(bs, transactional_id)
+    find_coordinator(bs, group, 0)
+
+    def v6(group_id: str, topics: tuple[tuple[uuid.UUID | None, tuple[int, ...]], ...], generation: int = -1, member: str = "") -> object:
+        body = txn_offset_commit_v6.TxnOffsetCommitRequest(
+            transactional_id=transactional_id, group_id=group_id, producer_id=producer_id, producer_epoch=i16(epoch), generation_id_or_member_epoch=i32(generation),
+            member_id=member, group_instance_id=None,
+            topics=tuple(txn_offset_commit_v6.TxnOffsetCommitRequestTopic(topic_id=t, partitions=txn_partitions(*parts)) for t, parts in topics),
+        )  # fmt: skip
+        return request(bs, body)
+
+    def v5(group_id: str, topics: tuple[tuple[str, tuple[int, ...]], ...], generation: int = -1, member: str = "") -> object:
+        body = txn_offset_commit_v5.TxnOffsetCommitRequest(
+            transactional_id=transactional_id, group_id=group_id, producer_id=producer_id, producer_epoch=i16(epoch), generation_id=i32(generation),
+            member_id=member, group_instance_id=None,
+            topics=tuple(txn_offset_commit_v5.TxnOffsetCommitRequestTopic(name=t, partitions=tuple(txn_offset_commit_v5.TxnOffsetCommitRequestPartition(partition_index=i32(p), committed_offset=i64(3), committed_leader_epoch=i32(-1), committed_metadata="m") for p in parts)) for t, parts in topics),
+        )  # fmt: skip
+        return request(bs, body)
+
+    # As Kafka 4.4, in its order: the partitions answered before the coordinator first (an unknown
+    # partition, then IDs no topic has, the zero UUID included), then the coordinator's.
+    mixed = settled(lambda: v6(group, ((tid, (0, 1, 7)), (stranger, (0,)), (None, (0,)))))
+    assert txn_errors(mixed) == [(tid, [(7, UNKNOWN_TOPIC_OR_PARTITION), (0, NONE), (1, NONE)]), (stranger, [(0, UNKNOWN_TOPIC_ID)]), (None, [(0, UNKNOWN_TOPIC_ID)])]
+    assert txn_errors(v6(group, ((stranger, (0, 1)),))) == [(stranger, [(0, UNKNOWN_TOPIC_ID), (1, UNKNOWN_TOPIC_ID)])]
+    assert txn_errors(v6(group, ())) == []
+
+    # A member of a group the coordinator does not know, and a consumer-group member at an epoch it
+    # is not at: v6 says so, v5 says ILLEGAL_GENERATION.
+    find_coordinator(bs, consumer, 0)
+    member = str(uuid.uuid4())
+    heartbeat = consumer_group_heartbeat_v1.ConsumerGroupHeartbeatRequest(
+        group_id=consumer, member_id=member, member_epoch=i32(0), rebalance_timeout=30 * SECOND, subscribed_topic_names=(name,), topic_partitions=()
+    )
+    assert request(bs, heartbeat).error_code == NONE
+    nobody = unique_topic("v44-toc-nogroup")
+    find_coordinator(bs, nobody, 0)
+    assert txn_errors(settled(lambda: v6(nobody, ((tid, (0,)),), 5, "m"))) == [(tid, [(0, GROUP_ID_NOT_FOUND)])]
+    assert txn_errors(settled(lambda: v6(consumer, ((tid, (0,)),), 99, member))) == [(tid, [(0, STALE_MEMBER_EPOCH)])]
+    assert txn_errors(settled(lambda: v5(nobody, ((name, (0,)),), 5, "m"))) == [(name, [(0, ILLEGAL_GENERATION)])]
+    assert txn_errors(settled(lambda: v5(consumer, ((name, (0,)),), 99, member))) == [(name, [(0, ILLEGAL_GENERATION)])]
+    # A partition or topic the metadata does not have, by name: answered before the coordinator.
+    missing = unique_topic("v44-nosuch")
+    assert txn_errors(settled(lambda: v5(group, ((name, (0, 7)), (missing, (0,)))))) == [(name, [(7, UNKNOWN_TOPIC_OR_PARTITION), (0, NONE)]), (missing, [(0, UNKNOWN_TOPIC_OR_PARTITION)])]

@@ -1,0 +1,24 @@
+"""Where the entities of this package are, as kio.schema.index maps its own."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping
+
+# (api key, version) -> (request class path, response class path), in pkgutil.resolve_name's form.
+SCHEMAS: Mapping[tuple[int, int], tuple[str, str]] = MappingProxyType(
+    {
+        (18, 5): (
+            "protocol.schema.api_versions.v5.request:ApiVersionsRequest",
+            "protocol.schema.api_versions.v5.response:ApiVersionsResponse",
+        ),
+        (28, 6): (
+            "protocol.schema.txn_offset_commit.v6.request:TxnOffsetCommitRequest",
+            "protocol.schema.txn_offset_commit.v6.response:TxnOffsetCommitResponse",
+        ),
+        (42, 3): (
+            "protocol.schema.delete_groups.v3.request:DeleteGroupsRequest",
+            "protocol.schema.delete_groups.v3.response:DeleteGroupsResponse",
+        ),
+    }
+)
