@@ -5,9 +5,9 @@ kraft.version is not: as in Kafka, it belongs to the Raft layer (its KRaftVersio
 control record), so it is never written here; the controller adds the Raft layer's level
 to the finalized features it checks brokers against. A new cluster also finalizes Kafka's
 defaults for its metadata.version of the features kbroker implements (transaction.version 2,
-eligible.leader.replicas.version 1). UpdateFeatures (update_features) moves finalized levels
-once this controller and every registered broker support them and their dependencies hold,
-all of them or none, as Kafka 4.4's does.
+group.version 1, eligible.leader.replicas.version 1). UpdateFeatures (update_features) moves
+finalized levels once this controller and every registered broker support them and their
+dependencies hold, all of them or none, as Kafka 4.4's does.
 """
 
 from __future__ import annotations
@@ -41,11 +41,18 @@ ELIGIBLE_LEADER_REPLICAS_LEVEL = 1
 # on a new cluster (from metadata.version 4.0-IV2); a cluster made before keeps what it has, 0.
 TRANSACTION_VERSION_FEATURE = mv.TRANSACTION_VERSION_FEATURE
 TRANSACTION_VERSION_LEVEL = 2
+# group.version (KIP-848): 1 turns on the consumer rebalance protocol (below it ConsumerGroupHeartbeat
+# and ConsumerGroupDescribe answer UNSUPPORTED_VERSION: broker/group/group_version.py). Kafka
+# finalizes 1 on a cluster formatted at 4.0-IV0 or later; it depends on no metadata.version.
+GROUP_VERSION_FEATURE = mv.GROUP_VERSION_FEATURE
+GROUP_VERSION_LEVEL = 1
 # The features besides metadata.version that kbroker implements, with the highest level of each.
-# group.version, share.version and streams.version are Kafka's too, but kbroker does not advertise
-# them (a broker supports them at level 0 only), so new clusters do not finalize them either.
+# share.version and streams.version are Kafka's too, but kbroker has no share or streams groups:
+# it does not advertise them (a broker supports them at level 0 only), so new clusters do not
+# finalize them either.
 IMPLEMENTED_FEATURES: Mapping[str, int] = {
     ELIGIBLE_LEADER_REPLICAS_FEATURE: ELIGIBLE_LEADER_REPLICAS_LEVEL,
+    GROUP_VERSION_FEATURE: GROUP_VERSION_LEVEL,
     TRANSACTION_VERSION_FEATURE: TRANSACTION_VERSION_LEVEL,
 }
 
@@ -235,6 +242,8 @@ __all__ = [
     "ELIGIBLE_LEADER_REPLICAS_LEVEL",
     "FeatureControlManager",
     "FeatureUpdateResult",
+    "GROUP_VERSION_FEATURE",
+    "GROUP_VERSION_LEVEL",
     "KRAFT_VERSION_FEATURE",
     "METADATA_VERSION_FEATURE",
     "METADATA_VERSION_LEVEL",

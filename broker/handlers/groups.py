@@ -19,6 +19,7 @@ from broker.group.group_metadata_manager import (
     JoinGroupResponse,
     SyncGroupResponse,
 )
+from broker.group.group_version import consumer_protocol_enabled
 from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group_coordinator import (
     GROUP_METADATA_TOPIC,
@@ -787,6 +788,9 @@ class ConsumerGroupHeartbeatHandler:
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.CONSUMER_GROUP_HEARTBEAT, ctx.version)
+        if not consumer_protocol_enabled(self._metadata.image.features):
+            # Kafka 4.4 refuses before it authorizes: group.version 0 has no consumer groups.
+            return self._failed(schema, ErrorCode.unsupported_version)
         if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
             return self._failed(schema, ErrorCode.group_authorization_failed)
         if self._auth.enabled and request.subscribed_topic_names:
@@ -859,6 +863,9 @@ class ConsumerGroupDescribeHandler:
         def failed(group_id: str, error: int, message: str | None = None) -> Any:
             return build(group_cls, error_code=error, error_message=message, group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(), authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN)
 
+        if not consumer_protocol_enabled(self._metadata.image.features):
+            # As Kafka 4.4 at group.version 0: every group UNSUPPORTED_VERSION, in request order, before any authorization.
+            return build(schema, throttle_time=0, groups=tuple(failed(group_id, ErrorCode.unsupported_version) for group_id in request.group_ids))
         denied: set[str] | frozenset[str] = _NONE_DENIED
         if self._auth.enabled:
             denied = set(request.group_ids) - self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_ids)

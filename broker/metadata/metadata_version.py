@@ -10,7 +10,7 @@ only accepted with ``unstable.feature.versions.enable``.
 Also here, as Kafka's Feature enum has them: the default level of each other feature for a
 metadata.version (what ``storage format --release-version`` finalizes, and what
 ``kafka-features upgrade --release-version`` sends) and the features' dependencies on
-metadata.version (eligible.leader.replicas.version 1 needs 4.0-IV1).
+metadata.version (eligible.leader.replicas.version 1 needs 4.0-IV1; group.version 1 needs none).
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ METADATA_VERSIONS: tuple[MetadataVersion, ...] = tuple(
         (9, "3.5-IV0", False), (10, "3.5-IV1", False), (11, "3.5-IV2", True), (12, "3.6-IV0", False),
         (13, "3.6-IV1", True), (14, "3.6-IV2", True), (15, "3.7-IV0", True), (16, "3.7-IV1", False),
         (17, "3.7-IV2", True), (18, "3.7-IV3", False), (19, "3.7-IV4", False), (20, "3.8-IV0", False),
-        (21, "3.9-IV0", False), (22, "4.0-IV0", False), (23, "4.0-IV1", True), (24, "4.0-IV2", False),
-        (25, "4.0-IV3", False),
+        (21, "3.9-IV0", False),
+        (22, "4.0-IV0", False),  # new clusters finalize group.version 1
+        (23, "4.0-IV1", True), (24, "4.0-IV2", False), (25, "4.0-IV3", False),
         # Kafka 4.1 to 4.4.
         (26, "4.1-IV0", False),  # new clusters finalize eligible.leader.replicas.version 1
         (27, "4.1-IV1", False),  # replica fetchers send Fetch v18

@@ -361,7 +361,7 @@ def without_bootstrap_min_isr(lines: list[str]) -> list[str]:
 
 def shared_features(lines: list[str]) -> list[str]:
     """The features both list, at the same levels."""
-    return lines[:1] + [line for line in lines if re.search(r"Feature: (eligible\.leader\.replicas|metadata|transaction)\.version ", line)]
+    return lines[:1] + [line for line in lines if re.search(r"Feature: (eligible\.leader\.replicas|group|metadata|transaction)\.version ", line)]
 
 
 # step -> (why kbroker answers otherwise, what must still match). Each listed step must still differ.
@@ -387,8 +387,8 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, Callable[[list[str]], list[str]]]] = {
     ),
     "features describe": (
         "kbroker lists only the features it implements (IMPLEMENTED_FEATURES of broker/controller/feature_control_manager.py): "
-        "no kraft.version (Kafka 4.4: finalized 0 of 0-1 on a static quorum), group.version (1), share.version (2) or "
-        "streams.version (1); eligible.leader.replicas.version, metadata.version and transaction.version match",
+        "no kraft.version (Kafka 4.4: finalized 0 of 0-1 on a static quorum), share.version (2) or streams.version (1); "
+        "eligible.leader.replicas.version, group.version, metadata.version and transaction.version match",
         shared_features,
     ),
 }

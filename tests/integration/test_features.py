@@ -64,7 +64,7 @@ def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess)
     assert described.returncode == 0, described.stderr
     # Kafka 4.4's columns: the name padded to 40, each level to 15, two spaces between.
     lines = {line.split()[1]: line for line in described.stdout.splitlines()}
-    assert sorted(lines) == ["eligible.leader.replicas.version", "metadata.version", "transaction.version"]
+    assert sorted(lines) == ["eligible.leader.replicas.version", "group.version", "metadata.version", "transaction.version"]
     epoch = await_finalized(broker.bootstrap, "transaction.version", 2)
     assert lines["metadata.version"] == (
         "Feature: metadata.version                          SupportedMinVersion: 3.3-IV3          "
@@ -76,6 +76,10 @@ def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess)
     )
     assert lines["eligible.leader.replicas.version"] == (
         "Feature: eligible.leader.replicas.version          SupportedMinVersion: 0                "
+        f"SupportedMaxVersion: 1                FinalizedVersionLevel: 1                Epoch: {epoch}"
+    )
+    assert lines["group.version"] == (
+        "Feature: group.version                             SupportedMinVersion: 0                "
         f"SupportedMaxVersion: 1                FinalizedVersionLevel: 1                Epoch: {epoch}"
     )
 
@@ -98,10 +102,10 @@ def test_cli_reports_refusals(broker: BrokerProcess) -> None:
     )
     # All or nothing: the refused share.version keeps transaction.version where it was too, and a
     # dry run says "Can not" (Kafka 4.4: the lines in feature-name order).
-    both = kbroker("features", *bs, "upgrade", "--feature", "transaction.version=2", "--feature", "group.version=1", "--dry-run")
+    both = kbroker("features", *bs, "upgrade", "--feature", "transaction.version=2", "--feature", "share.version=1", "--dry-run")
     assert both.returncode == 1
-    why = "The update failed for all features since the following feature had an error: Invalid update version 1 for feature group.version. Local controller 1 does not support this feature."
-    assert both.stdout.splitlines() == [f"Can not upgrade group.version to 1. {why}", f"Can not upgrade transaction.version to 2. {why}"]
+    why = "The update failed for all features since the following feature had an error: Invalid update version 1 for feature share.version. Local controller 1 does not support this feature."
+    assert both.stdout.splitlines() == [f"Can not upgrade share.version to 1. {why}", f"Can not upgrade transaction.version to 2. {why}"]
     assert both.stderr.strip() == "2 out of 2 operation(s) failed."
     assert finalized(broker.bootstrap)[0]["eligible.leader.replicas.version"] == 1
 

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from broker.config import BrokerConfig
 from broker.controller.cluster_control_manager import BrokerRegistrationRequest
+from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES
 from broker.controller.quorum_controller import QuorumController
 from broker.metadata.metadata_loader import MetadataLoader
 from broker.metadata.metadata_records import BrokerEndpoint, MetadataRecord
@@ -144,7 +145,7 @@ def registration(broker_id: int, *, incarnation: uuid.UUID | None = None, cluste
         cluster_id=cluster_id,
         incarnation_id=incarnation or uuid.UUID(int=broker_id),
         listeners=(BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=9092 + broker_id),),
-        features={"metadata.version": (7, 33), "eligible.leader.replicas.version": (0, 1), "transaction.version": (0, 2)},
+        features=dict(BROKER_SUPPORTED_FEATURES),  # a broker of this build
         log_dirs=(uuid.UUID(int=0x1000 + broker_id),),
     )
 

@@ -14,6 +14,7 @@ def test_v4_lists_every_supported_and_finalized_feature() -> None:
     assert {f.name: (f.min_version, f.max_version) for f in r.supported_features} == {
         "metadata.version": (7, 33),
         "eligible.leader.replicas.version": (0, 1),
+        "group.version": (0, 1),
         "transaction.version": (0, 2),
     }
     # A level of 0 is no finalized feature at all.

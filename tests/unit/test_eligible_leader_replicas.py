@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from broker.controller.cluster_control_manager import BrokerRegistrationRequest, ClusterControlManager
 from broker.controller.configuration_control_manager import ConfigurationControlManager
 from broker.controller.controller_logic import cluster_bootstrap_records
-from broker.controller.feature_control_manager import NEW_CLUSTER_FEATURES, FeatureControlManager
+from broker.controller.feature_control_manager import BROKER_SUPPORTED_FEATURES, NEW_CLUSTER_FEATURES, FeatureControlManager
 from broker.controller.partition_change_builder import RECOVERED, RECOVERING, Election, PartitionChangeBuilder
 from broker.controller.replica_placer import StripedReplicaPlacer
 from broker.controller.replication_control_manager import ReplicationControlManager, eligible_leader_replicas_enabled
@@ -175,7 +175,7 @@ def test_elections_keep_kip_966s_invariants(situation: tuple[PartitionRegistrati
 
 # --- the controller: unclean restarts and the last replica standing ---------------------------------
 
-ELR_FEATURES = {"metadata.version": (7, 33), "eligible.leader.replicas.version": (0, 1), "transaction.version": (0, 2)}
+ELR_FEATURES = dict(BROKER_SUPPORTED_FEATURES)  # a broker of this build: every feature a new cluster finalizes
 
 
 class ElrController(Controller):

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.feature_control_manager import (
     BROKER_SUPPORTED_FEATURES,
     ELIGIBLE_LEADER_REPLICAS_FEATURE,
+    GROUP_VERSION_FEATURE,
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LEVEL,
     TRANSACTION_VERSION_FEATURE,
@@ -137,9 +138,11 @@ def test_the_default_is_kafka_44s_latest_production_level_with_its_feature_defau
     assert METADATA_VERSION_LEVEL == 33
     assert BROKER_SUPPORTED_FEATURES[METADATA_VERSION_FEATURE] == (7, 33)
     assert supported_features(unstable=True)[METADATA_VERSION_FEATURE] == (7, 34)
-    assert new_cluster_features(33) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 1, TRANSACTION_VERSION_FEATURE: 2}
-    assert new_cluster_features(25) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 2}
-    assert new_cluster_features(21) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 0}
+    assert new_cluster_features(33) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 1, GROUP_VERSION_FEATURE: 1, TRANSACTION_VERSION_FEATURE: 2}
+    assert new_cluster_features(25) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, GROUP_VERSION_FEATURE: 1, TRANSACTION_VERSION_FEATURE: 2}
+    # Kafka 4.4 formatted at 3.9 (21) finalizes no group.version: GV_1's bootstrap level is 4.0-IV0 (22).
+    assert new_cluster_features(22)[GROUP_VERSION_FEATURE] == 1
+    assert new_cluster_features(21) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, GROUP_VERSION_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 0}
 
 
 def test_upgrade_from_40_to_44_level_by_level() -> None:
@@ -206,3 +209,52 @@ def test_unknown_metadata_version_levels() -> None:
 def test_records_are_feature_level_records() -> None:
     result = FeatureControlManager().update_features(old_cluster(current_broker(1)).image, {TRANSACTION_VERSION_FEATURE: 2}, {})
     assert result.records == [FeatureLevelRecord(name=TRANSACTION_VERSION_FEATURE, feature_level=2)]
+
+
+# --- group.version ------------------------------------------------------------------------------------
+
+
+def test_group_version_ranges_and_bootstrap_records() -> None:
+    """Every node registers group.version 0-1 (Kafka 4.4's BrokerFeatures); a new cluster writes it at 1."""
+    assert BROKER_SUPPORTED_FEATURES[GROUP_VERSION_FEATURE] == (0, 1)
+    assert supported_features(unstable=True)[GROUP_VERSION_FEATURE] == (0, 1)
+    assert FeatureLevelRecord(name=GROUP_VERSION_FEATURE, feature_level=1) in FeatureControlManager.bootstrap_records(33, new_cluster_features(33))
+    # At 3.9 it is 0: no record at all, as Kafka's bootstrap writes none.
+    assert FeatureControlManager.bootstrap_records(21, new_cluster_features(21)) == [FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=21)]
+
+
+def test_group_version_downgrade_disable_and_upgrade_as_kafka_44() -> None:
+    """The answers of a Kafka 4.4 node to its kafka-features, formatted with no release version."""
+    log = cluster(33, current_broker(1), features=new_cluster_features(33))
+    assert refused(update(log, {GROUP_VERSION_FEATURE: 2}, node_id=1)) == (
+        "Invalid update version 2 for feature group.version. Local controller 1 only supports versions 0-1"
+    )
+    assert update(log, {GROUP_VERSION_FEATURE: 1}) == OK  # its own level again: allowed, and written
+    assert refused(update(log, {GROUP_VERSION_FEATURE: 0})) == (
+        "Invalid update version 0 for feature group.version. "
+        "Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade."
+    )
+    assert update(log, {GROUP_VERSION_FEATURE: 0}, {GROUP_VERSION_FEATURE: SAFE}) == OK
+    assert GROUP_VERSION_FEATURE not in log.image.features
+    assert refused(update(log, {GROUP_VERSION_FEATURE: 1}, {GROUP_VERSION_FEATURE: SAFE})) == (
+        "Invalid update version 1 for feature group.version. Can't downgrade to a newer version."
+    )
+    assert update(log, {GROUP_VERSION_FEATURE: 1}) == OK
+    assert update(log, {GROUP_VERSION_FEATURE: 0}, {GROUP_VERSION_FEATURE: UNSAFE}) == OK  # unsafe is allowed too: no metadata at stake
+    assert GROUP_VERSION_FEATURE not in log.image.features
+
+
+def test_group_version_1_depends_on_no_metadata_version() -> None:
+    """Kafka 4.4 formatted at 3.9 upgrades group.version to 1 without touching metadata.version;
+    at the oldest KRaft level too."""
+    for level in (21, 7):
+        log = cluster(level, current_broker(1), features=new_cluster_features(level))
+        assert GROUP_VERSION_FEATURE not in log.image.features
+        assert update(log, {GROUP_VERSION_FEATURE: 1}) == OK
+        assert log.image.features == {METADATA_VERSION_FEATURE: level, GROUP_VERSION_FEATURE: 1}
+
+
+def test_a_broker_of_an_older_build_keeps_group_version_off() -> None:
+    """A broker that registered before it knew group.version (no range: 0-0) refuses level 1."""
+    log = cluster(21, current_broker(1), registration(2))
+    assert refused(update(log, {GROUP_VERSION_FEATURE: 1})) == "Invalid update version 1 for feature group.version. Broker 2 does not support this feature."

@@ -67,6 +67,7 @@ def test_first_activation_on_an_empty_log_writes_the_new_cluster_features_once()
         assert records == [
             FeatureLevelRecord(name=METADATA_VERSION_FEATURE, feature_level=METADATA_VERSION_LEVEL),
             FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1),
+            FeatureLevelRecord(name="group.version", feature_level=1),
             FeatureLevelRecord(name="transaction.version", feature_level=2),
         ]
         assert nodes[2].loader.image.features[METADATA_VERSION_FEATURE] == METADATA_VERSION_LEVEL
