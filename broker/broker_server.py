@@ -100,7 +100,7 @@ from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
 from broker.transaction.transaction_state_manager import TransactionStateManager
-from protocol.api_keys import ApiKey
+from protocol.api_keys import SUPPORTED_APIS, ApiKey, with_unstable_versions
 from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -121,6 +121,7 @@ class BrokerServer:
         cfg = shared.config
         self.config = cfg
         self.metrics = metrics
+        self._apis = with_unstable_versions(SUPPORTED_APIS) if cfg.unstable_api_versions_enable else SUPPORTED_APIS
         self._shared = shared
         self._tasks: list[asyncio.Task[None]] = []
         self.socket_servers: list[SocketServer] = []
@@ -298,7 +299,7 @@ class BrokerServer:
         sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         identity = NodeIdentity(self.metadata.cluster_id, cfg.node_id)
         handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {
-            ApiKey.API_VERSIONS: lambda ctx, req: api_versions_answer(ctx.version, req, features=self._feature_info(), identity=identity),
+            ApiKey.API_VERSIONS: lambda ctx, req: api_versions_answer(ctx.version, req, self._apis, features=self._feature_info(), identity=identity),
             ApiKey.METADATA: MetadataHandler(self.metadata, self.auto_topic_creation, cfg.auto_create_topics_enable, self.auth),
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(self.metadata, cfg.max_request_partition_size_limit, self.auth),
             ApiKey.PRODUCE: ProduceHandler(self.replica_manager, self.metadata, self.produce_verifier, self.auth, self.produce_quota),
@@ -366,6 +367,7 @@ class BrokerServer:
         request_metrics = self.metrics_exporter.request_metrics if self.metrics_exporter is not None else None
         apis = KafkaApis(
             self._handlers(),  # type: ignore[arg-type]
+            self._apis,
             request_quota=self.request_quota,
             cluster_action=lambda ctx: self.auth.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION, log_if_denied=False),
             request_metrics=request_metrics,

@@ -312,6 +312,9 @@ class BrokerConfig(BaseModel):
     unclean_leader_election_enable: bool = Field(False, alias="unclean.leader.election.enable")
     # Kafka's unstable.feature.versions.enable: feature levels still in development (metadata.version 4.5-IV0) are supported.
     unstable_feature_versions_enable: bool = Field(False, alias="unstable.feature.versions.enable")
+    # Kafka's unstable.api.versions.enable (internal, as that one): request versions still in
+    # development (InitProducerId 6, KIP-939) are served and listed in ApiVersions.
+    unstable_api_versions_enable: bool = Field(False, alias="unstable.api.versions.enable")
     # Preferred leaders: the active controller moves leadership back to each partition's first
     # replica every leader.imbalance.check.interval.seconds. As in Kafka 4, whose KRaft controller
     # never read it, leader.imbalance.per.broker.percentage is no setting: load_config warns and drops it.

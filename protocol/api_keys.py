@@ -136,6 +136,8 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.CREATE_TOPICS, 2, 7, 5),
         ApiRange(ApiKey.DELETE_TOPICS, 1, 6, 4),
         ApiRange(ApiKey.DELETE_RECORDS, 0, 2, 2),
+        # Kafka 4.4 marks v6 (KIP-939's two-phase commit) latestVersionUnstable: by default it
+        # lists 0-5 and drops the connection on a v6 request, as kbroker does (UNSTABLE_VERSIONS).
         ApiRange(ApiKey.INIT_PRODUCER_ID, 0, 5, 2),
         ApiRange(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, 4),
         ApiRange(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, 3),
@@ -257,13 +259,28 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
 KNOWN_APIS: dict[int, ApiRange] = {**CONTROLLER_APIS, **SUPPORTED_APIS}
 
 
+# The versions Kafka 4.4's specs mark latestVersionUnstable, one above the tops here: Kafka serves
+# them only with its internal unstable.api.versions.enable=true (default false), and so does
+# kbroker (broker/broker_server.py). InitProducerId v6 (kio's codec) is handled as such a Kafka answers it: Enable2Pc
+# TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KeepPreparedTxn UNSUPPORTED_VERSION, neither as v5.
+UNSTABLE_VERSIONS: dict[int, int] = {ApiKey.INIT_PRODUCER_ID: 6}
+
+
+def with_unstable_versions(apis: dict[int, ApiRange]) -> dict[int, ApiRange]:
+    """``apis`` with the UNSTABLE_VERSIONS tops, the table of a Kafka with unstable.api.versions.enable."""
+    raised = {key: ApiRange(key, r.min_version, UNSTABLE_VERSIONS[key], r.first_flexible) for key, r in apis.items() if key in UNSTABLE_VERSIONS}
+    return {**apis, **raised}
+
+
 def is_supported(api_key: int, version: int, apis: dict[int, ApiRange] = SUPPORTED_APIS) -> bool:
     r = apis.get(api_key)
     return r is not None and r.min_version <= version <= r.max_version
 
 
 def is_known(api_key: int, version: int) -> bool:
-    return is_supported(api_key, version, KNOWN_APIS)
+    """A version whose request header kbroker can read: one it serves, or an unstable one, whose
+    header is read (it is flexible) before the request is refused or, when enabled, served."""
+    return is_supported(api_key, version, KNOWN_APIS) or UNSTABLE_VERSIONS.get(api_key) == version
 
 
 def is_flexible(api_key: int, version: int) -> bool:

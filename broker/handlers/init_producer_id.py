@@ -33,8 +33,11 @@ class InitProducerIdResult(Protocol):
 class TransactionalInitProducerId(Protocol):
     """What the transaction coordinator offers this handler for a non-null transactional id."""
 
-    async def init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None) -> InitProducerIdResult:
-        """``expected`` is the client's current (id, epoch) when it asks for a bump (KIP-360)."""
+    async def init_producer_id(
+        self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None, enable_2pc: bool = False, keep_prepared_txn: bool = False
+    ) -> InitProducerIdResult:
+        """``expected`` is the client's current (id, epoch) when it asks for a bump (KIP-360);
+        ``enable_2pc`` and ``keep_prepared_txn`` are v6's KIP-939 flags."""
         ...
 
 
@@ -63,9 +66,14 @@ class InitProducerIdHandler:
             if coordinator is None:
                 return _answer(schema, ErrorCode.coordinator_not_available)
             timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
-            result = await coordinator.init_producer_id(request.transactional_id, timeout_ms, expected)
+            # v6 (KIP-939): the flags go to the coordinator, which refuses them as Kafka 4.4 does.
+            enable_2pc, keep_prepared_txn = bool(getattr(request, "enable2_pc", False)), bool(getattr(request, "keep_prepared_txn", False))
+            result = await coordinator.init_producer_id(request.transactional_id, timeout_ms, expected, enable_2pc, keep_prepared_txn)
+            # v6's OngoingTxnProducerId and OngoingTxnProducerEpoch stay -1: with no prepared
+            # transaction ever kept there is none to name, as in every Kafka 4.4 answer without 2PC.
             return _answer(schema, client_error(ApiKey.INIT_PRODUCER_ID, ctx.version, result.error_code), result.producer_id, result.producer_epoch)
-        # As Kafka: an idempotent producer always gets a fresh id at epoch 0. One that asks with
+        # As Kafka: an idempotent producer always gets a fresh id at epoch 0, whatever v6's flags
+        # (they are for transactions only; Kafka does not look at them). One that asks with
         # its current id and epoch (KIP-360, after an OUT_OF_ORDER_SEQUENCE_NUMBER or an
         # unknown producer) starts over under the new id, with no sequence state to conflict.
         try:
@@ -78,6 +86,9 @@ class InitProducerIdHandler:
         transactional_id = request.transactional_id
         if transactional_id is not None:
             if not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+                return ErrorCode.transactional_id_authorization_failed
+            # v6 (KIP-939): Enable2Pc needs TWO_PHASE_COMMIT on the transactional id as well.
+            if getattr(request, "enable2_pc", False) and not self._auth.authorize(ctx, AclOperation.TWO_PHASE_COMMIT, ResourceType.TRANSACTIONAL_ID, transactional_id):
                 return ErrorCode.transactional_id_authorization_failed
             return ErrorCode.none
         # An idempotent producer: IDEMPOTENT_WRITE on the cluster (its denial not logged), or

@@ -122,10 +122,23 @@ class TransactionCoordinator:
 
     # -- InitProducerId ------------------------------------------------------------------------------
 
-    async def init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None) -> InitProducerIdResult:
-        """``expected``: the (producer id, epoch) a KIP-360 client resumes with, None for a new producer."""
+    async def init_producer_id(
+        self, transactional_id: str, txn_timeout_ms: int, expected: tuple[int, int] | None, enable_2pc: bool = False, keep_prepared_txn: bool = False
+    ) -> InitProducerIdResult:
+        """``expected``: the (producer id, epoch) a KIP-360 client resumes with, None for a new producer.
+        ``enable_2pc`` and ``keep_prepared_txn``: InitProducerId v6's KIP-939 flags, both refused."""
         if not transactional_id:
             return InitProducerIdResult(ErrorCode.invalid_request)
+        # Kafka 4.4's checks, in its order and before the transaction's partition is looked at (a
+        # broker that is not the coordinator answers the same). kbroker has no two-phase commit, so
+        # it is as Kafka with transaction.two.phase.commit.enable=false, the only value kbroker
+        # takes (broker/unimplemented_configs.py): Enable2Pc is refused as not authorized.
+        if enable_2pc:
+            return InitProducerIdResult(ErrorCode.transactional_id_authorization_failed)
+        # Kafka 4.4 refuses KeepPreparedTxn whatever its 2PC config: the open transaction is left
+        # as it is, neither kept nor aborted.
+        if keep_prepared_txn:
+            return InitProducerIdResult(ErrorCode.unsupported_version)
         if not 0 < txn_timeout_ms <= self._max_timeout_ms:
             return InitProducerIdResult(ErrorCode.invalid_transaction_timeout)
         new_producer_id: int | None = None

@@ -17,6 +17,12 @@ WriteTxnMarkers v2 (KIP-1228: a TV2 marker's epoch must be above an open transac
 AddRaftVoter v1 (AckWhenCommitted; a static quorum refuses it in Kafka's words). The Kafka tools
 that send them get what they get from Kafka.
 
+InitProducerId stays at 5, as the top a Kafka 4.4 node lists with its defaults: its spec marks v6
+(KIP-939's two-phase commit) latestVersionUnstable, and the node drops the connection on any v6
+request ("Received request for disabled api with key 22 (INIT_PRODUCER_ID) and version 6"),
+whatever its flags, as kbroker does. (With unstable.api.versions.enable=true it answers v6; those
+answers are pinned in tests/unit/test_kafka44_schemas.py against kbroker's handler.)
+
 Then the three kio 0.6.5 has no schema for (protocol/schema/), each diffed the same way: ApiVersions
 v5 (KIP-1242: REBOOTSTRAP_REQUIRED for another cluster or node, INVALID_REQUEST for one of the two
 alone, byte for byte), DeleteGroups v3 (a null ErrorMessage per group) and TxnOffsetCommit v6
@@ -33,6 +39,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.add_partitions_to_txn.v3 import request as add_partitions_v3
@@ -47,6 +54,7 @@ from kio.schema.describe_log_dirs.v5 import request as describe_log_dirs_v5
 from kio.schema.fetch.v18 import request as fetch_v18
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
 from kio.schema.init_producer_id.v5 import request as init_producer_id_v5
+from kio.schema.init_producer_id.v6 import request as init_producer_id_v6
 from kio.schema.list_transactions.v2 import request as list_transactions_v2
 from kio.schema.list_offsets.v11 import request as list_offsets_v11
 from kio.schema.metadata.v13 import request as metadata_v13
@@ -64,7 +72,7 @@ from protocol.records import build_batch
 from protocol.schema.api_versions.v5 import request as api_versions_v5
 from protocol.schema.delete_groups.v3 import request as delete_groups_v3
 from protocol.schema.txn_offset_commit.v6 import request as txn_offset_commit_v6
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.kafka_tools import kafka_tool
 from tests.integration.helpers import create_topic, unique_topic, wait_for
 from tests.integration.wire import request
@@ -72,7 +80,8 @@ from tests.integration.wire import request
 NONE, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID = 0, 3, 100
 COORDINATOR_ERRORS = (14, 15, 16)  # load in progress, not available, not coordinator
 # Kafka 4.4's BrokerApiVersionsCommand against a 4.4 node, for the APIs whose tops kbroker raised.
-KAFKA_44_TOPS = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10, 15: 6, 18: 5, 27: 2, 28: 6, 35: 5, 42: 3, 60: 2, 66: 2, 69: 1, 80: 1}
+# InitProducerId (22): 5, v6 being latestVersionUnstable in 4.4 (listed only with unstable.api.versions.enable).
+KAFKA_44_TOPS = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10, 15: 6, 18: 5, 22: 5, 27: 2, 28: 6, 35: 5, 42: 3, 60: 2, 66: 2, 69: 1, 80: 1}
 GROUP_ID_NOT_FOUND, INVALID_PRODUCER_EPOCH, UNSUPPORTED_VERSION, INVALID_REGULAR_EXPRESSION = 69, 47, 35, 128
 SECOND = datetime.timedelta(seconds=1)
 
@@ -564,3 +573,38 @@ def test_txn_offset_commit_v6_by_topic_id(module_broker: BrokerProcess, topic: t
     # A partition or topic the metadata does not have, by name: answered before the coordinator.
     missing = unique_topic("v44-nosuch")
     assert txn_errors(settled(lambda: v5(group, ((name, (0, 7)), (missing, (0,)))))) == [(name, [(7, UNKNOWN_TOPIC_OR_PARTITION), (0, NONE)]), (missing, [(0, UNKNOWN_TOPIC_OR_PARTITION)])]
+
+
+@pytest.mark.parametrize(("enable_2pc", "keep"), [(False, False), (True, False), (False, True), (True, True)])
+def test_init_producer_id_v6_drops_the_connection_as_kafka_44_by_default(module_broker: BrokerProcess, enable_2pc: bool, keep: bool) -> None:
+    bs, transactional_id = module_broker.bootstrap, unique_topic("v44-ipid")
+    # v5 is answered (the coordinator found first), then v6 is not: Kafka 4.4 treats a version it
+    # does not list as a request it cannot parse.
+    producer_id, epoch = init_producer(bs, transactional_id)
+    body = init_producer_id_v6.InitProducerIdRequest(
+        transactional_id=transactional_id, transaction_timeout=60 * SECOND, producer_id=i64(-1), producer_epoch=i16(-1), enable2_pc=enable_2pc, keep_prepared_txn=keep
+    )
+    with pytest.raises(ConnectionError):
+        request(bs, body)
+    # Nothing changed: the next v5 bumps the epoch by one.
+    assert init_producer(bs, transactional_id) == (producer_id, epoch + 1)
+
+
+def test_init_producer_id_v6_with_unstable_api_versions_answers_as_kafka_44(broker_factory: StartBroker) -> None:
+    """unstable.api.versions.enable=true lists v6 and answers it as such a Kafka 4.4 node did: 2PC
+    refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (two.phase.commit off), KeepPreparedTxn with
+    UNSUPPORTED_VERSION, neither as v5 (the epoch bumped)."""
+    bs = broker_factory({"unstable.api.versions.enable": "true"}).bootstrap
+    ranges = {k.api_key: k.max_version for k in request(bs, api_versions_v3.ApiVersionsRequest(client_software_name="t", client_software_version="1")).api_keys}
+    assert ranges[22] == 6
+    transactional_id = unique_topic("v44-ipid6")
+    producer_id, epoch = init_producer(bs, transactional_id)
+
+    def v6(enable_2pc: bool, keep: bool) -> Any:
+        return request(bs, init_producer_id_v6.InitProducerIdRequest(
+            transactional_id=transactional_id, transaction_timeout=60 * SECOND, producer_id=i64(-1), producer_epoch=i16(-1), enable2_pc=enable_2pc, keep_prepared_txn=keep
+        ))
+
+    assert v6(True, False).error_code == 53 and v6(False, True).error_code == UNSUPPORTED_VERSION
+    answer = v6(False, False)
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch, answer.ongoing_txn_producer_id) == (NONE, producer_id, epoch + 1, -1)

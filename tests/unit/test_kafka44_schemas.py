@@ -187,3 +187,97 @@ def shard() -> GroupCoordinatorShard:
 def test_a_member_of_an_unknown_group_is_told_group_id_not_found_from_v6(version: int, error: int) -> None:
     answers, records = shard().offsets.txn_commit("g", 5, "m", None, [PartitionCommit("t", 0, 3, -1, "m")], 0, version)
     assert [code for _, code in answers] == [error] and records == []
+
+
+# -- InitProducerId v6 (KIP-939): kio's codec, Kafka 4.4's refusals -----------------------------------------
+# Kafka 4.4 marks v6 latestVersionUnstable: with its defaults it lists 0-5 and drops the connection
+# on v6 (tests/integration/test_kafka44_versions.py), as kbroker does. The answers below are those
+# of a Kafka 4.4 node with unstable.api.versions.enable=true and the default
+# transaction.two.phase.commit.enable=false, which kbroker's handler gives at v6.
+
+# Kafka 4.4's v6 answer bodies: ThrottleTimeMs, ErrorCode, ProducerId, ProducerEpoch,
+# OngoingTxnProducerId, OngoingTxnProducerEpoch, no tags. The ongoing fields were -1 in every answer.
+KAFKA_44_REFUSED_2PC = bytes.fromhex("00000000" "0035" "ffffffffffffffff" "ffff" "ffffffffffffffff" "ffff" "00")
+KAFKA_44_REFUSED_KEEP = bytes.fromhex("00000000" "0023" "ffffffffffffffff" "ffff" "ffffffffffffffff" "ffff" "00")
+KAFKA_44_EPOCH_1 = bytes.fromhex("00000000" "0000" "0000000000000000" "0001" "ffffffffffffffff" "ffff" "00")
+
+
+def test_init_producer_id_v6_is_kios_and_not_served() -> None:
+    from protocol.api_keys import UNSTABLE_VERSIONS, is_supported, with_unstable_versions
+
+    assert request_schema(22, 6).__module__ == "kio.schema.init_producer_id.v6.request"
+    assert (22, 6) not in __import__("protocol.schema.index", fromlist=["SCHEMAS"]).SCHEMAS
+    assert not is_supported(22, 6) and SUPPORTED_APIS[ApiKey.INIT_PRODUCER_ID].max_version == 5
+    assert UNSTABLE_VERSIONS == {ApiKey.INIT_PRODUCER_ID: 6}
+    raised = with_unstable_versions(SUPPORTED_APIS)
+    assert is_supported(22, 6, raised) and {k: r for k, r in raised.items() if k != 22} == {k: r for k, r in SUPPORTED_APIS.items() if k != 22}
+
+
+@pytest.mark.parametrize(("enable_2pc", "keep"), [(False, False), (True, False), (False, True), (True, True)])
+def test_init_producer_id_v6_request_bytes(enable_2pc: bool, keep: bool) -> None:
+    body = request_schema(22, 6)(transactional_id="t", transaction_timeout=datetime.timedelta(seconds=60), producer_id=i64(-1), producer_epoch=i16(-1), enable2_pc=enable_2pc, keep_prepared_txn=keep)
+    # The 4.4 spec: v5's fields, then the two bools, then no tags.
+    wire = compact("t") + struct.pack(">iqh??", 60000, -1, -1, enable_2pc, keep) + b"\x00"
+    assert encode(body) == wire and decode(request_schema(22, 6), wire) == body
+
+
+def test_init_producer_id_v6_response_bytes_as_kafka_44_encoded_them() -> None:
+    schema = response_schema(22, 6)
+    answer = schema(throttle_time=datetime.timedelta(0), error_code=ErrorCode.transactional_id_authorization_failed, producer_id=i64(-1), producer_epoch=i16(-1))
+    # OngoingTxnProducerId and OngoingTxnProducerEpoch default to -1, as in the spec.
+    assert encode_body(answer) == KAFKA_44_REFUSED_2PC
+    assert decode(schema, KAFKA_44_EPOCH_1).producer_epoch == 1
+
+
+def v6_request(transactional_id: str | None, enable_2pc: bool = False, keep: bool = False, timeout_ms: int = 30000) -> Any:
+    return request_schema(22, 6)(transactional_id=transactional_id, transaction_timeout=datetime.timedelta(milliseconds=timeout_ms), enable2_pc=enable_2pc, keep_prepared_txn=keep)
+
+
+def init_v6(node: Any, request: Any, version: int = 6) -> Any:
+    """kbroker's InitProducerId handler over ``node``'s transaction coordinator, at ``version``."""
+    from broker.handlers.init_producer_id import InitProducerIdHandler
+    from tests.unit.test_transaction_coordinator import context
+
+    handler = InitProducerIdHandler(node.ids)  # type: ignore[arg-type]
+    handler.transaction_coordinator = node.coordinator
+    return handler(context(ApiKey.INIT_PRODUCER_ID, version), request)
+
+
+def test_init_producer_id_v6_answers_as_kafka_44_without_2pc(tmp_path: Any) -> None:
+    from tests.unit.test_transaction_coordinator import DATA, TXN, S, run
+
+    async def test(node: Any) -> None:
+        v5 = build(request_schema(22, 5), transactional_id=TXN, transaction_timeout=datetime.timedelta(seconds=30))
+        assert (await init_v6(node, v5, 5)).producer_epoch == 0
+        # Neither flag: v5's answer, the epoch bumped, no ongoing transaction named.
+        neither = await init_v6(node, v6_request(TXN))
+        assert encode_body(neither) == bytes.fromhex("00000000" "0000") + struct.pack(">qh", neither.producer_id, 1) + bytes.fromhex("ffffffffffffffff" "ffff" "00")
+        # Enable2Pc: refused as unauthorized, whatever KeepPreparedTxn says (Kafka's first check).
+        assert encode_body(await init_v6(node, v6_request(TXN, enable_2pc=True))) == KAFKA_44_REFUSED_2PC
+        assert encode_body(await init_v6(node, v6_request(TXN, enable_2pc=True, keep=True))) == KAFKA_44_REFUSED_2PC
+        # KeepPreparedTxn alone: UNSUPPORTED_VERSION, and an open transaction is left open at its
+        # epoch (neither kept for the caller nor aborted, as by v5).
+        pid = neither.producer_id
+        assert node.coordinator.add_partitions(TXN, pid, 1, [(DATA, 0)]) == 0
+        assert encode_body(await init_v6(node, v6_request(TXN, keep=True))) == KAFKA_44_REFUSED_KEEP
+        assert (node.meta().state, node.meta().producer_epoch) == (S.ONGOING, 1)
+        # An empty transactional id is INVALID_REQUEST before the flags are looked at.
+        assert (await init_v6(node, v6_request("", enable_2pc=True))).error_code == ErrorCode.invalid_request
+        # An idempotent producer (no transactional id) gets a new id whatever the flags.
+        idempotent = await init_v6(node, v6_request(None, enable_2pc=True, keep=True))
+        assert (idempotent.error_code, idempotent.producer_epoch, idempotent.ongoing_txn_producer_id, idempotent.ongoing_txn_producer_epoch) == (0, 0, -1, -1)
+
+    run(tmp_path, test)
+
+
+def test_init_producer_id_v6_refuses_2pc_on_a_broker_that_is_not_the_coordinator(tmp_path: Any) -> None:
+    from tests.unit.test_transaction_coordinator import TXN, run
+
+    async def test(node: Any) -> None:
+        node.state.partitions.pop(node.state.partition_for(TXN))
+        assert (await init_v6(node, v6_request(TXN))).error_code == ErrorCode.not_coordinator
+        # Kafka checks the flags before it looks for the transaction's partition.
+        assert encode_body(await init_v6(node, v6_request(TXN, enable_2pc=True))) == KAFKA_44_REFUSED_2PC
+        assert encode_body(await init_v6(node, v6_request(TXN, keep=True))) == KAFKA_44_REFUSED_KEEP
+
+    run(tmp_path, test)
