@@ -1,10 +1,11 @@
 """ReplicaFetcherManager: the follower side of replication, one fetch loop per source broker.
 
-Kafka's ReplicaFetcherManager and ReplicaFetcherThread on asyncio. Each loop sends Fetch (v17,
-with this broker's id and epoch in ReplicaState) for every partition it follows from one leader
-(`num.replica.fetchers` loops per leader, partitions spread by hash), appends what comes back as
-it is (offsets kept, CRCs checked by the log), and takes the leader's high watermark and log
-start. Truncation follows the leader's DivergingEpoch answers (replication/follower_fetch_state.py).
+Kafka's ReplicaFetcherManager and ReplicaFetcherThread on asyncio. Each loop sends Fetch (with
+this broker's id and epoch, in the version the finalized metadata.version gives, looked up for
+every request as Kafka's fetcher does: broker/replica_fetcher_requests.py) for every partition it
+follows from one leader (`num.replica.fetchers` loops per leader, partitions spread by hash),
+appends what comes back as it is (offsets kept, CRCs checked by the log), and takes the leader's
+high watermark and log start. Truncation follows the leader's DivergingEpoch answers (replication/follower_fetch_state.py).
 A fetch answered OFFSET_OUT_OF_RANGE (a log start moved past this replica's end while it was
 away) carries no offsets, as Kafka's answer does not: the loop asks the leader for its log start
 and end with ListOffsets, as Kafka's fetcher does, and truncates or starts over there.
@@ -21,25 +22,19 @@ while this broker's `follower.replication.throttled.rate` is exceeded and they a
 from __future__ import annotations
 
 import asyncio
-import datetime
 import time
-import uuid
 import zlib
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import structlog
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v17.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
-from kio.schema.fetch.v17.request import ReplicaState as FetchReplicaState
-from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i64
 
 from broker.metadata.metadata_cache import MetadataCache
 from broker.channel_builders import PLAINTEXT_CHANNEL, ClientChannel
 from broker.network_client import NetworkClient, NetworkError
 from broker.partition import Partition
+from broker.replica_fetcher_requests import FetchSettings, FollowerVersions, fetch_request, list_offsets_request, versions_for_features
 from broker.replication_quota_manager import ReplicationQuotaManager
 from replication.fetch_session_handler import FetchRequestData, FetchSessionHandler, PartitionData
 from replication.follower_fetch_state import EpochEndOffset
@@ -98,6 +93,7 @@ class ReplicaFetcher:
     ) -> None:
         self.leader_id = leader_id
         self._settings = settings
+        self._fetch_settings = FetchSettings(settings.node_id, settings.fetch_wait_max_ms, settings.fetch_min_bytes, settings.fetch_response_max_bytes)
         # A connection of its own, as Kafka's fetcher threads have: a fetch held for
         # replica.fetch.wait.max.ms would otherwise hold up every other request to that broker.
         self._network = NetworkClient(
@@ -177,35 +173,12 @@ class ReplicaFetcher:
             last_fetched_epoch=plog.leader_epoch_cache.latest_epoch,
         )
 
-    def _request(self, data: FetchRequestData) -> FetchRequest:
-        by_topic: dict[uuid.UUID, list[FetchPartition]] = {}
-        for (_, index), p in data.to_send.items():
-            by_topic.setdefault(p.topic_id, []).append(
-                FetchPartition(
-                    partition=i32(index),
-                    current_leader_epoch=i32(p.current_leader_epoch),
-                    fetch_offset=i64(p.fetch_offset),
-                    last_fetched_epoch=i32(p.last_fetched_epoch),
-                    log_start_offset=i64(p.log_start_offset),
-                    partition_max_bytes=i32(p.max_bytes),
-                )
-            )
-        forgotten: dict[uuid.UUID, list[i32]] = {}
-        for topic_id, (_, index) in data.to_forget:
-            forgotten.setdefault(topic_id, []).append(i32(index))
-        return FetchRequest(
-            cluster_id=None,
-            replica_state=FetchReplicaState(replica_id=i32(self._settings.node_id), replica_epoch=i64(self._broker_epoch())),
-            max_wait=datetime.timedelta(milliseconds=self._settings.fetch_wait_max_ms),
-            min_bytes=i32(self._settings.fetch_min_bytes),
-            max_bytes=i32(self._settings.fetch_response_max_bytes),
-            isolation_level=i8(0),
-            session_id=i32(data.metadata.session_id),
-            session_epoch=i32(data.metadata.epoch),
-            topics=tuple(FetchTopic(topic_id=topic_id, partitions=tuple(parts)) for topic_id, parts in by_topic.items()),
-            forgotten_topics_data=tuple(ForgottenTopic(topic_id=topic_id, partitions=tuple(parts)) for topic_id, parts in forgotten.items()),
-            rack_id="",
-        )
+    def _versions(self) -> FollowerVersions:
+        """The request versions for the finalized metadata.version of the image now published."""
+        return versions_for_features(self._metadata.image.features)
+
+    def _request(self, data: FetchRequestData) -> Any:
+        return fetch_request(self._versions().fetch, self._fetch_settings, self._broker_epoch(), data)
 
     def _process(self, ready: dict[TopicPartition, _FetchState], response: Any) -> None:
         by_id = {s.partition.topic_id: s.partition.topic for s in ready.values()}
@@ -288,16 +261,8 @@ class ReplicaFetcher:
 
     async def _list_offset(self, endpoint: Any, state: _FetchState, timestamp: int) -> int:
         partition = state.partition
-        request = ListOffsetsRequest(
-            replica_id=BrokerId(self._settings.node_id),
-            isolation_level=i8(0),
-            topics=(
-                ListOffsetsTopic(
-                    name=TopicName(partition.topic),
-                    partitions=(ListOffsetsPartition(partition_index=i32(partition.index), current_leader_epoch=i32(state.leader_epoch), timestamp=i64(timestamp)),),
-                ),
-            ),
-        )
+        version = self._versions().list_offsets
+        request = list_offsets_request(version, self._settings.node_id, partition.topic, partition.index, state.leader_epoch, timestamp)
         response = await self._network.send((endpoint.host, endpoint.port), request, timeout_ms=self._settings.request_timeout_ms)
         answers = [p for t in response.topics if t.name == partition.topic for p in t.partitions if p.partition_index == partition.index]
         if len(answers) != 1 or answers[0].error_code != ErrorCode.none:

@@ -15,13 +15,14 @@ from typing import Callable, Collection, Iterable, Sequence
 from kio.schema.errors import ErrorCode
 
 from broker.controller.controller_result import ApiError, ControllerResult, duplicates
+from broker.controller.elr_config_records import MIN_INSYNC_REPLICAS, check_min_isr_change, clear_elr_records
+from broker.controller.feature_control_manager import eligible_leader_replicas_enabled
 from broker.client_metrics_config import validate as validate_client_metrics
 from broker.metadata.metadata_image import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_records import ConfigRecord
 
 MAX_CONFIG_VALUE_LENGTH = 32_767  # Short.MAX_VALUE
 UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
-MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
@@ -97,6 +98,11 @@ class ConfigurationControlManager:
             value = self._config_default(TOPIC_RESOURCE, MIN_INSYNC_REPLICAS)
         return int(value) if value is not None else 1
 
+    def static_min_insync_replicas(self) -> int:
+        """Kafka's getStaticallyConfiguredMinInsyncReplicas: this controller's configured value, not the image's."""
+        value = self._config_default(TOPIC_RESOURCE, MIN_INSYNC_REPLICAS) if self._config_default is not None else None
+        return int(value) if value is not None else 1
+
     def _topic_value(self, image: MetadataImage, topic: str, key: str) -> str | None:
         """A topic config as the controller sees it: the topic's, this node's, then the cluster's dynamic value."""
         layers = [image.topic_config(topic)]
@@ -125,8 +131,10 @@ class ConfigurationControlManager:
         as the controller takes requests brokers checked), or "" for the
         cluster-wide default (incremental only, as in Kafka). Each resource succeeds or
         fails as a whole; broker resources get a record per given key even when
-        unchanged, as Kafka writes them, so brokers reload them.
+        unchanged, as Kafka writes them, so brokers reload them. With eligible leader replicas
+        on, ClearElrRecords for changed min.insync.replicas values follow all the ConfigRecords.
         """
+        elr_enabled = eligible_leader_replicas_enabled(image)
         dups = duplicates((t, n) for t, n, _ in resources)
         records: list[ConfigRecord] = []
         results: list[AlterConfigsResult] = []
@@ -135,14 +143,14 @@ class ConfigurationControlManager:
                 if (resource_type, resource_name) in dups:
                     raise ApiError(ErrorCode.invalid_request, "Each resource must appear at most once.")
                 _check_alter_request(resource_type, resource_name, ops, incremental, node_id)
-                new = self._alter_resource(image, resource_type, resource_name, ops, incremental, validate_config)
+                new = self._alter_resource(image, resource_type, resource_name, ops, incremental, validate_config, elr_enabled)
             except ApiError as refused:
                 results.append(AlterConfigsResult(resource_type, resource_name, refused.error_code, refused.message))
                 continue
             results.append(AlterConfigsResult(resource_type, resource_name, ErrorCode.none))
             if not validate_only:
                 records.extend(new)
-        return ControllerResult(list(records), results)
+        return ControllerResult([*records, *clear_elr_records(records, elr_enabled)], results)
 
     def _alter_resource(
         self,
@@ -152,6 +160,7 @@ class ConfigurationControlManager:
         ops: Sequence[ConfigOp],
         incremental: bool,
         validate_config: ValidateResourceConfig,
+        elr_enabled: bool,
     ) -> list[ConfigRecord]:
         current = image.configs.get((resource_type, resource_name), {})
         always = resource_type == BROKER_RESOURCE
@@ -167,6 +176,10 @@ class ConfigurationControlManager:
                     changed[key] = value
             given = {key for key, _, _ in ops}
             changed.update((key, None) for key in current if key not in given)
+        new_records = [
+            ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=key, value=value) for key, value in changed.items()
+        ]
+        check_min_isr_change(new_records, elr_enabled)
         check_config_values(v for v in changed.values() if v is not None)
         after = dict(current)
         for key, value in changed.items():
@@ -184,9 +197,7 @@ class ConfigurationControlManager:
             raise ApiError(ErrorCode.unknown_topic_or_partition, f"The topic '{resource_name}' does not exist.")
         if resource_type == BROKER_RESOURCE and resource_name and int(resource_name) not in image.brokers:
             raise ApiError(ErrorCode.broker_id_not_registered, f"No node with id {int(resource_name)} found.")
-        return [
-            ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=key, value=value) for key, value in changed.items()
-        ]
+        return new_records
 
     def _incremental_value(self, resource_type: int, key: str, op: int, value: str | None, current: str | None) -> str | None:
         default = self._config_default(resource_type, key) if self._config_default is not None and current is None else None

@@ -17,6 +17,8 @@ import random
 import uuid
 from typing import Callable, Collection, Mapping, Sequence
 
+from kio.schema.errors import ErrorCode
+
 from broker.metadata import metadata_version as mv
 from broker.controller.cluster_control_manager import DEFAULT_SESSION_TIMEOUT_MS, ClusterControlManager
 from broker.controller.configuration_control_manager import (
@@ -28,11 +30,13 @@ from broker.controller.configuration_control_manager import (
     ValidateResourceConfig,
     ValidateTopicConfig,
 )
+from broker.controller.elr_config_records import elr_safety_records
 from broker.controller.feature_control_manager import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LEVEL,
     MINIMUM_METADATA_VERSION_LEVEL,
     FeatureControlManager,
+    FeatureUpdateResult,
 )
 from broker.controller.producer_id_control_manager import PRODUCER_ID_BLOCK_SIZE, ProducerIdControlManager, ProducerIdsExhaustedError
 from broker.controller.reassignment_control_manager import ReassignmentControlManager
@@ -148,6 +152,17 @@ class QuorumControllerLogic:
             image, resources, incremental=incremental, validate_only=validate_only, validate_config=validate_config, node_id=node_id
         )
         return list(result.records), result.response
+
+    def update_features(
+        self, image: MetadataImage, updates: Mapping[str, int], upgrade_types: Mapping[str, int], *, validate_only: bool
+    ) -> tuple[list[MetadataRecord], FeatureUpdateResult]:
+        """UpdateFeatures as Kafka's ConfigurationControlManager.updateFeatures: turning eligible
+        leader replicas on pins min.insync.replicas cluster-wide first, in the same batch."""
+        result = self.features.update_features(image, updates, upgrade_types, validate_only=validate_only)
+        if result.response.error_code != ErrorCode.none or validate_only:
+            return list(result.records), result.response
+        safety = elr_safety_records(image, updates, self.configuration.static_min_insync_replicas())
+        return [*safety, *result.records], result.response
 
     def allocate_producer_ids(
         self, image: MetadataImage, broker_id: int, *, broker_epoch: int = -1, block_size: int = PRODUCER_ID_BLOCK_SIZE

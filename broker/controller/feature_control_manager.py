@@ -86,6 +86,11 @@ def metadata_version_of(image: MetadataImage) -> mv.MetadataVersion:
     return mv.for_level(image.features.get(METADATA_VERSION_FEATURE))
 
 
+def eligible_leader_replicas_enabled(image: MetadataImage) -> bool:
+    """Kafka's isElrEnabled: the cluster finalized eligible.leader.replicas.version 1 or later."""
+    return image.features.get(ELIGIBLE_LEADER_REPLICAS_FEATURE, 0) >= 1
+
+
 class UpgradeType(enum.IntEnum):
     """UpdateFeatures' upgrade_type (KIP-778): any other value is Kafka's UNKNOWN."""
 
@@ -253,6 +258,7 @@ __all__ = [
     "TRANSACTION_VERSION_FEATURE",
     "TRANSACTION_VERSION_LEVEL",
     "UpgradeType",
+    "eligible_leader_replicas_enabled",
     "metadata_version_of",
     "new_cluster_features",
     "supported_features",

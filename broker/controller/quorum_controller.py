@@ -590,8 +590,7 @@ class QuorumController:
         refused (then nothing is written)."""
 
         def decide(image: MetadataImage) -> tuple[list[MetadataRecord], FeatureUpdateResult]:
-            result = self._logic.features.update_features(image, updates, upgrade_types, validate_only=validate_only)
-            return result.records, result.response
+            return self._logic.update_features(image, updates, upgrade_types, validate_only=validate_only)
 
         result = await self._write(decide)
         if result.error_code == ErrorCode.none and not validate_only:

@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.configuration_control_manager import ConfigurationControlManager, ValidateTopicConfig, check_config_values, config_error
 from broker.controller.controller_result import ApiError, ControllerResult, duplicates
-from broker.controller.feature_control_manager import ELIGIBLE_LEADER_REPLICAS_FEATURE, metadata_version_of
+from broker.controller.feature_control_manager import eligible_leader_replicas_enabled, metadata_version_of
 from broker.controller.partition_change_builder import RECOVERED, RECOVERING, Election, PartitionChangeBuilder, directory_is_online
 from broker.controller.replica_placer import InvalidReplicationFactorError, StripedReplicaPlacer, UsableBroker
 from broker.metadata.metadata_image import (
@@ -770,11 +770,6 @@ def election_for_type(election_type: int) -> Election:
 
 def _has_preferred_leader(partition: PartitionRegistration) -> bool:
     return partition.leader == (partition.replicas[0] if partition.replicas else NO_LEADER)
-
-
-def eligible_leader_replicas_enabled(image: MetadataImage) -> bool:
-    """Kafka's isElrEnabled: the cluster finalized eligible.leader.replicas.version 1 or later."""
-    return image.features.get(ELIGIBLE_LEADER_REPLICAS_FEATURE, 0) >= 1
 
 
 def _leader_acceptor(image: MetadataImage, partition: PartitionRegistration) -> Callable[[int], bool]:

@@ -32,6 +32,9 @@ METADATA_VERSION_FEATURE = "metadata.version"
 def image_records(image: MetadataImage) -> list[MetadataRecord]:
     """The image as records, each at the version the image's metadata.version implies."""
     version = mv.for_level(image.features.get(METADATA_VERSION_FEATURE))
+    # Kafka's ImageWriterOptions.eligibleLeaderReplicasEnabled: with the feature off, a partition's
+    # ELR is stale (turning it off leaves it until the partition next changes) and is left out.
+    elr_enabled = image.features.get(mv.ELIGIBLE_LEADER_REPLICAS_FEATURE, 0) >= 1
     records: list[MetadataRecord] = []
     for name in sorted(image.features, key=lambda n: (n != METADATA_VERSION_FEATURE, n)):
         records.append(FeatureLevelRecord(name=name, feature_level=image.features[name]))
@@ -70,8 +73,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                     leader_epoch=p.leader_epoch,
                     partition_epoch=p.partition_epoch,
                     directories=p.directories,
-                    eligible_leader_replicas=p.elr or None,
-                    last_known_elr=p.last_known_elr or None,
+                    eligible_leader_replicas=(p.elr or None) if elr_enabled else None,
+                    last_known_elr=(p.last_known_elr or None) if elr_enabled else None,
                     record_version=version.partition_record_version,
                 )
             )

@@ -64,12 +64,12 @@ class MetadataVersion:
 
     @property
     def fetch_request_version(self) -> int:
-        """The Fetch version Kafka's replica fetchers send at this level (kbroker's send v17 at every level)."""
+        """The Fetch version a follower sends at this level (Kafka's MetadataVersion.fetchRequestVersion)."""
         return _step(self.level, ((27, 18), (21, 17), (19, 16), (10, 15), (9, 14)), 13)
 
     @property
     def list_offset_request_version(self) -> int:
-        """The ListOffsets version Kafka's followers send at this level (kbroker's send v9 at every level)."""
+        """The ListOffsets version a follower sends at this level (Kafka's listOffsetRequestVersion)."""
         return _step(self.level, ((29, 11), (25, 10), (21, 9), (9, 8)), 7)
 
 

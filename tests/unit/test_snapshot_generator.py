@@ -47,6 +47,10 @@ def metadata_logs(draw: st.DrawFn) -> list[MetadataRecord]:
     records: list[MetadataRecord] = [FeatureLevelRecord(name="metadata.version", feature_level=draw(st.integers(7, 25)))]
     for name in draw(st.lists(st.sampled_from(["group.version", "transaction.version"]), unique=True)):
         records.append(FeatureLevelRecord(name=name, feature_level=draw(st.integers(1, 2))))
+    # A snapshot keeps partitions' ELR only while the feature is on, as Kafka's.
+    elr_on = draw(st.booleans())
+    if elr_on:
+        records.append(FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1))
     brokers: dict[int, int] = {}
     for broker_id in draw(st.lists(BROKER_IDS, unique=True, max_size=4)):
         epoch = draw(st.integers(0, 1000))
@@ -80,7 +84,7 @@ def metadata_logs(draw: st.DrawFn) -> list[MetadataRecord]:
         for partition_id in range(draw(st.integers(1, 3))):
             replicas = tuple(draw(replica_lists))
             isr = tuple(b for b in replicas if draw(st.booleans())) or replicas[:1]
-            elr = draw(st.none() | st.lists(BROKER_IDS, max_size=2, unique=True).map(tuple))
+            elr = draw(st.none() | st.lists(BROKER_IDS, max_size=2, unique=True).map(tuple)) if elr_on else None
             records.append(
                 PartitionRecord(
                     partition_id=partition_id,
