@@ -199,7 +199,7 @@ def format_storage(
             level = mv.LATEST_PRODUCTION.level if bootstrap_version is None else bootstrap_version
             features = new_cluster_features(level)
             try:
-                records = [*cluster_bootstrap_records(metadata_version=level, features=features), *scram]
+                records = [*cluster_bootstrap_records(metadata_version=level, features=features, min_insync_replicas=config.min_insync_replicas), *scram]
                 write_bootstrap_metadata(directory, records, int(time.time() * 1000))
             except OSError as e:
                 raise StorageToolError(f"Error while writing the bootstrap checkpoint in {directory}: {e.strerror or e}") from None

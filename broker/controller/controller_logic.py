@@ -30,8 +30,9 @@ from broker.controller.configuration_control_manager import (
     ValidateResourceConfig,
     ValidateTopicConfig,
 )
-from broker.controller.elr_config_records import elr_safety_records
+from broker.controller.elr_config_records import MIN_INSYNC_REPLICAS, elr_safety_records
 from broker.controller.feature_control_manager import (
+    ELIGIBLE_LEADER_REPLICAS_FEATURE,
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LEVEL,
     MINIMUM_METADATA_VERSION_LEVEL,
@@ -50,8 +51,8 @@ from broker.controller.replication_control_manager import (
     ReplicationControlManager,
     topic_name_error,
 )
-from broker.metadata.metadata_image import MetadataImage
-from broker.metadata.metadata_records import BrokerEndpoint, BrokerFeature, MetadataRecord, ProducerIdsRecord, RegisterBrokerRecord
+from broker.metadata.metadata_image import BROKER_RESOURCE, MetadataImage
+from broker.metadata.metadata_records import BrokerEndpoint, BrokerFeature, ConfigRecord, MetadataRecord, ProducerIdsRecord, RegisterBrokerRecord
 
 TOPIC_ALREADY_EXISTS = 36
 
@@ -176,11 +177,16 @@ class QuorumControllerLogic:
 
 
 def cluster_bootstrap_records(
-    *, metadata_version: int = METADATA_VERSION_LEVEL, features: Mapping[str, int] | None = None
+    *, metadata_version: int = METADATA_VERSION_LEVEL, features: Mapping[str, int] | None = None, min_insync_replicas: int = 1
 ) -> list[MetadataRecord]:
     """What a freshly formatted multi-node cluster's metadata log starts with: the finalized
-    feature levels only. Brokers register themselves; the cluster id lives in meta.properties."""
-    return list(FeatureControlManager.bootstrap_records(metadata_version, features))
+    feature levels, and with eligible leader replicas on, the cluster-wide min.insync.replicas
+    (the formatting node's), as Kafka 4.4's bootstrap records hold it: under ELR that value must
+    exist (elr_config_records). Brokers register themselves; the cluster id lives in meta.properties."""
+    records: list[MetadataRecord] = list(FeatureControlManager.bootstrap_records(metadata_version, features))
+    if (features or {}).get(ELIGIBLE_LEADER_REPLICAS_FEATURE, 0) >= 1:
+        records.append(ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name=MIN_INSYNC_REPLICAS, value=str(min_insync_replicas)))
+    return records
 
 
 def bootstrap_records(

@@ -205,7 +205,9 @@ class QuorumController:
         self._log.info("controller.activated", epoch=epoch, committed_offset=self._committed, brokers=len(image.brokers))
         if METADATA_VERSION_FEATURE not in image.features:
             # Appended now, before any write can run: every decision of this epoch sees it committed first.
-            records = self._bootstrap or controller_logic.cluster_bootstrap_records(features=NEW_CLUSTER_FEATURES)
+            records = self._bootstrap or controller_logic.cluster_bootstrap_records(
+                features=NEW_CLUSTER_FEATURES, min_insync_replicas=self._logic.configuration.static_min_insync_replicas()
+            )
             try:
                 self._append(records)
             except NotControllerError:

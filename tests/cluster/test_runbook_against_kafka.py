@@ -347,18 +347,6 @@ def header_only(lines: list[str]) -> list[str]:
     return lines[:2]
 
 
-def without_synonyms(lines: list[str]) -> list[str]:
-    return [re.sub(r" synonyms=\{.*\}$", "", line) for line in lines]
-
-
-def without_min_isr_synonyms(lines: list[str]) -> list[str]:
-    return [re.sub(r" synonyms=\{.*\}$", "", line) if "min.insync.replicas=" in line else line for line in lines]
-
-
-def without_bootstrap_min_isr(lines: list[str]) -> list[str]:
-    return [line for line in without_synonyms(lines) if not line.startswith("out| min.insync.replicas=")]
-
-
 def shared_features(lines: list[str]) -> list[str]:
     """The features both list, at the same levels."""
     return lines[:1] + [line for line in lines if re.search(r"Feature: (eligible\.leader\.replicas|group|metadata|transaction)\.version ", line)]
@@ -369,21 +357,6 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, Callable[[list[str]], list[str]]]] = {
     "configs broker-loggers --describe": (
         "the loggers are each broker's own: Kafka's Java classes, kbroker's Python modules; the header line matches",
         header_only,
-    ),
-    "configs topic --describe": (
-        "min.insync.replicas's synonyms: Kafka 4.4 lists the cluster-level DYNAMIC_DEFAULT_BROKER_CONFIG=1 its controller "
-        "writes at bootstrap (see 'configs brokers --entity-default --describe') before DEFAULT_CONFIG; every other line matches",
-        without_min_isr_synonyms,
-    ),
-    "configs brokers --entity-default --describe": (
-        "Kafka 4.4's controller writes a cluster-level min.insync.replicas=1 when a cluster is formatted with "
-        "eligible.leader.replicas.version 1 (KIP-966); kbroker's controller does not, so its defaults hold only what was set",
-        without_bootstrap_min_isr,
-    ),
-    "topics --describe payments": (
-        "Configs: Kafka 4.4 shows the cluster-level min.insync.replicas=1 its controller writes at bootstrap (see "
-        "'configs brokers --entity-default --describe') on every topic that does not set its own; kbroker has no such record",
-        lambda lines: [line.replace(" Configs: min.insync.replicas=1", " Configs:") for line in lines],
     ),
     "features describe": (
         "kbroker lists only the features it implements (IMPLEMENTED_FEATURES of broker/controller/feature_control_manager.py): "

@@ -80,6 +80,8 @@ def test_kafkas_kafka_configs_sets_broker_configs_that_apply_at_once(broker: Bro
         "Default configs for brokers in the cluster are:",
         "  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2}",
         "  message.max.bytes=100000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=100000}",
+        # Written at bootstrap with eligible leader replicas on, as Kafka 4.4's is.
+        "  min.insync.replicas=1 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}",
     ]
 
     # What cannot change at run time is refused by the broker, as Kafka refuses it.

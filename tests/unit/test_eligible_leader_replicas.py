@@ -184,7 +184,8 @@ class ElrController(Controller):
     def __init__(self) -> None:
         super().__init__()
         self.log = Log()
-        self.log.commit(cluster_bootstrap_records(features=NEW_CLUSTER_FEATURES))
+        # The controller's min.insync.replicas, 2, is the cluster-wide one the bootstrap pins.
+        self.log.commit(cluster_bootstrap_records(features=NEW_CLUSTER_FEATURES, min_insync_replicas=2))
         configuration = ConfigurationControlManager(config_default=lambda _type, key: "2" if key == "min.insync.replicas" else None)
         self.replication = ReplicationControlManager(configuration=configuration, placer=StripedReplicaPlacer(random.Random(5)))
         self.cluster = ClusterControlManager(cluster_id="kbroker-test-cluster", replication=self.replication, features=FeatureControlManager())

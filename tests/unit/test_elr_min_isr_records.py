@@ -125,7 +125,8 @@ def test_disabling_elr_writes_the_feature_level_record_alone_and_a_snapshot_drop
 def test_turning_elr_on_pins_min_isr_cluster_wide_and_drops_broker_values_first() -> None:
     log, logic = elr_cluster(), QuorumControllerLogic(config_default=lambda _type, key: "2" if key == MIN_ISR else None)
     log.commit(logic.update_features(log.image, {ELR: 0}, {ELR: UpgradeType.SAFE_DOWNGRADE}, validate_only=False)[0])
-    log.commit(alter(logic, log.image, (BROKER_RESOURCE, "2", [(MIN_ISR, OP_SET, "1")]))[0])
+    # With the feature off the bootstrap's cluster-wide value may go, and a broker may have its own.
+    log.commit(alter(logic, log.image, (BROKER_RESOURCE, "", [(MIN_ISR, OP_DELETE, None)]), (BROKER_RESOURCE, "2", [(MIN_ISR, OP_SET, "1")]))[0])
     records, result = logic.update_features(log.image, {ELR: 1}, {}, validate_only=False)
     # Kafka 4.4: CONFIG_RECORD {4, "", min.insync.replicas, <static value>} then FEATURE_LEVEL_RECORD {.., 1}, one batch.
     assert result.error_code == ErrorCode.none and records == [
@@ -137,3 +138,13 @@ def test_turning_elr_on_pins_min_isr_cluster_wide_and_drops_broker_values_first(
     # Already pinned: only the feature record; validate_only writes nothing.
     assert logic.update_features(log.image, {ELR: 1}, {}, validate_only=False)[0] == [FeatureLevelRecord(name=ELR, feature_level=1)]
     assert logic.update_features(log.image, {ELR: 1}, {}, validate_only=True)[0] == []
+
+
+def test_a_new_cluster_with_elr_bootstraps_the_cluster_wide_min_isr_after_its_features() -> None:
+    """Kafka 4.4's bootstrap records (DumpLogSegments of a fresh node): the FeatureLevelRecords,
+    then CONFIG_RECORD {4, "", min.insync.replicas, "1"}; with the feature off, no such record."""
+    records = cluster_bootstrap_records(features=NEW_CLUSTER_FEATURES, min_insync_replicas=2)
+    assert all(isinstance(r, FeatureLevelRecord) for r in records[:-1])
+    assert records[-1] == ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name=MIN_ISR, value="2")
+    off = cluster_bootstrap_records(features={**NEW_CLUSTER_FEATURES, ELR: 0})
+    assert all(isinstance(r, FeatureLevelRecord) for r in off)

@@ -12,8 +12,8 @@ from kio.schema.errors import ErrorCode
 from broker.controller.controller_logic import CreatableTopic
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, METADATA_VERSION_LEVEL
 from broker.controller.quorum_controller import ConfigResource, NotControllerError
-from broker.metadata.metadata_image import NO_LEADER
-from broker.metadata.metadata_records import FeatureLevelRecord, RegisterBrokerRecord
+from broker.metadata.metadata_image import BROKER_RESOURCE, NO_LEADER
+from broker.metadata.metadata_records import ConfigRecord, FeatureLevelRecord, RegisterBrokerRecord
 from tests.unit.quorum_controller_fakes import Clock, FakeQuorum, Node, registration, run, settle
 
 SESSION_MS = 9000
@@ -69,6 +69,8 @@ def test_first_activation_on_an_empty_log_writes_the_new_cluster_features_once()
             FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1),
             FeatureLevelRecord(name="group.version", feature_level=1),
             FeatureLevelRecord(name="transaction.version", feature_level=2),
+            # Eligible leader replicas on: the cluster-wide min.insync.replicas, the controller's (Kafka's default).
+            ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="min.insync.replicas", value="1"),
         ]
         assert nodes[2].loader.image.features[METADATA_VERSION_FEATURE] == METADATA_VERSION_LEVEL
         quorum.elect(2)
