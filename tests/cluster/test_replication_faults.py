@@ -547,8 +547,13 @@ def test_a_stable_offset_fetch_waits_for_the_commit_still_replicating(cluster: K
     wait_until("a topic with three replicas", lambda: created_with_three_replicas(cluster.bootstrap, topic) or None, TIMEOUT_S)
     commit_offset(cluster.bootstrap, group, topic, 5)  # the first commit creates __consumer_offsets
     offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
-    coordinator, _ = partition_state(cluster.bootstrap, GROUP_METADATA_TOPIC, offsets_partition)
     wait_for_isr(cluster, GROUP_METADATA_TOPIC, {1, 2, 3}, offsets_partition)
+    # The leader every node names: one node's metadata may still name a leader the previous test moved.
+    coordinator = wait_until(
+        "every node naming the same coordinator",
+        lambda: len(leaders := {partition_state(n.bootstrap, GROUP_METADATA_TOPIC, offsets_partition)[0] for n in cluster.brokers}) == 1 and leaders.pop(),
+        TIMEOUT_S,
+    )
     node = cluster.nodes[coordinator]
     # The followers can no longer fetch the offsets partition; the controller links stay up.
     for (a, b), link in cluster.broker_links.items():
@@ -559,7 +564,7 @@ def test_a_stable_offset_fetch_waits_for_the_commit_still_replicating(cluster: K
     committing.start()
     try:
         time.sleep(1.0)  # the commit is appended and waits for the followers
-        assert committing.is_alive()
+        assert committing.is_alive(), f"the commit was answered at once: {results}"
         assert offset_fetch(node.bootstrap, group, topic, require_stable=False) == (0, 5, 0)
         fetching = threading.Thread(target=lambda: results.update(fetch=offset_fetch(node.bootstrap, group, topic, require_stable=True)))
         fetching.start()

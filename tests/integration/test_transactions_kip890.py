@@ -100,7 +100,7 @@ def test_api_versions_finalize_transaction_version_2(module_broker: BrokerProces
     assert {f.name: (f.min_version_level, f.max_version_level) for f in r.finalized_features}["transaction.version"] == (2, 2)
     assert r.finalized_features_epoch >= 0
     ranges = {k.api_key: k.max_version for k in r.api_keys}
-    assert (ranges[ApiKey.PRODUCE], ranges[ApiKey.END_TXN], ranges[ApiKey.TXN_OFFSET_COMMIT]) == (13, 5, 5)
+    assert (ranges[ApiKey.PRODUCE], ranges[ApiKey.END_TXN], ranges[ApiKey.TXN_OFFSET_COMMIT]) == (13, 5, 6)
     # Before v4 a supported range from 0 is left out, as Kafka does for older clients.
     old = request(module_broker.bootstrap, api_versions_v3.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     assert "transaction.version" not in {f.name for f in old.supported_features}
