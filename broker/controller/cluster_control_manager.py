@@ -337,13 +337,24 @@ class ClusterControlManager:
 
     # --- session expiry ---------------------------------------------------------------
 
-    def fence_stale_brokers(self, now_ms: int, image: MetadataImage) -> ControllerResult[list[int]]:
-        """Fence every unfenced broker silent for the session timeout; the response lists them.
+    def track_heartbeat(self, broker_id: int, broker_epoch: int, now_ms: int, image: MetadataImage) -> None:
+        """A heartbeat of the registered incarnation arrived: it counts as contact now, before it
+        waits its turn to be written (Kafka 4.4's trackBrokerHeartbeat). Counted only once it was
+        processed, heartbeats queued behind slowly committing writes let a live broker's session
+        run out: after a controller failover at seed 756070550 a live broker was fenced so, with
+        another, and librdkafka, shown one broker of three, dropped its connections for good."""
+        registration = image.brokers.get(broker_id)
+        session = self.heartbeats.sessions.get(broker_id)
+        if registration is not None and registration.epoch == broker_epoch and session is not None:
+            session.last_contact_ms = max(session.last_contact_ms, now_ms)
 
-        They are fenced together, so each partition gets one record that accounts for all
-        of them (Kafka fences one per event; the result is the same).
+    def fence_stale_brokers(self, now_ms: int, image: MetadataImage) -> ControllerResult[list[int]]:
+        """Fence the unfenced broker silent longest, if its session ran out; the response lists it.
+
+        One per write, as Kafka's maybeFenceOneStaleBroker: the controller checks again at once,
+        after the heartbeats that arrived meanwhile, before it fences another.
         """
-        stale = self.heartbeats.stale_brokers(image, now_ms)
+        stale = self.heartbeats.stale_brokers(image, now_ms)[:1]
         if not stale:
             return ControllerResult([], [])
         records: list[MetadataRecord] = list(self._replication.handle_brokers_fenced(image, stale))

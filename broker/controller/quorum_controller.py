@@ -294,6 +294,8 @@ class QuorumController:
             )
             return result.records, result.response
 
+        if self.is_active:
+            self._cluster.track_heartbeat(broker_id, broker_epoch, self._now_ms(), self._image())
         return await self._write(decide)
 
     async def unregister_broker(self, broker_id: int) -> UnregisterBrokerReply:
@@ -307,7 +309,8 @@ class QuorumController:
         return reply
 
     async def fence_stale_brokers(self) -> list[int]:
-        """Fence every unfenced broker whose session ran out; the ids fenced. The session timer's job."""
+        """Fence the broker whose session ran out first, if one did; the id fenced. The session
+        timer's job, which checks again at once while another session has run out."""
         if not self._cluster.heartbeats.stale_brokers(self._image(), self._now_ms()):
             return []
 

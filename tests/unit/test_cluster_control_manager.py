@@ -223,17 +223,44 @@ def test_session_timeout_fences_and_moves_leadership() -> None:
     assert c.last_records[0] == UnfenceBrokerRecord(id=1, epoch=c.log.image.brokers[1].epoch)
 
 
+def fence_all_stale(c: Controller, cluster: ClusterControlManager, now_ms: int) -> list[list[int]]:
+    """The session timer's passes at ``now_ms`` until none fences: what each fenced, committed in turn."""
+    passes = []
+    while (result := cluster.fence_stale_brokers(now_ms, c.log.image)).response:
+        c.log.commit(result.records)
+        passes.append(result.response)
+    return passes
+
+
 def test_a_new_active_controller_gives_every_broker_a_fresh_session() -> None:
     c = Controller()
     c.join(1, 2)
     c.now = 60_000
     c.cluster.activate(c.log.image, c.now)
     assert c.cluster.fence_stale_brokers(c.now + 9_000, c.log.image).response == []
-    assert c.cluster.fence_stale_brokers(c.now + 9_001, c.log.image).response == [1, 2]
+    # One broker per pass, as Kafka's maybeFenceOneStaleBroker: the longest silent first.
+    assert fence_all_stale(c, c.cluster, c.now + 9_001) == [[1], [2]]
     # Sessions the manager never saw (another controller registered them) start at the first check.
+    c = Controller()
+    c.join(1, 2)
     fresh = ClusterControlManager(cluster_id=CLUSTER, replication=c.replication, features=FeatureControlManager())
     assert fresh.fence_stale_brokers(100_000, c.log.image).response == []
-    assert fresh.fence_stale_brokers(109_001, c.log.image).response == [1, 2]
+    assert fence_all_stale(c, fresh, 109_001) == [[1], [2]]
+
+
+def test_a_heartbeat_counts_when_it_arrives_not_when_its_turn_to_be_written_comes() -> None:
+    """Kafka 4.4's trackBrokerHeartbeat: queued behind slow writes (the controller failover of
+    long campaign 756070550), a live broker's heartbeats must keep its session."""
+    c = Controller()
+    c.join(1, 2)
+    c.now = 60_000
+    c.cluster.activate(c.log.image, c.now)
+    # Broker 1's heartbeat arrived at +8 s and is still waiting to be written at +9.001 s.
+    c.cluster.track_heartbeat(1, c.log.image.brokers[1].epoch, c.now + 8_000, c.log.image)
+    assert fence_all_stale(c, c.cluster, c.now + 9_001) == [[2]]
+    # An old incarnation's heartbeat keeps nothing alive.
+    c.cluster.track_heartbeat(1, c.log.image.brokers[1].epoch - 1, c.now + 16_000, c.log.image)
+    assert fence_all_stale(c, c.cluster, c.now + 17_001) == [[1]]
 
 
 def test_controlled_shutdown_moves_leadership_then_shuts_down() -> None:
@@ -260,8 +287,7 @@ def test_controlled_shutdown_moves_leadership_then_shuts_down() -> None:
     assert c.last_records == [FenceBrokerRecord(id=1, epoch=epoch)]
     assert c.log.image.brokers[1].fenced
     # A broker in controlled shutdown is never elected, so 2 keeps leading after 3 fails.
-    result = c.cluster.fence_stale_brokers(c.now + 9_001, c.log.image)
-    assert result.response == [2, 3]
+    assert fence_all_stale(c, c.cluster, c.now + 9_001) == [[2], [3]]
 
 
 def test_unregister_broker() -> None:
