@@ -39,6 +39,7 @@ from benchmarks.apache_kafka import fetch_jars
 from tests.chaos.history import NEMESIS, History
 from tests.chaos.kafka_bench import ChaosCluster, KafkaChaosCluster
 from tests.chaos.log_dir_fault import FullDisk
+from tests.chaos.native_stacks import dump_native_stacks
 from tests.chaos.nemesis import KINDS, Env, await_full_isr, crash_all, recover, run_window, schedule
 from tests.chaos.probes import Observer
 from tests.chaos.client_logs import CLIENT_LOGS_ENV
@@ -263,6 +264,8 @@ def _run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: H
             except AssertionError as e:
                 stuck.append(str(e))
                 print(f"chaos campaign: {e}", flush=True)
+        if stuck:
+            print(f"chaos campaign: {dump_native_stacks(campaign.out / 'native-stacks.txt')}", flush=True)
         observer.stop()
     try:
         recover(env)

@@ -1,9 +1,13 @@
-"""A workload whose client threads do not stop says where each is blocked (stuck_threads)."""
+"""A workload whose client threads do not stop says where each is blocked (stuck_threads), and the
+campaign can add every thread's native stack (dump_native_stacks)."""
 
 from __future__ import annotations
 
+import shutil
 import threading
+from pathlib import Path
 
+from tests.chaos.native_stacks import dump_native_stacks
 from tests.chaos.workload import stuck_threads
 
 
@@ -27,3 +31,21 @@ def test_a_thread_that_does_not_stop_is_named_with_the_call_it_is_blocked_in() -
         release.set()
         stuck.join(5)
     assert stuck_threads([done, stuck]) == ""
+
+
+def test_native_stacks_name_every_thread_or_say_why_not(tmp_path: Path) -> None:
+    release = threading.Event()
+    stuck = threading.Thread(target=blocked_in_a_client_call, args=(release,), name="transactions-1", daemon=True)
+    stuck.start()
+    path = tmp_path / "native-stacks.txt"
+    try:
+        said = dump_native_stacks(path)
+    finally:
+        release.set()
+        stuck.join(5)
+    if shutil.which("gdb") is None:
+        assert said == "no native stacks: gdb is not installed" and not path.exists()
+    else:
+        assert said == f"native stacks of every thread in {path}"
+        stacks = path.read_text()
+        assert "Thread 1 " in stacks and "Thread 2 " in stacks, stacks[-2000:]
