@@ -299,7 +299,7 @@ class BrokerServer:
         sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         identity = NodeIdentity(self.metadata.cluster_id, cfg.node_id)
         handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {
-            ApiKey.API_VERSIONS: lambda ctx, req: api_versions_answer(ctx.version, req, self._apis, features=self._feature_info(), identity=identity),
+            ApiKey.API_VERSIONS: lambda ctx, req: api_versions_answer(ctx.version, req, self._apis, features=self._feature_info(), identity=identity if ctx.client.authenticated else None),
             ApiKey.METADATA: MetadataHandler(self.metadata, self.auto_topic_creation, cfg.auto_create_topics_enable, self.auth),
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(self.metadata, cfg.max_request_partition_size_limit, self.auth),
             ApiKey.PRODUCE: ProduceHandler(self.replica_manager, self.metadata, self.produce_verifier, self.auth, self.produce_quota),

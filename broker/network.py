@@ -97,6 +97,10 @@ class ClientInfo:
     listener: str = "PLAINTEXT"
     # Who the client authenticated as on a SASL listener, as Kafka's KafkaPrincipal prints.
     principal: str = "User:ANONYMOUS"
+    # False while a SASL listener's exchange is under way: an ApiVersions then is the
+    # authenticator's, which (as Kafka's SaslServerAuthenticator) checks that the request is valid
+    # but not which cluster and node it names (KIP-1242).
+    authenticated: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,7 +345,7 @@ class Connection:
             self._log.debug("connection.authenticated", principal=self._principal)
         client = self._client
         if client is None or client.client_id != header.client_id:
-            client = self._client = ClientInfo(self.id, header.client_id, self._address, self._listener, self._principal)
+            client = self._client = ClientInfo(self.id, header.client_id, self._address, self._listener, self._principal, auth is None or auth.complete)
         metrics = self._request_metrics
         timing = None if metrics is None else metrics.start(header.api_key, header.api_version, read_at, len(frame) - header.body_offset)
         try:

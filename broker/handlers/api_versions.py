@@ -75,8 +75,9 @@ def api_versions_answer(
     """Kafka 4.4's handleApiVersionsRequest. v5 naming only one of cluster and node is invalid
     (ApiVersionsRequest.isValid: INVALID_REQUEST, on any listener). A broker (``identity``) that
     is not the cluster and node named answers REBOOTSTRAP_REQUIRED, so the client looks for the
-    cluster again; a controller listener does not check (ControllerApis), nor does a request
-    that names neither."""
+    cluster again; a controller listener does not check (ControllerApis), nor does a SASL
+    listener before the client authenticated (the authenticator answers: SaslServerAuthenticator),
+    nor a request that names neither."""
     if version >= FIRST_TARGET_VERSION:
         cluster_id, node_id = request.cluster_id, request.node_id
         if (cluster_id is None) != (node_id == NO_NODE_ID):

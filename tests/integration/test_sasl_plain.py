@@ -28,9 +28,11 @@ from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.sasl_authenticate.v2 import request as authenticate_v2
 from kio.schema.sasl_handshake.v0 import request as handshake_v0
 from kio.schema.sasl_handshake.v1 import request as handshake_v1
+from kio.static.primitive import i32
 
 from benchmarks.apache_kafka import TOOL_JVM_OPTS
 from broker.wire_client import recv_exact
+from protocol.schema.api_versions.v5 import request as api_versions_v5
 from tests.integration.certificates import TestCA
 from tests.integration.conftest import BrokerProcess, retire
 from tests.integration.helpers import create_topic, unique_topic
@@ -203,6 +205,22 @@ def test_the_exchange_on_the_wire_answers_as_kafka(sasl: SaslBroker) -> None:
     producer = Producer(confluent(sasl, "SASL_PLAINTEXT"))
     producer.produce(unique_topic("after"), b"still serving")
     assert producer.flush(TIMEOUT_S) == 0
+
+
+def test_api_versions_v5_names_the_cluster_and_node_only_once_authenticated(sasl: SaslBroker) -> None:
+    """Kafka 4.4's SaslServerAuthenticator answers an ApiVersions before authentication itself: a
+    request naming one of cluster and node is INVALID_REQUEST, one naming another cluster is
+    answered whole; once authenticated, KafkaApis answers it REBOOTSTRAP_REQUIRED (KIP-1242)."""
+
+    def v5(cluster_id: str | None, node_id: int) -> api_versions_v5.ApiVersionsRequest:
+        return api_versions_v5.ApiVersionsRequest(client_software_name="wire", client_software_version="1", cluster_id=cluster_id, node_id=i32(node_id))
+
+    with connect(sasl) as s:
+        assert exchange(s, v5("XXXXXXXXXXXXXXXXXXXXXX", 1)).error_code == ErrorCode.none
+        assert exchange(s, v5("XXXXXXXXXXXXXXXXXXXXXX", -1), 2).error_code == ErrorCode.invalid_request
+        assert exchange(s, handshake_v1.SaslHandshakeRequest(mechanism="PLAIN"), 3).error_code == ErrorCode.none
+        assert exchange(s, authenticate_v2.SaslAuthenticateRequest(auth_bytes=PLAIN_TOKEN), 4).error_code == ErrorCode.none
+        assert exchange(s, v5("XXXXXXXXXXXXXXXXXXXXXX", 1), 5).error_code == ErrorCode.rebootstrap_required
 
 
 def test_the_plaintext_listener_answers_sasl_requests_illegal_sasl_state(sasl: SaslBroker) -> None:
