@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i64
 from kio.static.protocol import ResponsePayload
 
-from protocol.api_keys import SUPPORTED_APIS, ApiRange, response_schema
+from protocol.api_keys import SUPPORTED_APIS, ApiKey, ApiRange, response_schema
 from protocol.entities import build
 from protocol.frame import encode_size
 from protocol.headers import response_header
@@ -94,8 +94,10 @@ def api_versions_error(version: int, error: ErrorCode) -> ResponsePayload:
 
 
 def unsupported_version_fallback(correlation_id: int, apis: dict[int, ApiRange] = SUPPORTED_APIS) -> bytes:
-    """KIP-511: a complete v0 body with UNSUPPORTED_VERSION, so the client can retry at a version we know."""
-    ranges = sorted(apis.values(), key=lambda r: r.key)
+    """KIP-511: a complete v0 body with UNSUPPORTED_VERSION, so the client can retry at a version we
+    know. As Kafka's ApiVersionsRequest.getErrorResponse, it lists ApiVersions' own range alone:
+    the retry's answer lists the rest."""
+    ranges = [apis[ApiKey.API_VERSIONS]]
     body = struct.pack(">hi", ErrorCode.unsupported_version.value, len(ranges))
     body += b"".join(struct.pack(">hhh", r.key, r.min_version, r.max_version) for r in ranges)
     header = response_header(correlation_id, 0)
