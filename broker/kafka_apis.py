@@ -12,11 +12,13 @@ from time import perf_counter_ns, time_ns
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import structlog
+from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.client_quota_manager import user_name
 from broker.client_request_quota_manager import ClientRequestQuotaManager, is_exempt
 from broker.handlers.api_versions import unsupported_version_fallback
+from broker.metrics.request_errors import ErrorCounts, add, count_response
 from broker.network import ClientInfo, CloseConnection, Response, Throttle
 from protocol.api_keys import SUPPORTED_APIS, ApiKey, ApiRange, is_supported
 from protocol.headers import RequestHeader
@@ -35,6 +37,10 @@ class RequestContext:
     client: ClientInfo
     # The request's frame in bytes, header included: what a produce quota counts.
     size: int = 0
+    # metrics.listener: the ErrorsPerSec counts of the request's API. The handlers that encode
+    # their own answers (Produce, Fetch, Metadata's cached one) add their codes here; KafkaApis
+    # counts the entities the others return.
+    errors: ErrorCounts | None = None
 
     @property
     def version(self) -> int:
@@ -74,14 +80,17 @@ class KafkaApis:
         key, version = header.api_key, header.api_version
         if not is_supported(key, version, self._apis):
             if key == ApiKey.API_VERSIONS:
+                if self._request_metrics is not None:
+                    add(self._request_metrics.for_key(key).errors, ErrorCode.unsupported_version)
                 return [unsupported_version_fallback(header.correlation_id, self._apis)]
             # Kafka cannot parse such a request either and drops the connection.
             raise CloseConnection(f"unsupported api key {key} version {version}")
         started = perf_counter_ns()
         request = decode_request(key, version, frame, header.body_offset)
-        if key == FETCH and self._request_metrics is not None:
-            self._request_metrics.note_fetch(request)
-        ctx = RequestContext(header, client, len(frame))
+        metrics = self._request_metrics
+        if key == FETCH and metrics is not None:
+            metrics.note_fetch(request)
+        ctx = RequestContext(header, client, len(frame), None if metrics is None else metrics.for_key(key).errors)
         quota = self._request_quota
         timed = quota is not None and quota.enabled and not is_exempt(key, request, lambda: self._cluster_action(ctx))
         result = self._handlers[ApiKey(key)](ctx, request)
@@ -107,6 +116,8 @@ class KafkaApis:
             # Produce and Fetch come encoded with their byte-rate throttle time inside; a longer
             # request-quota throttle still holds the connection (Kafka would also put it in the answer).
             return _held(result, throttle_ms)
+        if ctx.errors is not None:
+            count_response(ctx.errors, ctx.header.api_key, result)
         started = perf_counter_ns()
         # An answer's own throttle time (a mutation quota's, or the controller's) holds the client too.
         throttle_ms = max(throttle_ms, _throttle_ms(result))

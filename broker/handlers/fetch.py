@@ -15,6 +15,7 @@ from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, Fe
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_image import MetadataImage
+from broker.metrics.request_errors import ErrorCounts, add as add_error
 from broker.network import Throttle, TransferMetrics
 from broker.replica_manager import ReadResult, ReplicaManager, now_ms
 from broker.replication_quota_manager import ReplicationQuotaManager
@@ -106,6 +107,8 @@ class FetchHandler:
         else:
             session = SessionContext(0, 0, requested, incremental=False)
         if session.error:
+            if ctx.errors is not None:
+                add_error(ctx.errors, session.error)
             return encode_fetch_response(
                 version, ctx.header.correlation_id, [], error_code=session.error
             )
@@ -181,6 +184,10 @@ class FetchHandler:
         unknown_ids: dict[uuid.UUID, list[int]],
         reader: _Reader,
     ) -> list[Chunk]:
+        errors = ctx.errors
+        if errors is not None:
+            # The answer's top-level code, NONE here; its partitions' are added by _topics.
+            add_error(errors, ErrorCode.none)
         if not reader.is_follower and self._quota is not None and self._quota.enabled:
             throttle_ms = self._consumer_throttle_ms(ctx, results)
             if throttle_ms:
@@ -194,7 +201,7 @@ class FetchHandler:
         return encode_fetch_response(
             ctx.version,
             ctx.header.correlation_id,
-            self._topics(session, results, unknown_ids, reader.is_follower),
+            self._topics(session, results, unknown_ids, reader.is_follower, errors),
             session_id=session.session_id,
             node_endpoints=self._metadata.leader_endpoints((r.current_leader for r in results.values()), ctx.client.listener),
         )
@@ -241,11 +248,17 @@ class FetchHandler:
         results: dict[TopicPartition, ReadResult],
         unknown_ids: dict[uuid.UUID, list[int]],
         follower: bool = False,
+        errors: ErrorCounts | None = None,
     ) -> list[FetchTopicResult]:
+        """The answer's topics; each partition in it adds its code to ``errors`` (ErrorsPerSec), as
+        Kafka's FetchResponse.errorCounts() counts the partitions of the answer, not of the session.
+        A read partition's code is NONE: those are counted per topic, not one by one."""
         image = self._metadata.image
         stats = self._rm.topic_stats  # BrokerTopicMetrics: per partition read, and the record bytes sent
         by_topic: OrderedDict[str, list[FetchPartitionResult]] = OrderedDict()
         with_records: list[TopicPartition] = []
+        # Answered partitions without a read (an error): counted one by one, the rest as NONE at the end.
+        unread = 0
         for (topic, index), cached in session.partitions.items():
             result = results[(topic, index)]
             read = result.read
@@ -256,6 +269,9 @@ class FetchHandler:
                     metrics.failed_fetch_requests += 1
                 part = FetchPartitionResult(index, error_code=result.error_code, current_leader=result.current_leader)
                 include = cached.needs_response(-1, -1, -1, False, result.error_code)
+                if errors is not None and (include or not session.incremental):
+                    add_error(errors, result.error_code)
+                    unread += 1
             else:
                 # The byte limit may have cut the last batch; clients drop such a tail (and
                 # a cut first batch is no record at all, Kafka's firstEntryIncomplete answer),
@@ -293,6 +309,12 @@ class FetchHandler:
                         metrics.bytes_out += sent
             if include or not session.incremental:
                 by_topic.setdefault(topic, []).append(part)
+        if errors is not None:
+            read_ok = -unread
+            for parts in by_topic.values():
+                read_ok += len(parts)
+            if read_ok:
+                errors[ErrorCode.none] = errors.get(ErrorCode.none, 0) + read_ok
         if session.incremental:
             # Kafka's rotation: partitions that just sent data go last, so that under
             # replica.fetch.response.max.bytes the others get their turn first next time.
@@ -306,6 +328,8 @@ class FetchHandler:
             )
             topics.append(FetchTopicResult(name, topic_id, parts))
         for topic_id, indexes in unknown_ids.items():
+            if errors is not None:
+                errors[ErrorCode.unknown_topic_id] = errors.get(ErrorCode.unknown_topic_id, 0) + len(indexes)
             topics.append(
                 FetchTopicResult(
                     "",

@@ -11,6 +11,7 @@ from broker.auth_helper import AuthHelper
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
+from broker.metrics.request_errors import ErrorCounts, count_response
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 from protocol.messages import encode_body, response_frame
@@ -39,8 +40,9 @@ class MetadataHandler:
         self._auth = auth or AuthHelper(None)
         self._controller = controller
         self._auto_create = auto_create_enabled
-        # (API version, listener) -> ((image id, image provenance), encoded body) of the all-topics answer.
-        self._all_topics_bodies: dict[tuple[int, str], tuple[tuple[int, int], bytes]] = {}
+        # (API version, listener) -> ((image id, image provenance), encoded body, its ErrorsPerSec
+        # counts) of the all-topics answer.
+        self._all_topics_bodies: dict[tuple[int, str], tuple[tuple[int, int], bytes, ErrorCounts]] = {}
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         version = ctx.version
@@ -107,8 +109,14 @@ class MetadataHandler:
         cached = self._all_topics_bodies.get((ctx.version, ctx.client.listener))
         if cached is None or cached[0] != key:
             topics = [(t.name, t.topic_id, 0, t) for t in image.topics.values()]
-            cached = (key, encode_body(self._response(ctx.version, ctx.client.listener, topics)))
+            response = self._response(ctx.version, ctx.client.listener, topics)
+            counts: ErrorCounts = {}
+            count_response(counts, ApiKey.METADATA, response)
+            cached = (key, encode_body(response), counts)
             self._all_topics_bodies[(ctx.version, ctx.client.listener)] = cached
+        if ctx.errors is not None:
+            for code, n in cached[2].items():
+                ctx.errors[code] = ctx.errors.get(code, 0) + n
         return response_frame(ApiKey.METADATA, ctx.version, ctx.header.correlation_id, cached[1])
 
     async def _create_then_respond(self, version, listener: str, topics, missing: list[str], operations):  # type: ignore[no-untyped-def]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -128,6 +129,8 @@ class ProduceHandler:
             if failed:
                 # No response can carry the error, so Kafka drops the connection: the
                 # client notices, refreshes metadata and stops writing into the void.
+                # Its ErrorsPerSec still counts the answer it would have sent (closeConnection).
+                _count_errors(ctx, _partition_results(request, results))
                 return _close_after_earlier_responses(f"acks=0 produce failed for {len(failed)} partition(s), first {failed[0]}")
             return [Throttle(throttle_ms)] if throttle_ms else None
         return self._response(ctx, request, results)
@@ -145,10 +148,8 @@ class ProduceHandler:
             # the client moves to the new leader without a metadata round trip, as with Kafka.
             if result.current_leader is None and result.error_code in LEADER_HINT_ERRORS:
                 result.current_leader = leader_hint(image, topic, index)
-        topics = [
-            (t.name or "", t.topic_id, [(p.index, results[(t.name, p.index)] if t.name is not None else UNKNOWN_TOPIC_ID) for p in t.partition_data])
-            for t in request.topic_data
-        ]
+        topics = _partition_results(request, results)
+        _count_errors(ctx, topics)
         endpoints = self._metadata.leader_endpoints((r.current_leader for r in results.values()), ctx.client.listener)
         throttle_ms = self._throttle_ms(ctx)
         response = encode_produce_response(ctx.version, ctx.header.correlation_id, topics, throttle_time_ms=throttle_ms, node_endpoints=endpoints)
@@ -160,6 +161,28 @@ class ProduceHandler:
         if quota is None or not quota.enabled:
             return 0
         return quota.record(user_name(ctx.client.principal), ctx.header.client_id or "", ctx.size, now_ms())
+
+
+TopicResults = list[tuple[str, uuid.UUID | None, list[tuple[int, ProduceResult]]]]
+
+
+def _partition_results(request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]) -> TopicResults:
+    """Each topic of the request with its partitions' results, in the request's order: the answer."""
+    return [
+        (t.name or "", t.topic_id, [(p.index, results[(t.name, p.index)] if t.name is not None else UNKNOWN_TOPIC_ID) for p in t.partition_data])
+        for t in request.topic_data
+    ]
+
+
+def _count_errors(ctx: RequestContext, topics: TopicResults) -> None:
+    """ErrorsPerSec: each partition's code once, as Kafka's ProduceResponse.errorCounts()."""
+    errors = ctx.errors
+    if errors is None:
+        return
+    for _, _, partitions in topics:
+        for _, result in partitions:
+            code = result.error_code
+            errors[code] = errors.get(code, 0) + 1
 
 
 async def _close_after_earlier_responses(reason: str) -> None:

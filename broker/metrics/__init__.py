@@ -8,6 +8,7 @@ when Prometheus scrapes, by the collectors of this package, on the event loop.
 - ``histogram``: Kafka's Histogram (count, sum, max, a reservoir for the quantiles), as a Prometheus summary.
 - ``broker_topic_metrics``: kafka.server BrokerTopicMetrics, per topic and in total.
 - ``request_metrics``: kafka.network RequestMetrics, per API, from each request's timestamps and size.
+- ``request_errors``: RequestMetrics' ErrorsPerSec, the error codes of each answer as Kafka's ``errorCounts()``.
 - ``socket_server_metrics``: socket-server-metrics per listener (connections, bytes, requests), and bytes sent by sendfile or copied.
 - ``selector_stats``: the counters and windowed rates behind them, kept by each listener's connections.
 - ``replica_manager_metrics``: kafka.server ReplicaManager.

@@ -16,10 +16,11 @@ Kafka's times read here as:
 - RequestBytes: the request's size, its header left out (Kafka's ``sizeOfBodyInBytes``).
 
 Each is a Kafka histogram (broker/metrics/histogram.py); RequestsPerSec counts finished requests
-per version. Fetch is counted under Fetch and under FetchConsumer or FetchFollower, as Kafka does.
+per version, ErrorsPerSec the error codes of the answers (broker/metrics/request_errors.py). Fetch is counted under Fetch and under FetchConsumer or FetchFollower, as Kafka does.
 Prometheus names, as the JMX exporter gives them:
 ``kafka_network_requestmetrics_requests_total{request="Produce",version="9"}``,
-``kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}`` (and ``_count``, ``_sum``).
+``kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}`` (and ``_count``, ``_sum``),
+``kafka_network_requestmetrics_errors_total{request="Produce",error="NONE"}``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any, Iterator
 from prometheus_client.core import Metric
 
 from broker.metrics.histogram import MASK, RESERVOIR, add_summary_values, quantiles
+from broker.metrics.request_errors import ErrorCounts, error_name
 from protocol.api_keys import ApiKey
 
 FETCH = int(ApiKey.FETCH)
@@ -59,17 +61,19 @@ def request_name(key: int) -> str:
 
 
 class RequestMetrics:
-    """One request name's metrics: its RequestsPerSec per version and its eight histograms (seven
-    times and the size).
+    """One request name's metrics: its RequestsPerSec per version, its ErrorsPerSec per error code
+    and its eight histograms (seven times and the size).
 
     The histograms share one count and one reservoir (the latest RESERVOIR requests' eight values
     as a tuple): a request costs one tuple and eight additions, not eight histogram updates."""
 
-    __slots__ = ("name", "requests", "count", "sums", "_ring")
+    __slots__ = ("name", "requests", "errors", "count", "sums", "_ring")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.requests = [0] * MAX_VERSION  # per version
+        # Added to while answers are built (KafkaApis hands it to handlers as RequestContext.errors).
+        self.errors: ErrorCounts = {}
         self.count = 0
         self.sums = [0.0] * len(HISTOGRAMS)
         self._ring: list[tuple[float, ...]] = []
@@ -181,9 +185,12 @@ class RequestChannelMetrics:
         if key == FETCH:
             timing.also = self.fetch_follower if self._follower_fetch else self.fetch_consumer
 
+    def by_key(self) -> list[RequestMetrics]:
+        """The metrics of each API seen, without FetchConsumer and FetchFollower."""
+        return [m for m in self._by_key if m is not None]
+
     def all(self) -> list[RequestMetrics]:
-        found = [m for m in self._by_key if m is not None]
-        return [*found, self.fetch_consumer, self.fetch_follower]
+        return [*self.by_key(), self.fetch_consumer, self.fetch_follower]
 
 
 class RequestMetricsCollector:
@@ -191,6 +198,21 @@ class RequestMetricsCollector:
         self._channel = channel
 
     def collect(self) -> Iterator[Metric]:
+        errors = Metric(
+            "kafka_network_requestmetrics_errors",
+            "kafka.network:type=RequestMetrics,name=ErrorsPerSec: error codes of the answers (NONE included), per request and error.",
+            "counter",
+        )
+        # Kafka counts a Fetch's errors under Fetch only, never FetchConsumer/FetchFollower.
+        for m in self._channel.by_key():
+            # Codes Kafka does not know all read UNKNOWN_SERVER_ERROR: one series for them.
+            by_name: dict[str, int] = {}
+            for code, count in sorted(m.errors.items()):
+                name = error_name(code)
+                by_name[name] = by_name.get(name, 0) + count
+            for name, count in by_name.items():
+                errors.add_sample(errors.name + "_total", {"request": m.name, "error": name}, float(count))
+        yield errors
         metrics = [m for m in self._channel.all() if m.count]
         requests = Metric(
             "kafka_network_requestmetrics_requests", "kafka.network:type=RequestMetrics,name=RequestsPerSec: requests answered, per request and version.", "counter"
