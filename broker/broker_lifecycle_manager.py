@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import structlog
-from kio.schema.broker_heartbeat.v1.request import BrokerHeartbeatRequest
+from kio.schema.broker_heartbeat.v2.request import BrokerHeartbeatRequest
 from kio.schema.broker_registration.v4.request import BrokerRegistrationRequest, Feature, Listener
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i64, u16
@@ -69,6 +69,8 @@ class BrokerLifecycleManager:
         channel: ControllerChannel,
         metadata_offset: Callable[[], int],
         previous_broker_epoch: int = -1,
+        cordoned_log_dirs: Callable[[], tuple[uuid.UUID, ...]] = tuple,
+        cordoned_log_dirs_supported: Callable[[], bool] = lambda: False,
     ) -> None:
         self._broker_id = broker_id
         self._cluster_id = cluster_id
@@ -85,6 +87,10 @@ class BrokerLifecycleManager:
         # The epoch this broker had when it last shut down cleanly (-1: it did not): the controller
         # takes it out of every eligible leader replica set unless it matches (KIP-966).
         self._previous_broker_epoch = previous_broker_epoch
+        # KIP-1066: the ids of the log dirs cordoned now, sent in every heartbeat once caught up
+        # and the finalized metadata.version (4.3-IV0 or later) lets the controller record them.
+        self._cordoned_log_dirs = cordoned_log_dirs
+        self._cordoned_log_dirs_supported = cordoned_log_dirs_supported
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.state = BrokerState.STARTING
@@ -122,6 +128,11 @@ class BrokerLifecycleManager:
                 pass
         self._log.info("broker.controlled_shutdown_complete", broker_epoch=self.broker_epoch)
         return True
+
+    def propagate_directory_cordoned(self) -> None:
+        """Kafka's propagateDirectoryCordoned: tell the controller at once, not a heartbeat later."""
+        if self.broker_epoch >= 0:
+            self._wake.set()
 
     async def close(self) -> None:
         self.state = BrokerState.SHUTTING_DOWN
@@ -180,6 +191,9 @@ class BrokerLifecycleManager:
             want_fence=False,
             want_shut_down=want_shut_down,
             offline_log_dirs=(),
+            # Null until the broker caught up (Kafka's RECOVERY state): the registration record
+            # starts with none, and the controller keeps what it has while it gets null.
+            cordoned_log_dirs=self._cordoned_log_dirs() if self.caught_up.is_set() and self._cordoned_log_dirs_supported() else None,
         )
         sent_at = asyncio.get_running_loop().time()
         try:

@@ -15,6 +15,7 @@ import dataclasses
 import concurrent.futures
 import gc
 import time
+import uuid
 from typing import Awaitable, Callable, Mapping, TypeVar
 
 import structlog
@@ -47,6 +48,7 @@ from broker.dynamic_listener_config import DynamicListenerConfig, listener_store
 from broker.client_quota_manager import FETCH, PRODUCE, ClientQuotaManager
 from broker.client_request_quota_manager import ClientRequestQuotaManager
 from broker.controller_mutation_quota_manager import ControllerMutationQuotaManager
+from broker.metadata import metadata_version as mv
 from broker.metadata.acl_publisher import AclPublisher
 from broker.security.standard_authorizer import parse_super_users
 from broker.security.standard_acl import AclOperation
@@ -123,6 +125,8 @@ class BrokerServer:
         self.metrics = metrics
         self._apis = with_unstable_versions(SUPPORTED_APIS) if cfg.unstable_api_versions_enable else SUPPORTED_APIS
         self._shared = shared
+        # The id of the one log dir this broker registers (meta.properties' directory.id).
+        self._directory_id: uuid.UUID = shared.directory_id
         self._tasks: list[asyncio.Task[None]] = []
         self.socket_servers: list[SocketServer] = []
         raft = shared.raft_manager
@@ -186,12 +190,14 @@ class BrokerServer:
             listeners=[AdvertisedListener(lst.name, lst.host, lst.port) for lst in cfg.advertised_broker_listeners],
             features=supported_features(self.config.unstable_feature_versions_enable),
             previous_broker_epoch=self.log_manager.clean_shutdown_broker_epoch,
-            log_dir_ids=[shared.directory_id],
+            log_dir_ids=[self._directory_id],
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             session_timeout_ms=cfg.broker_session_timeout_ms,
             quorum_fetch_timeout_ms=cfg.controller_quorum_fetch_timeout_ms,
             channel=self.channel,
             metadata_offset=lambda: loader.image.provenance,
+            cordoned_log_dirs=self._cordoned_log_dir_ids,
+            cordoned_log_dirs_supported=self._cordoned_log_dirs_supported,
         )
         self.replica_manager.in_session = self._in_session
         self.producer_id_manager = ProducerIdManager(cfg.node_id, ControllerProducerIdAllocator(self.channel, lambda: self.lifecycle.broker_epoch))
@@ -237,6 +243,7 @@ class BrokerServer:
         self.dynamic_config.add_reconfigurable("replica-fetchers", self._reconfigure_fetchers)
         self.dynamic_config.add_reconfigurable("connection-quotas", self._reconfigure_connection_quotas)
         self.dynamic_config.add_reconfigurable("producer-state", self._reconfigure_producer_state)
+        self.dynamic_config.add_reconfigurable("cordoned-log-dirs", self._reconfigure_cordoned_log_dirs)
         # Client metrics (KIP-714): subscriptions from the image, the clients' latest pushes.
         self.client_metrics = ClientMetricsManager(cfg.telemetry_max_bytes)
         # In this order: the dynamic configs first (the replicas' log configs read them), readers
@@ -311,7 +318,9 @@ class BrokerServer:
             ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(self.metadata, self.auth),
             ApiKey.DELETE_RECORDS: DeleteRecordsHandler(self.replica_manager, self.metadata, self.auth),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochHandler(self.replica_manager, self.metadata, self.auth),
-            ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(self.replica_manager, cfg, self.auth),
+            ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(
+                self.replica_manager, cfg, self.auth, lambda: self._cordoned_log_dirs_supported() and self._is_log_dir_cordoned()
+            ),
             ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(self.group_coordinator, self.metadata, self.txn_state_manager, self.auth),
             ApiKey.JOIN_GROUP: JoinGroupHandler(self.group_coordinator, self.auth),
             ApiKey.SYNC_GROUP: SyncGroupHandler(self.group_coordinator, self.auth),
@@ -505,6 +514,24 @@ class BrokerServer:
     def _reconfigure_producer_state(self, old: BrokerConfig, new: BrokerConfig) -> None:
         self.produce_verifier.verify = new.transaction_partition_verification_enable
         self.txn_offset_commit.verify = new.transaction_partition_verification_enable
+
+    def _reconfigure_cordoned_log_dirs(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        if old.cordoned_log_dir_paths != new.cordoned_log_dir_paths:
+            self.lifecycle.propagate_directory_cordoned()
+
+    # -- cordoned log dirs (KIP-1066) ------------------------------------------------------------------
+
+    def _cordoned_log_dirs_supported(self) -> bool:
+        return mv.for_level(self.metadata.image.features.get(mv.METADATA_VERSION_FEATURE)).is_cordoned_log_dirs_supported
+
+    def _is_log_dir_cordoned(self) -> bool:
+        """Whether this broker's one log dir is among cordoned.log.dirs as they are now."""
+        data_dir = self.config.data_dir.resolve()
+        return any(d.resolve() == data_dir for d in self.dynamic_config.config.cordoned_log_dir_paths)
+
+    def _cordoned_log_dir_ids(self) -> tuple[uuid.UUID, ...]:
+        """The directory ids of the cordoned log dirs: kbroker registers one log dir, so that one or none."""
+        return (self._directory_id,) if self._is_log_dir_cordoned() else ()
 
     async def controlled_shutdown(self, timeout_s: float) -> None:
         """Ask the controller to move this broker's leaderships away before the listeners close."""

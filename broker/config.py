@@ -109,6 +109,9 @@ def parse_roles(value: str) -> frozenset[str]:
     return frozenset(roles)
 
 
+CORDONED_ALL = "*"  # cordoned.log.dirs' value that cordons every log dir
+
+
 def _names(value: str) -> list[str]:
     return [n.strip() for n in value.split(",") if n.strip()]
 
@@ -226,6 +229,8 @@ class BrokerConfig(BaseModel):
     # node's meta.properties must then hold (Kafka takes it only from `kafka-storage format`).
     cluster_id: str | None = Field(None, alias="cluster.id")
     log_dirs: str = Field("./data", alias="log.dirs")
+    # KIP-1066: log dirs that take no new replicas; "*" cordons them all. Dynamic, per broker only.
+    cordoned_log_dirs: str = Field("", alias="cordoned.log.dirs")
     num_partitions: int = Field(1, alias="num.partitions", ge=1)
     default_replication_factor: int = Field(1, alias="default.replication.factor", ge=1)
     auto_create_topics_enable: bool = Field(True, alias="auto.create.topics.enable")
@@ -634,6 +639,14 @@ class BrokerConfig(BaseModel):
                     f"advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. "
                     f"Found {','.join(advertised)}. The valid options based on the current configuration are {','.join(listener_names)}"
                 )
+            cordoned = _names(self.cordoned_log_dirs)
+            if CORDONED_ALL in cordoned:
+                if len(cordoned) != 1:
+                    return f"When cordoned.log.dirs is set to {CORDONED_ALL}, it must not contain other values"
+            else:
+                missing = [d for d in cordoned if d not in _names(self.log_dirs)]
+                if missing:
+                    return f"All entries in cordoned.log.dirs must be present in log.dirs or log.dir. Missing entries : {','.join(missing)}"
         return node_links_problem(self)
 
     # -- roles, listeners and quorum, parsed ---------------------------------------------------------------
@@ -739,6 +752,12 @@ class BrokerConfig(BaseModel):
     @property
     def log_dir_paths(self) -> list[Path]:
         return [Path(d) for d in _names(self.log_dirs)]
+
+    @property
+    def cordoned_log_dir_paths(self) -> list[Path]:
+        """Kafka's cordonedLogDirs: the cordoned entries of log.dirs, all of them for "*"."""
+        cordoned = _names(self.cordoned_log_dirs)
+        return self.log_dir_paths if CORDONED_ALL in cordoned else [Path(d) for d in cordoned]
 
     @property
     def metadata_dir(self) -> Path:

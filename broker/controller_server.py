@@ -6,10 +6,13 @@ admin writes, producer-id blocks) to ControllerApis. A controller listener is se
 broker's is (TLS, SASL with SCRAM credentials from the metadata image), and with an authorizer
 every API but ApiVersions is authorized first (ControllerApis.authorized): the admin requests
 from anyone but a broker, and those an Envelope carries, per resource for the client.
+Once its listeners are bound, the controller registers itself with the active controller
+(KIP-919, broker/controller_registration_manager.py).
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Callable
 
 import structlog
@@ -22,11 +25,14 @@ from broker.controller.envelope import FORWARDABLE_APIS, EnvelopeHandler, LocalC
 from broker.controller_mutation_quota_manager import ControllerMutationQuotaManager
 from broker.handlers.forwarding import ForwardToControllerHandler
 from broker.controller.quorum_controller import QuorumController
+from broker.controller_channel import ControllerChannel
+from broker.controller_registration_manager import ControllerRegistrationManager
 from broker.handlers.api_versions import api_versions_answer
 from broker.handlers.sasl import sasl_authenticate, sasl_handshake
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.acl_publisher import AclPublisher
 from broker.metadata.bootstrap_directory import read_bootstrap_metadata
+from broker.metadata.metadata_records import BrokerEndpoint
 from broker.metrics.kafka_metrics_exporter import KafkaMetricsExporter
 from broker.metrics.node_metrics import controller_collectors
 from broker.network import SocketServer, TransferMetrics
@@ -48,6 +54,8 @@ RAFT_APIS = (
     ApiKey.REMOVE_RAFT_VOTER,
     ApiKey.UPDATE_RAFT_VOTER,
 )
+# Kafka's SecurityProtocol ids, as a registration carries them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class ControllerServer:
@@ -68,6 +76,19 @@ class ControllerServer:
         self.acl_publisher = AclPublisher(bool(cfg.authorizer_class_name), parse_super_users(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
         loader.install_publisher(self.acl_publisher)
         self.apis = ControllerApis(self.controller, cfg, shared.cluster_id, raft, self.acl_publisher)
+        assert shared.network is not None
+        channel = ControllerChannel(
+            shared.network, raft, self.apis, request_timeout_ms=cfg.controller_quorum_request_timeout_ms, retry_backoff_ms=cfg.controller_quorum_retry_backoff_ms
+        )
+        # A new incarnation id per process, as Kafka's ControllerServer draws one.
+        self.registration_manager = ControllerRegistrationManager(
+            node_id=cfg.node_id,
+            incarnation_id=uuid.uuid4(),
+            features=self.controller.supported_features,
+            channel=channel,
+            request_timeout_ms=cfg.controller_quorum_request_timeout_ms,
+        )
+        loader.install_publisher(self.registration_manager)
         # metrics.listener (broker/metrics/, docs/metrics.md): this controller's collectors on the node's endpoint.
         self.metrics_exporter = KafkaMetricsExporter.for_node(shared)
         self._metrics_collectors = controller_collectors(self, with_transfer=not cfg.is_broker) if self.metrics_exporter is not None else []
@@ -127,6 +148,19 @@ class ControllerServer:
 
     def start(self) -> None:
         self.controller.start()
+        self.registration_manager.start(self._registration_listeners())
+
+    def _registration_listeners(self) -> list[BrokerEndpoint]:
+        """The advertised controller listeners, with the port each actually bound (Kafka's
+        withEphemeralPortsCorrected: a listener at port 0 registers the one it got)."""
+        cfg = self.config
+        bound = {lst.name: server.port for lst, server in zip(cfg.controller_listeners, self.socket_servers)}
+        return [
+            BrokerEndpoint(
+                name=lst.name, host=lst.host, port=lst.port or bound.get(lst.name, 0), security_protocol=SECURITY_PROTOCOL_IDS[cfg.security_protocol_map[lst.name]]
+            )
+            for lst in cfg.advertised_controller_listeners
+        ]
 
     async def stop_listeners(self, grace_s: float) -> None:
         for server in self.socket_servers:
@@ -135,6 +169,7 @@ class ControllerServer:
             await server.close_connections(grace_s)
 
     async def shutdown(self) -> None:
+        await self.registration_manager.close()
         await self.controller.shutdown()
         if self.metrics_exporter is not None:
             for collector in self._metrics_collectors:

@@ -6,7 +6,7 @@ effective configuration is then, highest precedence first: its own dynamic confi
 dynamic defaults, server.properties, and Kafka's defaults. Each broker applies a change when its
 metadata reaches it (``DynamicBrokerConfig.on_metadata_update``) and hands the old and new
 configuration to the parts that depend on it: the topics' log configs, the log cleaner, the
-replica fetchers, the connection limits and the producer state.
+replica fetchers, the connection limits, the producer state and the cordoned log dirs.
 
 Which configs may change, and the checks a receiving broker makes before it forwards a change to
 the controller (``validate_dynamic_broker_config``: the changed resource's whole set of dynamic
@@ -66,7 +66,11 @@ PRODUCER_STATE_CONFIGS = frozenset({"producer.id.expiration.ms", "transaction.pa
 # Kafka's dynamic listener configs that kbroker cannot apply while it runs (see above).
 UNSUPPORTED_LISTENER_CONFIGS = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
 
-DYNAMIC_CONFIGS = LOG_CONFIGS | CLEANER_CONFIGS | frozenset(THREAD_POOL_CONFIGS) | CONNECTION_CONFIGS | PRODUCER_STATE_CONFIGS | QUOTA_CONFIGS
+# Kafka's DynamicLogConfig also takes cordoned.log.dirs (KIP-1066), and only per broker: the
+# entries are paths of that broker's log.dirs.
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+
+DYNAMIC_CONFIGS = LOG_CONFIGS | CLEANER_CONFIGS | frozenset(THREAD_POOL_CONFIGS) | CONNECTION_CONFIGS | PRODUCER_STATE_CONFIGS | QUOTA_CONFIGS | {CORDONED_LOG_DIRS}
 # Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: settable per listener only, under its prefix.
 SECURITY_CONFIGS = STORE_CONFIGS
 
@@ -265,7 +269,7 @@ def validate_dynamic_broker_config(props: Mapping[str, str], per_broker: bool, c
             if problem:
                 raise InvalidDynamicConfigError(problem)
     if not per_broker:
-        per_broker_only = sorted(k for k in props if listener_store_config(k) is not None or k in PER_BROKER_ONLY)
+        per_broker_only = sorted(k for k in props if listener_store_config(k) is not None or k in PER_BROKER_ONLY or k == CORDONED_LOG_DIRS)
         if per_broker_only:
             raise InvalidDynamicConfigError(f"Cannot update these configs at default cluster level, broker id must be specified: {_names(per_broker_only)}")
     trial = layers.with_layer(per_broker, props)
@@ -439,6 +443,7 @@ class DynamicBrokerConfig:
 
 
 __all__ = [
+    "CORDONED_LOG_DIRS",
     "DYNAMIC_CONFIGS",
     "DynamicBrokerConfig",
     "DynamicLayers",

@@ -160,13 +160,6 @@ class KafkaRaftManager:
             return None
         return leader_id, endpoint[0], endpoint[1]
 
-    def voter_endpoints(self) -> list[tuple[int, str, int]]:
-        """(id, host, port) of every current voter, by id: in a dynamic quorum (KIP-853) the log
-        names them, so controller.quorum.voters cannot."""
-        if self.client is None:
-            return []
-        return sorted((v.voter_id, *address) for v in self.client.voters if (address := v.address()) is not None)
-
     def is_leader(self) -> bool:
         return self.client is not None and self.client.is_leader()
 

@@ -81,6 +81,7 @@ class ApiKey(IntEnum):
     ALLOCATE_PRODUCER_IDS = 67
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    CONTROLLER_REGISTRATION = 70
     GET_TELEMETRY_SUBSCRIPTIONS = 71
     PUSH_TELEMETRY = 72
     LIST_CONFIG_RESOURCES = 74
@@ -236,7 +237,10 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         SUPPORTED_APIS[ApiKey.DESCRIBE_QUORUM],
         ApiRange(ApiKey.FETCH_SNAPSHOT, 0, 1, 0),
         ApiRange(ApiKey.BROKER_REGISTRATION, 0, 4, 0),
-        ApiRange(ApiKey.BROKER_HEARTBEAT, 0, 1, 0),
+        # v2 (KIP-1066): CordonedLogDirs.
+        ApiRange(ApiKey.BROKER_HEARTBEAT, 0, 2, 0),
+        # The controllers' own registrations (KIP-919); never offered to clients, as in Kafka.
+        ApiRange(ApiKey.CONTROLLER_REGISTRATION, 0, 0, 0),
         SUPPORTED_APIS[ApiKey.UNREGISTER_BROKER],
         SUPPORTED_APIS[ApiKey.UPDATE_FEATURES],
         ApiRange(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, 0),

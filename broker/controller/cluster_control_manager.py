@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
@@ -263,8 +263,10 @@ class ClusterControlManager:
         now_ms: int,
         image: MetadataImage,
         committed_offset: int,
+        cordoned_log_dirs: Sequence[uuid.UUID] | None = None,
     ) -> ControllerResult[BrokerHeartbeatReply]:
-        """BrokerHeartbeat. ``image`` is the committed image and ``committed_offset`` its last offset."""
+        """BrokerHeartbeat. ``image`` is the committed image and ``committed_offset`` its last offset;
+        ``cordoned_log_dirs`` the broker's cordoned dirs (v2, KIP-1066), None when it sent none."""
         registration = image.brokers.get(broker_id)
         if registration is None:
             return ControllerResult([], BrokerHeartbeatReply(ErrorCode.stale_broker_epoch, error_message=f"No broker registration found for broker id {broker_id}"))
@@ -287,6 +289,7 @@ class ClusterControlManager:
         elif following is BrokerControlState.CONTROLLED_SHUTDOWN and current is BrokerControlState.UNFENCED:
             records.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=registration.epoch, in_controlled_shutdown=1))
             records.extend(self._replication.handle_broker_in_controlled_shutdown(image, broker_id))
+        records.extend(_cordoned_dirs_change(registration, cordoned_log_dirs, image))
         fenced = following in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW)
         self.heartbeats.touch(broker_id, now_ms, current_metadata_offset, fenced=fenced)
         reply = BrokerHeartbeatReply(
@@ -366,6 +369,19 @@ class ClusterControlManager:
     def next_session_expiry_ms(self, image: MetadataImage) -> int | None:
         """When to call fence_stale_brokers next (None: no unfenced broker is being watched)."""
         return self.heartbeats.next_expiry_ms(image)
+
+
+def _cordoned_dirs_change(
+    registration: BrokerRegistration, cordoned: Sequence[uuid.UUID] | None, image: MetadataImage
+) -> list[BrokerRegistrationChangeRecord]:
+    """Kafka's handleDirectoriesCordoned: a record when the set differs from the registration's, or
+    the registration has none yet (an empty set is then recorded too). Below metadata.version
+    4.3-IV0 the records cannot carry it, and the controller ignores what the broker sends."""
+    if cordoned is None or not mv.for_level(image.features.get(METADATA_VERSION_FEATURE)).is_cordoned_log_dirs_supported:
+        return []
+    if registration.cordoned_directories is not None and set(registration.cordoned_directories) == set(cordoned):
+        return []
+    return [BrokerRegistrationChangeRecord(broker_id=registration.broker_id, broker_epoch=registration.epoch, cordoned_log_dirs=tuple(cordoned))]
 
 
 def _current_state(registration: BrokerRegistration) -> BrokerControlState:

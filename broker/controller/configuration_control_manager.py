@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.controller_result import ApiError, ControllerResult, duplicates
 from broker.controller.elr_config_records import MIN_INSYNC_REPLICAS, check_min_isr_change, clear_elr_records
-from broker.controller.feature_control_manager import eligible_leader_replicas_enabled
+from broker.controller.feature_control_manager import eligible_leader_replicas_enabled, metadata_version_of
 from broker.client_metrics_config import validate as validate_client_metrics
 from broker.metadata.metadata_image import BROKER_RESOURCE, CLIENT_METRICS_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_records import ConfigRecord
@@ -180,6 +180,7 @@ class ConfigurationControlManager:
             ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=key, value=value) for key, value in changed.items()
         ]
         check_min_isr_change(new_records, elr_enabled)
+        _check_cordoned_log_dirs(new_records, image)
         check_config_values(v for v in changed.values() if v is not None)
         after = dict(current)
         for key, value in changed.items():
@@ -223,6 +224,18 @@ def incremental_value(key: str, op: int, value: str | None, current: str | None,
         elif item in parts:
             parts.remove(item)
     return ",".join(parts)
+
+
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+
+
+def _check_cordoned_log_dirs(records: Iterable[ConfigRecord], image: MetadataImage) -> None:
+    """Kafka's isCordonedLogDirsDisabled: below metadata.version 4.3-IV0 the brokers could not tell
+    the controller their cordoned dirs, so the config is neither set nor deleted."""
+    if metadata_version_of(image).is_cordoned_log_dirs_supported:
+        return
+    if any(r.name == CORDONED_LOG_DIRS and r.resource_type == BROKER_RESOURCE for r in records):
+        raise ApiError(ErrorCode.invalid_config, "The cordoned.log.dirs configuration value cannot be set because it requires metadata.version >= 4.3-IV0")
 
 
 def _check_alter_request(resource_type: int, resource_name: str, ops: Sequence[ConfigOp], incremental: bool, node_id: int | None) -> None:

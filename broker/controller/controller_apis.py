@@ -7,7 +7,8 @@ AllocateProducerIds and the partition leaders' AlterPartition are translated to 
 calls here. While this controller is not the active one every write answers NOT_CONTROLLER (per
 item where the API has items), which is what makes a broker's ControllerChannel look for the
 leader again.
-DescribeCluster answers with the controllers (KIP-919). The Raft APIs are the Raft manager's,
+ControllerRegistration (KIP-919) writes a controller's registration; DescribeCluster answers with
+the registered controllers. The Raft APIs are the Raft manager's,
 routed by the controller server (and by ``handle`` for the ones a broker forwards).
 """
 
@@ -23,8 +24,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
 from broker.controller.cluster_control_manager import BrokerRegistrationRequest
+from broker.controller.controller_registrations import ControllerRegistrationRequest, controller_endpoints
 from broker.controller.controller_result import ApiError
-from broker.controller.feature_control_manager import ALL_FAILED, UpgradeType
+from broker.controller.feature_control_manager import ALL_FAILED, METADATA_VERSION_FEATURE, UpgradeType
 from broker.controller.quorum_controller import NotControllerError, QuorumController
 from broker.controller.reassignment_control_manager import ReassignablePartition, ReassignableTopic
 from broker.controller.replication_control_manager import AlterPartitionTopic, IsrMember, PartitionIsrChange
@@ -45,7 +47,8 @@ from broker.handlers.client_quotas import alter_request_items as quota_alteratio
 from broker.handlers.scram_credentials import alter_request_items, alter_user_scram_credentials_response
 from broker.kafka_apis import RequestContext
 from broker.metadata.acl_publisher import AclPublisher
-from broker.metadata.metadata_records import BrokerEndpoint
+from broker.metadata import metadata_version as mv
+from broker.metadata.metadata_records import BrokerEndpoint, BrokerFeature
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, error_only, nested
 
@@ -92,7 +95,7 @@ CONTROLLER_CLUSTER_OPERATIONS: dict[ApiKey, int] = {
         (
             ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH, ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT,
             ApiKey.UPDATE_RAFT_VOTER, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
-            ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.ENVELOPE,
+            ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.ENVELOPE, ApiKey.CONTROLLER_REGISTRATION,
         ),
         AclOperation.CLUSTER_ACTION,
     ),
@@ -146,10 +149,6 @@ class QuorumLeader(Protocol):
         """(leader id or None, epoch) of the metadata quorum."""
         ...
 
-    def voter_endpoints(self) -> list[tuple[int, str, int]]:
-        """(id, host, port) of every current voter."""
-        ...
-
     async def handle_request(self, body: Any) -> Any:
         """Answer a Raft request."""
         ...
@@ -187,6 +186,7 @@ class ControllerApis:
             ApiKey.DELETE_ACLS: DeleteAclsHandler(controller if acls.authorizer is not None else None, AuthHelper(None)),
             ApiKey.BROKER_REGISTRATION: self._broker_registration,
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
+            ApiKey.CONTROLLER_REGISTRATION: self._controller_registration,
             ApiKey.UNREGISTER_BROKER: self._unregister_broker,
             ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
             ApiKey.ALTER_PARTITION: self._alter_partition,
@@ -259,6 +259,8 @@ class ControllerApis:
             int(request.current_metadata_offset),
             bool(request.want_fence),
             bool(request.want_shut_down),
+            # v2 (KIP-1066); null before the broker caught up, and in v0-1.
+            cordoned_log_dirs=getattr(request, "cordoned_log_dirs", None),
         )
         return build(
             response_schema(ApiKey.BROKER_HEARTBEAT, ctx.version),
@@ -268,6 +270,26 @@ class ControllerApis:
             is_fenced=reply.is_fenced,
             should_shut_down=reply.should_shut_down,
         )
+
+    async def _controller_registration(self, ctx: RequestContext, request: Any) -> Any:
+        """ControllerRegistration v0 (KIP-919): NONE once the RegisterControllerRecord is committed."""
+        registration = ControllerRegistrationRequest(
+            controller_id=int(request.controller_id),
+            incarnation_id=request.incarnation_id or uuid.UUID(int=0),
+            listeners=tuple(
+                BrokerEndpoint(name=lst.name, host=lst.host, port=int(lst.port), security_protocol=int(lst.security_protocol)) for lst in request.listeners
+            ),
+            features=tuple(
+                BrokerFeature(name=f.name, min_supported_version=int(f.min_supported_version), max_supported_version=int(f.max_supported_version))
+                for f in request.features
+            ),
+        )
+        schema = response_schema(ApiKey.CONTROLLER_REGISTRATION, ctx.version)
+        try:
+            await self._controller.register_controller(registration)
+        except ApiError as refused:
+            return build(schema, throttle_time=0, error_code=refused.error_code, error_message=refused.message)
+        return build(schema, throttle_time=0, error_code=ErrorCode.none, error_message=None)
 
     async def _alter_client_quotas(self, ctx: RequestContext, request: Any) -> Any:
         results = await self._controller.alter_client_quotas(quota_alterations(request), bool(request.validate_only))
@@ -372,10 +394,21 @@ class ControllerApis:
         return build(schema, throttle_time=0, error_code=reply.error_code, topics=answers)
 
     async def _describe_cluster(self, ctx: RequestContext, request: Any) -> Any:
-        """KIP-919: a controller describes the controllers (the voters at their controller endpoints)."""
+        """KIP-919, as Kafka's ControllerApis.handleDescribeCluster: a controller describes the
+        registered controllers, each at its endpoint on the listener the request came in on.
+        UNSUPPORTED_VERSION before metadata.version 3.7-IV0, when controllers do not register."""
         schema = response_schema(ApiKey.DESCRIBE_CLUSTER, ctx.version)
         # An error answer sets only the error and its message, as Kafka's computeDescribeClusterResponse.
         common = {"throttle_time": 0, "cluster_id": "", "controller_id": -1, "brokers": (), "endpoint_type": BROKER_ENDPOINT_TYPE}
+        image = self._controller.image
+        level = image.features.get(METADATA_VERSION_FEATURE)
+        if level is None or not mv.for_level(level).is_controller_registration_supported:
+            message = (
+                "There is no finalized MetadataVersion, so direct-to-controller communication is not supported."
+                if level is None
+                else "Direct-to-controller communication is not supported with the current MetadataVersion."
+            )
+            return build(schema, error_code=ErrorCode.unsupported_version, error_message=message, **common)
         wanted = int(getattr(request, "endpoint_type", BROKER_ENDPOINT_TYPE))
         if wanted not in (BROKER_ENDPOINT_TYPE, CONTROLLER_ENDPOINT_TYPE):
             code = ErrorCode.invalid_request if ctx.version == 0 else ErrorCode.unsupported_endpoint_type
@@ -385,11 +418,11 @@ class ControllerApis:
             message = "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER"
             return build(schema, error_code=code, error_message=message, **common)
         node_cls = nested(schema, "DescribeClusterBroker")
-        voters = self._raft.voter_endpoints()
-        nodes = tuple(build(node_cls, broker_id=node_id, host=host, port=port, rack=None, is_fenced=False) for node_id, host, port in voters)
+        registered = controller_endpoints(image, self._listener_name(ctx))
+        nodes = tuple(build(node_cls, broker_id=node_id, host=e.host, port=e.port, rack=None, is_fenced=False) for node_id, e in registered)
         leader_id, _ = self._raft.leader
         # A leader missing from the node list would confuse a client: -1 instead, as Kafka answers.
-        controller_id = leader_id if leader_id is not None and any(v[0] == leader_id for v in voters) else -1
+        controller_id = leader_id if leader_id is not None and any(node_id == leader_id for node_id, _ in registered) else -1
         return build(
             schema,
             error_code=ErrorCode.none,
@@ -397,6 +430,14 @@ class ControllerApis:
             cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
             **{**common, "cluster_id": self._cluster_id, "endpoint_type": CONTROLLER_ENDPOINT_TYPE, "controller_id": controller_id, "brokers": nodes},
         )
+
+    def _listener_name(self, ctx: RequestContext) -> str:
+        # A request from this node's own broker (no socket) counts as one on the first controller listener.
+        client = getattr(ctx, "client", None)
+        if client is not None:
+            return str(client.listener)
+        names = self._config.controller_listener_name_list
+        return names[0] if names else ""
 
 
 def _upgrade_type(version: int, update: Any) -> int:

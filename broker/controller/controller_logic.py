@@ -76,6 +76,7 @@ class QuorumControllerLogic:
         unclean_leader_election_enable: bool = False,
         kraft_version: int = 0,
         unstable_feature_versions: bool = False,
+        quorum_node_ids: Sequence[int] = (),
     ) -> None:
         self.configuration = ConfigurationControlManager(
             list_configs=list_configs,
@@ -83,7 +84,9 @@ class QuorumControllerLogic:
             node_id=node_id,
             unclean_leader_election_enable=unclean_leader_election_enable,
         )
-        self.features = FeatureControlManager(kraft_version=kraft_version, node_id=node_id, unstable_feature_versions=unstable_feature_versions)
+        self.features = FeatureControlManager(
+            kraft_version=kraft_version, node_id=node_id, unstable_feature_versions=unstable_feature_versions, quorum_node_ids=quorum_node_ids
+        )
         self.producer_ids = ProducerIdControlManager()
         self.replication = ReplicationControlManager(
             configuration=self.configuration,

@@ -6,15 +6,16 @@ control record), so it is never written here; the controller adds the Raft layer
 to the finalized features it checks brokers against. A new cluster also finalizes Kafka's
 defaults for its metadata.version of the features kbroker implements (transaction.version 2,
 group.version 1, eligible.leader.replicas.version 1). UpdateFeatures (update_features) moves
-finalized levels once this controller and every registered broker support them and their
-dependencies hold, all of them or none, as Kafka 4.4's does.
+finalized levels once this controller, every registered broker and (from metadata.version
+3.7-IV0, KIP-919) every registered controller support them and their dependencies hold, all of
+them or none, as Kafka 4.4's does.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
@@ -132,9 +133,14 @@ ALL_FAILED = "The update failed for all features since the following feature had
 
 
 class FeatureControlManager:
-    def __init__(self, *, kraft_version: int = 0, node_id: int | None = None, unstable_feature_versions: bool = False) -> None:
+    def __init__(
+        self, *, kraft_version: int = 0, node_id: int | None = None, unstable_feature_versions: bool = False, quorum_node_ids: Sequence[int] = ()
+    ) -> None:
+        """``quorum_node_ids``: the voters of controller.quorum.voters (none with a dynamic quorum),
+        each of which must have registered before a feature moves, as Kafka's QuorumFeatures."""
         self._kraft_version = kraft_version
         self._node_id = node_id
+        self._quorum_node_ids = tuple(quorum_node_ids)
         self._supported = supported_features(unstable_feature_versions)
 
     @property
@@ -218,7 +224,8 @@ class FeatureControlManager:
 
     def _reason_not_supported(self, image: MetadataImage, name: str, level: int) -> str | None:
         """This controller runs this build, so it supports its own ranges; every registered broker,
-        fenced or not, must support the level too."""
+        fenced or not, must support the level too, and from metadata.version 3.7-IV0 every other
+        registered controller, with every static voter registered (Kafka 4.4's reasonNotSupported)."""
         local = "Local controller" if self._node_id is None else f"Local controller {self._node_id}"
         reason = _reason_not_supported(level, local, self._supported.get(name, (0, 0)))
         if reason is not None:
@@ -228,6 +235,19 @@ class FeatureControlManager:
             reason = _reason_not_supported(level, f"Broker {broker_id}", ranges.get(name, (0, 0)))
             if reason is not None:
                 return reason
+        if not metadata_version_of(image).is_controller_registration_supported:
+            return None
+        found = {self._node_id}
+        for controller_id in sorted(image.controllers):
+            if controller_id == self._node_id:
+                continue
+            reason = _reason_not_supported(level, f"Controller {controller_id}", image.controllers[controller_id].feature_range(name))
+            if reason is not None:
+                return reason
+            found.add(controller_id)
+        for node_id in self._quorum_node_ids:
+            if node_id not in found:
+                return f"controller {node_id} has not registered, and may not support this feature"
         return None
 
     def finalized_features(self, image: MetadataImage) -> dict[str, int]:

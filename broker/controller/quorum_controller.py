@@ -31,7 +31,7 @@ import itertools
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence, TypeVar
+from typing import Callable, Mapping, Protocol, Sequence, TypeVar
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -47,6 +47,7 @@ from broker.controller.cluster_control_manager import (
     BrokerRegistrationRequest,
     UnregisterBrokerReply,
 )
+from broker.controller import controller_registrations
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
 from broker.controller.controller_result import ControllerResult
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, NEW_CLUSTER_FEATURES, FeatureUpdateResult
@@ -135,6 +136,7 @@ class QuorumController:
             node_id=config.node_id,
             unclean_leader_election_enable=config.unclean_leader_election_enable,
             unstable_feature_versions=getattr(config, "unstable_feature_versions_enable", False),
+            quorum_node_ids=[voter.node_id for voter in config.quorum_voters],
         )
         self._cluster = self._logic.new_cluster_control(cluster_id or config.cluster_id or "", session_timeout_ms=config.broker_session_timeout_ms)
         self._lock = asyncio.Lock()
@@ -155,6 +157,16 @@ class QuorumController:
     @property
     def is_active(self) -> bool:
         return self._active_epoch is not None and self._raft.is_leader()
+
+    @property
+    def image(self) -> MetadataImage:
+        """The committed metadata as this controller's node has loaded it."""
+        return self._image()
+
+    @property
+    def supported_features(self) -> Mapping[str, tuple[int, int]]:
+        """The feature ranges this controller supports (what it registers with, KIP-919)."""
+        return self._logic.features.supported
 
     @property
     def committed_offset(self) -> int:
@@ -279,7 +291,14 @@ class QuorumController:
         return reply
 
     async def broker_heartbeat(
-        self, broker_id: int, broker_epoch: int, current_metadata_offset: int, want_fence: bool, want_shut_down: bool
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+        *,
+        cordoned_log_dirs: Sequence[uuid.UUID] | None = None,
     ) -> BrokerHeartbeatReply:
         def decide(image: MetadataImage) -> tuple[list[MetadataRecord], BrokerHeartbeatReply]:
             result = self._cluster.heartbeat(
@@ -291,6 +310,7 @@ class QuorumController:
                 now_ms=self._now_ms(),
                 image=image,
                 committed_offset=self._committed,
+                cordoned_log_dirs=cordoned_log_dirs,
             )
             return result.records, result.response
 
@@ -307,6 +327,17 @@ class QuorumController:
         if reply.error_code == 0:
             self._log.info("controller.broker_unregistered", broker=broker_id)
         return reply
+
+    async def register_controller(self, request: controller_registrations.ControllerRegistrationRequest) -> None:
+        """ControllerRegistration (KIP-919): done once its RegisterControllerRecord is committed;
+        ApiError UNSUPPORTED_VERSION below metadata.version 3.7-IV0."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], None]:
+            result = controller_registrations.register_controller(image, request)
+            return result.records, result.response
+
+        await self._write(decide)
+        self._log.info("controller.controller_registered", controller=request.controller_id, incarnation_id=str(request.incarnation_id))
 
     async def fence_stale_brokers(self) -> list[int]:
         """Fence the broker whose session ran out first, if one did; the id fenced. The session

@@ -28,7 +28,8 @@ from typing import Iterable
 
 @dataclass(frozen=True, slots=True)
 class UsableBroker:
-    """A broker placement may use: registered and not in controlled shutdown."""
+    """A broker placement may use: registered, not in controlled shutdown, and with a log dir not
+    cordoned (KIP-1066)."""
 
     id: int
     rack: str | None = None
@@ -165,11 +166,11 @@ class StripedReplicaPlacer:
                 f"Invalid replication factor {replication_factor}: the replication factor must be positive."
             )
         if racks.unfenced == 0:
-            raise InvalidReplicationFactorError("All brokers are currently fenced.")
+            raise InvalidReplicationFactorError("All brokers are currently fenced, or have all their log directories cordoned.")
         if replication_factor > racks.total:
             raise InvalidReplicationFactorError(
                 f"The target replication factor of {replication_factor} cannot be reached because only "
-                f"{racks.total} broker(s) are registered."
+                f"{racks.total} broker(s) are registered or some brokers have all their log directories cordoned."
             )
         return [racks.place(replication_factor) for _ in range(num_partitions)]
 

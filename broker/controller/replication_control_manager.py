@@ -36,6 +36,7 @@ from broker.metadata.metadata_image import (
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
     UNASSIGNED_DIR,
+    BrokerRegistration,
     MetadataImage,
     PartitionRegistration,
     TopicImage,
@@ -171,21 +172,34 @@ class BrokerView:
     usable: tuple[UsableBroker, ...]
     registered: frozenset[int]
     active: frozenset[int]
+    # Brokers whose every log dir is cordoned (KIP-1066): no new replica goes there.
+    cordoned: frozenset[int] = frozenset()
 
     @classmethod
     def from_image(cls, image: MetadataImage) -> BrokerView:
         brokers = sorted(image.brokers.values(), key=lambda b: b.broker_id)
+        cordoned = frozenset(b.broker_id for b in brokers if not has_uncordoned_dirs(b))
         return cls(
-            usable=tuple(UsableBroker(b.broker_id, b.rack, b.fenced) for b in brokers if not b.in_controlled_shutdown),
+            usable=tuple(UsableBroker(b.broker_id, b.rack, b.fenced) for b in brokers if not b.in_controlled_shutdown and b.broker_id not in cordoned),
             registered=frozenset(b.broker_id for b in brokers),
             active=frozenset(b.broker_id for b in brokers if not b.fenced and not b.in_controlled_shutdown),
+            cordoned=cordoned,
         )
 
     @classmethod
     def from_ids(cls, image: MetadataImage, broker_ids: Iterable[int]) -> BrokerView:
         ids = sorted(set(broker_ids))
         racks = {b: image.brokers[b].rack if b in image.brokers else None for b in ids}
-        return cls(tuple(UsableBroker(b, racks[b]) for b in ids), frozenset(ids), frozenset(ids))
+        cordoned = frozenset(b for b in ids if b in image.brokers and not has_uncordoned_dirs(image.brokers[b]))
+        return cls(tuple(UsableBroker(b, racks[b]) for b in ids if b not in cordoned), frozenset(ids), frozenset(ids), cordoned)
+
+
+def has_uncordoned_dirs(broker: BrokerRegistration) -> bool:
+    """Kafka's BrokerRegistration.hasUncordonedDirs: true for a broker that registered no dirs or
+    has not told its cordoned ones yet, else whether one of its dirs is not cordoned."""
+    if not broker.directories or broker.cordoned_directories is None:
+        return True
+    return bool(set(broker.directories) - set(broker.cordoned_directories))
 
 
 def topic_name_error(name: str) -> str | None:
@@ -793,6 +807,10 @@ def _check_manual_assignment(replicas: Sequence[int], rf: int | None, view: Brok
     for broker in sorted(replicas):
         if broker not in view.registered:
             raise ApiError(ErrorCode.invalid_replica_assignment, f"The manual partition assignment includes broker {broker}, but no such broker is registered.")
+        if broker in view.cordoned:
+            raise ApiError(
+                ErrorCode.invalid_replica_assignment, f"The manual partition assignment includes broker {broker}, but all its log directories are cordoned."
+            )
         if broker == previous:
             raise ApiError(ErrorCode.invalid_replica_assignment, f"The manual partition assignment includes the broker {broker} more than once.")
         previous = broker

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -85,10 +86,14 @@ class DescribeClusterHandler:
 
 
 class DescribeLogDirsHandler:
-    def __init__(self, replica_manager: ReplicaManager, config: BrokerConfig, auth: AuthHelper | None = None) -> None:
+    def __init__(
+        self, replica_manager: ReplicaManager, config: BrokerConfig, auth: AuthHelper | None = None, is_cordoned: Callable[[], bool] = lambda: False
+    ) -> None:
         self._auth = auth or AuthHelper(None)
         self._rm = replica_manager
         self._config = config
+        # KIP-1066: the log dir is in cordoned.log.dirs now and metadata.version is 4.3-IV0 or later.
+        self._is_cordoned = is_cordoned
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.DESCRIBE_LOG_DIRS, ctx.version)
@@ -122,7 +127,6 @@ class DescribeLogDirsHandler:
             topics=tuple(build(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()),
             total_bytes=usage.total,
             usable_bytes=usage.free,
-            # v5 (KIP-1066): kbroker has no cordoned.log.dirs; as Kafka with none set, never cordoned.
-            is_cordoned=False,
+            is_cordoned=self._is_cordoned(),
         )
         return build(schema, throttle_time=0, error_code=0, results=(result,))

@@ -2,7 +2,9 @@
 
 Kafka's MetadataImage.write. Replayed in order over the empty image, they give back an equal
 image, so a snapshot can stand for the log up to the image's offset. The order is Kafka's:
-features (metadata.version first, as every metadata log starts), brokers, topics each followed
+features (metadata.version first, as every metadata log starts), brokers, the controllers'
+registrations (from metadata.version 3.7-IV0, KIP-919: below it Kafka reports them lost and
+writes none), topics each followed
 by its partitions, configurations, client quotas, the producer id block, SCRAM credentials, then ACLs.
 """
 
@@ -55,6 +57,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                 record_version=version.register_broker_record_version,
             )
         )
+    if version.is_controller_registration_supported:
+        records.extend(image.controllers[controller_id].to_record() for controller_id in sorted(image.controllers))
     for name in sorted(image.topics):
         topic = image.topics[name]
         records.append(TopicRecord(name=name, topic_id=topic.topic_id))

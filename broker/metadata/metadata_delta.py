@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Mapping
 from broker.metadata.metadata_image import (
     TOPIC_RESOURCE,
     BrokerRegistration,
+    ControllerRegistration,
     MetadataImage,
     MetadataImageError,
     QuotaEntity,
@@ -43,6 +44,7 @@ from broker.metadata.metadata_records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
@@ -80,6 +82,7 @@ class ClusterDelta:
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
         self.changed_brokers: dict[int, BrokerRegistration | None] = {}  # None: unregistered
+        self.changed_controllers: dict[int, ControllerRegistration | None] = {}  # None: unregistered
 
     def broker(self, broker_id: int) -> BrokerRegistration | None:
         if broker_id in self.changed_brokers:
@@ -93,7 +96,13 @@ class ClusterDelta:
         return broker
 
     def replay(self, record: MetadataRecord) -> None:
-        if isinstance(record, RegisterBrokerRecord):
+        if isinstance(record, RegisterControllerRecord):
+            self.changed_controllers[record.controller_id] = ControllerRegistration.from_record(record)
+        elif isinstance(record, UnregisterControllerRecord):
+            # As Kafka's ClusterDelta: the image does not check that there was a registration (the
+            # active controller did before writing the record).
+            self.changed_controllers[record.controller_id] = None
+        elif isinstance(record, RegisterBrokerRecord):
             self.changed_brokers[record.broker_id] = BrokerRegistration.from_record(record)
         elif isinstance(record, UnregisterBrokerRecord):
             self._registered(record.broker_id, record.broker_epoch, record)
@@ -121,6 +130,17 @@ class ClusterDelta:
             else:
                 brokers[broker_id] = registration
         return MappingProxyType(brokers)
+
+    def apply_controllers(self) -> Mapping[int, ControllerRegistration]:
+        if not self.changed_controllers:
+            return self.image.controllers
+        controllers = dict(self.image.controllers)
+        for controller_id, registration in self.changed_controllers.items():
+            if registration is None:
+                controllers.pop(controller_id, None)
+            else:
+                controllers[controller_id] = registration
+        return MappingProxyType(controllers)
 
 
 class ConfigurationsDelta:
@@ -324,6 +344,7 @@ class MetadataDelta:
             configs=image.configs if self.configs_delta is None else self.configs_delta.apply(),
             features=image.features if self.features_delta is None else self.features_delta.apply(),
             brokers=image.brokers if self.cluster_delta is None else self.cluster_delta.apply(),
+            controllers=image.controllers if self.cluster_delta is None else self.cluster_delta.apply_controllers(),
             next_producer_id=image.next_producer_id if self.producer_ids_delta is None else self.producer_ids_delta.next_producer_id,
             scram_credentials=image.scram_credentials if self.scram_delta is None else self.scram_delta.apply(),
             client_quotas=image.client_quotas if self.client_quotas_delta is None else self.client_quotas_delta.apply(),
@@ -376,6 +397,11 @@ class MetadataDelta:
             for broker_id in previous.brokers.keys() | image.brokers.keys():
                 if previous.brokers.get(broker_id) != image.brokers.get(broker_id):
                     cluster.changed_brokers[broker_id] = image.brokers.get(broker_id)
+        if previous.controllers != image.controllers:
+            cluster = delta._cluster()
+            for controller_id in previous.controllers.keys() | image.controllers.keys():
+                if previous.controllers.get(controller_id) != image.controllers.get(controller_id):
+                    cluster.changed_controllers[controller_id] = image.controllers.get(controller_id)
         if previous.next_producer_id != image.next_producer_id:
             delta._producer_ids().next_producer_id = image.next_producer_id
         if previous.scram_credentials != image.scram_credentials:
@@ -408,8 +434,8 @@ _REPLAY: dict[type, Callable[[MetadataDelta, MetadataRecord], None]] = {
     AccessControlEntryRecord: MetadataDelta._replay_acl,  # type: ignore[dict-item]
     RemoveAccessControlEntryRecord: MetadataDelta._replay_acl,  # type: ignore[dict-item]
     ClearElrRecord: MetadataDelta._replay_topic_record,
-    # kbroker's controllers do not register (RegisterControllerRecord): there is no registration to drop.
-    UnregisterControllerRecord: MetadataDelta._replay_nothing,
+    RegisterControllerRecord: MetadataDelta._replay_broker,
+    UnregisterControllerRecord: MetadataDelta._replay_broker,
     NoOpRecord: MetadataDelta._replay_nothing,
     **{t: MetadataDelta._replay_nothing for t in _TRANSACTION_RECORDS},
 }

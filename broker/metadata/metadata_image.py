@@ -22,6 +22,7 @@ from broker.metadata.metadata_records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
 )
 
 TOPIC_RESOURCE = 2
@@ -142,6 +143,43 @@ class BrokerRegistration:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ControllerRegistration:
+    """Kafka's ControllerRegistration (KIP-919): what a RegisterControllerRecord says of a controller."""
+
+    controller_id: int
+    incarnation_id: uuid.UUID
+    zk_migration_ready: bool
+    endpoints: tuple[BrokerEndpoint, ...]
+    supported_features: tuple[BrokerFeature, ...]
+
+    @classmethod
+    def from_record(cls, record: RegisterControllerRecord) -> ControllerRegistration:
+        return cls(
+            controller_id=record.controller_id,
+            incarnation_id=record.incarnation_id,
+            zk_migration_ready=record.zk_migration_ready,
+            endpoints=tuple(record.end_points),
+            supported_features=tuple(record.features),
+        )
+
+    def to_record(self) -> RegisterControllerRecord:
+        return RegisterControllerRecord(
+            controller_id=self.controller_id,
+            incarnation_id=self.incarnation_id,
+            zk_migration_ready=self.zk_migration_ready,
+            end_points=self.endpoints,
+            features=self.supported_features,
+        )
+
+    def feature_range(self, name: str) -> tuple[int, int]:
+        """The levels of ``name`` this controller supports; (0, 0), Kafka's DISABLED, for one it does not name."""
+        for feature in self.supported_features:
+            if feature.name == name:
+                return (feature.min_supported_version, feature.max_supported_version)
+        return (0, 0)
+
+
 # A client quota entity: (entity type, name or None for the default) pairs, sorted by type.
 QuotaEntity = tuple[tuple[str, str | None], ...]
 
@@ -163,6 +201,8 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: EMPTY_MAP)
     features: Mapping[str, int] = field(default_factory=lambda: EMPTY_MAP)
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: EMPTY_MAP)
+    # Kafka's ClusterImage.controllers: the controllers' registrations (KIP-919), by id.
+    controllers: Mapping[int, ControllerRegistration] = field(default_factory=lambda: EMPTY_MAP)
     next_producer_id: int = 0  # the first producer id of the next block to hand out
     # (user, mechanism: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512) -> credential
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: EMPTY_MAP)
@@ -177,7 +217,7 @@ class MetadataImage:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.topics or self.configs or self.features or self.brokers or self.next_producer_id or self.scram_credentials or self.client_quotas or self.acls)
+        return not (self.topics or self.configs or self.features or self.brokers or self.controllers or self.next_producer_id or self.scram_credentials or self.client_quotas or self.acls)
 
     def has_partition(self, topic: str, partition: int) -> bool:
         t = self.topics.get(topic)
@@ -194,6 +234,7 @@ EMPTY_IMAGE = MetadataImage()
 __all__ = [
     "BROKER_RESOURCE",
     "BrokerRegistration",
+    "ControllerRegistration",
     "EMPTY_IMAGE",
     "EMPTY_MAP",
     "MIGRATING_DIR",

@@ -298,7 +298,15 @@ class EntityData:
     entity_name: str | None
 
 
-_STRUCTS: dict[str, type] = {"BrokerEndpoint": BrokerEndpoint, "BrokerFeature": BrokerFeature, "EntityData": EntityData}
+# RegisterControllerRecord's ControllerEndpoint and ControllerFeature have the fields of
+# BrokerEndpoint and BrokerFeature: the same classes read and write them.
+_STRUCTS: dict[str, type] = {
+    "BrokerEndpoint": BrokerEndpoint,
+    "BrokerFeature": BrokerFeature,
+    "ControllerEndpoint": BrokerEndpoint,
+    "ControllerFeature": BrokerFeature,
+    "EntityData": EntityData,
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -630,6 +638,27 @@ class ClearElrRecord(MetadataRecord):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterControllerRecord(MetadataRecord):
+    """A controller's registration (KIP-919, metadata.version 3.7-IV0): its endpoints and the
+    feature ranges it supports."""
+
+    API_KEY: ClassVar[int] = 27
+    VERSION: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("controller_id", "int32"),
+        Field("incarnation_id", "uuid"),
+        Field("zk_migration_ready", "bool"),
+        Field("end_points", "[]ControllerEndpoint"),
+        Field("features", "[]ControllerFeature"),
+    )
+    controller_id: int
+    incarnation_id: uuid.UUID
+    zk_migration_ready: bool = False
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnregisterControllerRecord(MetadataRecord):
     """A controller's registration removed (metadata.version 4.4-IV2)."""
 
@@ -664,6 +693,7 @@ RECORD_TYPES: dict[int, type[MetadataRecord]] = {
         EndTransactionRecord,
         AbortTransactionRecord,
         ClearElrRecord,
+        RegisterControllerRecord,
         UnregisterControllerRecord,
     )
 }
@@ -721,6 +751,7 @@ __all__ = [
     "ProducerIdsRecord",
     "RECORD_TYPES",
     "RegisterBrokerRecord",
+    "RegisterControllerRecord",
     "RemoveAccessControlEntryRecord",
     "RemoveTopicRecord",
     "RemoveUserScramCredentialRecord",

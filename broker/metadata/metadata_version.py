@@ -43,6 +43,10 @@ class MetadataVersion:
         return self.name.split("-")[0]
 
     @property
+    def is_controller_registration_supported(self) -> bool:  # 3.7-IV0: RegisterControllerRecord (KIP-919)
+        return self.level >= 15
+
+    @property
     def is_directory_assignment_supported(self) -> bool:  # 3.7-IV2
         return self.level >= 17
 

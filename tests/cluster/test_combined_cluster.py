@@ -8,11 +8,15 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.static.primitive import i8
+
+from broker import wire_client
 
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.integration.conftest import REPO
@@ -163,3 +167,24 @@ def test_metadata_quorum_shows_one_leader_and_three_voters(cluster: KafkaCluster
     assert "CurrentVoters" in fields
     replication = metadata_quorum(cluster.controller_bootstrap(2), "--replication")
     assert sum(1 for line in replication.splitlines() if "Leader" in line or "Follower" in line) == 3
+
+
+def describe_controllers(bootstrap_controller: str) -> Any:
+    body = DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(2))
+    return wire_client.request(bootstrap_controller, body, client_id="controller-registrations-test")
+
+
+def test_every_controller_registers_and_describe_cluster_lists_them(cluster: KafkaCluster) -> None:
+    """KIP-919: each controller registers itself; DescribeCluster sent to any controller lists
+    every registered controller at its advertised controller endpoint, and the active one."""
+    wanted = sorted((c.node_id, "127.0.0.1", cluster.controller_demux_ports[c.node_id]) for c in cluster.controllers)
+
+    def described(node_id: int) -> Any:
+        response = describe_controllers(cluster.controller_bootstrap(node_id))
+        listed = sorted((b.broker_id, b.host, b.port) for b in response.brokers)
+        return response if response.error_code == 0 and listed == wanted and response.controller_id in (n for n, _, _ in wanted) else None
+
+    for controller in cluster.controllers:
+        response = wait_until(f"controller {controller.node_id} lists every registered controller", lambda: described(controller.node_id), TIMEOUT_S)
+        assert response.endpoint_type == 2 and response.cluster_id == cluster.cluster_id
+        assert all(b.rack is None for b in response.brokers)

@@ -116,9 +116,6 @@ class FakeRaft:
     def leader(self) -> tuple[int | None, int]:
         return self._quorum.leader_id, self._quorum.epoch
 
-    def voter_endpoints(self) -> list[tuple[int, str, int]]:
-        return sorted((v.node_id, v.host, v.port) for v in self._quorum.nodes[self._node_id].config.quorum_voters)
-
     def next_append_offset(self) -> int:
         if not self.is_leader():
             raise NotLeaderError("not the leader")

@@ -12,11 +12,13 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.controller.controller_apis import CONTROLLER_CLUSTER_OPERATIONS, CONTROLLER_ENDPOINT_TYPE, ControllerApis
+from broker.controller.quorum_controller import QuorumController
 from broker.controller_channel import is_not_controller
+from broker.metadata.metadata_records import FeatureLevelRecord
 from protocol.api_keys import CONTROLLER_APIS, ApiKey, request_schema
 from protocol.entities import build, nested
 from protocol.messages import encode_body
-from tests.unit.quorum_controller_fakes import CLUSTER_ID, Clock, FakeQuorum, Node, run
+from tests.unit.quorum_controller_fakes import CLUSTER_ID, Clock, FakeQuorum, Node, run, settle
 
 RAFT_APIS = {
     ApiKey.VOTE,
@@ -236,17 +238,94 @@ def test_forwarded_admin_writes_and_producer_ids() -> None:
     run(scenario())
 
 
-def test_describe_cluster_names_the_controllers() -> None:
+def controller_registration(controller_id: int, listener: str = "CONTROLLER", max_metadata_version: int = 33) -> Any:
+    schema = request_schema(ApiKey.CONTROLLER_REGISTRATION, 0)
+    listener_cls = nested(schema, "Listener")
+    feature_cls = nested(schema, "Feature")
+    return build(
+        schema,
+        controller_id=controller_id,
+        incarnation_id=uuid.UUID(int=0x2000 + controller_id),
+        zk_migration_ready=True,
+        listeners=(build(listener_cls, name=listener, host="127.0.0.1", port=19092 + controller_id, security_protocol=0),),
+        features=(build(feature_cls, name="metadata.version", min_supported_version=7, max_supported_version=max_metadata_version),),
+    )
+
+
+def test_controller_registration_writes_the_controller_s_registration() -> None:
+    async def scenario() -> None:
+        quorum, nodes, apis = setup(1, 2)
+        quorum.elect(2)
+        response = await apis[2].handle(controller_registration(1))
+        assert (response.error_code, response.error_message) == (ErrorCode.none, None)
+        encode_body(response)
+        registered = nodes[1].loader.image.controllers[1]
+        # As Kafka's ClusterControlManager.registerController: ZkMigrationReady is never kept.
+        assert registered.incarnation_id == uuid.UUID(int=0x2001) and not registered.zk_migration_ready
+        assert [(e.name, e.host, e.port) for e in registered.endpoints] == [("CONTROLLER", "127.0.0.1", 19093)]
+        assert registered.feature_range("metadata.version") == (7, 33) and registered.feature_range("group.version") == (0, 0)
+        assert is_not_controller(await apis[1].handle(controller_registration(1)))
+
+    run(scenario())
+
+
+def test_controller_registration_needs_metadata_version_3_7() -> None:
+    async def scenario() -> None:
+        quorum = FakeQuorum()
+        quorum.auto_commit = True
+        node = Node(quorum, 1, Clock())
+        # A cluster formatted at 3.6-IV2 (level 14), the last level before KIP-919.
+        bootstrap = [FeatureLevelRecord(name="metadata.version", feature_level=14)]
+        node.controller = QuorumController(node.config, node.raft, lambda: node.loader.image, CLUSTER_ID, bootstrap=bootstrap)
+        apis = ControllerApis(node.controller, node.config, CLUSTER_ID, node.raft)
+        quorum.elect(1)
+        response = await apis.handle(controller_registration(1))
+        assert response.error_code == ErrorCode.unsupported_version
+        assert response.error_message == "The current MetadataVersion is too old to support controller registrations."
+        describe = request(ApiKey.DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=False, endpoint_type=CONTROLLER_ENDPOINT_TYPE)
+        answer = await apis.handlers()[ApiKey.DESCRIBE_CLUSTER](Ctx(1), describe)  # type: ignore[arg-type]
+        assert answer.error_code == ErrorCode.unsupported_version
+        assert answer.error_message == "Direct-to-controller communication is not supported with the current MetadataVersion."
+
+    run(scenario())
+
+
+@dataclass(frozen=True)
+class Client:
+    listener: str
+
+
+@dataclass(frozen=True)
+class ListenerCtx:
+    version: int
+    client: Client
+
+
+def test_describe_cluster_names_the_registered_controllers() -> None:
     async def scenario() -> None:
         quorum, _, apis = setup(1, 2)
         quorum.elect(2)
+        await settle()
         handler = apis[1].handlers()[ApiKey.DESCRIBE_CLUSTER]
         body = request(ApiKey.DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=False, endpoint_type=CONTROLLER_ENDPOINT_TYPE)
+        # Before any controller registered: none listed, and the leader with them (-1).
         response = await handler(Ctx(1), body)  # type: ignore[arg-type]
+        assert (response.error_code, response.brokers, response.controller_id) == (ErrorCode.none, (), -1)
+        for controller_id in (3, 1, 2):
+            assert (await apis[2].handle(controller_registration(controller_id))).error_code == ErrorCode.none
+        # Controller 4 has no endpoint on the listener asked on: Kafka leaves it out.
+        assert (await apis[2].handle(controller_registration(4, listener="OTHER"))).error_code == ErrorCode.none
+        response = await handler(ListenerCtx(1, Client("CONTROLLER")), body)  # type: ignore[arg-type]
         assert response.error_code == ErrorCode.none and response.endpoint_type == CONTROLLER_ENDPOINT_TYPE
         assert response.cluster_id == CLUSTER_ID and response.controller_id == 2
-        assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", 19093), (2, "127.0.0.1", 19094), (3, "127.0.0.1", 19095)]
+        assert [(b.broker_id, b.host, b.port, b.rack) for b in response.brokers] == [
+            (1, "127.0.0.1", 19093, None),
+            (2, "127.0.0.1", 19094, None),
+            (3, "127.0.0.1", 19095, None),
+        ]
         encode_body(response)
+        other = await handler(ListenerCtx(1, Client("OTHER")), body)  # type: ignore[arg-type]
+        assert [b.broker_id for b in other.brokers] == [4] and other.controller_id == -1
         quorum.resign()
         assert (await handler(Ctx(1), body)).controller_id == -1  # type: ignore[arg-type]
         as_broker = request(ApiKey.DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=False, endpoint_type=1)

@@ -192,10 +192,10 @@ def test_partition_and_replication_factor_errors() -> None:
         (
             38,
             "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be reached "
-            "because only 1 broker(s) are registered.",
+            "because only 1 broker(s) are registered or some brokers have all their log directories cordoned.",
         )
     ]
-    assert create(ctl, log, topic("g"), brokers=()) == [(38, "Unable to replicate the partition 1 time(s): All brokers are currently fenced.")]
+    assert create(ctl, log, topic("g"), brokers=()) == [(38, "Unable to replicate the partition 1 time(s): All brokers are currently fenced, or have all their log directories cordoned.")]
     records, results = ctl.create_topics(
         log.image, [topic("h", -1, -1)], validate_only=False, broker_ids=[1], default_partitions=1, default_replication_factor=0, validate_config=accept
     )
@@ -343,7 +343,7 @@ def test_create_partitions_errors() -> None:
     records, results = ctl.create_partitions(log.image, [("t", 4, None)], validate_only=False, broker_ids=[1])
     assert (results[0].error_code, results[0].error_message) == (
         38,
-        "The target replication factor of 2 cannot be reached because only 1 broker(s) are registered.",
+        "The target replication factor of 2 cannot be reached because only 1 broker(s) are registered or some brokers have all their log directories cordoned.",
     )
     records, results = ctl.create_partitions(log.image, [("d", 2, None), ("d", 3, None)], validate_only=False, broker_ids=[1, 2])
     assert records == [] and [(r.name, r.error_code, r.error_message) for r in results] == [("d", 42, "Duplicate topic name.")]

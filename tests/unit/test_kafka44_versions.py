@@ -216,11 +216,15 @@ def test_add_raft_voter_on_a_static_quorum_is_refused_in_kafkas_words() -> None:
 def test_a_controller_describes_itself_at_v2_unfenced_and_refuses_brokers_in_kafkas_shape() -> None:
     import asyncio
 
-    from tests.unit.test_controller_apis import Ctx, request, setup
+    from tests.unit.quorum_controller_fakes import settle
+    from tests.unit.test_controller_apis import Ctx, controller_registration, request, setup
 
     async def scenario() -> None:
         quorum, _, apis = setup(1, 2)
         quorum.elect(2)
+        await settle()
+        for controller_id in (1, 2, 3):
+            await apis[2].handle(controller_registration(controller_id))
         handler = apis[1].handlers()[ApiKey.DESCRIBE_CLUSTER]
         body = request(ApiKey.DESCRIBE_CLUSTER, 2, include_cluster_authorized_operations=False, endpoint_type=2, include_fenced_brokers=True)
         answer = await handler(Ctx(2), body)  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ from broker.metadata.metadata_records import (
 )
 
 METADATA_SPECS = Path(__file__).resolve().parents[3] / "shared" / "kafka-protocol" / "metadata"
-STRUCTS = {"BrokerEndpoint": BrokerEndpoint, "BrokerFeature": BrokerFeature, "EntityData": EntityData}
+STRUCTS = {"BrokerEndpoint": BrokerEndpoint, "BrokerFeature": BrokerFeature, "ControllerEndpoint": BrokerEndpoint, "ControllerFeature": BrokerFeature, "EntityData": EntityData}
 INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 TOPIC_ID = uuid.UUID("5f1d6c5e-0d3a-4c8e-9a57-6a2b3c4d5e6f")
 

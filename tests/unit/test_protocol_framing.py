@@ -132,6 +132,7 @@ def test_supported_ranges_match_kafka_specs() -> None:
         ApiKey.DESCRIBE_GROUPS: 6,  # KIP-1043: GROUP_ID_NOT_FOUND with a message
         ApiKey.WRITE_TXN_MARKERS: 2,  # KIP-1228: TransactionVersion per marker
         ApiKey.DESCRIBE_LOG_DIRS: 5,  # KIP-1066: IsCordoned
+        ApiKey.BROKER_HEARTBEAT: 2,  # KIP-1066: CordonedLogDirs
         ApiKey.DESCRIBE_CLUSTER: 2,  # KIP-1073: IncludeFencedBrokers, IsFenced
         ApiKey.LIST_TRANSACTIONS: 2,  # KIP-1152: TransactionalIdPattern
         ApiKey.CONSUMER_GROUP_DESCRIBE: 1,  # KIP-1099: MemberType

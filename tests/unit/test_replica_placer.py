@@ -23,12 +23,12 @@ def brokers(*ids: int, rack: dict[int, str] | None = None, fenced: tuple[int, ..
 def test_replication_factor_checks_in_kafkas_order() -> None:
     with pytest.raises(InvalidReplicationFactorError, match="^Invalid replication factor 0: the replication factor must be positive.$"):
         placer().place(1, 0, brokers(1))
-    with pytest.raises(InvalidReplicationFactorError, match="^All brokers are currently fenced.$"):
+    with pytest.raises(InvalidReplicationFactorError, match="^All brokers are currently fenced, or have all their log directories cordoned.$"):
         placer().place(1, 1, brokers(1, 2, fenced=(1, 2)))
-    with pytest.raises(InvalidReplicationFactorError, match="^All brokers are currently fenced.$"):
+    with pytest.raises(InvalidReplicationFactorError, match="^All brokers are currently fenced, or have all their log directories cordoned.$"):
         placer().place(1, 1, [])
     with pytest.raises(
-        InvalidReplicationFactorError, match="^The target replication factor of 4 cannot be reached because only 3 broker\\(s\\) are registered.$"
+        InvalidReplicationFactorError, match="^The target replication factor of 4 cannot be reached because only 3 broker\\(s\\) are registered or some brokers have all their log directories cordoned.$"
     ):
         placer().place(1, 4, brokers(1, 2, 3))
 

@@ -93,7 +93,7 @@ def test_fenced_and_shutting_down_brokers() -> None:
     for p in log.image.topics["three"].partitions.values():
         assert set(p.replicas) == {1, 2, 4} and p.replicas[0] != 4 and set(p.isr) == {1, 2} and p.leader == p.isr[0]
     assert create(rcm, log, "four", 1, 4) == [
-        (38, "Unable to replicate the partition 4 time(s): The target replication factor of 4 cannot be reached because only 3 broker(s) are registered.")
+        (38, "Unable to replicate the partition 4 time(s): The target replication factor of 4 cannot be reached because only 3 broker(s) are registered or some brokers have all their log directories cordoned.")
     ]
     # Manual assignments may name any registered broker, but need one active replica.
     assert assign(rcm, log, "m", [4, 3, 1]) == [(0, None)]
