@@ -15,6 +15,11 @@ One heartbeat:
    assignment for every member, from their previous target (sticky);
 3. the member's current assignment moves one step towards its target
    (``current_assignment_builder.reconcile``): revoke first, then assign what is free.
+
+Offset commits are checked against the member (``validate_offset_commit``, as Kafka 4.4's
+ConsumerGroup.validateOffsetCommit): one at the member's epoch is accepted; one from an older
+epoch only for partitions the member held at that epoch (KIP-1251's assignment epochs), so a
+commit still in flight when the member's epoch moved on is not lost.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from broker.group.coordinator_records import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    TopicPartition,
     TopicPartitions,
 )
 from broker.group.coordinator_records import (
@@ -55,6 +61,7 @@ from broker.group.coordinator_records import (
 )
 from broker.group.current_assignment_builder import (
     NO_EPOCH,
+    AssignmentEpochs,
     CurrentAssignment,
     FencedMemberEpochError,
     MemberState,
@@ -68,6 +75,7 @@ from broker.group.group_metadata_manager import CancelTimer, ScheduleTimer
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
 UNKNOWN_MEMBER_ID = 25
+UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
@@ -84,6 +92,8 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 # From ConsumerGroupHeartbeat v1 on, clients generate their member id (KIP-1082).
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
+# OffsetCommit's first version with a member epoch: what consumer-protocol members must use.
+FIRST_MEMBER_EPOCH_OFFSET_COMMIT_VERSION = 9
 
 # Kafka's Topic.isInternal: never matched by a subscribed regular expression.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -94,6 +104,10 @@ REBALANCE_TIMEOUT_TIMER = "consumer-rebalance-timeout"
 Record = tuple[object, object | None]
 TimerAction = ScheduleTimer | CancelTimer
 Response = TypeVar("Response")
+
+CommitPartitionValidator = Callable[[str, uuid.UUID | None, int], None]
+"""Kafka's CommitPartitionValidator: checks one committed partition (topic name, topic id,
+partition) and raises ``GroupError`` when the member may not commit it."""
 
 
 def session_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
@@ -682,8 +696,19 @@ class ConsumerGroupManager:
         if hb.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             return self._fence_member(group, static, response)
         # A static member that leaves for a while keeps its partitions (nobody else gets
-        # them) until its session times out or it comes back.
-        leaving = replace(static, assignment=replace(static.assignment, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={}))
+        # them) until its session times out or it comes back. Their assignment epochs go to 0,
+        # as Kafka's consumerGroupStaticMemberGroupLeave resets them: the instance that comes
+        # back starts over at epoch 0 and may commit them from its first epoch on.
+        assigned = static.assigned_partitions
+        leaving = replace(
+            static,
+            assignment=replace(
+                static.assignment,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                partitions_pending_revocation={},
+                assignment_epochs={topic_id: dict.fromkeys(ps, 0) for topic_id, ps in assigned.items()},
+            ),
+        )
         return self._apply(
             GroupResult(
                 [_current_assignment_record(group.group_id, leaving)],
@@ -817,19 +842,28 @@ class ConsumerGroupManager:
 
     # -- what the committed offsets need (offset_metadata_manager.ConsumerGroupOffsets) -----------
 
-    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int) -> int | None:
-        """None when no consumer group has this id; else OffsetCommit's error for this
-        member (ConsumerGroup.validateOffsetCommit): only the current epoch may commit."""
+    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, *, transactional: bool, version: int) -> CommitPartitionValidator | None:
+        """None when no consumer group has this id; else the check of each committed partition,
+        or ``GroupError`` when the member may commit nothing (Kafka 4.4's
+        ConsumerGroup.validateOffsetCommit). ``version``: the OffsetCommit's (a TxnOffsetCommit
+        has no such rule). A TxnOffsetCommit naming no member never gets here: the offsets
+        manager takes it into any live group first, as Kafka's shortcut for it does."""
         group = self.groups.get(group_id)
         if group is None:
             return None
         # The admin client, or a consumer that assigns partitions itself, into an empty group.
         if member_epoch < 0 and not group.members:
-            return NONE
+            return _any_partition
         member = group.members.get(member_id)
         if member is None:
-            return UNKNOWN_MEMBER_ID
-        return NONE if member_epoch == member.member_epoch else STALE_MEMBER_EPOCH
+            raise GroupError(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+        if not transactional and version < FIRST_MEMBER_EPOCH_OFFSET_COMMIT_VERSION:
+            raise GroupError(UNSUPPORTED_VERSION, "OffsetCommit version 9 or above must be used by members using the consumer group protocol")
+        if member_epoch == member.member_epoch:
+            return _any_partition
+        if member_epoch > member.member_epoch:
+            raise GroupError(STALE_MEMBER_EPOCH, f"Received member epoch {member_epoch} is newer than current member epoch {member.member_epoch}.")
+        return _assignment_epoch_validator(member.assignment, member_epoch)
 
     def subscribed_topics(self, group_id: str) -> set[str] | None:
         """None when no consumer group has this id; else the topics its members subscribe
@@ -925,6 +959,7 @@ class ConsumerGroupManager:
                         state=MemberState.from_value(value.state),
                         assigned_partitions=_partitions(value.assigned_partitions),
                         partitions_pending_revocation=_partitions(value.partitions_pending_revocation),
+                        assignment_epochs=_assignment_epochs(value.member_epoch, value.assigned_partitions, value.partitions_pending_revocation),
                     )
                     group.update_member(replace(group.members.get(member_id) or ConsumerGroupMember(member_id), assignment=current))
                 elif group_id in self.groups and member_id in self.groups[group_id].members:
@@ -1045,8 +1080,55 @@ def _partitions(topic_partitions: Iterable[Any]) -> dict[uuid.UUID, frozenset[in
     return {tp.topic_id: frozenset(tp.partitions) for tp in topic_partitions if tp.partitions}
 
 
-def _topic_partitions(partitions: Partitions) -> tuple[TopicPartitions, ...]:
-    return tuple(TopicPartitions(topic_id=t, partitions=tuple(sorted(ps))) for t, ps in sorted(partitions.items()))
+def _target_topic_partitions(partitions: Partitions) -> tuple[TopicPartition, ...]:
+    return tuple(TopicPartition(topic_id=t, partitions=tuple(sorted(ps))) for t, ps in sorted(partitions.items()))
+
+
+def _held_topic_partitions(partitions: Partitions, assignment: CurrentAssignment) -> tuple[TopicPartitions, ...]:
+    """The partitions with their assignment epochs, as Kafka 4.4 writes them."""
+    held = []
+    for t, ps in sorted(partitions.items()):
+        ordered = tuple(sorted(ps))
+        held.append(TopicPartitions(topic_id=t, partitions=ordered, assignment_epochs=tuple(assignment.assignment_epoch(t, p) for p in ordered)))
+    return tuple(held)
+
+
+def _assignment_epochs(member_epoch: int, *held: Iterable[TopicPartitions]) -> AssignmentEpochs:
+    """The epochs of a replayed assignment. A record with no epochs, or with a count that does not
+    match its partitions (which Kafka logs as an error), gives every partition the member epoch
+    (never below 0), as Kafka's Utils.assignmentFromTopicPartitions does."""
+    default = max(member_epoch, 0)
+    epochs: dict[uuid.UUID, dict[int, int]] = {}
+    for topic_partitions in held:
+        for tp in topic_partitions:
+            if not tp.partitions:
+                continue
+            given = tp.assignment_epochs
+            if given is not None and len(given) == len(tp.partitions):
+                epochs.setdefault(tp.topic_id, {}).update(zip(tp.partitions, given))
+            else:
+                epochs.setdefault(tp.topic_id, {}).update(dict.fromkeys(tp.partitions, default))
+    return epochs
+
+
+def _any_partition(topic: str, topic_id: uuid.UUID | None, partition: int) -> None:
+    """Kafka's CommitPartitionValidator.NO_OP."""
+
+
+def _assignment_epoch_validator(assignment: CurrentAssignment, member_epoch: int) -> CommitPartitionValidator:
+    """A commit from an older epoch of the member: each partition must be one the member holds
+    (assigned, or being revoked) since that epoch or earlier (Kafka 4.4's createAssignmentEpochValidator)."""
+
+    def validate(topic: str, topic_id: uuid.UUID | None, partition: int) -> None:
+        epoch = None if topic_id is None else assignment.held_since(topic_id, partition)
+        if epoch is None:
+            raise GroupError(STALE_MEMBER_EPOCH, f"Partition {topic}-{partition} is not assigned or pending revocation for member.")
+        if member_epoch < epoch:
+            raise GroupError(
+                STALE_MEMBER_EPOCH, f"Received member epoch {member_epoch} is older than assignment epoch {epoch} for partition {topic}-{partition}."
+            )
+
+    return validate
 
 
 def _described(partitions: Partitions, topic_names_by_id: Mapping[uuid.UUID, str]) -> tuple[DescribedTopicPartitions, ...]:
@@ -1087,7 +1169,7 @@ def _partition_metadata_record(group_id: str, metadata: Mapping[str, TopicMetada
 def _target_assignment_record(group_id: str, member_id: str, assignment: Partitions) -> Record:
     return (
         ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id),
-        ConsumerGroupTargetAssignmentMemberValue(topic_partitions=_topic_partitions(assignment)),
+        ConsumerGroupTargetAssignmentMemberValue(topic_partitions=_target_topic_partitions(assignment)),
     )
 
 
@@ -1099,8 +1181,8 @@ def _current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Re
             member_epoch=a.member_epoch,
             previous_member_epoch=a.previous_member_epoch,
             state=int(a.state),
-            assigned_partitions=_topic_partitions(a.assigned_partitions),
-            partitions_pending_revocation=_topic_partitions(a.partitions_pending_revocation),
+            assigned_partitions=_held_topic_partitions(a.assigned_partitions, a),
+            partitions_pending_revocation=_held_topic_partitions(a.partitions_pending_revocation, a),
         ),
     )
 

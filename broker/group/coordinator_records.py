@@ -8,7 +8,8 @@ tools that read this topic understand ours.
 A key starts with an int16 that names the record type (Kafka calls it the key version): 0 and 1
 an offset commit, 2 a classic group, 3-8 the KIP-848 consumer group records. The value starts with
 its own int16 version. The layouts are Kafka 4.0's JSON specs in
-group-coordinator/src/main/resources/common/message/: below a layout's first flexible version,
+group-coordinator/src/main/resources/common/message/, plus the tagged AssignmentEpochs that Kafka
+4.4 adds to the current member assignment: below a layout's first flexible version,
 strings, bytes and arrays carry int16/int32 lengths; from it on they are compact (uvarint length + 1)
 and every struct ends with a tagged-fields section.
 
@@ -226,13 +227,28 @@ class ClassicMemberMetadata:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TopicPartitions:
-    """ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions, and the identical
-    ConsumerGroupTargetAssignmentMemberValue.TopicPartition."""
+class TopicPartition:
+    """ConsumerGroupTargetAssignmentMemberValue.TopicPartition."""
 
     FIELDS: ClassVar[tuple[Field, ...]] = (Field("topic_id", "uuid"), Field("partitions", "[]int32"))
     topic_id: uuid.UUID
     partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicPartitions:
+    """ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions. ``assignment_epochs`` (Kafka 4.4,
+    KIP-1251) gives, index for index, the epoch at which the member got each partition; records
+    written before it have none."""
+
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("topic_id", "uuid"),
+        Field("partitions", "[]int32"),
+        Field("assignment_epochs", "[]int32", nullable=True, tag=0),
+    )
+    topic_id: uuid.UUID
+    partitions: tuple[int, ...]
+    assignment_epochs: tuple[int, ...] | None = None
 
 
 # -- values -------------------------------------------------------------------------------------------
@@ -330,8 +346,8 @@ class ConsumerGroupTargetAssignmentMetadataValue:
 class ConsumerGroupTargetAssignmentMemberValue:
     VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
     FLEXIBLE_FROM: ClassVar[int] = 0
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("topic_partitions", "[]TopicPartitions"),)
-    topic_partitions: tuple[TopicPartitions, ...]
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("topic_partitions", "[]TopicPartition"),)
+    topic_partitions: tuple[TopicPartition, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -395,7 +411,7 @@ _RECORD_TYPES: dict[int, tuple[type[Any], type[Any]]] = {
 }
 _WRITTEN_RECORD_TYPE: dict[type[Any], int] = {key: record_type for record_type, (key, _) in _RECORD_TYPES.items()}
 _STRUCTS: dict[str, type[Any]] = {
-    cls.__name__: cls for cls in (MemberMetadata, PartitionMetadata, TopicMetadata, ClassicProtocol, ClassicMemberMetadata, TopicPartitions)
+    cls.__name__: cls for cls in (MemberMetadata, PartitionMetadata, TopicMetadata, ClassicProtocol, ClassicMemberMetadata, TopicPartition, TopicPartitions)
 }
 
 

@@ -9,7 +9,12 @@ heartbeats, so that a partition never has two owners:
    member still owns; those still owned elsewhere are given later (UNRELEASED_PARTITIONS);
 3. once it holds its whole target at the target epoch, it is STABLE.
 
-This follows Kafka 4.0's CurrentAssignmentBuilder.
+Each partition the member holds also keeps the epoch at which it was given to the member
+(Kafka 4.4, KIP-1251): a partition newly assigned takes the target epoch, one kept or being
+revoked keeps its own. A commit from an older member epoch is accepted for the partitions the
+member already held at that epoch.
+
+This follows Kafka 4.0's CurrentAssignmentBuilder, with 4.4's assignment epochs.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from dataclasses import dataclass, field
 
 Partitions = Mapping[uuid.UUID, frozenset[int]]
 """Topic id -> partitions; a topic with no partition is left out, so equal values compare equal."""
+
+AssignmentEpochs = Mapping[uuid.UUID, Mapping[int, int]]
+"""Topic id -> partition -> the epoch at which the member was given the partition."""
 
 NO_EPOCH = -1
 """What ``current_partition_epoch`` answers for a partition that no member owns."""
@@ -52,9 +60,24 @@ class CurrentAssignment:
     state: MemberState = MemberState.STABLE
     assigned_partitions: Partitions = field(default_factory=dict)
     partitions_pending_revocation: Partitions = field(default_factory=dict)
+    # Every partition of the two above; see ``assignment_epoch`` for one that has none.
+    assignment_epochs: AssignmentEpochs = field(default_factory=dict)
 
     def is_reconciled_to(self, target_assignment_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == target_assignment_epoch
+
+    def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        """The epoch at which the member got a partition it holds. A partition with no recorded
+        epoch (a record written before Kafka 4.4) counts as given at the member's epoch, as Kafka's
+        Utils.assignmentFromTopicPartitions assumes."""
+        return self.assignment_epochs.get(topic_id, {}).get(partition, max(self.member_epoch, 0))
+
+    def held_since(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The assignment epoch of a partition assigned to the member or being revoked from it;
+        None when it holds no such partition."""
+        if partition in self.assigned_partitions.get(topic_id, ()) or partition in self.partitions_pending_revocation.get(topic_id, ()):
+            return self.assignment_epoch(topic_id, partition)
+        return None
 
 
 class FencedMemberEpochError(Exception):
@@ -133,8 +156,21 @@ class _Step:
 
         if pending_revocation and self.owns_any_of(pending_revocation):
             # Revoke first and stay at the current epoch until the member confirms.
-            return CurrentAssignment(member_epoch, member.member_epoch, MemberState.UNREVOKED_PARTITIONS, assigned, pending_revocation)
+            epochs = _kept_epochs(member, assigned, pending_revocation)
+            return CurrentAssignment(member_epoch, member.member_epoch, MemberState.UNREVOKED_PARTITIONS, assigned, pending_revocation, epochs)
+        epochs = _kept_epochs(member, assigned)
         for topic_id, partitions in pending_assignment.items():
             assigned[topic_id] = assigned.get(topic_id, frozenset()) | partitions
+            epochs.setdefault(topic_id, {}).update(dict.fromkeys(partitions, self.target_epoch))
         state = MemberState.UNRELEASED_PARTITIONS if has_unreleased else MemberState.STABLE
-        return CurrentAssignment(self.target_epoch, member.member_epoch, state, assigned, {})
+        return CurrentAssignment(self.target_epoch, member.member_epoch, state, assigned, {}, epochs)
+
+
+def _kept_epochs(member: CurrentAssignment, *held: Partitions) -> dict[uuid.UUID, dict[int, int]]:
+    """The assignment epochs of the partitions the member keeps (assigned or still being revoked):
+    a partition it already had keeps the epoch at which it got it."""
+    epochs: dict[uuid.UUID, dict[int, int]] = {}
+    for partitions in held:
+        for topic_id, ps in partitions.items():
+            epochs.setdefault(topic_id, {}).update((p, member.assignment_epoch(topic_id, p)) for p in ps)
+    return epochs

@@ -1,18 +1,20 @@
 """Committed offsets of the groups of one ``__consumer_offsets`` partition, sans-IO.
 
 OffsetCommit validates the committer against its group (a member of the current
-generation, or an "admin" commit with no generation into an empty group), then writes an
+generation, or an "admin" commit with no generation into an empty group; in a consumer
+group also a member's older epoch, for the partitions it held then), then writes an
 OffsetCommit record per partition; OffsetFetch answers from memory; retention expires
 offsets of groups that nobody consumes with. Rules follow Kafka 4.0's OffsetMetadataManager.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from broker.group.classic_group import ClassicGroupState
-from broker.group.consumer_group import STALE_MEMBER_EPOCH
+from broker.group.consumer_group import STALE_MEMBER_EPOCH, CommitPartitionValidator, GroupError
 from broker.group.coordinator_records import OffsetCommitKey, OffsetCommitValue
 from broker.group.group_metadata_manager import (
     COORDINATOR_NOT_AVAILABLE,
@@ -52,12 +54,16 @@ class PartitionCommit:
     offset: int
     leader_epoch: int
     metadata: str | None
+    # The topic's id in the metadata (Kafka's KafkaApis fills it in for requests that name topics):
+    # what a consumer group checks the member's assignment with.
+    topic_id: uuid.UUID | None = None
 
 
 class ConsumerGroupOffsets(Protocol):
-    """What the offsets need from the KIP-848 groups: is there such a group, and may this member commit."""
+    """What the offsets need from the KIP-848 groups: is there such a group, and may this member
+    commit (``GroupError`` when it may commit nothing, else the check of each partition)."""
 
-    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int) -> int | None: ...
+    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, *, transactional: bool, version: int) -> CommitPartitionValidator | None: ...
 
     def subscribed_topics(self, group_id: str) -> set[str] | None: ...
 
@@ -89,12 +95,34 @@ class OffsetMetadataManager:
 
     # -- OffsetCommit ------------------------------------------------------------------------------
 
-    def _validate_commit(self, group_id: str, generation_or_epoch: int, member_id: str, instance_id: str | None, unknown_group: int, now_ms: int) -> int:
-        """``unknown_group``: the answer to a member of a group this coordinator does not know."""
+    def _validate_commit(
+        self,
+        group_id: str,
+        generation_or_epoch: int,
+        member_id: str,
+        instance_id: str | None,
+        partitions: list[PartitionCommit],
+        unknown_group: int,
+        now_ms: int,
+        *,
+        transactional: bool,
+        version: int,
+    ) -> int:
+        """The error of the whole commit. ``unknown_group``: the answer to a member of a group this
+        coordinator does not know."""
         if self._consumer_groups is not None:
-            code = self._consumer_groups.validate_offset_commit(group_id, member_id, generation_or_epoch)
-            if code is not None:
-                return code
+            try:
+                validator = self._consumer_groups.validate_offset_commit(group_id, member_id, generation_or_epoch, transactional=transactional, version=version)
+                if validator is not None:
+                    # Kafka checks each partition as it commits it; the first refusal fails the whole
+                    # request (every partition gets its error, nothing is written). Partitions whose
+                    # metadata is too large are answered on their own before any check.
+                    for p in partitions:
+                        if not self._metadata_too_large(p):
+                            validator(p.topic, p.topic_id, p.partition)
+                    return NONE
+            except GroupError as e:
+                return e.error_code
         group = self._classic.group(group_id)
         if group is None:
             if generation_or_epoch < 0:
@@ -131,7 +159,8 @@ class OffsetMetadataManager:
     ) -> tuple[list[tuple[PartitionCommit, int]], list[Record]]:
         """Per-partition errors, and the records to append; memory changes when they are replayed once written."""
         partitions = list(partitions)
-        error = self._validate_commit(group_id, generation_or_epoch, member_id, instance_id, GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION, now_ms)
+        unknown_group = GROUP_ID_NOT_FOUND if version >= 9 else ILLEGAL_GENERATION
+        error = self._validate_commit(group_id, generation_or_epoch, member_id, instance_id, partitions, unknown_group, now_ms, transactional=False, version=version)
         if error:
             return [(p, error) for p in partitions], []
         # OffsetCommit v2-v4's retention time sets an explicit expiry; later versions have none.
@@ -144,8 +173,7 @@ class OffsetMetadataManager:
         answers: list[tuple[PartitionCommit, int]] = []
         records: list[Record] = []
         for p in partitions:
-            metadata = p.metadata or ""
-            if len(metadata.encode()) > self._metadata_max_bytes:
+            if self._metadata_too_large(p):
                 answers.append((p, OFFSET_METADATA_TOO_LARGE))
                 continue
             answers.append((p, NONE))
@@ -153,11 +181,14 @@ class OffsetMetadataManager:
                 (
                     OffsetCommitKey(group=group_id, topic=p.topic, partition=p.partition),
                     OffsetCommitValue(
-                        offset=p.offset, leader_epoch=p.leader_epoch, metadata=metadata, commit_timestamp=now_ms, expire_timestamp=expire
+                        offset=p.offset, leader_epoch=p.leader_epoch, metadata=p.metadata or "", commit_timestamp=now_ms, expire_timestamp=expire
                     ),
                 )
             )
         return answers, records
+
+    def _metadata_too_large(self, p: PartitionCommit) -> bool:
+        return len((p.metadata or "").encode()) > self._metadata_max_bytes
 
     # -- TxnOffsetCommit ---------------------------------------------------------------------------
 
@@ -178,7 +209,8 @@ class OffsetMetadataManager:
                 group = self._classic.get_or_create_group(group_id, now_ms)
             error = COORDINATOR_NOT_AVAILABLE if group is not None and group.is_in(ClassicGroupState.DEAD) else NONE
         else:
-            error = self._validate_commit(group_id, generation_id, member_id, instance_id, GROUP_ID_NOT_FOUND if new_errors else ILLEGAL_GENERATION, now_ms)
+            unknown_group = GROUP_ID_NOT_FOUND if new_errors else ILLEGAL_GENERATION
+            error = self._validate_commit(group_id, generation_id, member_id, instance_id, partitions, unknown_group, now_ms, transactional=True, version=version)
             if error == STALE_MEMBER_EPOCH and not new_errors:
                 error = ILLEGAL_GENERATION
         if error:

@@ -347,14 +347,16 @@ class OffsetCommitHandler:
             names, unknown = resolve_topic_ids(self._metadata, request.topics)
             topic_ids = {name: topic_id for topic_id, name in names.items() if topic_id is not None}
             commits = [
-                PartitionCommit(names[t.topic_id], p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+                PartitionCommit(names[t.topic_id], p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata, t.topic_id)
                 for t in request.topics
                 if t.topic_id in names
                 for p in t.partitions
             ]
         else:
+            # The topic IDs a consumer group checks its members' assignments with, as Kafka's KafkaApis resolves them.
+            ids = topic_ids_of(self._metadata, {t.name for t in request.topics})
             commits = [
-                PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata)
+                PartitionCommit(t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata, ids.get(t.name))
                 for t in request.topics
                 for p in t.partitions
             ]

@@ -244,7 +244,10 @@ class TxnOffsetCommitHandler:
                     # Kafka answers a partition its metadata does not have without the coordinator.
                     refused.append((_key(t, by_id), p.partition_index, ErrorCode.unknown_topic_or_partition))
                 else:
-                    commits.append(PartitionCommit(name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata))
+                    # The topic ID a consumer group checks its members' assignments with, as Kafka's KafkaApis resolves it.
+                    known = image.topics.get(name) if image is not None else None
+                    topic_id = known.topic_id if known is not None else None
+                    commits.append(PartitionCommit(name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH), p.committed_metadata, topic_id))
         return commits, refused, topic_ids
 
     async def _verified_commit(self, ctx: RequestContext, request, commits: list[PartitionCommit], refused: list[Answer], topic_ids: dict[str, uuid.UUID]):  # type: ignore[no-untyped-def]

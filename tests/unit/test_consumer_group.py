@@ -37,6 +37,7 @@ from broker.group.consumer_group import (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupManager,
     ConsumerGroupState,
+    GroupError,
     GroupResult,
     Record,
     ScheduleTimer,
@@ -604,17 +605,30 @@ def test_describe_list_and_delete() -> None:
 def test_offset_commits_are_checked_against_the_member_epoch() -> None:
     cluster = Cluster()
     manager = cluster.manager
-    assert manager.validate_offset_commit(GROUP, "a", 1) is None and manager.subscribed_topics(GROUP) is None
+    assert commit_error(manager, "a", 1) is None and manager.subscribed_topics(GROUP) is None
     a = cluster.client("a")
     cluster.settle()
-    assert manager.validate_offset_commit(GROUP, "a", a.epoch) == NONE
-    assert manager.validate_offset_commit(GROUP, "a", a.epoch - 1) == STALE_MEMBER_EPOCH
-    assert manager.validate_offset_commit(GROUP, "x", a.epoch) == UNKNOWN_MEMBER_ID
-    assert manager.validate_offset_commit(GROUP, "", -1) == UNKNOWN_MEMBER_ID, "not while the group has members"
+    assert commit_error(manager, "a", a.epoch) == NONE
+    assert commit_error(manager, "a", a.epoch + 1) == STALE_MEMBER_EPOCH
+    assert commit_error(manager, "x", a.epoch) == UNKNOWN_MEMBER_ID
+    assert commit_error(manager, "", -1) == UNKNOWN_MEMBER_ID, "not while the group has members"
     assert manager.subscribed_topics(GROUP) == {"orders"}
     a.leave()
-    assert manager.validate_offset_commit(GROUP, "", -1) == NONE
+    assert commit_error(manager, "", -1) == NONE
     assert manager.subscribed_topics(GROUP) == set()
+
+
+def commit_error(manager: ConsumerGroupManager, member_id: str, epoch: int, partitions: Iterable[tuple[uuid.UUID, int]] = ((ORDERS, 0),), version: int = 9) -> int | None:
+    """OffsetCommit's error for these partitions: None when no consumer group has the id."""
+    try:
+        validator = manager.validate_offset_commit(GROUP, member_id, epoch, transactional=False, version=version)
+        if validator is None:
+            return None
+        for topic_id, partition in partitions:
+            validator("orders" if topic_id == ORDERS else "payments", topic_id, partition)
+    except GroupError as e:
+        return e.error_code
+    return NONE
 
 
 def test_replay_rebuilds_the_same_state_and_on_loaded_rearms_timers() -> None:
@@ -658,31 +672,35 @@ def test_reconcile_revokes_first_then_assigns_what_is_free() -> None:
     def epoch_of(topic_id: uuid.UUID, partition: int) -> int:
         return owners.get((topic_id, partition), -1)
 
-    stable = CurrentAssignment(3, 2, MemberState.STABLE, {ORDERS: frozenset({0, 1})})
+    # Partition 0 was given at epoch 1, partition 1 at epoch 3.
+    stable = CurrentAssignment(3, 2, MemberState.STABLE, {ORDERS: frozenset({0, 1})}, {}, {ORDERS: {0: 1, 1: 3}})
     assert reconcile(stable, 3, {ORDERS: frozenset({0})}, None, epoch_of) is stable, "reconciled already"
 
     revoking = reconcile(stable, 4, {ORDERS: frozenset({0, 2})}, {ORDERS: frozenset({0, 1})}, epoch_of)
-    assert revoking == CurrentAssignment(3, 3, MemberState.UNREVOKED_PARTITIONS, {ORDERS: frozenset({0})}, {ORDERS: frozenset({1})})
+    # Kept and revoked partitions keep the epoch at which they were given.
+    assert revoking == CurrentAssignment(3, 3, MemberState.UNREVOKED_PARTITIONS, {ORDERS: frozenset({0})}, {ORDERS: frozenset({1})}, {ORDERS: {0: 1, 1: 3}})
     assert reconcile(revoking, 4, {ORDERS: frozenset({0, 2})}, None, epoch_of) is revoking, "no owned partitions sent: still owned"
     assert reconcile(revoking, 4, {ORDERS: frozenset({0, 2})}, {ORDERS: frozenset({0, 1})}, epoch_of) is revoking
 
     waiting = reconcile(revoking, 4, {ORDERS: frozenset({0, 2})}, {ORDERS: frozenset({0})}, epoch_of)
-    assert waiting == CurrentAssignment(4, 3, MemberState.UNRELEASED_PARTITIONS, {ORDERS: frozenset({0})}, {})
+    assert waiting == CurrentAssignment(4, 3, MemberState.UNRELEASED_PARTITIONS, {ORDERS: frozenset({0})}, {}, {ORDERS: {0: 1}})
     del owners[(ORDERS, 2)]
     done = reconcile(waiting, 4, {ORDERS: frozenset({0, 2})}, {ORDERS: frozenset({0})}, epoch_of)
-    assert done == CurrentAssignment(4, 4, MemberState.STABLE, {ORDERS: frozenset({0, 2})}, {})
+    # Partition 2, newly assigned, takes the target epoch.
+    assert done == CurrentAssignment(4, 4, MemberState.STABLE, {ORDERS: frozenset({0, 2})}, {}, {ORDERS: {0: 1, 2: 4}})
     assert done.is_reconciled_to(4)
 
 
 def test_reconcile_takes_back_a_partition_it_was_revoking_itself() -> None:
-    revoking = CurrentAssignment(5, 5, MemberState.UNREVOKED_PARTITIONS, {}, {ORDERS: frozenset({1})})
+    revoking = CurrentAssignment(5, 5, MemberState.UNREVOKED_PARTITIONS, {}, {ORDERS: frozenset({1})}, {ORDERS: {1: 2}})
 
     def owned_by_this_member(topic_id: uuid.UUID, partition: int) -> int:
         return 5
 
-    # The target changed back before the member revoked: it keeps the partition.
+    # The target changed back before the member revoked: it gets the partition again, as a new
+    # assignment at the target epoch (Kafka's computeNextAssignment only keeps assigned partitions).
     assert reconcile(revoking, 6, {ORDERS: frozenset({1})}, {}, owned_by_this_member) == CurrentAssignment(
-        6, 5, MemberState.STABLE, {ORDERS: frozenset({1})}, {}
+        6, 5, MemberState.STABLE, {ORDERS: frozenset({1})}, {}, {ORDERS: {1: 6}}
     )
 
 

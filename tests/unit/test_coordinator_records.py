@@ -38,6 +38,7 @@ from broker.group.coordinator_records import (
     OffsetCommitValue,
     PartitionMetadata,
     TopicMetadata,
+    TopicPartition,
     TopicPartitions,
     UnknownRecordType,
     decode_record,
@@ -165,7 +166,8 @@ def group_metadata_value(v: int) -> st.SearchStrategy[GroupMetadataValue]:
     )
 
 
-TOPIC_PARTITIONS = st.builds(TopicPartitions, topic_id=UUIDS, partitions=tuples(I32))
+TARGET_PARTITIONS = st.builds(TopicPartition, topic_id=UUIDS, partitions=tuples(I32))
+HELD_PARTITIONS = st.builds(TopicPartitions, topic_id=UUIDS, partitions=tuples(I32), assignment_epochs=tuples(I32) | st.none())
 CLASSIC_MEMBER = st.builds(
     ClassicMemberMetadata,
     session_timeout_ms=I32,
@@ -198,14 +200,14 @@ KIP_848_VALUES: dict[type, st.SearchStrategy[Any]] = {
         classic_member_metadata=CLASSIC_MEMBER | st.none(),
     ),
     ConsumerGroupTargetAssignmentMetadataValue: st.builds(ConsumerGroupTargetAssignmentMetadataValue, assignment_epoch=I32),
-    ConsumerGroupTargetAssignmentMemberValue: st.builds(ConsumerGroupTargetAssignmentMemberValue, topic_partitions=tuples(TOPIC_PARTITIONS)),
+    ConsumerGroupTargetAssignmentMemberValue: st.builds(ConsumerGroupTargetAssignmentMemberValue, topic_partitions=tuples(TARGET_PARTITIONS)),
     ConsumerGroupCurrentMemberAssignmentValue: st.builds(
         ConsumerGroupCurrentMemberAssignmentValue,
         member_epoch=I32,
         previous_member_epoch=I32,
         state=I8,
-        assigned_partitions=tuples(TOPIC_PARTITIONS),
-        partitions_pending_revocation=tuples(TOPIC_PARTITIONS),
+        assigned_partitions=tuples(HELD_PARTITIONS),
+        partitions_pending_revocation=tuples(HELD_PARTITIONS),
     ),
 }
 KEYS: dict[type, st.SearchStrategy[Any]] = {
@@ -257,7 +259,7 @@ def _classes() -> list[type]:
     out: list[type] = []
     for key_cls, _, value_cls, _, _ in LAYOUTS:
         out += [key_cls, value_cls]
-    return out + [MemberMetadata, PartitionMetadata, TopicMetadata, ClassicProtocol, ClassicMemberMetadata, TopicPartitions]
+    return out + [MemberMetadata, PartitionMetadata, TopicMetadata, ClassicProtocol, ClassicMemberMetadata, TopicPartition, TopicPartitions]
 
 
 # -- round trips --------------------------------------------------------------------------------------
@@ -416,6 +418,73 @@ def test_consumer_group_current_member_assignment_bytes() -> None:
     assert decode_record(key_raw, raw) == CoordinatorRecord(key, value)
 
 
+def test_consumer_group_current_member_assignment_with_assignment_epochs() -> None:
+    # Kafka 4.4 (KIP-1251): TopicPartitions' tagged AssignmentEpochs (tag 0, nullable []int32),
+    # in both lists; written only when set.
+    epochs = compact_count(2) + i32(7) + i32(10)
+    revoking_epochs = compact_count(1) + i32(3)
+    raw = (
+        i16(0)
+        + i32(10)  # MemberEpoch
+        + i32(9)  # PreviousMemberEpoch
+        + i8(1)  # State
+        + compact_count(1)  # AssignedPartitions
+        + TOPIC_ID.bytes
+        + compact_count(2)
+        + i32(0)
+        + i32(2)
+        + uvarint(1)  # one tagged field
+        + uvarint(0)  # tag 0: AssignmentEpochs
+        + uvarint(len(epochs))
+        + epochs
+        + compact_count(1)  # PartitionsPendingRevocation
+        + TOPIC_ID.bytes
+        + compact_count(1)
+        + i32(5)
+        + uvarint(1)
+        + uvarint(0)
+        + uvarint(len(revoking_epochs))
+        + revoking_epochs
+        + NO_TAGS
+    )
+    key_raw = i16(8) + string("g") + string("m")
+    value = ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=10,
+        previous_member_epoch=9,
+        state=1,
+        assigned_partitions=(TopicPartitions(topic_id=TOPIC_ID, partitions=(0, 2), assignment_epochs=(7, 10)),),
+        partitions_pending_revocation=(TopicPartitions(topic_id=TOPIC_ID, partitions=(5,), assignment_epochs=(3,)),),
+    )
+    assert encode_value(value) == raw
+    assert decode_record(key_raw, raw).value == value
+    # A record from before 4.4 has no tagged field: it reads back with null epochs.
+    older = dataclasses.replace(
+        value,
+        assigned_partitions=(TopicPartitions(topic_id=TOPIC_ID, partitions=(0, 2)),),
+        partitions_pending_revocation=(TopicPartitions(topic_id=TOPIC_ID, partitions=(5,)),),
+    )
+    older_raw = (
+        i16(0)
+        + i32(10)
+        + i32(9)
+        + i8(1)
+        + compact_count(1)
+        + TOPIC_ID.bytes
+        + compact_count(2)
+        + i32(0)
+        + i32(2)
+        + NO_TAGS
+        + compact_count(1)
+        + TOPIC_ID.bytes
+        + compact_count(1)
+        + i32(5)
+        + NO_TAGS
+        + NO_TAGS
+    )
+    assert encode_value(older) == older_raw
+    assert decode_record(key_raw, older_raw).value == older
+
+
 def test_consumer_group_member_metadata_with_classic_member_tagged_field() -> None:
     classic = (
         uvarint(1)  # non-null
@@ -481,7 +550,7 @@ def test_unknown_tagged_fields_are_skipped() -> None:
         + NO_TAGS
     )
     assert decode_record(i16(7) + string("g") + string("m"), nested).value == ConsumerGroupTargetAssignmentMemberValue(
-        topic_partitions=(TopicPartitions(topic_id=TOPIC_ID, partitions=(3,)),)
+        topic_partitions=(TopicPartition(topic_id=TOPIC_ID, partitions=(3,)),)
     )
 
 
