@@ -94,6 +94,8 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
 # OffsetCommit's first version with a member epoch: what consumer-protocol members must use.
 FIRST_MEMBER_EPOCH_OFFSET_COMMIT_VERSION = 9
+# TxnOffsetCommit's default generation id: what a producer that names no member sends.
+NO_GENERATION_ID = -1
 
 # Kafka's Topic.isInternal: never matched by a subscribed regular expression.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
@@ -842,17 +844,22 @@ class ConsumerGroupManager:
 
     # -- what the committed offsets need (offset_metadata_manager.ConsumerGroupOffsets) -----------
 
-    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, *, transactional: bool, version: int) -> CommitPartitionValidator | None:
+    def validate_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int, *, transactional: bool, version: int, instance_id: str | None = None
+    ) -> CommitPartitionValidator | None:
         """None when no consumer group has this id; else the check of each committed partition,
         or ``GroupError`` when the member may commit nothing (Kafka 4.4's
         ConsumerGroup.validateOffsetCommit). ``version``: the OffsetCommit's (a TxnOffsetCommit
-        has no such rule). A TxnOffsetCommit naming no member never gets here: the offsets
-        manager takes it into any live group first, as Kafka's shortcut for it does."""
+        has no such rule)."""
         group = self.groups.get(group_id)
         if group is None:
             return None
         # The admin client, or a consumer that assigns partitions itself, into an empty group.
         if member_epoch < 0 and not group.members:
+            return _any_partition
+        # A producer's TxnOffsetCommit v0-v2 names no member: its defaults (epoch -1, member "", no
+        # instance) are taken exactly; any other epoch without a member is an unknown member.
+        if transactional and member_epoch == NO_GENERATION_ID and member_id == "" and instance_id is None:
             return _any_partition
         member = group.members.get(member_id)
         if member is None:
@@ -864,6 +871,24 @@ class ConsumerGroupManager:
         if member_epoch > member.member_epoch:
             raise GroupError(STALE_MEMBER_EPOCH, f"Received member epoch {member_epoch} is newer than current member epoch {member.member_epoch}.")
         return _assignment_epoch_validator(member.assignment, member_epoch)
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """OffsetFetch v9+ names the fetching member: ``GroupError`` unless it is one of the group's,
+        at its current epoch (Kafka 4.4's ConsumerGroup.validateOffsetFetch). A fetch with no member
+        id (null) and a negative epoch is an admin's, and is not checked; an empty member id is
+        checked, and is no member. No consumer group with this id: nothing to check."""
+        group = self.groups.get(group_id)
+        if group is None or (member_id is None and member_epoch < 0):
+            return
+        if member_id is None:
+            # Kafka 4.4 looks a null member id up in its members' map, which fails with a
+            # NullPointerException: the client hears UNKNOWN_SERVER_ERROR (checked on a real node).
+            raise GroupError(UNKNOWN_SERVER_ERROR, f"A null member id with member epoch {member_epoch} names no member of group {group_id}.")
+        member = group.members.get(member_id)
+        if member is None:
+            raise GroupError(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+        if member_epoch != member.member_epoch:
+            raise GroupError(STALE_MEMBER_EPOCH, f"The received member epoch {member_epoch} does not match the expected member epoch {member.member_epoch}.")
 
     def subscribed_topics(self, group_id: str) -> set[str] | None:
         """None when no consumer group has this id; else the topics its members subscribe

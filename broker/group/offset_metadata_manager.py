@@ -63,7 +63,11 @@ class ConsumerGroupOffsets(Protocol):
     """What the offsets need from the KIP-848 groups: is there such a group, and may this member
     commit (``GroupError`` when it may commit nothing, else the check of each partition)."""
 
-    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, *, transactional: bool, version: int) -> CommitPartitionValidator | None: ...
+    def validate_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int, *, transactional: bool, version: int, instance_id: str | None = None
+    ) -> CommitPartitionValidator | None: ...
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None: ...
 
     def subscribed_topics(self, group_id: str) -> set[str] | None: ...
 
@@ -112,7 +116,9 @@ class OffsetMetadataManager:
         coordinator does not know."""
         if self._consumer_groups is not None:
             try:
-                validator = self._consumer_groups.validate_offset_commit(group_id, member_id, generation_or_epoch, transactional=transactional, version=version)
+                validator = self._consumer_groups.validate_offset_commit(
+                    group_id, member_id, generation_or_epoch, transactional=transactional, version=version, instance_id=instance_id
+                )
                 if validator is not None:
                     # Kafka checks each partition as it commits it; the first refusal fails the whole
                     # request (every partition gets its error, nothing is written). Partitions whose
@@ -134,6 +140,10 @@ class OffsetMetadataManager:
             return COORDINATOR_NOT_AVAILABLE
         if generation_or_epoch < 0 and group.is_in(ClassicGroupState.EMPTY):
             return NONE
+        if transactional and generation_or_epoch < 0 and not member_id and instance_id is None:
+            # A producer's TxnOffsetCommit v0-v2 names no member: Kafka's ClassicGroup takes it, with
+            # any negative generation, into a group with members (a consumer group only with -1).
+            return NONE
         error = validate_member(group, member_id, instance_id)
         if error:
             return error
@@ -141,8 +151,9 @@ class OffsetMetadataManager:
             return UNKNOWN_MEMBER_ID
         if generation_or_epoch != group.generation_id:
             return ILLEGAL_GENERATION
-        if group.is_in(ClassicGroupState.COMPLETING_REBALANCE):
-            # Commits are fenced until the member has learnt its new assignment.
+        if not transactional and group.is_in(ClassicGroupState.COMPLETING_REBALANCE):
+            # Commits are fenced until the member has learnt its new assignment; Kafka's
+            # ClassicGroup.validateOffsetCommit fences OffsetCommit only, not TxnOffsetCommit.
             return REBALANCE_IN_PROGRESS
         return NONE
 
@@ -199,20 +210,16 @@ class OffsetMetadataManager:
         the producer's transactional batch and replays them with ``replay_transactional``.
         ``version``: the TxnOffsetCommit's; from v6 (KIP-1319) a member of an unknown group is told
         GROUP_ID_NOT_FOUND and a stale consumer-group member STALE_MEMBER_EPOCH, which older
-        versions hear as ILLEGAL_GENERATION (Kafka 4.4's validateTransactionalOffsetCommit)."""
+        versions hear as ILLEGAL_GENERATION (Kafka 4.4's validateTransactionalOffsetCommit). One
+        that names no member is taken into a group nobody knows (with any negative generation, as a
+        new simple group) or into a live classic group; into a consumer group with members only with
+        Kafka's defaults (generation -1, member "", no instance), else UNKNOWN_MEMBER_ID."""
         new_errors = version >= FIRST_TXN_GROUP_ERRORS_VERSION
         partitions = list(partitions)
-        if generation_id < 0 and not member_id and instance_id is None:
-            # TxnOffsetCommit v0-v2 name no member: Kafka accepts them into any live group.
-            group = self._classic.group(group_id)
-            if group is None and (self._consumer_groups is None or self._consumer_groups.subscribed_topics(group_id) is None):
-                group = self._classic.get_or_create_group(group_id, now_ms)
-            error = COORDINATOR_NOT_AVAILABLE if group is not None and group.is_in(ClassicGroupState.DEAD) else NONE
-        else:
-            unknown_group = GROUP_ID_NOT_FOUND if new_errors else ILLEGAL_GENERATION
-            error = self._validate_commit(group_id, generation_id, member_id, instance_id, partitions, unknown_group, now_ms, transactional=True, version=version)
-            if error == STALE_MEMBER_EPOCH and not new_errors:
-                error = ILLEGAL_GENERATION
+        unknown_group = GROUP_ID_NOT_FOUND if new_errors else ILLEGAL_GENERATION
+        error = self._validate_commit(group_id, generation_id, member_id, instance_id, partitions, unknown_group, now_ms, transactional=True, version=version)
+        if error == STALE_MEMBER_EPOCH and not new_errors:
+            error = ILLEGAL_GENERATION
         if error:
             return [(p, error) for p in partitions], []
         return self._commit_records(group_id, partitions, NO_EXPIRATION, now_ms)
@@ -245,6 +252,17 @@ class OffsetMetadataManager:
         return any((topic, partition) in groups.get(group_id, {}) for groups in self.pending_txn_offsets.values())
 
     # -- OffsetFetch -------------------------------------------------------------------------------
+
+    def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        """OffsetFetch v9+'s check of the member it names (Kafka 4.4's validateOffsetFetch): the
+        error of the whole group, or NONE. Only a consumer group checks; a classic group's members
+        fetch with no member id, and a group nobody knows has no offsets to protect."""
+        if self._consumer_groups is not None:
+            try:
+                self._consumer_groups.validate_offset_fetch(group_id, member_id, member_epoch)
+            except GroupError as e:
+                return e.error_code
+        return NONE
 
     def fetch(self, group_id: str, partitions: Iterable[tuple[str, int]] | None) -> list[tuple[str, int, OffsetAndMetadata | None]]:
         """The committed offsets asked for (None: every partition the group has an offset for)."""

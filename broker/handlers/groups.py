@@ -311,6 +311,8 @@ class LeaveGroupHandler:
 
 # OffsetCommit v10 and OffsetFetch v10 (KIP-848) name topics by topic ID.
 FIRST_OFFSETS_BY_TOPIC_ID_VERSION = 10
+# OffsetFetch v9 (KIP-848) names the fetching member; a consumer group checks it.
+FIRST_OFFSET_FETCH_MEMBER_VERSION = 9
 
 
 def resolve_topic_ids(metadata: MetadataCache, topics: Iterable[Any]) -> tuple[dict[uuid.UUID | None, str], list[Any]]:
@@ -461,14 +463,32 @@ class OffsetFetchHandler:
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         group_ids = [g.group_id for g in request.groups] if ctx.version >= 8 else [request.group_id]
         denied = self._denied_groups(ctx, group_ids) if self._auth.enabled else _NONE_DENIED
+        member_errors = self._member_errors(request, denied) if ctx.version >= FIRST_OFFSET_FETCH_MEMBER_VERSION else {}
         if getattr(request, "require_stable", False):
             # A refused group is answered at once, as Kafka does: its pending writes are not waited for.
-            waiting = [g for g in group_ids if g not in denied] if denied else group_ids
+            waiting = [g for g in group_ids if g not in denied and g not in member_errors] if denied or member_errors else group_ids
             # Per group, the offset the latest write waiting for the followers needs: later writes are not waited for.
             pending = {g: o for g in waiting if (o := self._coordinator.last_pending_write(g)) is not None}
             if self._unsettled(waiting, pending):
-                return self._answer_when_settled(ctx, request, waiting, pending, denied)
-        return self._answer(ctx, request, denied)
+                return self._answer_when_settled(ctx, request, waiting, pending, denied, member_errors)
+        return self._answer(ctx, request, denied, member_errors)
+
+    def _member_errors(self, request, denied: frozenset[str]) -> dict[str, int]:  # type: ignore[no-untyped-def]
+        """The groups whose fetching member (OffsetFetch v9+) the consumer group refuses, and why.
+        Kafka checks it when the fetch arrives, as a stable fetch's write operation starts, and
+        fails that group at once: its answer does not wait for the group's pending writes."""
+        errors: dict[str, int] = {}
+        for g in request.groups:
+            if g.group_id in denied:
+                continue
+            try:
+                shard = self._coordinator.shard_for(g.group_id)
+            except CoordinatorNotAvailable:
+                continue  # _fetch answers the coordinator's error
+            error = shard.offsets.validate_fetch(g.group_id, g.member_id, g.member_epoch)
+            if error:
+                errors[g.group_id] = error
+        return errors
 
     def _denied_groups(self, ctx: RequestContext, group_ids: list[str]) -> frozenset[str]:
         return frozenset(g for g in group_ids if not self._auth.authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g))
@@ -479,7 +499,9 @@ class OffsetFetchHandler:
     def _unsettled(self, group_ids: list[str], pending: dict[str, int]) -> bool:
         return self._waits_for_session(group_ids) or any(not self._coordinator.writes_settled_through(g, o) for g, o in pending.items())
 
-    async def _answer_when_settled(self, ctx: RequestContext, request, group_ids: list[str], pending: dict[str, int], denied: frozenset[str]):  # type: ignore[no-untyped-def]
+    async def _answer_when_settled(  # type: ignore[no-untyped-def]
+        self, ctx: RequestContext, request, group_ids: list[str], pending: dict[str, int], denied: frozenset[str], member_errors: dict[str, int]
+    ):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._stable_wait_s
         if self._waits_for_session(group_ids):
@@ -487,13 +509,14 @@ class OffsetFetchHandler:
         while self._unsettled(group_ids, pending):
             if loop.time() >= deadline:
                 log.warning("group_coordinator.stable_fetch_timed_out", groups=group_ids, in_session=self._in_session())
-                return self._answer(ctx, request, denied, ErrorCode.not_coordinator)
+                return self._answer(ctx, request, denied, member_errors, ErrorCode.not_coordinator)
             await asyncio.sleep(STABLE_POLL_S)
-        return self._answer(ctx, request, denied)
+        return self._answer(ctx, request, denied, member_errors)
 
-    def _answer(self, ctx: RequestContext, request, denied: frozenset[str], unavailable: int | None = None):  # type: ignore[no-untyped-def]
-        """``denied``: the groups the principal may not describe. ``unavailable``: answer every
-        other group with this coordinator error instead of its offsets."""
+    def _answer(self, ctx: RequestContext, request, denied: frozenset[str], member_errors: dict[str, int], unavailable: int | None = None):  # type: ignore[no-untyped-def]
+        """``denied``: the groups the principal may not describe. ``member_errors``: the groups
+        refused for their fetching member. ``unavailable``: answer every other group with this
+        coordinator error instead of its offsets."""
         schema = response_schema(ApiKey.OFFSET_FETCH, ctx.version)
         if ctx.version >= 8:
             group_cls = nested(schema, "OffsetFetchResponseGroup")
@@ -503,6 +526,10 @@ class OffsetFetchHandler:
             for g in request.groups:
                 if g.group_id in denied:
                     groups.append(build(group_cls, group_id=g.group_id, topics=(), error_code=ErrorCode.group_authorization_failed))
+                    continue
+                if g.group_id in member_errors:
+                    # As Kafka's KafkaApis: the group's error alone, without the topics it refused itself.
+                    groups.append(build(group_cls, group_id=g.group_id, topics=(), error_code=member_errors[g.group_id]))
                     continue
                 error, topics = self._fetch(ctx, g.group_id, g.topics, topic_cls, part_cls, False, request.require_stable, unavailable)
                 groups.append(build(group_cls, group_id=g.group_id, topics=topics, error_code=error))
