@@ -6,6 +6,9 @@ admin writes, producer-id blocks) to ControllerApis. A controller listener is se
 broker's is (TLS, SASL with SCRAM credentials from the metadata image), and with an authorizer
 every API but ApiVersions is authorized first (ControllerApis.authorized): the admin requests
 from anyone but a broker, and those an Envelope carries, per resource for the client.
+ApiVersions carries features as Kafka 4.4's controller's does (SimpleApiVersionManager): the
+ranges this build supports and the levels finalized in the metadata log (FeaturesPublisher), which
+is what Admin.describeFeatures reads, so kafka-features.sh --bootstrap-controller describe works.
 Once its listeners are bound, the controller registers itself with the active controller
 (KIP-919, broker/controller_registration_manager.py).
 """
@@ -27,11 +30,13 @@ from broker.handlers.forwarding import ForwardToControllerHandler
 from broker.controller.quorum_controller import QuorumController
 from broker.controller_channel import ControllerChannel
 from broker.controller_registration_manager import ControllerRegistrationManager
-from broker.handlers.api_versions import api_versions_answer
+from broker.controller.feature_control_manager import supported_features
+from broker.handlers.api_versions import FeatureInfo, api_versions_answer
 from broker.handlers.sasl import sasl_authenticate, sasl_handshake
 from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.acl_publisher import AclPublisher
 from broker.metadata.bootstrap_directory import read_bootstrap_metadata
+from broker.metadata.features_publisher import FeaturesPublisher
 from broker.metadata.metadata_records import BrokerEndpoint
 from broker.metrics.kafka_metrics_exporter import KafkaMetricsExporter
 from broker.metrics.node_metrics import controller_collectors
@@ -75,6 +80,11 @@ class ControllerServer:
         cfg = self.config
         self.acl_publisher = AclPublisher(bool(cfg.authorizer_class_name), parse_super_users(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
         loader.install_publisher(self.acl_publisher)
+        self.features_publisher = FeaturesPublisher()
+        loader.install_publisher(self.features_publisher)
+        # Kafka's controller passes unstable.api.versions.enable, not unstable.feature.versions.enable,
+        # to the supported ranges its ApiVersions shows (what it registers with follows the latter).
+        self._supported_features = supported_features(cfg.unstable_api_versions_enable)
         self.apis = ControllerApis(self.controller, cfg, shared.cluster_id, raft, self.acl_publisher)
         assert shared.network is not None
         channel = ControllerChannel(
@@ -107,10 +117,14 @@ class ControllerServer:
         handlers = {key: authorized(key, handler, auth, for_clients.get(key)) for key, handler in handlers.items()}
         handlers[ApiKey.ENVELOPE] = authorized(ApiKey.ENVELOPE, EnvelopeHandler(for_clients), auth)
         # No cluster and node check on a controller listener (ControllerApis), only v5's validity.
-        handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_answer(ctx.version, req, CONTROLLER_APIS)
+        handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_answer(ctx.version, req, CONTROLLER_APIS, features=self._feature_info())
         handlers[ApiKey.SASL_HANDSHAKE] = sasl_handshake
         handlers[ApiKey.SASL_AUTHENTICATE] = sasl_authenticate
         return handlers
+
+    def _feature_info(self) -> FeatureInfo:
+        published = self.features_publisher
+        return FeatureInfo(self._supported_features, published.finalized, published.epoch)
 
     def _envelope_handlers(self, auth: AuthHelper) -> dict[ApiKey, Any]:
         """An Envelope's inner request, answered for its client: authorized for the client's

@@ -89,6 +89,7 @@ class ApiKey(IntEnum):
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
+    UNREGISTER_CONTROLLER = 94
 
 
 # For APIs whose every version uses the old, non-flexible encoding.
@@ -187,6 +188,9 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.ADD_RAFT_VOTER, 0, 1, 0),
         ApiRange(ApiKey.REMOVE_RAFT_VOTER, 0, 0, 0),
         ApiRange(ApiKey.UNREGISTER_BROKER, 0, 0, 0),
+        # Kafka 4.4's spec lists the broker too: kafka-cluster.sh unregister-controller with
+        # --bootstrap-server reaches the active controller through its broker (protocol/schema/).
+        ApiRange(ApiKey.UNREGISTER_CONTROLLER, 0, 0, 0),
         # Forwarded to the active controller, as Kafka's brokers do for kafka-features.sh.
         ApiRange(ApiKey.UPDATE_FEATURES, 0, 2, 0),
         ApiRange(ApiKey.DESCRIBE_PRODUCERS, 0, 0, 0),
@@ -242,6 +246,7 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         # The controllers' own registrations (KIP-919); never offered to clients, as in Kafka.
         ApiRange(ApiKey.CONTROLLER_REGISTRATION, 0, 0, 0),
         SUPPORTED_APIS[ApiKey.UNREGISTER_BROKER],
+        SUPPORTED_APIS[ApiKey.UNREGISTER_CONTROLLER],
         SUPPORTED_APIS[ApiKey.UPDATE_FEATURES],
         ApiRange(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, 0),
         # Partition leaders' ISR changes. Kafka 4 serves v2-3 only, as kio knows them; never

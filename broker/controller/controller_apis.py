@@ -15,12 +15,14 @@ routed by the controller server (and by ``handle`` for the ones a broker forward
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16
 
 from broker.config import BrokerConfig
 from broker.controller.cluster_control_manager import BrokerRegistrationRequest
@@ -102,7 +104,7 @@ CONTROLLER_CLUSTER_OPERATIONS: dict[ApiKey, int] = {
     **dict.fromkeys((ApiKey.DESCRIBE_QUORUM, ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_ACLS), AclOperation.DESCRIBE),
     **dict.fromkeys(
         (
-            ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.ELECT_LEADERS, ApiKey.UNREGISTER_BROKER,
+            ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.ELECT_LEADERS, ApiKey.UNREGISTER_BROKER, ApiKey.UNREGISTER_CONTROLLER,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.UPDATE_FEATURES,
             ApiKey.DESCRIBE_CLUSTER, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS, ApiKey.CREATE_PARTITIONS,
         ),
@@ -112,7 +114,7 @@ CONTROLLER_CLUSTER_OPERATIONS: dict[ApiKey, int] = {
     ApiKey.CREATE_TOPICS: AclOperation.CREATE,
     ApiKey.DELETE_TOPICS: AclOperation.DELETE,
 }
-FORWARDED_APIS = _ITEMIZED | FORWARDED_RAFT_APIS | {ApiKey.UNREGISTER_BROKER, ApiKey.DESCRIBE_ACLS}
+FORWARDED_APIS = _ITEMIZED | FORWARDED_RAFT_APIS | {ApiKey.UNREGISTER_BROKER, ApiKey.UNREGISTER_CONTROLLER, ApiKey.DESCRIBE_ACLS}
 
 
 def authorized(
@@ -188,6 +190,7 @@ class ControllerApis:
             ApiKey.BROKER_HEARTBEAT: self._broker_heartbeat,
             ApiKey.CONTROLLER_REGISTRATION: self._controller_registration,
             ApiKey.UNREGISTER_BROKER: self._unregister_broker,
+            ApiKey.UNREGISTER_CONTROLLER: self._unregister_controller,
             ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
             ApiKey.ALTER_PARTITION: self._alter_partition,
         }
@@ -305,6 +308,16 @@ class ControllerApis:
         return build(
             response_schema(ApiKey.UNREGISTER_BROKER, ctx.version), throttle_time=0, error_code=reply.error_code, error_message=reply.error_message
         )
+
+    async def _unregister_controller(self, ctx: RequestContext, request: Any) -> Any:
+        """UnregisterController v0: NONE once the UnregisterControllerRecord is committed."""
+        schema = response_schema(ApiKey.UNREGISTER_CONTROLLER, ctx.version)
+        try:
+            await self._controller.unregister_controller(int(request.controller_id))
+        except ApiError as refused:
+            # Not build(): CONTROLLER_ID_NOT_REGISTERED is no kio ErrorCode (protocol/schema/unregister_controller/).
+            return schema(throttle_time=datetime.timedelta(0), error_code=i16(refused.error_code), error_message=refused.message)
+        return schema(throttle_time=datetime.timedelta(0), error_code=i16(ErrorCode.none), error_message=None)
 
     async def _allocate_producer_ids(self, ctx: RequestContext, request: Any) -> Any:
         block = await self._controller.allocate_producer_id_block(int(request.broker_id), int(request.broker_epoch))

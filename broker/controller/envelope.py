@@ -51,6 +51,7 @@ FORWARDABLE_APIS = frozenset(
         ApiKey.DESCRIBE_QUORUM,
         ApiKey.UPDATE_FEATURES,
         ApiKey.UNREGISTER_BROKER,
+        ApiKey.UNREGISTER_CONTROLLER,
         ApiKey.ADD_RAFT_VOTER,
         ApiKey.REMOVE_RAFT_VOTER,
     }

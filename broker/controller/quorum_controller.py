@@ -49,7 +49,7 @@ from broker.controller.cluster_control_manager import (
 )
 from broker.controller import controller_registrations
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
-from broker.controller.controller_result import ControllerResult
+from broker.controller.controller_result import ApiError, ControllerResult
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, NEW_CLUSTER_FEATURES, FeatureUpdateResult
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
 from broker.controller.reassignment_control_manager import OngoingTopicReassignment, ReassignableTopic, ReassignableTopicResult
@@ -338,6 +338,20 @@ class QuorumController:
 
         await self._write(decide)
         self._log.info("controller.controller_registered", controller=request.controller_id, incarnation_id=str(request.incarnation_id))
+
+    async def unregister_controller(self, controller_id: int) -> None:
+        """UnregisterController: done once its UnregisterControllerRecord is committed. ApiError
+        INVALID_REQUEST for the active controller itself, then as controller_registrations says."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], None]:
+            # Checked inside the write: only the active controller knows it is the one asked about.
+            if controller_id == self._node_id:
+                raise ApiError(ErrorCode.invalid_request, "Controller cannot unregister itself while it is active.")
+            result = controller_registrations.unregister_controller(image, controller_id)
+            return result.records, result.response
+
+        await self._write(decide)
+        self._log.info("controller.controller_unregistered", controller=controller_id)
 
     async def fence_stale_brokers(self) -> list[int]:
         """Fence the broker whose session ran out first, if one did; the id fenced. The session

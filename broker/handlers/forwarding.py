@@ -59,11 +59,11 @@ def _request_timeout_ms(request: Any) -> int | None:
 
 
 def error_response(api_key: ApiKey, version: int, request: Any, error_code: ErrorCode, message: str) -> Any:
-    """Every item of the request answered ``error_code`` (DescribeQuorum, the voter changes and UnregisterBroker: the whole answer)."""
+    """Every item of the request answered ``error_code`` (DescribeQuorum, the voter changes and the unregistrations: the whole answer)."""
     schema = response_schema(api_key, version)
     if api_key == ApiKey.DESCRIBE_QUORUM:
         return build(schema, error_code=error_code, error_message=message, topics=(), nodes=())
-    if api_key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.UNREGISTER_BROKER):
+    if api_key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.UNREGISTER_BROKER, ApiKey.UNREGISTER_CONTROLLER):
         return build(schema, throttle_time=0, error_code=error_code, error_message=message)
     if api_key == ApiKey.ELECT_LEADERS:
         # Kafka's ElectLeadersRequest.getErrorResponse: a request for every partition names none.
@@ -190,6 +190,7 @@ _CLUSTER_OPERATIONS: dict[ApiKey, int] = {
     ApiKey.ADD_RAFT_VOTER: AclOperation.ALTER,
     ApiKey.REMOVE_RAFT_VOTER: AclOperation.ALTER,
     ApiKey.UNREGISTER_BROKER: AclOperation.ALTER,
+    ApiKey.UNREGISTER_CONTROLLER: AclOperation.ALTER,
     ApiKey.ELECT_LEADERS: AclOperation.ALTER,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: AclOperation.ALTER,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,

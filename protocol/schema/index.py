@@ -20,5 +20,9 @@ SCHEMAS: Mapping[tuple[int, int], tuple[str, str]] = MappingProxyType(
             "protocol.schema.delete_groups.v3.request:DeleteGroupsRequest",
             "protocol.schema.delete_groups.v3.response:DeleteGroupsResponse",
         ),
+        (94, 0): (
+            "protocol.schema.unregister_controller.v0.request:UnregisterControllerRequest",
+            "protocol.schema.unregister_controller.v0.response:UnregisterControllerResponse",
+        ),
     }
 )

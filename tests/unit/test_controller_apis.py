@@ -123,6 +123,7 @@ def every_write() -> list[Any]:
     out += [broker_registration(v, 4) for v in versions(ApiKey.BROKER_REGISTRATION)]
     out += [heartbeat(v, 4, 10, 10) for v in versions(ApiKey.BROKER_HEARTBEAT)]
     out += [request(ApiKey.UNREGISTER_BROKER, 0, broker_id=4)]
+    out += [request(ApiKey.UNREGISTER_CONTROLLER, 0, controller_id=4)]
     out += [request(ApiKey.ALLOCATE_PRODUCER_IDS, 0, broker_id=4, broker_epoch=10)]
     return out
 
