@@ -7,14 +7,12 @@ error counting of the answer, and FeaturesPublisher's levels and epoch.
 from __future__ import annotations
 
 import datetime
-import io
 import struct
 import uuid
 from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
 from broker.controller.controller_apis import CONTROLLER_CLUSTER_OPERATIONS, ControllerApis
@@ -36,18 +34,7 @@ from broker.metrics.request_errors import count_response, error_name
 from broker.security.standard_acl import AclOperation
 from protocol.api_keys import CONTROLLER_APIS, SUPPORTED_APIS, ApiKey, request_schema, response_schema
 from tests.unit.quorum_controller_fakes import CLUSTER_ID, Clock, FakeQuorum, Node, run
-
-
-def encode(entity: Any) -> bytes:
-    out = io.BytesIO()
-    entity_writer(type(entity))(out, entity)
-    return out.getvalue()
-
-
-def decode(schema: type, data: bytes) -> Any:
-    entity, size = entity_reader(schema)(memoryview(data).toreadonly(), 0)
-    assert size == len(data)
-    return entity
+from tests.unit.test_kafka44_schemas import decode, encode
 
 
 # -- the v0 codec and where it is served ---------------------------------------------------------------
