@@ -22,10 +22,12 @@ def dump_native_stacks(path: Path) -> str:
     if gdb is None:
         return "no native stacks: gdb is not installed"
     command = [gdb, "-p", str(os.getpid()), "-batch", "-nx", "-ex", "thread apply all bt"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=GDB_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        return f"no native stacks: gdb did not answer in {GDB_TIMEOUT_S:.0f} s"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(done.stdout + done.stderr)
+    # Straight into the file: gdb stops this whole process while it writes, so a pipe this
+    # process should drain would fill and leave both waiting for each other.
+    with path.open("wb") as out:
+        try:
+            subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=GDB_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            return f"no native stacks: gdb did not answer in {GDB_TIMEOUT_S:.0f} s"
     return f"native stacks of every thread in {path}"
