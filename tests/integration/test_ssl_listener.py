@@ -253,7 +253,10 @@ def test_a_listeners_cipher_suites_admit_a_client_that_offers_one_of_them_and_no
     while not errors and time.monotonic() < deadline:
         refused.poll(0.1)
     # As from Kafka, the refusal comes as TLS's handshake_failure alert (40), not a bare close.
-    assert errors and errors[0].code() == KafkaError._SSL and "alert handshake failure" in errors[0].str(), errors
+    # librdkafka files it under _SSL, or under _TRANSPORT when its socket sees the close first
+    # (seen on a loaded machine); the alert in the text is what the broker sent either way.
+    assert errors and errors[0].code() in (KafkaError._SSL, KafkaError._TRANSPORT), errors
+    assert "alert handshake failure" in errors[0].str() and "alert number 40" in errors[0].str(), errors
     offers_another = ssl.create_default_context(cafile=str(tls.ca))
     offers_another.maximum_version = ssl.TLSVersion.TLSv1_2
     offers_another.set_ciphers("ECDHE-ECDSA-AES256-GCM-SHA384")
