@@ -21,6 +21,7 @@ log = structlog.get_logger(__name__)
 
 BROKER_ROLE = "broker"
 CONTROLLER_ROLE = "controller"
+# In the order of Kafka's SecurityProtocol ids (0-3), which registrations carry.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # What client listeners may use.
 SERVED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

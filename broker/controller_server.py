@@ -22,7 +22,7 @@ import structlog
 
 from broker.auth_helper import AuthHelper
 from broker.channel_builders import ListenerSecurityBuilder
-from broker.config import BrokerConfig
+from broker.config import SECURITY_PROTOCOLS, BrokerConfig
 from broker.controller.controller_apis import ControllerApis, authorized
 from broker.controller.envelope import FORWARDABLE_APIS, EnvelopeHandler, LocalControllerChannel
 from broker.controller_mutation_quota_manager import ControllerMutationQuotaManager
@@ -59,8 +59,6 @@ RAFT_APIS = (
     ApiKey.REMOVE_RAFT_VOTER,
     ApiKey.UPDATE_RAFT_VOTER,
 )
-# Kafka's SecurityProtocol ids, as a registration carries them.
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class ControllerServer:
@@ -171,7 +169,7 @@ class ControllerServer:
         bound = {lst.name: server.port for lst, server in zip(cfg.controller_listeners, self.socket_servers)}
         return [
             BrokerEndpoint(
-                name=lst.name, host=lst.host, port=lst.port or bound.get(lst.name, 0), security_protocol=SECURITY_PROTOCOL_IDS[cfg.security_protocol_map[lst.name]]
+                name=lst.name, host=lst.host, port=lst.port or bound.get(lst.name, 0), security_protocol=SECURITY_PROTOCOLS.index(cfg.security_protocol_map[lst.name])
             )
             for lst in cfg.advertised_controller_listeners
         ]
