@@ -17,7 +17,8 @@ combined-N topologies only, its jars fetched once into ~/.cache/kbroker-bench), 
 anomaly Kafka shows too is the checker's or a client's, not kbroker's.
 
 The output directory gets history.jsonl (every operation), verdicts.json (one per check, with
-counts and examples), timeline.png and clients/ (librdkafka's debug log of each confluent-kafka
+counts and examples; for duplicates, who wrote each copy, from the batch headers on the nodes'
+disks: tests/chaos/duplicate_origins.py), timeline.png and clients/ (librdkafka's debug log of each confluent-kafka
 client, see tests/chaos/producers.py); a summary is printed.
 """
 
@@ -31,7 +32,7 @@ import random
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -128,6 +129,8 @@ class Result:
     crashes: list[dict[str, Any]]  # nodes found dead that no fault had stopped
     client_failures: list[str]
     out: Path
+    # Per workload whose check found duplicates: who wrote each copy (tests/chaos/duplicate_origins.py).
+    duplicate_origins: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
@@ -277,6 +280,12 @@ def _run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: H
         raise
     ops = history.ops
     verdicts = [v for w in workloads for v in w.check(ops)]
+    duplicated = {v.workload for v in verdicts if v.check == "duplicated" and not v.valid}
+    origins = {
+        w.name: w.duplicate_origins(ops, [node.data_dir for node in cluster.nodes.values()])
+        for w in workloads
+        if w.name in duplicated and hasattr(w, "duplicate_origins")
+    }
     counts = {k: sum(window.count(k) for window in ran) for k in kinds}
     result = Result(
         verdicts, ran, counts, time.monotonic() - started,
@@ -284,6 +293,7 @@ def _run(campaign: Campaign, bench: Bench, workloads: list[Workload], history: H
         crashes=[op.value for op in ops if op.process == NEMESIS and op.f == "crashed"],
         client_failures=failures(workloads) + stuck,
         out=campaign.out,
+        duplicate_origins=origins,
     )
     if isinstance(error, CampaignStopped):
         print(f"chaos campaign: {error.args[0]} after {len(ran)} of {len(windows)} windows; healed, drained and checked", flush=True)
@@ -310,6 +320,7 @@ def write(result: Result, history: History, campaign: Campaign, workloads: list[
                 "crashes": result.crashes,
                 "client_failures": result.client_failures,
                 "verdicts": [asdict(v) for v in result.verdicts],
+                "duplicate_origins": result.duplicate_origins,
             },
             indent=1,
             default=str,
@@ -324,6 +335,8 @@ def summary(result: Result, workloads: list[Workload]) -> str:
     lines += [f"  {w.describe()}" for w in workloads if hasattr(w, "describe")]
     for v in result.verdicts:
         lines.append(f"  {v.workload}/{v.check}: {'ok' if v.valid else 'INVALID'} {v.count} {v.stats}" + (f" e.g. {v.examples}" if v.examples else ""))
+        if v.check == "duplicated" and v.workload in result.duplicate_origins:
+            lines.append(f"    the copies were written under: {result.duplicate_origins[v.workload]['kinds']}")
     if result.stalls:
         lines.append(f"  {result.stalls} times a producer did not recover within {PROGRESS_TIMEOUT_S:.0f}s (nemesis 'stalled' ops)")
     lines += [f"  node {c['node']} exited by itself with {c['exit']} (after {'+'.join(c['after'])}), restarted" for c in result.crashes]

@@ -93,10 +93,21 @@ def unseen(workload: str, acknowledged: Mapping[str, tuple[int, int | None]], dr
     return Verdict(workload, "unseen", len(found), found[:EXAMPLES], {"acknowledged": len(acknowledged), "drained": len(seen)})
 
 
-def duplicated(workload: str, reads: Iterable[Read]) -> Verdict:
+def places_read(reads: Iterable[Read]) -> dict[str, set[tuple[int, int]]]:
+    """Each value with every (partition, offset) it was read at."""
     places: dict[str, set[tuple[int, int]]] = defaultdict(set)
     for r in reads:
         places[r.value].add((r.partition, r.offset))
+    return places
+
+
+def duplicates(reads: Iterable[Read]) -> dict[str, set[tuple[int, int]]]:
+    """The values read at more than one offset, with their places."""
+    return {v: at for v, at in places_read(reads).items() if len(at) > 1}
+
+
+def duplicated(workload: str, reads: Iterable[Read]) -> Verdict:
+    places = places_read(reads)
     found = sorted((v, sorted(at)) for v, at in places.items() if len(at) > 1)
     return Verdict(workload, "duplicated", len(found), found[:EXAMPLES], {"values": len(places)})
 

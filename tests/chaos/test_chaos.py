@@ -49,7 +49,8 @@ def test_the_queue_loses_duplicates_and_reorders_nothing_through_every_kind_of_f
     campaign = Campaign(TOPOLOGY, FAULTS, seed_from_env(), out, profile=PROFILE)
     result = run(campaign, bench, [QueueWorkload(session_timeout_ms=PROFILE.member_session_ms)], History())
     invalid = [f"{v.workload}/{v.check}: {v.count}, e.g. {v.examples}" for v in result.verdicts if not v.valid]
-    assert not invalid, f"anomalies (history in {out}): {invalid}"
+    origins = {w: o["kinds"] for w, o in result.duplicate_origins.items()}
+    assert not invalid, f"anomalies (history in {out}): {invalid}" + (f"; the duplicates' copies were written under {origins}" if origins else "")
     assert not result.client_failures, f"a client thread died, so the history is incomplete: {result.client_failures}"
     # A broker may give up when its only log directory fails (Kafka halts then); no other exit is allowed.
     unexpected = [c for c in result.crashes if "disk-full" not in c["after"] or c["node"] != bench.disk_node]

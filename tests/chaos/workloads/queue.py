@@ -8,12 +8,14 @@ Its checks are tests/chaos/checker.py's queue checks. Every process of this work
 
 from __future__ import annotations
 
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.chaos.checker import check_queue, queue_history
+from tests.chaos.checker import check_queue, duplicates, queue_history
 from tests.chaos.consumers import SESSION_TIMEOUT_MS, GroupMember, drain
+from tests.chaos.duplicate_origins import duplicate_origins
 from tests.chaos.history import History, Op
 from tests.chaos.producers import PRODUCERS, ChaosProducer
 from tests.chaos.workload import Verdict
@@ -69,6 +71,11 @@ class QueueWorkload:
 
     def check(self, ops: list[Op]) -> list[Verdict]:
         return check_queue(self.name, queue_history(ops, PREFIX))
+
+    def duplicate_origins(self, ops: list[Op], data_dirs: Sequence[Path]) -> dict[str, Any]:
+        """Who wrote each copy of the values read twice (tests/chaos/duplicate_origins.py)."""
+        history = queue_history(ops, PREFIX)
+        return duplicate_origins(self.topic, duplicates(history.polls + history.drained), data_dirs)
 
     def describe(self) -> str:
         return ", ".join(f"{p.name} {p.acknowledged} acknowledged" + (f" (errors {dict(p.errors)})" if p.errors else "") for p in self.producers) + ", " + ", ".join(
