@@ -23,10 +23,10 @@ import structlog
 from broker.auth_helper import AuthHelper
 from broker.channel_builders import ListenerSecurityBuilder
 from broker.config import SECURITY_PROTOCOLS, BrokerConfig
-from broker.controller.controller_apis import ControllerApis, authorized
+from broker.controller.controller_apis import ControllerApis, DirectControllerChannel, authorized
 from broker.controller.envelope import FORWARDABLE_APIS, EnvelopeHandler, LocalControllerChannel
 from broker.controller_mutation_quota_manager import ControllerMutationQuotaManager
-from broker.handlers.forwarding import ForwardToControllerHandler
+from broker.handlers.forwarding import ControllerSender, ForwardToControllerHandler
 from broker.controller.quorum_controller import QuorumController
 from broker.controller_channel import ControllerChannel
 from broker.controller_registration_manager import ControllerRegistrationManager
@@ -40,6 +40,7 @@ from broker.metadata.features_publisher import FeaturesPublisher
 from broker.metadata.metadata_records import BrokerEndpoint
 from broker.metrics.kafka_metrics_exporter import KafkaMetricsExporter
 from broker.metrics.node_metrics import controller_collectors
+from broker.metrics.request_metrics import RequestChannelMetrics
 from broker.network import SocketServer, TransferMetrics
 from broker.raft_manager import KafkaRaftManager
 from broker.security.standard_authorizer import parse_super_users
@@ -103,7 +104,7 @@ class ControllerServer:
         for collector in self._metrics_collectors:
             self.metrics_exporter.register(collector)  # type: ignore[union-attr]
 
-    def _handlers(self) -> dict[ApiKey, Callable[[RequestContext, Any], Any]]:
+    def _handlers(self, request_metrics: RequestChannelMetrics | None) -> dict[ApiKey, Callable[[RequestContext, Any], Any]]:
         handlers: dict[ApiKey, Callable[[RequestContext, Any], Any]] = dict(self.apis.handlers())
         raft = self._raft
         for key in RAFT_APIS:
@@ -111,9 +112,9 @@ class ControllerServer:
             handlers[key] = lambda ctx, req: raft.handle_request(req, ctx.version)
         auth = AuthHelper(self.acl_publisher)
         # A client's admin request straight to a controller is authorized as an Envelope's would be.
-        for_clients = self._envelope_handlers(auth)
+        for_clients, in_envelope = self._client_handlers(auth)
         handlers = {key: authorized(key, handler, auth, for_clients.get(key)) for key, handler in handlers.items()}
-        handlers[ApiKey.ENVELOPE] = authorized(ApiKey.ENVELOPE, EnvelopeHandler(for_clients), auth)
+        handlers[ApiKey.ENVELOPE] = authorized(ApiKey.ENVELOPE, EnvelopeHandler(in_envelope, request_metrics), auth)
         # No cluster and node check on a controller listener (ControllerApis), only v5's validity.
         handlers[ApiKey.API_VERSIONS] = lambda ctx, req: api_versions_answer(ctx.version, req, CONTROLLER_APIS, features=self._feature_info())
         handlers[ApiKey.SASL_HANDSHAKE] = sasl_handshake
@@ -124,15 +125,20 @@ class ControllerServer:
         published = self.features_publisher
         return FeatureInfo(self._supported_features, published.finalized, published.epoch)
 
-    def _envelope_handlers(self, auth: AuthHelper) -> dict[ApiKey, Any]:
-        """An Envelope's inner request, answered for its client: authorized for the client's
-        principal and held to its mutation quota, as a kbroker broker does before it forwards
-        (ForwardToControllerHandler, with this controller in place of the channel)."""
+    def _client_handlers(self, auth: AuthHelper) -> tuple[dict[ApiKey, Any], dict[ApiKey, Any]]:
+        """A client's admin request answered for it: authorized for the client's principal and
+        held to its mutation quota, as a kbroker broker does before it forwards
+        (ForwardToControllerHandler, with this controller in place of the channel). The first for
+        a request sent straight to this controller, the second for an Envelope's inner request,
+        which a broker forwarded (Kafka's isForwarded); one quota for both."""
         cfg = self.config
         loader = self._shared.metadata_loader
-        channel = LocalControllerChannel(self.apis)
         quota = ControllerMutationQuotaManager(lambda: loader.image.client_quotas, cfg.controller_quota_window_num, cfg.controller_quota_window_size_seconds)
-        return {key: ForwardToControllerHandler(key, channel, auth, lambda: loader.image, quota, cfg.num_partitions) for key in FORWARDABLE_APIS}
+
+        def handlers(channel: ControllerSender) -> dict[ApiKey, Any]:
+            return {key: ForwardToControllerHandler(key, channel, auth, lambda: loader.image, quota, cfg.num_partitions) for key in FORWARDABLE_APIS}
+
+        return handlers(DirectControllerChannel(self.apis)), handlers(LocalControllerChannel(self.apis))
 
     async def start_listeners(self) -> None:
         cfg = self.config
@@ -140,7 +146,7 @@ class ControllerServer:
         request_metrics = exporter.request_metrics if exporter is not None else None
         if exporter is not None:
             await exporter.start()
-        dispatch = KafkaApis(self._handlers(), CONTROLLER_APIS, request_metrics=request_metrics).dispatch  # type: ignore[arg-type]
+        dispatch = KafkaApis(self._handlers(request_metrics), CONTROLLER_APIS, request_metrics=request_metrics).dispatch  # type: ignore[arg-type]
         loader = self._shared.metadata_loader
         security = ListenerSecurityBuilder(cfg, lambda user, mechanism: loader.image.scram_credentials.get((user, mechanism)))
         for listener in cfg.controller_listeners:

@@ -9,6 +9,7 @@ then the cluster-wide dynamic default, then the static default passed in.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Collection, Iterable, Sequence
 
@@ -124,12 +125,14 @@ class ConfigurationControlManager:
         validate_only: bool,
         validate_config: ValidateResourceConfig,
         node_id: int | None,
+        forwarded: bool = True,
     ) -> ControllerResult[list[AlterConfigsResult]]:
         """AlterConfigs (incremental=False: the given set replaces the resource's overrides)
         and IncrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT), for topics (2) and
         brokers (4). A broker resource names the receiving node (``node_id``; None: any node,
         as the controller takes requests brokers checked), or "" for the
-        cluster-wide default (incremental only, as in Kafka). Each resource succeeds or
+        cluster-wide default (incremental only, as in Kafka). ``forwarded`` is Kafka's isForwarded:
+        False for a request a client sent straight to the controller. Each resource succeeds or
         fails as a whole; broker resources get a record per given key even when
         unchanged, as Kafka writes them, so brokers reload them. With eligible leader replicas
         on, ClearElrRecords for changed min.insync.replicas values follow all the ConfigRecords.
@@ -143,7 +146,7 @@ class ConfigurationControlManager:
                 if (resource_type, resource_name) in dups:
                     raise ApiError(ErrorCode.invalid_request, "Each resource must appear at most once.")
                 _check_alter_request(resource_type, resource_name, ops, incremental, node_id)
-                new = self._alter_resource(image, resource_type, resource_name, ops, incremental, validate_config, elr_enabled)
+                new = self._alter_resource(image, resource_type, resource_name, ops, incremental, validate_config, elr_enabled, forwarded)
             except ApiError as refused:
                 results.append(AlterConfigsResult(resource_type, resource_name, refused.error_code, refused.message))
                 continue
@@ -161,6 +164,7 @@ class ConfigurationControlManager:
         incremental: bool,
         validate_config: ValidateResourceConfig,
         elr_enabled: bool,
+        forwarded: bool,
     ) -> list[ConfigRecord]:
         current = image.configs.get((resource_type, resource_name), {})
         always = resource_type == BROKER_RESOURCE
@@ -180,7 +184,7 @@ class ConfigurationControlManager:
             ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=key, value=value) for key, value in changed.items()
         ]
         check_min_isr_change(new_records, elr_enabled)
-        _check_cordoned_log_dirs(new_records, image)
+        _check_cordoned_log_dirs(new_records, image, current.get(CORDONED_LOG_DIRS), forwarded)
         check_config_values(v for v in changed.values() if v is not None)
         after = dict(current)
         for key, value in changed.items():
@@ -229,13 +233,29 @@ def incremental_value(key: str, op: int, value: str | None, current: str | None,
 CORDONED_LOG_DIRS = "cordoned.log.dirs"
 
 
-def _check_cordoned_log_dirs(records: Iterable[ConfigRecord], image: MetadataImage) -> None:
-    """Kafka's isCordonedLogDirsDisabled: below metadata.version 4.3-IV0 the brokers could not tell
-    the controller their cordoned dirs, so the config is neither set nor deleted."""
-    if metadata_version_of(image).is_cordoned_log_dirs_supported:
-        return
-    if any(r.name == CORDONED_LOG_DIRS and r.resource_type == BROKER_RESOURCE for r in records):
-        raise ApiError(ErrorCode.invalid_config, "The cordoned.log.dirs configuration value cannot be set because it requires metadata.version >= 4.3-IV0")
+# Kafka's COMMA_WITH_WHITESPACE, how ConfigurationControlManager splits a cordoned.log.dirs value.
+_COMMA_WITH_WHITESPACE = re.compile(r"\s*,\s*")
+
+
+def _check_cordoned_log_dirs(records: Iterable[ConfigRecord], image: MetadataImage, current: str | None, forwarded: bool) -> None:
+    """Kafka's isCordonedLogDirsDisabled, then isCordonedLogDirsInvalid. Below metadata.version
+    4.3-IV0 the brokers could not tell the controller their cordoned dirs, so the config is neither
+    set nor deleted. A value sent straight to a controller was checked by no broker against its
+    log.dirs, so it may only keep entries of the resource's ``current`` dynamic value (compared
+    as spelt; "*" is one more entry); emptying or deleting it is always allowed."""
+    for record in records:
+        if record.name != CORDONED_LOG_DIRS or record.resource_type != BROKER_RESOURCE:
+            continue
+        if not metadata_version_of(image).is_cordoned_log_dirs_supported:
+            raise ApiError(ErrorCode.invalid_config, "The cordoned.log.dirs configuration value cannot be set because it requires metadata.version >= 4.3-IV0")
+        if forwarded or record.value is None or not record.value.strip():
+            continue
+        kept = [] if current is None else _COMMA_WITH_WHITESPACE.split(current.strip())
+        if not set(_COMMA_WITH_WHITESPACE.split(record.value.strip())) <= set(kept):
+            raise ApiError(
+                ErrorCode.invalid_config,
+                "When updating cordoned.log.dirs via controllers,  the new value must be a subset of the current configuration value.",
+            )
 
 
 def _check_alter_request(resource_type: int, resource_name: str, ops: Sequence[ConfigOp], incremental: bool, node_id: int | None) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
@@ -158,9 +159,27 @@ class QuorumLeader(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class _LocalContext:
-    """A request from this node's own broker: the handlers read only its version."""
+    """A request handed over in process: from this node's own broker, the inner request of an
+    Envelope, or a client's request the controller listener authorized first. The handlers read
+    only its version and whether a broker forwarded it."""
 
     version: int
+    forwarded: bool = True
+
+
+# kbroker's brokers forward admin requests without Kafka's Envelope: plain requests from the
+# network client every node opens to the controllers (SharedServer's, client id kbroker-<node.id>).
+_NODE_CLIENT_ID = re.compile(r"kbroker-\d+")
+
+
+def is_forwarded(ctx: RequestContext | _LocalContext) -> bool:
+    """Kafka's Request.isForwarded (the request came in an Envelope): whether a broker sent the
+    request on for its client, which it checked first, rather than a client straight to a controller
+    (``--bootstrap-controller``). On a controller listener, a kbroker broker's request is told by
+    its client id."""
+    if isinstance(ctx, _LocalContext):
+        return ctx.forwarded
+    return _NODE_CLIENT_ID.fullmatch(ctx.header.client_id or "") is not None
 
 
 class ControllerApis:
@@ -174,8 +193,8 @@ class ControllerApis:
             ApiKey.CREATE_TOPICS: CreateTopicsHandler(controller),
             ApiKey.DELETE_TOPICS: DeleteTopicsHandler(controller),
             ApiKey.CREATE_PARTITIONS: CreatePartitionsHandler(controller),
-            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(controller),
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsHandler(controller),
+            ApiKey.ALTER_CONFIGS: AlterConfigsHandler(controller, is_forwarded),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsHandler(controller, is_forwarded),
             ApiKey.ELECT_LEADERS: self._elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self._alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self._list_partition_reassignments,
@@ -207,13 +226,14 @@ class ControllerApis:
         """This class's part of a controller listener's table (the Raft APIs and ApiVersions are not in it)."""
         return dict(self._handlers)
 
-    async def handle(self, body: Any) -> Any:
-        """A request from this node's own broker, answered at the version it was built at."""
+    async def handle(self, body: Any, forwarded: bool = True) -> Any:
+        """A request from this node's own broker, answered at the version it was built at.
+        ``forwarded`` False: a client's, sent straight to this controller and authorized by it."""
         key = ApiKey(int(body.__api_key__))
         if key in FORWARDED_RAFT_APIS:
             return await self._raft.handle_request(body)
         handler = self._handlers[key]
-        return await handler(_LocalContext(int(body.__version__)), body)  # type: ignore[arg-type]
+        return await handler(_LocalContext(int(body.__version__), forwarded), body)  # type: ignore[arg-type]
 
     def _guarded(self, key: ApiKey, handler: Handler) -> Handler:
         async def call(ctx: RequestContext, request: Any) -> Any:
@@ -453,6 +473,17 @@ class ControllerApis:
         return names[0] if names else ""
 
 
+class DirectControllerChannel:
+    """Where the controller listener sends a client's admin request it authorized for the client:
+    to ControllerApis, as not forwarded (an Envelope's goes through envelope.LocalControllerChannel)."""
+
+    def __init__(self, apis: ControllerApis) -> None:
+        self._apis = apis
+
+    def send(self, body: Any, timeout_ms: int | None = None) -> Awaitable[Any]:
+        return self._apis.handle(body, forwarded=False)
+
+
 def _upgrade_type(version: int, update: Any) -> int:
     if version == 0:
         return UpgradeType.SAFE_DOWNGRADE if update.allow_downgrade else UpgradeType.UPGRADE
@@ -474,4 +505,4 @@ def _isr_change(version: int, partition: Any) -> PartitionIsrChange:
     )
 
 
-__all__ = ["CONTROLLER_ENDPOINT_TYPE", "ControllerApis"]
+__all__ = ["CONTROLLER_ENDPOINT_TYPE", "ControllerApis", "DirectControllerChannel", "is_forwarded"]

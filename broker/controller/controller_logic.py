@@ -151,9 +151,10 @@ class QuorumControllerLogic:
         validate_only: bool,
         validate_config: ValidateResourceConfig,
         node_id: int | None,
+        forwarded: bool = True,
     ) -> tuple[list[MetadataRecord], list[AlterConfigsResult]]:
         result = self.configuration.alter_configs(
-            image, resources, incremental=incremental, validate_only=validate_only, validate_config=validate_config, node_id=node_id
+            image, resources, incremental=incremental, validate_only=validate_only, validate_config=validate_config, node_id=node_id, forwarded=forwarded
         )
         return list(result.records), result.response
 

@@ -8,6 +8,10 @@ may send one, and only forwardable APIs may be inside (Kafka's EnvelopeUtils): a
 principal is PRINCIPAL_DESERIALIZATION_FAILURE, an inner header that cannot be read or an API
 the controller does not serve at that version UNSUPPORTED_VERSION, an API that is never
 forwarded or an unreadable address INVALID_REQUEST, each in the Envelope's own error code.
+
+As in Kafka 4.4, the inner request is counted in RequestMetrics as if its client had sent it
+(under its own name, version and size, its answer's error codes too) and the Envelope that
+carried it not at all; a refused Envelope is counted under Envelope (broker/metrics/request_metrics.py).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import inspect
 import io
 import ipaddress
 import struct
-from typing import Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 import structlog
 from kio.schema.default_principal_data.v0.data import DefaultPrincipalData
@@ -25,12 +29,18 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from broker.kafka_apis import RequestContext
-from broker.network import ClientInfo
+from broker.metrics.request_errors import ErrorCounts, count_response
+from broker.network import ClientInfo, Response
 from protocol.api_keys import CONTROLLER_APIS, ApiKey, is_supported
 from protocol.headers import InvalidRequest, parse_request_header
 from protocol.messages import decode_request, encode_response
 
+if TYPE_CHECKING:
+    from broker.metrics.request_metrics import RequestChannelMetrics
+
 log = structlog.get_logger(__name__)
+
+NOT_LEADER = ErrorCode.not_leader_or_follower
 
 # Kafka's forwardable APIs that kbroker's controller serves: what a broker forwards to it, a
 # kbroker broker as itself, a Kafka broker in an Envelope.
@@ -116,12 +126,16 @@ class LocalControllerChannel:
 
 class EnvelopeHandler:
     """``handlers``: how the controller answers each forwardable API for the inner principal
-    (authorized for it, as a controller listener's own request would be)."""
+    (authorized for it, as a controller listener's own request would be). ``request_metrics``:
+    the listener's, where the inner request is counted."""
 
-    def __init__(self, handlers: dict[ApiKey, InnerHandler]) -> None:
+    def __init__(self, handlers: dict[ApiKey, InnerHandler], request_metrics: RequestChannelMetrics | None = None) -> None:
         self._handlers = handlers
+        self._request_metrics = request_metrics
 
-    async def __call__(self, ctx: RequestContext, request: Any) -> EnvelopeResponse:
+    def __call__(self, ctx: RequestContext, request: Any) -> EnvelopeResponse | Awaitable[Response]:
+        # Unwrapped during dispatch, as Kafka's EnvelopeUtils does on the request handler thread:
+        # the connection's timing of this request then goes to the inner request's metrics.
         try:
             principal = parse_principal(request.request_principal)
             address = parse_client_address(request.client_host_address)
@@ -142,14 +156,32 @@ class EnvelopeHandler:
         except EnvelopeError as e:
             log.warning("envelope.refused", broker=ctx.client.principal, error=e.code.name, reason=str(e))
             return EnvelopeResponse(response_data=None, error_code=e.code)
+        metrics = self._request_metrics
+        errors = None if metrics is None else metrics.note_forwarded(key, header.api_version, len(frame) - header.body_offset)
         client = ClientInfo(ctx.client.connection_id, header.client_id, f"{address}:0", ctx.client.listener, principal)
-        inner_ctx = RequestContext(header, client, len(frame))
-        result: Any = self._handlers[ApiKey(key)](inner_ctx, inner)
+        return self._answer(ctx, RequestContext(header, client, len(frame), errors), inner)
+
+    async def _answer(self, ctx: RequestContext, inner_ctx: RequestContext, inner: Any) -> Response:
+        """The Envelope's answer, encoded here so that KafkaApis counts nothing under Envelope
+        (Kafka's Request.buildResponseSend wraps the inner answer after it was counted)."""
+        header = inner_ctx.header
+        result: Any = self._handlers[ApiKey(header.api_key)](inner_ctx, inner)
         if inspect.isawaitable(result):
             result = await result
-        response = encode_response(key, header.api_version, header.correlation_id, result)
-        # The inner answer's header and body, without the frame's size.
-        return EnvelopeResponse(response_data=response[4:], error_code=ErrorCode.none)
+        codes: ErrorCounts = {}
+        count_response(codes, header.api_key, result)
+        if inner_ctx.errors is not None:
+            for code, n in codes.items():
+                inner_ctx.errors[code] = inner_ctx.errors.get(code, 0) + n
+        if (NOT_LEADER if header.api_key == ApiKey.DESCRIBE_QUORUM else ErrorCode.not_controller) in codes:
+            # Kafka's shouldReturnNotController: the forwarding broker's channel looks only at the
+            # Envelope's own error to find the new active controller and send the request again.
+            envelope = EnvelopeResponse(response_data=None, error_code=ErrorCode.not_controller)
+        else:
+            response = encode_response(header.api_key, header.api_version, header.correlation_id, result)
+            # The inner answer's header and body, without the frame's size.
+            envelope = EnvelopeResponse(response_data=response[4:], error_code=ErrorCode.none)
+        return [encode_response(ApiKey.ENVELOPE, ctx.version, ctx.header.correlation_id, envelope)]
 
 
 __all__ = ["EnvelopeHandler", "FORWARDABLE_APIS", "LocalControllerChannel", "parse_principal", "serialize_principal"]

@@ -547,7 +547,12 @@ class QuorumController:
     async def alter_user_scram_credentials(self, deletions: list[ScramDeletion], upsertions: list[ScramUpsertion]) -> list[AlterScramResult]:
         return await self._write(lambda image: alter_credentials(image, deletions, upsertions))
 
-    async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool) -> list[controller_logic.AlterConfigsResult]:
+    async def alter_configs(
+        self, resources: list[ConfigResource], incremental: bool, validate_only: bool, forwarded: bool = True
+    ) -> list[controller_logic.AlterConfigsResult]:
+        """``forwarded``: a broker sent the request on for its client (Kafka's isForwarded), as
+        opposed to a client sending it straight to the controller (``--bootstrap-controller``)."""
+
         def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[controller_logic.AlterConfigsResult]]:
             records, results = self._logic.alter_configs(
                 image,
@@ -558,6 +563,7 @@ class QuorumController:
                 # As Kafka's ControllerApis: that a broker resource names the node that received
                 # the request is checked by that broker before it forwards it (ForwardAlterConfigsHandler).
                 node_id=None,
+                forwarded=forwarded,
             )
             return ([] if validate_only else records), results
 

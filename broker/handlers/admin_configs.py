@@ -47,7 +47,7 @@ _TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE
 class ConfigController(Protocol):
     """The QuorumController call the Alter handlers make."""
 
-    async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool) -> list[AlterConfigsResult]: ...
+    async def alter_configs(self, resources: list[ConfigResource], incremental: bool, validate_only: bool, forwarded: bool = True) -> list[AlterConfigsResult]: ...
 
 
 # Kafka's configs of type PASSWORD, also under a listener's prefix: DescribeConfigs names them
@@ -266,30 +266,33 @@ class DescribeConfigsHandler:
 
 
 class AlterConfigsHandler:
-    """Legacy AlterConfigs: the given set replaces every override of the resource."""
+    """Legacy AlterConfigs: the given set replaces every override of the resource. ``is_forwarded``
+    tells a request a broker forwarded from one a client sent straight to the controller."""
 
-    def __init__(self, controller: ConfigController) -> None:
+    def __init__(self, controller: ConfigController, is_forwarded: Callable[[RequestContext], bool]) -> None:
         self._controller = controller
+        self._is_forwarded = is_forwarded
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         resources = [
             ConfigResource(r.resource_type, r.resource_name, [(c.name, 0, c.value) for c in r.configs])
             for r in request.resources
         ]
-        results = await self._controller.alter_configs(resources, incremental=False, validate_only=request.validate_only)
+        results = await self._controller.alter_configs(resources, incremental=False, validate_only=request.validate_only, forwarded=self._is_forwarded(ctx))
         return _alter_response(ApiKey.ALTER_CONFIGS, ctx.version, results)
 
 
 class IncrementalAlterConfigsHandler:
-    def __init__(self, controller: ConfigController) -> None:
+    def __init__(self, controller: ConfigController, is_forwarded: Callable[[RequestContext], bool]) -> None:
         self._controller = controller
+        self._is_forwarded = is_forwarded
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         resources = [
             ConfigResource(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs])
             for r in request.resources
         ]
-        results = await self._controller.alter_configs(resources, incremental=True, validate_only=request.validate_only)
+        results = await self._controller.alter_configs(resources, incremental=True, validate_only=request.validate_only, forwarded=self._is_forwarded(ctx))
         return _alter_response(ApiKey.INCREMENTAL_ALTER_CONFIGS, ctx.version, results)
 
 

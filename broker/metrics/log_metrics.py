@@ -6,11 +6,15 @@
   ``..._cleaner_recopy_percent``: over the latest cleaning of each cleaner thread (kbroker keeps
   the latest cleaning of each log; the ``log.cleaner.threads`` most recent of them stand for the threads).
 - ``kafka_log_logcleanermanager_max_dirty_percent``: the dirtiest compacted log's cleanable ratio now.
+- ``kafka_log_logmanager_cordonedlogdirectorycount`` and
+  ``kafka_log_logmanager_logdirectorycordoned{logDirectory}``: cordoned.log.dirs (KIP-1066) as in
+  effect now, so a dynamic change shows at the next scrape.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -19,6 +23,7 @@ from storage.cleaner_manager import log_to_clean
 from storage.log_flush_stats import LOG_FLUSH_STATS, LogFlushStats
 
 if TYPE_CHECKING:
+    from broker.config import BrokerConfig
     from storage.log_manager import LogManager
 
 
@@ -72,4 +77,30 @@ class LogCleanerMetricsCollector:
         )
 
 
-__all__ = ["LogCleanerMetricsCollector", "LogFlushStatsCollector"]
+class LogManagerMetricsCollector:
+    """Kafka 4.4's LogManager gauges of cordoned log dirs. ``config``: the broker's config in effect
+    (dynamic changes included); ``log_dir``: kbroker's one log dir, the only one with a
+    LogDirectoryCordoned series, as Kafka has one per log dir its LogManager keeps."""
+
+    def __init__(self, config: Callable[[], BrokerConfig], log_dir: Path) -> None:
+        self._config = config
+        self._log_dir = log_dir.absolute()
+
+    def collect(self) -> Iterator[Metric]:
+        # Kafka's Set.copyOf(cordonedLogDirs): each cordoned entry of log.dirs once, all of them for "*".
+        cordoned = {d.absolute() for d in self._config().cordoned_log_dir_paths}
+        yield GaugeMetricFamily(
+            "kafka_log_logmanager_cordonedlogdirectorycount",
+            "kafka.log:type=LogManager,name=CordonedLogDirectoryCount: the log dirs cordoned.log.dirs cordons.",
+            value=len(cordoned),
+        )
+        family = GaugeMetricFamily(
+            "kafka_log_logmanager_logdirectorycordoned",
+            "kafka.log:type=LogManager,name=LogDirectoryCordoned,logDirectory=D: 1 while the log dir is cordoned, else 0.",
+            labels=["logDirectory"],
+        )
+        family.add_metric([str(self._log_dir)], 1 if self._log_dir in cordoned else 0)
+        yield family
+
+
+__all__ = ["LogCleanerMetricsCollector", "LogFlushStatsCollector", "LogManagerMetricsCollector"]

@@ -10,7 +10,7 @@ from broker.metrics.client_telemetry_metrics import ClientTelemetryCollector
 from broker.metrics.consumer_group_lag import ConsumerGroupLagCollector
 from broker.metrics.controller_metrics import ControllerMetricsCollector
 from broker.metrics.delayed_operation_metrics import DelayedOperationMetricsCollector
-from broker.metrics.log_metrics import LogCleanerMetricsCollector
+from broker.metrics.log_metrics import LogCleanerMetricsCollector, LogManagerMetricsCollector
 from broker.metrics.replica_manager_metrics import ReplicaManagerMetricsCollector
 from broker.metrics.socket_server_metrics import SocketServerMetricsCollector
 
@@ -32,6 +32,7 @@ def broker_collectors(broker: BrokerServer) -> list[Any]:
         # The node's transfer counters (sendfile or copied) go with the client listeners.
         SocketServerMetricsCollector(lambda: broker.socket_servers, broker.metrics),
         LogCleanerMetricsCollector(broker.log_manager),
+        LogManagerMetricsCollector(lambda: broker.dynamic_config.config, broker.config.data_dir),
         ConsumerGroupLagCollector(broker.group_coordinator, rm),
         ClientTelemetryCollector(broker.client_metrics, _now_ms),
     ]

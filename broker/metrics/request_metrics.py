@@ -17,6 +17,10 @@ Kafka's times read here as:
 
 Each is a Kafka histogram (broker/metrics/histogram.py); RequestsPerSec counts finished requests
 per version, ErrorsPerSec the error codes of the answers (broker/metrics/request_errors.py). Fetch is counted under Fetch and under FetchConsumer or FetchFollower, as Kafka does.
+A request a controller unwraps from an Envelope is counted as Kafka 4.4 counts it: all of it
+(RequestsPerSec in its own version, the times, RequestBytes its own body's size, ErrorsPerSec its
+answer's codes) under its own name, nothing under Envelope; an Envelope refused before its inner
+request is handled is counted under Envelope.
 Prometheus names, as the JMX exporter gives them:
 ``kafka_network_requestmetrics_requests_total{request="Produce",version="9"}``,
 ``kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}`` (and ``_count``, ``_sum``),
@@ -35,6 +39,7 @@ from broker.metrics.request_errors import ErrorCounts, error_name
 from protocol.api_keys import ApiKey
 
 FETCH = int(ApiKey.FETCH)
+ENVELOPE = int(ApiKey.ENVELOPE)
 MAX_VERSION = 64
 CONSUMER_FETCH = "FetchConsumer"
 FOLLOWER_FETCH = "FetchFollower"
@@ -156,6 +161,9 @@ class RequestChannelMetrics:
         self.fetch_follower = RequestMetrics(FOLLOWER_FETCH)
         # Set by KafkaApis while it dispatches a Fetch: from a replica or from a consumer.
         self._follower_fetch = False
+        # Set by the EnvelopeHandler while it dispatches an Envelope it unwrapped: the inner
+        # request's metrics, version and body size.
+        self._forwarded: tuple[RequestMetrics, int, int] | None = None
 
     def for_key(self, key: int) -> RequestMetrics:
         metrics = self._by_key[key] if 0 <= key < len(self._by_key) else None
@@ -177,6 +185,18 @@ class RequestChannelMetrics:
             replica_id = getattr(state, "replica_id", -1) if state is not None else -1
         self._follower_fetch = replica_id >= 0
 
+    def note_forwarded(self, key: int, version: int, request_bytes: int) -> ErrorCounts:
+        """An Envelope being dispatched carries a request of ``key`` at ``version``, its body
+        ``request_bytes`` long; its answer's error codes go in the ErrorCounts returned.
+
+        Kafka's EnvelopeUtils makes the inner request a RequestChannel.Request of its own (the
+        Envelope's start and dequeue times, its own header and body) and only that one is
+        answered: RequestChannel.sendResponse counts the inner answer's errorCounts() under the
+        inner name, and Request.updateRequestMetrics takes the inner header's name and version."""
+        metrics = self.for_key(key)
+        self._forwarded = (metrics, version, request_bytes)
+        return metrics.errors
+
     def dispatched(self, timing: RequestTiming, key: int, answered: bool) -> None:
         """The handler returned; ``answered``: with its answer (else a future, or nothing for acks=0)."""
         now = timing.local_done_at = perf_counter()
@@ -184,6 +204,9 @@ class RequestChannelMetrics:
             timing.ready_at = now
         if key == FETCH:
             timing.also = self.fetch_follower if self._follower_fetch else self.fetch_consumer
+        elif key == ENVELOPE and self._forwarded is not None:
+            timing.metrics, timing.version, timing.request_bytes = self._forwarded
+            self._forwarded = None
 
     def by_key(self) -> list[RequestMetrics]:
         """The metrics of each API seen, without FetchConsumer and FetchFollower."""

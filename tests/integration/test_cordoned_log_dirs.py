@@ -1,7 +1,8 @@
 """Cordoned log directories (KIP-1066) on a real node: cordoned.log.dirs set in server.properties,
 then changed per broker with IncrementalAlterConfigs, as Kafka 4.4 allows. DescribeLogDirs v5 says
-is_cordoned, and the controller places no new replica on a broker whose every log dir is cordoned
-(INVALID_REPLICATION_FACTOR with Kafka 4.4's message). The unit side is tests/unit/test_cordoned_log_dirs.py."""
+is_cordoned, the controller places no new replica on a broker whose every log dir is cordoned
+(INVALID_REPLICATION_FACTOR with Kafka 4.4's message), and metrics.listener shows Kafka's LogManager
+gauges as the config changes. The unit side is tests/unit/test_cordoned_log_dirs.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from kio.static.primitive import i16, i32
 
 from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.integration.helpers import unique_topic, wait_for
+from tests.integration.test_prometheus_metrics import scrape
 from tests.integration.wire import request
+from tests.ports import free_ports
 
 NONE, INVALID_REPLICATION_FACTOR, INVALID_REQUEST = 0, 38, 42
 BROKER = 4
@@ -42,15 +45,27 @@ def alter(broker: BrokerProcess, resource: str, value: str) -> tuple[int, str | 
     return int(response.error_code), response.error_message
 
 
+def gauges(metrics_port: int, data_dir: Path) -> tuple[float | None, float | None]:
+    """(CordonedLogDirectoryCount, LogDirectoryCordoned of the broker's log dir) as scraped."""
+    samples = scrape(metrics_port)
+    return (
+        samples.get(("kafka_log_logmanager_cordonedlogdirectorycount", frozenset())),
+        samples.get(("kafka_log_logmanager_logdirectorycordoned", frozenset({("logDirectory", str(data_dir))}))),
+    )
+
+
 def test_a_cordoned_broker_takes_no_new_replica_static_then_dynamic(broker_factory: StartBroker, tmp_path: Path) -> None:
     data_dir = tmp_path / "broker0" / "data"  # where broker_factory puts its first broker's log.dirs
-    broker = broker_factory({"cordoned.log.dirs": str(data_dir)})
+    (metrics_port,) = free_ports(1)
+    broker = broker_factory({"cordoned.log.dirs": str(data_dir), "metrics.listener": f"http://127.0.0.1:{metrics_port}"})
     assert is_cordoned(broker)
+    assert gauges(metrics_port, data_dir) == (1, 1)
     # The broker tells the controller in its heartbeats once it caught up.
     assert wait_for(lambda: create(broker) == (INVALID_REPLICATION_FACTOR, NO_BROKER_LEFT))
 
     assert alter(broker, "1", "") == (NONE, None)
     assert wait_for(lambda: not is_cordoned(broker))
+    assert gauges(metrics_port, data_dir) == (0, 0)
     assert wait_for(lambda: create(broker)[0] == NONE)
 
     # Per broker only, and only its own log.dirs (or "*", every one of them).
@@ -65,4 +80,5 @@ def test_a_cordoned_broker_takes_no_new_replica_static_then_dynamic(broker_facto
 
     assert alter(broker, "1", "*") == (NONE, None)
     assert wait_for(lambda: is_cordoned(broker))
+    assert gauges(metrics_port, data_dir) == (1, 1)
     assert wait_for(lambda: create(broker) == (INVALID_REPLICATION_FACTOR, NO_BROKER_LEFT))

@@ -17,6 +17,7 @@ from broker.controller_channel import is_not_controller
 from broker.metadata.metadata_records import FeatureLevelRecord
 from protocol.api_keys import CONTROLLER_APIS, ApiKey, request_schema
 from protocol.entities import build, nested
+from protocol.headers import RequestHeader
 from protocol.messages import encode_body
 from tests.unit.quorum_controller_fakes import CLUSTER_ID, Clock, FakeQuorum, Node, run, settle
 
@@ -36,6 +37,8 @@ RAFT_APIS = {
 @dataclass(frozen=True)
 class Ctx:
     version: int
+    # A client's header: (Incremental)AlterConfigs ask whether a broker forwarded the request.
+    header: RequestHeader = RequestHeader(0, 0, 0, "adminclient-1", 0)
 
 
 def versions(key: ApiKey) -> range:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -15,11 +16,21 @@ from pydantic import ValidationError
 
 from broker.config import BrokerConfig
 from broker.controller.configuration_control_manager import ConfigurationControlManager
+from broker.controller.controller_apis import DirectControllerChannel, is_forwarded
 from broker.controller.controller_result import ApiError
 from broker.controller.replication_control_manager import BrokerView, CreatableTopic, _check_manual_assignment
 from broker.dynamic_broker_config import CurrentConfig, DynamicLayers, InvalidDynamicConfigError, validate_dynamic_broker_config
+from broker.kafka_apis import RequestContext
+from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import BrokerRegistrationChangeRecord, ConfigRecord, FeatureLevelRecord
+from broker.metrics.log_metrics import LogManagerMetricsCollector
+from broker.network import ClientInfo
+from protocol.api_keys import ApiKey, request_schema
+from protocol.entities import build, nested
+from protocol.headers import RequestHeader
+from tests.unit.quorum_controller_fakes import run
 from tests.unit.test_cluster_control_manager import Controller
+from tests.unit.test_controller_apis import broker_registration, setup
 
 BROKER_RESOURCE = 4
 
@@ -146,3 +157,100 @@ def test_the_config_needs_metadata_version_4_3() -> None:
         "The cordoned.log.dirs configuration value cannot be set because it requires metadata.version >= 4.3-IV0",
         [],
     )
+
+
+# -- a change sent straight to a controller (Kafka 4.4's ConfigurationControlManager.isCordonedLogDirsInvalid) --
+
+NOT_A_SUBSET = "When updating cordoned.log.dirs via controllers,  the new value must be a subset of the current configuration value."
+
+
+def alter_directly(manager: ConfigurationControlManager, image: MetadataImage, op: int, value: str | None, *, forwarded: bool = False, incremental: bool = True) -> tuple[int, str | None]:
+    result = manager.alter_configs(
+        image, [(BROKER_RESOURCE, "1", [("cordoned.log.dirs", op, value)])], incremental=incremental, validate_only=False, validate_config=lambda *_: None, node_id=None, forwarded=forwarded
+    )
+    (answer,) = result.response
+    return answer.error_code, answer.error_message
+
+
+def test_straight_to_a_controller_a_change_may_only_keep_entries_of_the_current_value() -> None:
+    c = Controller()
+    c.join(1)
+    manager = ConfigurationControlManager()
+    image = c.log.image
+    # Nothing set yet: only an empty value (or none) goes through; a forwarded one was checked by the broker.
+    assert alter_directly(manager, image, 0, "/d/a") == (ErrorCode.invalid_config, NOT_A_SUBSET)
+    assert alter_directly(manager, image, 0, "  ") == (ErrorCode.none, None)
+    assert alter_directly(manager, image, 1, None) == (ErrorCode.none, None)
+    assert alter_directly(manager, image, 0, "/d/a", forwarded=True) == (ErrorCode.none, None)
+    c.log.commit([ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="1", name="cordoned.log.dirs", value="/d/a,/d/b")])
+    image = c.log.image
+    assert alter_directly(manager, image, 0, "/d/b") == (ErrorCode.none, None)
+    assert alter_directly(manager, image, 0, " /d/b , /d/a ") == (ErrorCode.none, None)  # split on commas and the blanks around them
+    assert alter_directly(manager, image, 0, "/d/a,/d/c") == (ErrorCode.invalid_config, NOT_A_SUBSET)
+    assert alter_directly(manager, image, 0, "*") == (ErrorCode.invalid_config, NOT_A_SUBSET)  # "*" is an entry like any other
+    assert alter_directly(manager, image, 0, "/d/a", incremental=False) == (ErrorCode.none, None)
+    assert alter_directly(manager, image, 0, "/d/c", incremental=False) == (ErrorCode.invalid_config, NOT_A_SUBSET)
+    c.log.commit([ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="1", name="cordoned.log.dirs", value="*")])
+    assert alter_directly(manager, c.log.image, 0, "/d/a") == (ErrorCode.invalid_config, NOT_A_SUBSET)  # compared as spelt, not expanded
+    # Below metadata.version 4.3-IV0 the version's refusal comes first, as in Kafka.
+    c.log.commit([FeatureLevelRecord(name="metadata.version", feature_level=29)])
+    assert alter_directly(manager, c.log.image, 0, "/d/c")[1] == "The cordoned.log.dirs configuration value cannot be set because it requires metadata.version >= 4.3-IV0"
+
+
+def cordon_request(value: str) -> Any:
+    schema = request_schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1)
+    config = build(nested(schema, "AlterableConfig"), name="cordoned.log.dirs", config_operation=0, value=value)
+    return build(schema, resources=(build(nested(schema, "AlterConfigsResource"), resource_type=BROKER_RESOURCE, resource_name="1", configs=(config,)),), validate_only=False)
+
+
+def listener_context(client_id: str) -> RequestContext:
+    return RequestContext(RequestHeader(int(ApiKey.INCREMENTAL_ALTER_CONFIGS), 1, 7, client_id, 0), ClientInfo("c1", client_id, "127.0.0.1:5000", "CONTROLLER"))
+
+
+def test_the_controller_tells_a_forwarded_change_from_one_sent_straight_to_it() -> None:
+    async def scenario() -> None:
+        quorum, _, apis = setup(1)
+        quorum.elect(1)
+        await apis[1].handle(broker_registration(4, 1))
+
+        async def code(response: Any) -> tuple[int, str | None]:
+            (answer,) = (await response).responses
+            return answer.error_code, answer.error_message
+
+        # In process: this node's own broker, or an Envelope's inner request, is forwarded.
+        assert await code(apis[1].handle(cordon_request("/d/a,/d/b"))) == (ErrorCode.none, None)
+        # A client's request the listener authorized and handed over, not.
+        assert await code(apis[1].handle(cordon_request("/d/c"), forwarded=False)) == (ErrorCode.invalid_config, NOT_A_SUBSET)
+        assert await code(DirectControllerChannel(apis[1]).send(cordon_request("/d/b"))) == (ErrorCode.none, None)
+        # On the listener, a kbroker broker's network client forwards (client id kbroker-<node.id>).
+        handler = apis[1].handlers()[ApiKey.INCREMENTAL_ALTER_CONFIGS]
+        assert await code(handler(listener_context("adminclient-1"), cordon_request("/d/a"))) == (ErrorCode.invalid_config, NOT_A_SUBSET)
+        assert await code(handler(listener_context("kbroker-2"), cordon_request("/d/a"))) == (ErrorCode.none, None)
+        assert not is_forwarded(listener_context("kbroker-2-raft")) and not is_forwarded(listener_context("kbroker"))
+
+    run(scenario())
+
+
+# -- Kafka 4.4's LogManager gauges: kafka.log:type=LogManager,name=CordonedLogDirectoryCount and LogDirectoryCordoned --
+
+
+def gauges(collector: LogManagerMetricsCollector) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in collector.collect() for s in family.samples}
+
+
+def test_the_log_manager_gauges_follow_the_config_in_effect() -> None:
+    static = config()
+    layers = DynamicLayers({}, {})
+    current = [static]
+    collector = LogManagerMetricsCollector(lambda: current[0], Path("/d/a"))
+    cordoned = ("kafka_log_logmanager_logdirectorycordoned", (("logDirectory", "/d/a"),))
+    count = ("kafka_log_logmanager_cordonedlogdirectorycount", ())
+    assert gauges(collector) == {count: 0, cordoned: 0}
+    current[0] = layers.with_layer(True, {"cordoned.log.dirs": "/d/b"}).effective(static)
+    assert gauges(collector) == {count: 1, cordoned: 0}
+    current[0] = layers.with_layer(True, {"cordoned.log.dirs": "/d/b,/d/a"}).effective(static)
+    assert gauges(collector) == {count: 2, cordoned: 1}
+    current[0] = layers.with_layer(True, {"cordoned.log.dirs": "*"}).effective(static)
+    assert gauges(collector) == {count: 2, cordoned: 1}
+    current[0] = config(**{"cordoned.log.dirs": "/d/a"})  # server.properties alone counts too
+    assert gauges(collector) == {count: 1, cordoned: 1}

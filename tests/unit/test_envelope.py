@@ -4,19 +4,28 @@ cannot be read, in the Envelope's own error code (EnvelopeUtils)."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.create_topics.v7.response import CreatableTopicResult, CreateTopicsResponse
 from kio.schema.envelope.v0.request import EnvelopeRequest
+from kio.schema.envelope.v0.response import EnvelopeResponse
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.types import TopicName
+from kio.serial import entity_reader
+from kio.static.primitive import i16, i32
 
 from broker.controller.envelope import EnvelopeError, EnvelopeHandler, parse_client_address, parse_principal, serialize_principal
+from broker.kafka_apis import RequestContext
 from broker.network import ClientInfo
 from broker.wire_client import encode_request
+from protocol.api_keys import ApiKey
 from protocol.headers import RequestHeader
 
 # DefaultKafkaPrincipalBuilder.serialize(new KafkaPrincipal("User", "alice")): version 0, then
@@ -64,8 +73,39 @@ def test_the_inner_request_is_answered_for_the_envelope_s_client() -> None:
     body = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     envelope = EnvelopeRequest(request_data=encode_request(body, 3, "tool")[4:], request_principal=KAFKA_ALICE, client_host_address=bytes([10, 0, 0, 7]))
     ctx = type("Ctx", (), {"client": ClientInfo("c1", "kbroker-2", "127.0.0.1:5000", "CONTROLLER", "User:broker")})()
-    # Metadata is never forwarded: refused before any handler runs.
-    refused = asyncio.run(EnvelopeHandler({})(ctx, envelope))  # type: ignore[arg-type]
+    # Metadata is never forwarded: refused while it is dispatched, before any handler runs.
+    refused = EnvelopeHandler({})(ctx, envelope)  # type: ignore[arg-type]
+    assert isinstance(refused, EnvelopeResponse)
     assert (refused.error_code, refused.response_data) == (ErrorCode.invalid_request, None)
     assert seen.ctx is None
-    assert isinstance(RequestHeader, type)
+
+
+def forwarded_create_topics(inner_code: ErrorCode) -> EnvelopeResponse:
+    """An Envelope carrying CreateTopics v7 answered by a handler that gives ``inner_code``: the Envelope's answer."""
+    topic = CreatableTopic(name=TopicName("t"), num_partitions=i32(1), replication_factor=i16(1), assignments=(), configs=())
+    body = CreateTopicsRequest(topics=(topic,), timeout=datetime.timedelta(seconds=5), validate_only=False)
+    envelope = EnvelopeRequest(request_data=encode_request(body, 3, "tool")[4:], request_principal=KAFKA_ALICE, client_host_address=bytes([10, 0, 0, 7]))
+
+    def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        return CreateTopicsResponse(
+            throttle_time=datetime.timedelta(0),
+            topics=(CreatableTopicResult(name=TopicName("t"), topic_id=None, error_code=inner_code, error_message=None, num_partitions=i32(-1), replication_factor=i16(-1), configs=None),),
+        )
+
+    header = RequestHeader(api_key=ApiKey.ENVELOPE, api_version=0, correlation_id=41, client_id="kbroker-2", body_offset=0)
+    ctx = RequestContext(header, ClientInfo("c1", "kbroker-2", "127.0.0.1:5000", "CONTROLLER", "User:broker"))
+    answer = EnvelopeHandler({ApiKey.CREATE_TOPICS: create_topics})(ctx, envelope)
+    assert not isinstance(answer, EnvelopeResponse)
+    [frame] = asyncio.run(answer)  # type: ignore[arg-type]
+    # The frame's size, the correlation id, the flexible header's tagged fields, then the answer.
+    decoded, _ = entity_reader(EnvelopeResponse)(memoryview(frame), 4 + 4 + 1)
+    return decoded
+
+
+def test_an_inner_answer_of_not_controller_is_the_envelope_s_own_error() -> None:
+    """Kafka's RequestChannel.shouldReturnNotController: a forwarding broker's channel reads only
+    the Envelope's error to learn that the controller moved, and sends the request again."""
+    moved = forwarded_create_topics(ErrorCode.not_controller)
+    assert (moved.error_code, moved.response_data) == (ErrorCode.not_controller, None)
+    answered = forwarded_create_topics(ErrorCode.topic_already_exists)
+    assert answered.error_code == ErrorCode.none and answered.response_data is not None
