@@ -259,6 +259,7 @@ class Simulation:
         self.voter_set = VoterSet(VoterNode(i, None, (Endpoint("CONTROLLER", *self.nodes[i].address),)) for i in range(p.voters))
         self.topic_ready = False
         self._next_value = 0
+        self._held: dict[int, list[tuple[int, Callable[..., None], tuple[Any, ...]]]] = {}  # node -> what waits for its pause to end
         self._correlation = 0
         self._produces: dict[int, tuple[ProduceRequest, int]] = {}  # correlation id -> (request, the node asked)
         self._commits: dict[str, int] = {}  # group -> the correlation id of its one OffsetCommit in flight
@@ -351,10 +352,23 @@ class Simulation:
         if not node.running or node.incarnation != incarnation:
             return
         if node.paused_until > self.now:
-            self.at(node.paused_until, self.node_event, node_id, incarnation, action, args)
+            held = self._held.setdefault(node_id, [])
+            if not held:
+                self.at(node.paused_until, self._resume, node_id)
+            held.append((incarnation, action, args))
             return
         self.touched.add(node_id)
         action(*args)
+
+    def _resume(self, node_id: int) -> None:
+        """A paused node's held timers and deliveries, in the order they came, once it runs again
+        (also when the healing cut its pause short: a resumed process reads its sockets at once)."""
+        node = self.nodes[node_id]
+        if node.paused_until > self.now:
+            self.at(node.paused_until, self._resume, node_id)
+            return
+        for incarnation, action, args in self._held.pop(node_id, []):
+            self.node_event(node_id, incarnation, action, args)
 
     # -- the network ---------------------------------------------------------------------------------
 
@@ -724,6 +738,8 @@ class Simulation:
         self.note("heal", "faults stop; every node starts")
         for node in self.nodes.values():
             node.paused_until = min(node.paused_until, self.now)
+            if self._held.get(node.node_id):
+                self.at(self.now, self._resume, node.node_id)
             if not node.running:
                 self._start(node.node_id)
         self.at(self.now + 100, self._settled_event)

@@ -33,6 +33,12 @@
   idempotent producer's record twice from its log start on, whatever the producer retried (a batch sent again keeps
   its producer id, epoch and sequences; only batches never sent get the sequences of a bumped
   epoch, tests/simulation/sim_idempotent_producer.py).
+- a leader never refuses a batch it holds: a produce answered OUT_OF_ORDER_SEQUENCE_NUMBER is
+  not among its producer's last five batches in the answering leader's log from its log start
+  on (a retry of a batch the leader remembers is answered with where it went), unless it is a
+  transactional batch whose transaction a marker ended (refused on purpose). The producer takes
+  that refusal of its oldest unacknowledged batch as fatal for the batch, so a leader that forgot
+  what it replicated would go unseen without this.
 - after healing, every committed transaction's records are visible to read_committed and no
   aborted one is: at the end, the read_committed view of every replica of the healed cluster
   (a producer's transactional records become visible at its COMMIT marker and are dropped at
@@ -55,6 +61,7 @@ from broker.metadata.image_writer import image_records
 from broker.metadata.metadata_delta import apply_records
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata.metadata_records import MetadataRecord
+from tests.simulation.simulated_disk import ProducedRecord
 
 TopicPartition = tuple[str, int]
 
@@ -158,6 +165,20 @@ class Invariants:
             first = seen.setdefault(record.value, record)
             if first is not record:
                 self.fail("no idempotent record is written twice", f"{tp[0]}-{tp[1]} on broker {node} holds value {record.value} twice: as {first!r} and as {record!r}")
+
+    def refused(self, tp: TopicPartition, node: int, batch: Sequence[Any], records: Sequence[Any]) -> None:
+        """``batch`` was answered OUT_OF_ORDER_SEQUENCE_NUMBER by the leader whose log from its log
+        start is ``records`` (the idempotent producers' records and the transaction markers)."""
+        if not batch or batch[0] not in records:
+            return
+        first = batch[0]
+        mine = [r for r in records[records.index(first) + 1 :] if r.producer_id == first.producer_id and r.producer_epoch == first.producer_epoch]
+        if first.transactional and any(not isinstance(r, ProducedRecord) for r in mine):
+            return  # a batch of an ended transaction: refused on purpose (ProducerStateEntry.find_duplicate)
+        # The producer state remembers its last five batches: an older one the leader may refuse
+        # (its retry was overtaken on the network by five later batches).
+        if sum(1 for r in mine if r.index == 0) < 5:
+            self.fail("a leader never refuses a batch it holds", f"{tp[0]}-{tp[1]} on broker {node} refused {first!r} out of order, which it holds among the producer's last five batches")
 
     def transaction_ended(self, name: str, outcome: str, values: list[tuple[TopicPartition, int, int]]) -> None:
         self.transactions[name] = (outcome, values)

@@ -50,12 +50,13 @@ from tests.simulation.sim_replica import (
     list_offsets_for_follower,
     read_for_follower,
 )
-from tests.simulation.simulated_disk import SimulatedPartitionLog
+from tests.simulation.simulated_disk import ControlMarker, ProducedRecord, SimulatedPartitionLog
 
 if TYPE_CHECKING:
     from tests.simulation.cluster_simulation import Simulation
 
 SERDE = MetadataRecordSerde()
+OUT_OF_ORDER_SEQUENCE_NUMBER = int(ErrorCode.out_of_order_sequence_number)
 
 
 @dataclass(frozen=True, slots=True)
@@ -637,6 +638,9 @@ class SimNode:
             reply(ProduceResponse(int(ErrorCode.not_leader_or_follower)))
             return
         error, base, last = append_to_leader(replica, request.values, request.acks_all)
+        if error == OUT_OF_ORDER_SEQUENCE_NUMBER:
+            held = [v for v in replica.log.values_from(replica.log.log_start_offset) if isinstance(v, (ProducedRecord, ControlMarker))]
+            sim.invariants.refused(tp, self.node_id, request.values, held)
         if error or not request.acks_all:
             reply(ProduceResponse(error, base))
             return

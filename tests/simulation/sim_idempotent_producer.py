@@ -1,4 +1,4 @@
-"""An idempotent producer (enable.idempotence, acks=all) as librdkafka and Kafka's Java client run one.
+"""An idempotent producer (enable.idempotence, acks=all) as Kafka's Java client runs one.
 
 Every batch of a partition gets the next sequences of the producer's epoch when it is created,
 and is sent in order to the leader the cluster's metadata names. Only the five batches from the
@@ -8,19 +8,22 @@ are that window; the simulated network loses and reorders single messages, so th
 kept here). A batch answered with a retriable error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
 REQUEST_TIMED_OUT, OUT_OF_ORDER_SEQUENCE_NUMBER behind an unacknowledged batch, ...) or not
 answered within the request timeout is sent again, unchanged: the broker must answer a retry
-of a written batch with where it went, never write it twice.
+of a written batch with where it went, never write it twice. A batch is sent again only once
+every batch before it is acknowledged, and nothing behind it is sent meanwhile, as the Java
+client's RecordAccumulator drains a partition that has a retry (one request in flight): so a
+later batch never reaches a new leader before an earlier one's retry.
 
 A batch not acknowledged within the delivery timeout fails, and the producer bumps its epoch as
 the clients do (KIP-360: its sequences can have a gap now): it stops sending, waits until no
-request is in flight, fails every batch whose fate it cannot know (sent, and not refused in a
-way that says it was not written), and gives the batches it never sent the new epoch's
-sequences from 0. So does an OUT_OF_ORDER_SEQUENCE_NUMBER for an attempt sent once all of the
-batch's predecessors were acknowledged: the broker says it did not write the batch although it
-holds every predecessor, and only such a batch whose every earlier attempt was answered is sent
-again under the new epoch. (A correct broker never answers so: it writes the batch or finds it
-among the producer's last five.) (librdkafka also sends again, under the new epoch, batches that were
-answered NOT_LEADER_OR_FOLLOWER, which a deposed leader may have written: the duplicates of
-librdkafka issue #4953. This client does not, so that a duplicate here is the broker's.)
+request is in flight, fails every batch it ever sent (its fate is unknown), and gives the
+batches it never sent the new epoch's sequences from 0. So does an OUT_OF_ORDER_SEQUENCE_NUMBER
+for an attempt sent once all of the batch's predecessors were acknowledged, as in the Java
+client: that batch fails too. The refusal speaks only for the refusing leader's log: another
+replica may hold the batch (a deposed leader appended it, and a follower that copied it is
+elected later), so sending it again under the new epoch could write it twice. librdkafka does
+send it again: the duplicates of librdkafka issue #4953. Whether a leader refuses a batch it
+holds is checked where it answers (tests/simulation/sim_broker.py), so that a duplicate here is
+the broker's.
 """
 
 from __future__ import annotations
@@ -50,9 +53,7 @@ class ProducerBatch:
     records: tuple[ProducedRecord, ...] = ()  # empty until it has sequences
     in_flight: int = 0  # the correlation id of the attempt awaiting an answer
     sends: int = 0
-    unanswered: int = 0  # attempts that timed out: they may still reach a broker
     head_attempt: int = 0  # the correlation id of the last attempt sent with every predecessor acknowledged
-    refused: bool = False  # that attempt was answered OUT_OF_ORDER_SEQUENCE_NUMBER
     retry_at: int = 0
     done: bool = False  # acknowledged or failed
 
@@ -108,6 +109,8 @@ class IdempotentProducer:
         for batch in queue[:MAX_IN_FLIGHT]:
             if batch.in_flight or batch.done:
                 continue
+            if batch.sends and batch is not queue[0]:
+                return  # a retry waits until every batch before it is acknowledged, as Kafka's Java client's does
             if batch.retry_at > sim.now:
                 sim.at(batch.retry_at, self._pump, tp)
                 return  # in order: the batches behind it wait for it
@@ -132,7 +135,6 @@ class IdempotentProducer:
         if batch.in_flight != correlation_id:
             return
         batch.in_flight = 0
-        batch.unanswered += 1
         self._retry(batch)
 
     def _retry(self, batch: ProducerBatch) -> None:
@@ -157,7 +159,6 @@ class IdempotentProducer:
             return  # an older attempt's error: the newer one decides
         batch.in_flight = 0
         if response.error_code == OUT_OF_ORDER_SEQUENCE_NUMBER and batch.head_attempt == correlation_id:
-            batch.refused = True
             self._begin_bump(f"{batch.tp[0]}-{batch.tp[1]} refused sequence {batch.records[0].base_sequence} after acknowledged ones")
             return
         self._retry(batch)
@@ -196,8 +197,7 @@ class IdempotentProducer:
                 if batch.done:
                     continue
                 timed_out = sim.now - batch.created_ms >= self.delivery_timeout_ms
-                fate_unknown = batch.sends > 0 and not (batch.refused and batch.unanswered == 0)
-                if timed_out or fate_unknown:
+                if timed_out or batch.sends > 0:
                     batch.done = True
                     self.failed.update(batch.values)
                     failed += len(batch.values)
@@ -209,8 +209,6 @@ class IdempotentProducer:
         self.bumping = False
         for queue in self.queues.values():
             for batch in queue:
-                batch.sends = batch.unanswered = batch.retry_at = batch.head_attempt = 0
-                batch.refused = False
                 self._assign_sequences(batch)
         sim.stats.idempotent_epoch_bumps += 1
         sim.stats.idempotent_failed += failed
