@@ -123,6 +123,21 @@ def test_two_committed_transactions_over_one_input_process_it_twice() -> None:
     assert found["double-processed"] == [{"input": [0, 1], "txns": ["t1", "t2"]}]
 
 
+def test_one_loop_rewound_to_a_stale_committed_offset_processes_inputs_twice() -> None:
+    """Kafka control seed 8: after an abort, the loop rewound to the committed offset a zombie
+    coordinator still held (2, where t2 had committed 4 at the real coordinator) and committed
+    inputs 2 and 3 again. The group's final offset is right, so double-processed is the only
+    witness; the anomaly is real, not the checker's."""
+    s = Scenario()
+    a = s.txn(0, 1, "ok")
+    b = s.txn(2, 3, "ok")
+    s.txn(4, 5, "fail")
+    c = s.txn(2, 3, "ok")
+    d = s.txn(4, 5, "ok")
+    found = anomalies(s.drain(a + b + c + d, offsets={"0": 6}))
+    assert found == {"double-processed": [{"input": [0, 2], "txns": ["t2", "t4"]}, {"input": [0, 3], "txns": ["t2", "t4"]}]}
+
+
 def test_the_offsets_of_an_aborted_transaction_committed_are_found() -> None:
     s = Scenario()
     a = s.txn(0, 1, "ok")
