@@ -27,7 +27,7 @@ from broker.broker_lifecycle_manager import AdvertisedListener, BrokerLifecycleM
 from broker.channel_builders import TLS_PROTOCOLS, ListenerSecurityBuilder, inter_broker_channel
 from broker.config import BrokerConfig
 from broker.connection_quotas import broker_connection_quotas
-from broker.controller.feature_control_manager import supported_features
+from broker.controller.feature_control_manager import supported_features, with_kraft_version
 from broker.controller_channel import ControllerChannel, LocalController
 from broker.fetch_session import FetchSessionCache
 from broker.group_coordinator import GroupCoordinator
@@ -271,7 +271,10 @@ class BrokerServer:
 
     def _feature_info(self) -> FeatureInfo:
         image = self.metadata.image
-        return FeatureInfo(supported_features(self.config.unstable_feature_versions_enable), image.features, image.provenance)
+        # Kafka's KRaftMetadataCache.features: kraft.version from the Raft layer, not the image.
+        raft = self._shared.raft_manager
+        finalized = with_kraft_version(image.features, raft.kraft_version() if raft is not None else 0)
+        return FeatureInfo(supported_features(self.config.unstable_feature_versions_enable), finalized, image.provenance)
 
     def _reconfigure_listeners(self, cfg: BrokerConfig) -> None:
         """This broker's dynamic store configs changed: TLS listeners serve new connections with them."""

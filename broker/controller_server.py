@@ -7,7 +7,8 @@ broker's is (TLS, SASL with SCRAM credentials from the metadata image), and with
 every API but ApiVersions is authorized first (ControllerApis.authorized): the admin requests
 from anyone but a broker, and those an Envelope carries, per resource for the client.
 ApiVersions carries features as Kafka 4.4's controller's does (SimpleApiVersionManager): the
-ranges this build supports and the levels finalized in the metadata log (FeaturesPublisher), which
+ranges this build supports and the levels finalized in the metadata log (FeaturesPublisher) with
+kraft.version from the Raft layer (absent at 0, a static quorum), which
 is what Admin.describeFeatures reads, so kafka-features.sh --bootstrap-controller describe works.
 Once its listeners are bound, the controller registers itself with the active controller
 (KIP-919, broker/controller_registration_manager.py).
@@ -30,7 +31,7 @@ from broker.handlers.forwarding import ControllerSender, ForwardToControllerHand
 from broker.controller.quorum_controller import QuorumController
 from broker.controller_channel import ControllerChannel
 from broker.controller_registration_manager import ControllerRegistrationManager
-from broker.controller.feature_control_manager import supported_features
+from broker.controller.feature_control_manager import supported_features, with_kraft_version
 from broker.handlers.api_versions import FeatureInfo, api_versions_answer
 from broker.handlers.sasl import sasl_authenticate, sasl_handshake
 from broker.kafka_apis import KafkaApis, RequestContext
@@ -123,7 +124,10 @@ class ControllerServer:
 
     def _feature_info(self) -> FeatureInfo:
         published = self.features_publisher
-        return FeatureInfo(self._supported_features, published.finalized, published.epoch)
+        if published.epoch < 0:
+            return FeatureInfo(self._supported_features, published.finalized, published.epoch)  # Kafka's FinalizedFeatures.unknown
+        # Kafka's ControllerServer: the publisher's levels with kraft.version set from the Raft layer.
+        return FeatureInfo(self._supported_features, with_kraft_version(published.finalized, self._raft.kraft_version()), published.epoch)
 
     def _client_handlers(self, auth: AuthHelper) -> tuple[dict[ApiKey, Any], dict[ApiKey, Any]]:
         """A client's admin request answered for it: authorized for the client's principal and

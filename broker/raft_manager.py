@@ -39,7 +39,7 @@ from raft.kafka_raft_client import (
 from raft.quorum_state import LeaderState
 from raft.raft_config import RaftConfig
 from raft.replicated_log import OffsetAndEpoch
-from raft.voter_set import VoterSet
+from raft.voter_set import Endpoint, VoterSet
 from storage.errors import KafkaStorageError
 from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 
@@ -83,6 +83,7 @@ class KafkaRaftManager:
         voters: VoterSet | None,
         bootstrap_servers: list[tuple[str, int]],
         network: NetworkClient,
+        local_listeners: Sequence[Endpoint] = (),
         log_config: MetadataLogConfig,
         failure_channel: LogDirFailureChannel | None = None,
         fatal: Callable[[str], None] = halt,
@@ -93,6 +94,7 @@ class KafkaRaftManager:
         self._metadata_dir = metadata_dir
         self._config = raft_config
         self._voters = voters
+        self._local_listeners = tuple(local_listeners)
         self._bootstrap_servers = bootstrap_servers
         self._network = network
         self._log_config = log_config
@@ -143,6 +145,7 @@ class KafkaRaftManager:
                 voters=self._voters,
                 bootstrap_servers=self._bootstrap_servers,
                 now_ms=now_ms(),
+                local_listeners=self._local_listeners,
             )
         self._task = asyncio.create_task(self._drive(), name="raft-driver")
 
@@ -178,6 +181,20 @@ class KafkaRaftManager:
         if not isinstance(state, LeaderState):
             raise NotLeaderError("not the leader of the metadata quorum")
         return state.accumulator.next_offset
+
+    def kraft_version(self) -> int:
+        """The quorum's kraft.version as this node's log has it (0 before the log is open)."""
+        return 0 if self.client is None else int(self.client.kraft_version)
+
+    def upgrade_kraft_version(self, epoch: int, kraft_version: int, validate_only: bool) -> None:
+        """The active controller's UpdateFeatures of kraft.version (Kafka's RaftClientKRaftVersionAccessor):
+        the leader appends the upgrade, or raises why it cannot (raft/kafka_raft_client.py)."""
+        assert self.client is not None
+        # The leader writes the upgrade to the metadata log at once, as it does a voter change.
+        with self._metadata_log_io():
+            written = self.client.upgrade_kraft_version(epoch, kraft_version, validate_only, now_ms())
+        if written:
+            self._wake.set()
 
     def create_snapshot(self, snapshot_id: OffsetAndEpoch, last_contained_log_time_ms: int) -> Any:
         assert self.client is not None

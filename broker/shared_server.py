@@ -38,12 +38,13 @@ INTER_NODE_REQUEST_TIMEOUT_MS = 30000
 
 
 def quorum_voter_set(config: BrokerConfig) -> VoterSet | None:
-    """controller.quorum.voters as a VoterSet on the controller listener; None when only bootstrap servers are given."""
+    """controller.quorum.voters as a VoterSet on the controller listener; None when only bootstrap servers are given.
+    Static voters support kraft.version 0 only until they tell the leader otherwise (Kafka's VoterSet.fromInetSocketAddresses)."""
     voters = config.quorum_voters
     if not voters:
         return None
     listener = config.controller_listener_name_list[0] if config.controller_listener_name_list else "CONTROLLER"
-    return VoterSet(VoterNode(v.node_id, None, (Endpoint(listener, v.host, v.port),)) for v in voters)
+    return VoterSet(VoterNode(v.node_id, None, (Endpoint(listener, v.host, v.port),), 0, 0) for v in voters)
 
 
 def _in_worker_thread(work: Callable[[], None], done: Callable[[BaseException | None], None]) -> None:
@@ -101,6 +102,7 @@ class SharedServer:
                 append_linger_ms=cfg.controller_quorum_append_linger_ms,
             ),
             voters=quorum_voter_set(cfg),
+            local_listeners=[Endpoint(lst.name, lst.host, lst.port) for lst in cfg.advertised_controller_listeners] if cfg.is_controller else [],
             bootstrap_servers=cfg.quorum_bootstrap_servers,
             network=self.raft_network,
             log_config=MetadataLogConfig(

@@ -12,9 +12,12 @@ their log diverged (they truncate and fetch again), or with the snapshot to fetc
 are below its log start. The high watermark is the offset a majority of voters have flushed,
 counted only once it passes the LeaderChange batch that opens the leader's epoch.
 
-Voters are either static (controller.quorum.voters, kraft.version 0) or, when none are
-configured, the latest VotersRecord of the log or snapshot (KIP-853, raft/voter_history.py):
-the leader then takes AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter, one change at a time.
+Voters are either static (controller.quorum.voters, kraft.version 0) or the latest VotersRecord
+of the log or snapshot (kraft.version 1, KIP-853, raft/voter_history.py): the leader then takes
+AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter, one change at a time. A static quorum's voters
+tell its leader their directory ids, endpoints and kraft.version ranges (UpdateRaftVoter, kept in
+memory), which lets ``upgrade_kraft_version`` write KRaftVersionRecord(1) and the VotersRecord
+that makes it dynamic, as Kafka 4.4's kafka-features upgrade --feature kraft.version=1 does.
 
 Answers are built in the version of the request they answer (protocol.entities.build), so
 tools speaking older DescribeQuorum versions are served too. Fetch requests may arrive as kio
@@ -44,15 +47,21 @@ from kio.schema.fetch.v17.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.fetch.v17.request import ReplicaState as FetchReplicaState
 from kio.schema.fetch_snapshot.v1.request import FetchSnapshotRequest, PartitionSnapshot, TopicSnapshot
 from kio.schema.fetch_snapshot.v1.request import SnapshotId as RequestSnapshotId
+from kio.schema.update_raft_voter.v0.request import KRaftVersionFeature as UpdateVoterKRaftVersionFeature
+from kio.schema.update_raft_voter.v0.request import Listener as UpdateVoterListener
+from kio.schema.update_raft_voter.v0.request import UpdateRaftVoterRequest
 from kio.schema.vote.v2.request import PartitionData as VotePartition
 from kio.schema.vote.v2.request import TopicData as VoteTopic
 from kio.schema.vote.v2.request import VoteRequest
+
+from kio.static.primitive import i16, i32, u16
 
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested, nested_or_none
 from protocol.records import build_batch, iter_batches, iter_records
 from raft.batch_accumulator import BatchAccumulator, RecordBatchTooLargeError
 from raft.control_records import KRaftVersion, build_control_batch, decode_control_record, kraft_version_record, leader_change_message, snapshot_footer, snapshot_header
+from raft.kraft_version_upgrade import InvalidUpdateVersionError, Version, Voters
 from raft.quorum_state import (
     CandidateState,
     FollowerState,
@@ -74,6 +83,8 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 METADATA_PARTITION = 0
 FETCH_RESPONSE_VERSION = 17  # when the caller gives no version (every node sends v17)
+# The kraft.version range this build supports (Kafka 4.4's KRaftVersion 0 and 1), told to the leader in UpdateRaftVoter.
+SUPPORTED_KRAFT_VERSION = (KRaftVersion.KRAFT_VERSION_0, KRaftVersion.KRAFT_VERSION_1)
 _RECORD_OVERHEAD = 21
 _BATCH_OVERHEAD = 61
 
@@ -209,6 +220,11 @@ class _PendingVoterChange:
     answered: bool = False
 
 
+def _java_enum(kraft_version: KRaftVersion) -> str:
+    """How Kafka's messages print a KRaftVersion (its enum constant's name)."""
+    return f"KRAFT_VERSION_{int(kraft_version)}"
+
+
 def _request_version(body: Any, default: int) -> int:
     return int(getattr(type(body), "__version__", default))
 
@@ -246,7 +262,12 @@ class KafkaRaftClient(Generic[T]):
         bootstrap_servers: list[tuple[str, int]],
         now_ms: int,
         rng: random.Random | None = None,
+        local_listeners: Sequence[Endpoint] = (),
     ) -> None:
+        """``voters``: the static voters of controller.quorum.voters, None when the log names them;
+        once the log names them (a dynamic quorum, or a static one upgraded to kraft.version 1) the
+        log wins. ``local_listeners``: this node's controller endpoints, which it tells the leader
+        (UpdateRaftVoter); by default its own entry in ``voters``."""
         self.node_id = node_id
         self.directory_id = directory_id
         self.cluster_id = cluster_id
@@ -255,12 +276,12 @@ class KafkaRaftClient(Generic[T]):
         self.serde = serde
         self.bootstrap_servers = list(bootstrap_servers)
         self.random = rng if rng is not None else random.Random()
-        # Static voters (controller.quorum.voters) are kraft.version 0; without them the log names the voters.
-        self._dynamic = voters is None
+        self._static_voters = voters
         self._history = VoterSetHistory()
         self._pending_voter_change: _PendingVoterChange | None = None
-        if self._dynamic:
-            voters = self._read_voter_history(log)
+        own = voters.get(node_id) if voters is not None else None
+        self._local_listeners = tuple(local_listeners) or (own.endpoints if own is not None else ())
+        voters = self._read_voter_history(log) or voters
         self.quorum = QuorumState(node_id, directory_id, voters if voters is not None else VoterSet([]), config, store, self.random)
         self.quorum.initialize(now_ms)
         self._now = now_ms
@@ -310,6 +331,14 @@ class KafkaRaftClient(Generic[T]):
         return self._high_watermark
 
     @property
+    def kraft_version(self) -> KRaftVersion:
+        """The latest kraft.version in the local log, committed or not (Kafka's RaftClient.kraftVersion)."""
+        return self._history.kraft_version
+
+    def _reconfig_supported(self) -> bool:
+        return self._history.kraft_version >= KRaftVersion.KRAFT_VERSION_1
+
+    @property
     def leader_and_epoch(self) -> tuple[int | None, int]:
         state = self.quorum.state
         if isinstance(state, ResignedState):
@@ -351,7 +380,8 @@ class KafkaRaftClient(Generic[T]):
         if raw is None:
             return None
         self._dirty = True
-        voters = self._history.as_of(snapshot_id.offset) if self._dynamic else None
+        # A VotersRecord exists only at kraft.version 1: a snapshot from before an upgrade names none.
+        voters = self._history.as_of(snapshot_id.offset)
         return SnapshotWriter(raw, self.serde, last_contained_log_time_ms, self.config.max_batch_size_bytes, voters)
 
     def begin_shutdown(self, now_ms: int, timeout_ms: int) -> None:
@@ -407,6 +437,8 @@ class KafkaRaftClient(Generic[T]):
             return  # from an earlier state, or expired: nothing waits for it
         if self._busy.get(inflight.destination_key) == correlation_id:
             del self._busy[inflight.destination_key]
+        if inflight.api_key == ApiKey.UPDATE_RAFT_VOTER and body is not None and body.error_code == ErrorCode.unsupported_version:
+            return self._handle_update_voter_response(inflight.destination_key, body, self._now)
         if body is None or getattr(body, "error_code", ErrorCode.none) != ErrorCode.none:
             state = self.quorum.state
             if body is None and inflight.api_key == ApiKey.VOTE and isinstance(state, CandidateState):
@@ -419,6 +451,7 @@ class KafkaRaftClient(Generic[T]):
             ApiKey.END_QUORUM_EPOCH: self._handle_end_quorum_epoch_response,
             ApiKey.FETCH: self._handle_fetch_response,
             ApiKey.FETCH_SNAPSHOT: self._handle_fetch_snapshot_response,
+            ApiKey.UPDATE_RAFT_VOTER: self._handle_update_voter_response,
         }[inflight.api_key]
         handler(inflight.destination_key, body, self._now)
 
@@ -560,10 +593,17 @@ class KafkaRaftClient(Generic[T]):
         voter_ids = self.quorum.voters.ids()
         accumulator.append_control([leader_change_message(self.node_id, voter_ids, state.granting_voters & voter_ids)], now)
         latest_offset = self._history.latest_offset()
-        if self._dynamic and latest_offset is not None and latest_offset < 0:
+        if latest_offset is not None and latest_offset < 0:
             # The voters come from the bootstrap checkpoint only: the first leader writes them into the
             # log, so a replica that fetches from offset 0 learns them too (Kafka does the same).
             accumulator.append_control([kraft_version_record(KRaftVersion.KRAFT_VERSION_1), self.quorum.voters.to_voters_record()], now)
+        if not self._reconfig_supported():
+            # Kafka's LeaderState: at kraft.version 0 the leader knows itself fully; the other voters
+            # fill in their directory ids, endpoints and kraft.version ranges with UpdateRaftVoter.
+            volatile = self.quorum.voters.update_voter_ignoring_directory_id(self._local_voter_node())
+            if volatile is None:
+                raise AssertionError(f"leader {self.node_id} is not one of the voters {self.quorum.voters}")
+            state.kraft_version_upgrade = Voters(volatile)
         state.begin_epoch_resend_ms = now
         self._append_batches(state, now, force=True)
 
@@ -698,11 +738,39 @@ class KafkaRaftClient(Generic[T]):
         address = state.leader_address or self._address_of(state.leader_id_)
         if address is None or not self._can_send(state.leader_id_, now):
             return
+        if self._should_send_update_voter(state, now):
+            # In place of one Fetch, as Kafka's pollFollowerAsVoter.
+            state.update_voter_deadline_ms = now + self.config.fetch_timeout_ms
+            self._send(state.leader_id_, state.leader_id_, address, ApiKey.UPDATE_RAFT_VOTER, self._update_voter_request(state), now)
+            return
         if state.snapshot_writer is not None:
             body: Any = self._fetch_snapshot_request(state)
             self._send(state.leader_id_, state.leader_id_, address, ApiKey.FETCH_SNAPSHOT, body, now)
         else:
             self._send(state.leader_id_, state.leader_id_, address, ApiKey.FETCH, self._fetch_request(), now)
+
+    def _should_send_update_voter(self, state: FollowerState, now: int) -> bool:
+        """Kafka's shouldSendUpdateVoteRequest, kraft.version 0 half: a voter tells each leader about
+        itself once, so an upgrade to kraft.version 1 can name every voter fully."""
+        return self.quorum.is_voter() and now >= state.update_voter_deadline_ms and not self._reconfig_supported() and not state.has_updated_leader
+
+    def _update_voter_request(self, state: FollowerState) -> UpdateRaftVoterRequest:
+        node = self._local_voter_node()
+        return UpdateRaftVoterRequest(
+            cluster_id=self.cluster_id,
+            current_leader_epoch=i32(state.epoch),
+            voter_id=i32(self.node_id),
+            voter_directory_id=self.directory_id,
+            listeners=tuple(UpdateVoterListener(name=e.listener, host=e.host, port=u16(e.port)) for e in node.endpoints),
+            k_raft_version_feature=UpdateVoterKRaftVersionFeature(min_supported_version=i16(node.min_kraft_version), max_supported_version=i16(node.max_kraft_version)),
+        )
+
+    def _handle_update_voter_response(self, source: int, body: Any, now: int) -> None:
+        """NONE, or UNSUPPORTED_VERSION from a leader that has no UpdateRaftVoter: this leader is told."""
+        state = self.quorum.state
+        if isinstance(state, FollowerState) and state.leader_id_ == source:
+            state.has_updated_leader = True
+            state.fetch_deadline_ms = now + self.config.fetch_timeout_ms
 
     def _send_fetch_to_any(self, now: int) -> None:
         """An observer with no leader asks any voter (or bootstrap server); the answer names the leader."""
@@ -859,7 +927,8 @@ class KafkaRaftClient(Generic[T]):
             return ErrorCode.fenced_leader_epoch
         if remote_id < 0:
             return ErrorCode.invalid_request
-        if not self._dynamic and (self.quorum.is_observer() or remote_id not in self.quorum.voters):  # a log's voter set may be stale (KIP-853)
+        # Only a configured voter set is known for sure; a log's may be stale (KIP-853).
+        if self._static_voters is not None and not self._reconfig_supported() and (self.quorum.is_observer() or remote_id not in self.quorum.voters):
             return ErrorCode.inconsistent_voter_set
         return None
 
@@ -1267,7 +1336,7 @@ class KafkaRaftClient(Generic[T]):
             if records:
                 self.log.append_as_follower(records, state.epoch)
                 self.log.flush()
-                if self._dynamic and self._history.scan(records):
+                if self._history.scan(records):
                     self._apply_voter_set()
             self._update_follower_high_watermark(int(partition.high_watermark))
 
@@ -1288,7 +1357,7 @@ class KafkaRaftClient(Generic[T]):
         local = self.log.end_offset_for_epoch(diverging.epoch)
         offset = max(min(local.offset, diverging.offset) if local.epoch == diverging.epoch else local.offset, self.log.start_offset())
         self.log.truncate_to(offset)
-        if self._dynamic and self._history.truncate_from(offset):
+        if self._history.truncate_from(offset):
             self._apply_voter_set()
 
     def _update_follower_high_watermark(self, leader_high_watermark: int) -> None:
@@ -1401,9 +1470,8 @@ class KafkaRaftClient(Generic[T]):
         if not self.log.truncate_to_latest_snapshot():
             return
         self._update_follower_high_watermark(self.log.high_watermark())
-        if self._dynamic:
-            if self._read_voter_history(self.log) is not None:
-                self._apply_voter_set()
+        self._read_voter_history(self.log)
+        self._apply_voter_set()
 
     # -- DescribeQuorum ------------------------------------------------------------------------------------
 
@@ -1448,7 +1516,7 @@ class KafkaRaftClient(Generic[T]):
 
     def _apply_voter_set(self) -> None:
         """Make the history's latest set the quorum's; the leader moves replicas between voters and observers."""
-        voters = self._history.latest() or VoterSet([])
+        voters = self._history.latest() or self._static_voters or VoterSet([])
         old = self.quorum.voters
         if voters == old:
             return
@@ -1458,6 +1526,9 @@ class KafkaRaftClient(Generic[T]):
             for voter_id in voters.ids() - old.ids():
                 replica = state.observer_states.pop(voter_id, None) or ReplicaState(voter_id, voters.get(voter_id).directory_id)  # type: ignore[union-attr]
                 state.voter_states[voter_id] = replica
+            for voter_id in voters.ids() & old.ids():
+                # An upgrade to kraft.version 1 names the directories a static set left out.
+                state.voter_states[voter_id].directory_id = voters.get(voter_id).directory_id  # type: ignore[union-attr]
             for voter_id in old.ids() - voters.ids():
                 replica = state.voter_states.pop(voter_id)
                 if voter_id != self.node_id:
@@ -1486,7 +1557,7 @@ class KafkaRaftClient(Generic[T]):
         state = self.quorum.state
         if not isinstance(state, LeaderState) or self._shutdown_deadline_ms is not None:
             return ErrorCode.not_leader_or_follower
-        if not self._dynamic or self._history.kraft_version < KRaftVersion.KRAFT_VERSION_1:
+        if not self._reconfig_supported():
             # Kafka's words: the voter set is static (controller.quorum.voters decides it).
             change = {ApiKey.ADD_RAFT_VOTER: "adding", ApiKey.REMOVE_RAFT_VOTER: "removing"}.get(ApiKey(int(type(body).__api_key__)), "updating")
             return ErrorCode.unsupported_version, f"Cluster doesn't support {change} voter because the kraft.version feature is {int(self._history.kraft_version)}"
@@ -1538,35 +1609,132 @@ class KafkaRaftClient(Generic[T]):
         if answered:
             self._respond(handle, self._voter_change_response(api_key, version, ErrorCode.none))
 
+    def _update_voter_refusal(self, body: Any) -> ErrorCode | None:
+        """Kafka's checks of an UpdateRaftVoter before its handler: the cluster, the leader's epoch, a
+        directory id, an endpoint on the Raft listener and a sane kraft.version range."""
+        if not self._valid_cluster_id(getattr(body, "cluster_id", None)):
+            return ErrorCode.inconsistent_cluster_id
+        error = self._validate_leader_only(int(body.current_leader_epoch))
+        if error is not None:
+            return error
+        if self._shutdown_deadline_ms is not None:
+            return ErrorCode.not_leader_or_follower
+        if directory_or_none(body.voter_directory_id) is None or not body.listeners:
+            return ErrorCode.invalid_request
+        feature = body.k_raft_version_feature
+        if feature.min_supported_version < 0 or feature.max_supported_version < 0 or feature.max_supported_version < feature.min_supported_version:
+            return ErrorCode.invalid_request
+        return None
+
     def _handle_update_voter_request(self, handle: int, body: Any, now: int) -> None:
-        """A voter's new endpoints or kraft.version range; the leader records it like any other change."""
+        """A voter's directory id, endpoints and kraft.version range (Kafka's UpdateVoterHandler). At
+        kraft.version 1 the leader writes them in a VotersRecord, answered once committed; at 0 it
+        keeps them in memory for an upgrade and answers at once."""
         api_key = ApiKey.UPDATE_RAFT_VOTER
         version = _request_version(body, 0)
-        refusal = self._voter_change_refusal(body, now)
-        if refusal is None and int(getattr(body, "current_leader_epoch", self.quorum.epoch)) != self.quorum.epoch:
-            refusal = ErrorCode.fenced_leader_epoch if body.current_leader_epoch < self.quorum.epoch else ErrorCode.unknown_leader_epoch
-        if refusal is not None:
-            error, message = refusal if isinstance(refusal, tuple) else (refusal, None)
-            return self._respond(handle, self._voter_change_response(api_key, version, error, message))
+
+        def answer(error: ErrorCode, message: str | None = None) -> None:
+            self._respond(handle, self._voter_change_response(api_key, version, error, message))
+
+        error = self._update_voter_refusal(body)
+        if error is not None:
+            return answer(error)
         state = self.quorum.state
         assert isinstance(state, LeaderState)
-        voter_id = int(body.voter_id)
-        current = self.quorum.voters.get(voter_id)
-        if current is None or not current.matches(directory_or_none(body.voter_directory_id)):
-            return self._respond(handle, self._voter_change_response(api_key, version, ErrorCode.voter_not_found))
+        if self._pending_voter_change is not None or self._high_watermark is None:
+            return answer(ErrorCode.request_timed_out)
+        kraft_version = self._history.kraft_version
+        if self._reconfig_supported():
+            latest = self._history.latest_offset()
+            if latest is not None and latest >= self._high_watermark:
+                return answer(ErrorCode.request_timed_out)
+            voters = self.quorum.voters
+        else:
+            upgrade = state.kraft_version_upgrade
+            if not isinstance(upgrade, Voters):
+                return answer(ErrorCode.request_timed_out)
+            voters = upgrade.voters
         feature = body.k_raft_version_feature
+        if not feature.min_supported_version <= kraft_version <= feature.max_supported_version:
+            return answer(ErrorCode.invalid_request)
+        voter_id = int(body.voter_id)
+        directory_id = directory_or_none(body.voter_directory_id)
+        current = voters.get(voter_id)
+        if current is None or (self._reconfig_supported() and not current.matches(directory_id)):
+            return answer(ErrorCode.voter_not_found)
         updated = VoterNode(
             voter_id,
-            current.directory_id,
-            tuple(Endpoint(str(e.name), str(e.host), int(e.port)) for e in body.listeners) or current.endpoints,
+            directory_id,
+            tuple(Endpoint(str(e.name), str(e.host), int(e.port)) for e in body.listeners),
             int(feature.min_supported_version),
             int(feature.max_supported_version),
         )
+        if not self._reconfig_supported():
+            # In memory only: DescribeQuorum keeps showing the configured voters until an upgrade writes these.
+            state.kraft_version_upgrade = Voters(voters.with_voter(updated))
+            return answer(ErrorCode.none)
+        updated = VoterNode(voter_id, current.directory_id, updated.endpoints, updated.min_kraft_version, updated.max_kraft_version)
         if updated == current:
-            return self._respond(handle, self._voter_change_response(api_key, version, ErrorCode.none))
-        offset = state.accumulator.append_control([self.quorum.voters.with_voter(updated).to_voters_record()], now)
+            return answer(ErrorCode.none)
+        offset = state.accumulator.append_control([voters.with_voter(updated).to_voters_record()], now)
         self._append_batches(state, now, force=True)
         self._pending_voter_change = _PendingVoterChange(handle, api_key, version, offset, now + self.config.request_timeout_ms, False)
+
+    # -- the kraft.version upgrade (KIP-853) ---------------------------------------------------------------
+
+    def _local_voter_node(self) -> VoterNode:
+        low, high = SUPPORTED_KRAFT_VERSION
+        return VoterNode(self.node_id, directory_or_none(self.directory_id), self._local_listeners, int(low), int(high))
+
+    def upgrade_kraft_version(self, epoch: int, kraft_version: int, validate_only: bool, now_ms: int) -> bool:
+        """Kafka's upgradeKRaftVersion (LeaderState.maybeAppendUpgradedKRaftVersion): on the leader of
+        ``epoch``, write KRaftVersionRecord(``kraft_version``) and, when the log names no voters yet,
+        the VotersRecord of the voters as they reported themselves, in one control batch. False when
+        there is nothing to write (already at that version, or asked for in this epoch). Raises
+        NotLeaderError, InvalidUpdateVersionError (a concurrent upgrade, a downgrade, voters that do
+        not support it) or RuntimeError (voters the leader cannot describe fully)."""
+        self._now = now = max(self._now, now_ms)
+        state = self.quorum.state
+        if not isinstance(state, LeaderState):
+            raise NotLeaderError("Upgrade kraft version failed because the replica is not the current leader")
+        if epoch < state.epoch:
+            raise NotLeaderError(f"Upgrade kraft version failed because the given epoch {epoch} is stale. Current leader epoch is {state.epoch}")
+        try:
+            requested = KRaftVersion(kraft_version)
+        except ValueError:
+            raise ValueError(f"Unknown KRaft feature level: {kraft_version}") from None
+        current = self._history.kraft_version
+        upgrade = state.kraft_version_upgrade
+        if isinstance(upgrade, Version):
+            if upgrade.kraft_version == requested:
+                return False
+            # Kafka prints the Version record itself here.
+            raise InvalidUpdateVersionError(
+                f"Invalid concurrent upgrade of kraft.version from version Version[kraftVersion={_java_enum(upgrade.kraft_version)}] to {_java_enum(requested)}"
+            )
+        if current == requested:
+            return False
+        if current > requested:
+            raise InvalidUpdateVersionError(f"Invalid upgrade of kraft.version from version {_java_enum(current)} to {_java_enum(requested)} because the new version is a downgrade")
+        if not isinstance(upgrade, Voters):
+            raise RuntimeError(f"Unable to upgrade kraft.version from {_java_enum(current)} to {_java_enum(requested)}: the leader holds no voter set to write")
+        voters = upgrade.voters
+        if voters.ids() != self.quorum.voters.ids():
+            raise RuntimeError(f"Unable to update kraft.version to {_java_enum(requested)} due to missing voters {sorted(voters.ids())} compared to {sorted(self.quorum.voters.ids())}")
+        if not voters.supports_version(requested):
+            raise InvalidUpdateVersionError(f"Invalid upgrade of kraft.version to {_java_enum(requested)} because not all of the voters support it")
+        if any(v.directory_id is None for v in voters):
+            raise RuntimeError(f"Directory id must be known for all of the voters: {voters}")
+        if validate_only:
+            return True
+        state.kraft_version_upgrade = Version(requested)
+        records: list[Any] = [kraft_version_record(requested)]
+        if voters != self.quorum.voters:
+            records.append(voters.to_voters_record())
+        state.accumulator.append_control(records, now)
+        self._dirty = True
+        self._append_batches(state, now, force=True)
+        return True
 
     def _maybe_complete_voter_change(self, now: int) -> None:
         pending = self._pending_voter_change
@@ -1599,7 +1767,7 @@ class KafkaRaftClient(Generic[T]):
             info = self.log.append_as_leader(batch.data, state.epoch)
             if info.first_offset != batch.base_offset:
                 raise AssertionError(f"the log put batch {batch.base_offset} at {info.first_offset}: the accumulator and the log disagree")
-            changed = (self._dynamic and self._history.scan(batch.data)) or changed
+            changed = self._history.scan(batch.data) or changed
         self.log.flush()
         if changed:
             self._apply_voter_set()

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
+from raft.kraft_version_upgrade import Empty, KRaftVersionUpgrade
 from raft.quorum_state_store import ElectionState, QuorumStateStore
 from raft.raft_config import RaftConfig
 from raft.voter_set import VoterSet
@@ -121,6 +122,7 @@ class LeaderState:
     begin_epoch_acked: set[int] = field(default_factory=set)
     begin_epoch_resend_ms: int = 0
     resign_requested: bool = False
+    kraft_version_upgrade: KRaftVersionUpgrade = field(default_factory=Empty)
 
     @property
     def leader_id(self) -> int | None:
@@ -142,6 +144,10 @@ class FollowerState:
     snapshot_writer: "RawSnapshotWriter | None" = None
     snapshot_size: int = -1
     snapshot_position: int = 0
+    # Kafka's updateVoterSetPeriod: a voter of a kraft.version 0 quorum tells each new leader its
+    # directory id, endpoints and kraft.version range once, a fetch timeout after following it.
+    update_voter_deadline_ms: int = 0
+    has_updated_leader: bool = False
 
     @property
     def leader_id(self) -> int | None:
@@ -331,7 +337,9 @@ class QuorumState:
             raise ValueError(f"cannot follow {leader_id} in epoch {epoch} (current {self.epoch})")
         voted_id, voted_directory_id = self._kept_vote(epoch)
         deadline = now_ms + self.config.fetch_timeout_ms
-        self._set(FollowerState(epoch, leader_id, leader_address, deadline, voted_id, voted_directory_id), persist=True)
+        follower = FollowerState(epoch, leader_id, leader_address, deadline, voted_id, voted_directory_id)
+        follower.update_voter_deadline_ms = now_ms + self.config.fetch_timeout_ms
+        self._set(follower, persist=True)
 
     def transition_to_resigned(self, preferred_successors: list[int], now_ms: int) -> None:
         state = self.state

@@ -26,7 +26,13 @@ BOOTSTRAP_SNAPSHOT_ID = OffsetAndEpoch(0, 0)
 class VoterSetHistory:
     def __init__(self) -> None:
         self._entries: list[tuple[int, VoterSet]] = []
-        self.kraft_version = KRaftVersion.KRAFT_VERSION_0
+        # By offset too: truncating away an upgrade's KRaftVersionRecord takes the quorum back to the level before it.
+        self._kraft_versions: list[tuple[int, KRaftVersion]] = []
+
+    @property
+    def kraft_version(self) -> KRaftVersion:
+        """The latest kraft.version in the log, committed or not (Kafka's lastKraftVersion); 0 when none is named."""
+        return self._kraft_versions[-1][1] if self._kraft_versions else KRaftVersion.KRAFT_VERSION_0
 
     def latest(self) -> VoterSet | None:
         return self._entries[-1][1] if self._entries else None
@@ -45,7 +51,7 @@ class VoterSetHistory:
     def load_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes | memoryview) -> None:
         """Start over from a snapshot; its control records stand at the offset just below its end."""
         self._entries.clear()
-        self.kraft_version = KRaftVersion.KRAFT_VERSION_0
+        self._kraft_versions.clear()
         self.scan(data, at_offset=snapshot_id.offset - 1)
 
     def scan(self, data: bytes | memoryview, at_offset: int | None = None) -> bool:
@@ -66,7 +72,7 @@ class VoterSetHistory:
                         raise ValueError(f"VotersRecord at offset {offset} below the last one at {self._entries[-1][0]}")
                     self._entries.append((offset, VoterSet.from_voters_record(message)))
                 elif isinstance(message, KRaftVersionRecord):
-                    self.kraft_version = KRaftVersion(message.k_raft_version)
+                    self._kraft_versions.append((offset, KRaftVersion(message.k_raft_version)))
         return self.latest() != before
 
     def truncate_from(self, offset: int) -> bool:
@@ -74,6 +80,8 @@ class VoterSetHistory:
         before = self.latest()
         while self._entries and self._entries[-1][0] >= offset:
             self._entries.pop()
+        while self._kraft_versions and self._kraft_versions[-1][0] >= offset:
+            self._kraft_versions.pop()
         return self.latest() != before
 
 

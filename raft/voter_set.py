@@ -1,7 +1,8 @@
 """VoterSet: who votes in the metadata quorum, and how to reach them.
 
 Static (kraft.version 0) it comes from ``controller.quorum.voters`` ("1@host:port,..."): voters
-have no directory id and one endpoint on the controller listener. Dynamic (KIP-853) it is the
+have no directory id, one endpoint on the controller listener and, until they say otherwise
+(UpdateRaftVoter), support kraft.version 0 only, as in Kafka. Dynamic (KIP-853) it is the
 latest VotersRecord in the log or snapshot, where each voter is a ReplicaKey (id and directory
 id) with endpoints per listener. A voter with no directory id matches any directory.
 """
@@ -83,7 +84,7 @@ class VoterSet:
             host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
             if not 0 <= int(port) <= 65535:
                 raise InvalidVotersError(f"port {port} of voter {node} is out of range")
-            voters.append(VoterNode(int(node), None, (Endpoint(listener, host, int(port)),)))
+            voters.append(VoterNode(int(node), None, (Endpoint(listener, host, int(port)),), 0, 0))
         if not voters:
             raise InvalidVotersError("controller.quorum.voters names no voter")
         return cls(voters)
@@ -154,6 +155,15 @@ class VoterSet:
         """Add ``voter``, or replace the one with its id (UpdateRaftVoter)."""
         others = [v for v in self._voters.values() if v.voter_id != voter.voter_id]
         return VoterSet([*others, voter])
+
+    def update_voter_ignoring_directory_id(self, voter: VoterNode) -> "VoterSet | None":
+        """Kafka's updateVoterIgnoringDirectoryId (kraft.version 0): replace the voter with ``voter``'s id,
+        taking its directory id too; None when no voter has that id."""
+        return self.with_voter(voter) if voter.voter_id in self._voters else None
+
+    def supports_version(self, kraft_version: int) -> bool:
+        """Every voter's supported kraft.version range holds ``kraft_version``."""
+        return all(v.min_kraft_version <= kraft_version <= v.max_kraft_version for v in self._voters.values())
 
     def without_voter(self, voter_id: int) -> "VoterSet":
         return VoterSet(v for v in self._voters.values() if v.voter_id != voter_id)

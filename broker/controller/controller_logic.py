@@ -38,6 +38,8 @@ from broker.controller.feature_control_manager import (
     MINIMUM_METADATA_VERSION_LEVEL,
     FeatureControlManager,
     FeatureUpdateResult,
+    FixedKRaftVersion,
+    KRaftVersionAccessor,
 )
 from broker.controller.producer_id_control_manager import PRODUCER_ID_BLOCK_SIZE, ProducerIdControlManager, ProducerIdsExhaustedError
 from broker.controller.reassignment_control_manager import ReassignmentControlManager
@@ -74,7 +76,7 @@ class QuorumControllerLogic:
         config_default: ConfigDefault | None = None,
         node_id: int | None = None,
         unclean_leader_election_enable: bool = False,
-        kraft_version: int = 0,
+        kraft_version: KRaftVersionAccessor = FixedKRaftVersion(),
         unstable_feature_versions: bool = False,
         quorum_node_ids: Sequence[int] = (),
     ) -> None:

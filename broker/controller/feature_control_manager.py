@@ -2,8 +2,9 @@
 
 metadata.version is a FeatureLevelRecord and must be the first record of a metadata log.
 kraft.version is not: as in Kafka, it belongs to the Raft layer (its KRaftVersionRecord
-control record), so it is never written here; the controller adds the Raft layer's level
-to the finalized features it checks brokers against. A new cluster also finalizes Kafka's
+control record), read and upgraded through a KRaftVersionAccessor; the controller adds the
+Raft layer's level to the finalized features it checks brokers against, and an upgrade of it
+asks the Raft leader to write KRaftVersionRecord(1) with the voters (a NoOpRecord here waits for it). A new cluster also finalizes Kafka's
 defaults for its metadata.version of the features kbroker implements (transaction.version 2,
 group.version 1, eligible.leader.replicas.version 1). UpdateFeatures (update_features) moves
 finalized levels once this controller, every registered broker and (from metadata.version
@@ -15,14 +16,16 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from kio.schema.errors import ErrorCode
 
 from broker.controller.controller_result import ControllerResult
 from broker.metadata.metadata_image import MetadataImage
 from broker.metadata import metadata_version as mv
-from broker.metadata.metadata_records import FeatureLevelRecord
+from broker.metadata.metadata_records import FeatureLevelRecord, MetadataRecord, NoOpRecord
+from raft.kafka_raft_client import SUPPORTED_KRAFT_VERSION, NotLeaderError
+from raft.kraft_version_upgrade import InvalidUpdateVersionError
 
 METADATA_VERSION_FEATURE = mv.METADATA_VERSION_FEATURE
 KRAFT_VERSION_FEATURE = mv.KRAFT_VERSION_FEATURE
@@ -73,7 +76,8 @@ def supported_features(unstable: bool = False) -> dict[str, tuple[int, int]]:
     BrokerFeatures.defaultSupportedFeatures, for the features kbroker has): metadata.version up to
     the latest production level, or the latest in development with ``unstable.feature.versions.enable``."""
     top = LATEST_TESTING_METADATA_VERSION_LEVEL if unstable else METADATA_VERSION_LEVEL
-    return {METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION_LEVEL, top)} | {name: (0, level) for name, level in IMPLEMENTED_FEATURES.items()}
+    kraft = {KRAFT_VERSION_FEATURE: (int(SUPPORTED_KRAFT_VERSION[0]), int(SUPPORTED_KRAFT_VERSION[1]))}
+    return {METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION_LEVEL, top)} | kraft | {name: (0, level) for name, level in IMPLEMENTED_FEATURES.items()}
 
 
 BROKER_SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = supported_features()
@@ -90,6 +94,29 @@ def metadata_version_of(image: MetadataImage) -> mv.MetadataVersion:
 def eligible_leader_replicas_enabled(image: MetadataImage) -> bool:
     """Kafka's isElrEnabled: the cluster finalized eligible.leader.replicas.version 1 or later."""
     return image.features.get(ELIGIBLE_LEADER_REPLICAS_FEATURE, 0) >= 1
+
+
+class KRaftVersionAccessor(Protocol):
+    """Kafka's KRaftVersionAccessor: the Raft layer's kraft.version, and its upgrade on the leader."""
+
+    def kraft_version(self) -> int: ...
+
+    def upgrade_kraft_version(self, kraft_version: int, validate_only: bool) -> None:
+        """Raises InvalidUpdateVersionError, NotLeaderError, ValueError (no such version) or RuntimeError."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FixedKRaftVersion:
+    """A controller with no Raft layer behind it (unit tests): a level that never moves."""
+
+    level: int = 0
+
+    def kraft_version(self) -> int:
+        return self.level
+
+    def upgrade_kraft_version(self, kraft_version: int, validate_only: bool) -> None:
+        raise RuntimeError("there is no Raft layer to upgrade kraft.version in")
 
 
 class UpgradeType(enum.IntEnum):
@@ -134,7 +161,12 @@ ALL_FAILED = "The update failed for all features since the following feature had
 
 class FeatureControlManager:
     def __init__(
-        self, *, kraft_version: int = 0, node_id: int | None = None, unstable_feature_versions: bool = False, quorum_node_ids: Sequence[int] = ()
+        self,
+        *,
+        kraft_version: KRaftVersionAccessor = FixedKRaftVersion(),
+        node_id: int | None = None,
+        unstable_feature_versions: bool = False,
+        quorum_node_ids: Sequence[int] = (),
     ) -> None:
         """``quorum_node_ids``: the voters of controller.quorum.voters (none with a dynamic quorum),
         each of which must have registered before a feature moves, as Kafka's QuorumFeatures."""
@@ -162,28 +194,50 @@ class FeatureControlManager:
         """UpdateFeatures, all or nothing as in Kafka 4.4: the first feature refused (by name order)
         fails the whole request and no record is written; else a FeatureLevelRecord for each
         feature (none when validate_only). Dependencies are checked against the levels the request
-        leaves: metadata.version and the other features named with it, else the finalized ones."""
+        leaves: metadata.version and the other features named with it, else the finalized ones.
+        A kraft.version upgrade is checked with the others and asked of the Raft leader only once
+        every feature passed, so a refused request leaves the quorum as it was."""
         proposed = dict(image.features)
         proposed.setdefault(METADATA_VERSION_FEATURE, metadata_version_of(image).level)
         proposed.update(updates)
-        records: list[FeatureLevelRecord] = []
+        records: list[MetadataRecord] = []
         for name in sorted(updates):
             result, record = self._update_feature(image, name, updates[name], upgrade_types.get(name, UpgradeType.UPGRADE), proposed)
             if result.error_code != ErrorCode.none:
                 return ControllerResult([], result)
             if record is not None:
                 records.append(record)
-        return ControllerResult([] if validate_only else records, FeatureUpdateResult(ErrorCode.none))
+        if validate_only:
+            return ControllerResult([], FeatureUpdateResult(ErrorCode.none))
+        if any(isinstance(record, NoOpRecord) for record in records):
+            result = self._upgrade_kraft_version(updates[KRAFT_VERSION_FEATURE], validate_only=False)
+            if result.error_code != ErrorCode.none:
+                return ControllerResult([], result)
+        return ControllerResult(records, FeatureUpdateResult(ErrorCode.none))
+
+    def _upgrade_kraft_version(self, level: int, *, validate_only: bool) -> FeatureUpdateResult:
+        """Kafka's updateFeature for kraft.version: the Raft layer's refusals become the answer."""
+        try:
+            self._kraft_version.upgrade_kraft_version(level, validate_only)
+        except InvalidUpdateVersionError as e:
+            return FeatureUpdateResult(ErrorCode.invalid_update_version, str(e))
+        except ValueError as e:
+            return _invalid_update_version(KRAFT_VERSION_FEATURE, level, str(e))
+        except NotLeaderError as e:
+            return FeatureUpdateResult(ErrorCode.not_controller, str(e))
+        except RuntimeError as e:
+            return FeatureUpdateResult(ErrorCode.unknown_server_error, str(e))
+        return FeatureUpdateResult(ErrorCode.none)
 
     def _update_feature(
         self, image: MetadataImage, name: str, level: int, upgrade_type: int, proposed: Mapping[str, int]
-    ) -> tuple[FeatureUpdateResult, FeatureLevelRecord | None]:
+    ) -> tuple[FeatureUpdateResult, MetadataRecord | None]:
         if upgrade_type not in UpgradeType.__members__.values():
             return _invalid_update_version(name, level, "The controller does not support the given upgrade type."), None
         if name == METADATA_VERSION_FEATURE:
             current = metadata_version_of(image).level
         elif name == KRAFT_VERSION_FEATURE:
-            current = self._kraft_version
+            current = self._kraft_version.kraft_version()
         else:
             current = image.features.get(name, 0)
         if level < 0:
@@ -202,6 +256,13 @@ class FeatureControlManager:
             return _invalid_update_version(name, level, "Can't downgrade to a newer version."), None
         if name == METADATA_VERSION_FEATURE:
             return self._update_metadata_version(current, level, upgrade_type)
+        if name == KRAFT_VERSION_FEATURE:
+            if upgrade_type != UpgradeType.UPGRADE:
+                if level == current:
+                    return FeatureUpdateResult(ErrorCode.none), None
+                return _invalid_update_version(name, level, "Can't downgrade the version of this feature."), None
+            # The NoOpRecord gives the request a record to wait on, committed after the Raft layer's.
+            return self._upgrade_kraft_version(level, validate_only=True), NoOpRecord()
         error = mv.dependency_error(name, level, proposed)
         if error is not None:
             return _invalid_update_version(name, level, error), None
@@ -252,10 +313,16 @@ class FeatureControlManager:
 
     def finalized_features(self, image: MetadataImage) -> dict[str, int]:
         """The image's finalized levels plus kraft.version from the Raft layer (0, static quorum: absent)."""
-        features = dict(image.features)
-        if self._kraft_version > 0:
-            features[KRAFT_VERSION_FEATURE] = self._kraft_version
-        return features
+        return with_kraft_version(image.features, self._kraft_version.kraft_version())
+
+
+def with_kraft_version(finalized: Mapping[str, int], kraft_version: int) -> dict[str, int]:
+    """Finalized levels as Kafka 4.4 shows them (FinalizedFeatures.setFinalizedLevel): kraft.version
+    from the Raft layer, absent at 0 (a static quorum) as level-0 features are."""
+    features = dict(finalized)
+    if kraft_version > 0:
+        features[KRAFT_VERSION_FEATURE] = kraft_version
+    return features
 
 
 __all__ = [
@@ -266,6 +333,8 @@ __all__ = [
     "ELIGIBLE_LEADER_REPLICAS_FEATURE",
     "ELIGIBLE_LEADER_REPLICAS_LEVEL",
     "FeatureControlManager",
+    "FixedKRaftVersion",
+    "KRaftVersionAccessor",
     "FeatureUpdateResult",
     "GROUP_VERSION_FEATURE",
     "GROUP_VERSION_LEVEL",
@@ -282,4 +351,5 @@ __all__ = [
     "metadata_version_of",
     "new_cluster_features",
     "supported_features",
+    "with_kraft_version",
 ]

@@ -61,6 +61,7 @@ from broker.metadata.metadata_image import GROUP_RESOURCE, TOPIC_RESOURCE, Metad
 from broker.metadata.metadata_loader import CommittedBatch
 from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
 from broker.security.standard_acl import AclBindingFilter, StandardAcl
+from raft.kafka_raft_client import NotLeaderError
 from raft.replicated_log import OffsetAndEpoch
 from storage.log_config import TIERED_STORAGE_DISABLED, InvalidConfigError, LogConfig
 
@@ -97,6 +98,28 @@ class RaftClient(Protocol):
     def next_append_offset(self) -> int:
         """The offset the next appended record takes (a broker epoch is its registration's offset)."""
         ...
+
+    def kraft_version(self) -> int: ...
+
+    def upgrade_kraft_version(self, epoch: int, kraft_version: int, validate_only: bool) -> None: ...
+
+
+class RaftClientKRaftVersionAccessor:
+    """Kafka's accessor of that name: kraft.version upgrades go to the Raft leader of the active
+    controller's epoch, so a controller that lost its leadership cannot write one."""
+
+    def __init__(self, raft: RaftClient, epoch: Callable[[], int | None]) -> None:
+        self._raft = raft
+        self._epoch = epoch
+
+    def kraft_version(self) -> int:
+        return self._raft.kraft_version()
+
+    def upgrade_kraft_version(self, kraft_version: int, validate_only: bool) -> None:
+        epoch = self._epoch()
+        if epoch is None:
+            raise NotLeaderError("Upgrade kraft version failed because the replica is not the current leader")
+        self._raft.upgrade_kraft_version(epoch, kraft_version, validate_only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +160,7 @@ class QuorumController:
             unclean_leader_election_enable=config.unclean_leader_election_enable,
             unstable_feature_versions=getattr(config, "unstable_feature_versions_enable", False),
             quorum_node_ids=[voter.node_id for voter in config.quorum_voters],
+            kraft_version=RaftClientKRaftVersionAccessor(raft, lambda: self._active_epoch),
         )
         self._cluster = self._logic.new_cluster_control(cluster_id or config.cluster_id or "", session_timeout_ms=config.broker_session_timeout_ms)
         self._lock = asyncio.Lock()

@@ -349,7 +349,7 @@ def header_only(lines: list[str]) -> list[str]:
 
 def shared_features(lines: list[str]) -> list[str]:
     """The features both list, at the same levels."""
-    return lines[:1] + [line for line in lines if re.search(r"Feature: (eligible\.leader\.replicas|group|metadata|transaction)\.version ", line)]
+    return lines[:1] + [line for line in lines if re.search(r"Feature: (eligible\.leader\.replicas|group|kraft|metadata|transaction)\.version ", line)]
 
 
 # step -> (why kbroker answers otherwise, what must still match). Each listed step must still differ.
@@ -359,9 +359,10 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, Callable[[list[str]], list[str]]]] = {
         header_only,
     ),
     "features describe": (
-        "kbroker lists only the features it implements (IMPLEMENTED_FEATURES of broker/controller/feature_control_manager.py): "
-        "no kraft.version (Kafka 4.4: finalized 0 of 0-1 on a static quorum), share.version (2) or streams.version (1); "
-        "eligible.leader.replicas.version, group.version, metadata.version and transaction.version match",
+        "kbroker lists only the features it implements (supported_features of broker/controller/feature_control_manager.py): "
+        "no share.version (Kafka 4.4: 2) or streams.version (1), as it has no share or streams groups; "
+        "eligible.leader.replicas.version, group.version, kraft.version (0 of 0-1 on a static quorum), metadata.version "
+        "and transaction.version match",
         shared_features,
     ),
 }

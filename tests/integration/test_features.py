@@ -64,7 +64,7 @@ def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess)
     assert described.returncode == 0, described.stderr
     # Kafka 4.4's columns: the name padded to 40, each level to 15, two spaces between.
     lines = {line.split()[1]: line for line in described.stdout.splitlines()}
-    assert sorted(lines) == ["eligible.leader.replicas.version", "group.version", "metadata.version", "transaction.version"]
+    assert sorted(lines) == ["eligible.leader.replicas.version", "group.version", "kraft.version", "metadata.version", "transaction.version"]
     epoch = await_finalized(broker.bootstrap, "transaction.version", 2)
     assert lines["metadata.version"] == (
         "Feature: metadata.version                          SupportedMinVersion: 3.3-IV3          "
@@ -81,6 +81,11 @@ def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess)
     assert lines["group.version"] == (
         "Feature: group.version                             SupportedMinVersion: 0                "
         f"SupportedMaxVersion: 1                FinalizedVersionLevel: 1                Epoch: {epoch}"
+    )
+    # A static quorum is kraft.version 0: finalized nowhere, shown as 0 (Kafka 4.4 prints the same).
+    assert lines["kraft.version"] == (
+        "Feature: kraft.version                             SupportedMinVersion: 0                "
+        f"SupportedMaxVersion: 1                FinalizedVersionLevel: 0                Epoch: {epoch}"
     )
 
 

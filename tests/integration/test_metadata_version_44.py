@@ -6,7 +6,7 @@ node formatted at 4.0 (`kbroker storage format --release-version 4.0`) upgraded 
 Every expected line below is what the same command printed against a single Kafka 4.4 node in the
 same state (formatted by Kafka 4.4's kafka-storage with no release version, or with
 --release-version 4.0), the epochs masked. Where kbroker answers otherwise, because it does not
-implement share.version, streams.version or kraft.version upgrades, the test asserts
+implement share.version or streams.version, the test asserts
 kbroker's answer and says Kafka's beside it (docs/operations/upgrades.md lists the differences).
 All the tool runs share one JVM (tests/kafka_tools.py).
 """
@@ -61,11 +61,12 @@ def test_kafka_features_on_a_fresh_node(broker: BrokerProcess, kafka_lib: Path) 
     features kbroker implements; 4.5-IV0 needs unstable.feature.versions.enable, and no downgrade
     below 4.4-IV2 is allowed (4.4-IV2 added UnregisterControllerRecord)."""
     bs = broker.bootstrap
-    # Kafka 4.4 lists kraft.version (0 of 0-1), share.version (2 of 0-2) and streams.version (1 of
-    # 0-1) too; kbroker advertises only the features it implements.
+    # Kafka 4.4 lists share.version (2 of 0-2) and streams.version (1 of 0-1) too; kbroker
+    # advertises only the features it implements.
     assert described(kafka_lib, bs) == [
         describe_line("eligible.leader.replicas.version", "0", "1", "1"),
         describe_line("group.version", "0", "1", "1"),
+        describe_line("kraft.version", "0", "1", "0"),
         describe_line("metadata.version", "3.3-IV3", "4.4-IV2", "4.4-IV2"),
         describe_line("transaction.version", "0", "2", "2"),
     ]
@@ -105,16 +106,17 @@ def test_kafka_features_upgrades_a_node_formatted_at_4_0(node_at_4_0: BrokerProc
     assert described(kafka_lib, bs) == [
         describe_line("eligible.leader.replicas.version", "0", "1", "0"),
         describe_line("group.version", "0", "1", "1"),
+        describe_line("kraft.version", "0", "1", "0"),
         describe_line("metadata.version", "3.3-IV3", "4.4-IV2", "4.0-IV3"),
         describe_line("transaction.version", "0", "2", "2"),
     ]
 
     # --release-version sends every production feature at its 4.4 default. Kafka 4.4 answers "<feature>
-    # can be upgraded to <level>." for all seven; kbroker has no kraft.version (the first refused in
-    # name order), share.version or streams.version to finalize, so all seven fail.
-    no_kraft = ALL_FAILED + "Invalid update version 1 for feature kraft.version. Local controller 1 does not support this feature."
+    # can be upgraded to <level>." for all seven; kbroker has no share.version (the first refused in
+    # name order) or streams.version to finalize, so all seven fail.
+    no_share_2 = ALL_FAILED + "Invalid update version 2 for feature share.version. Local controller 1 does not support this feature."
     release_44 = [("eligible.leader.replicas.version", 1), ("group.version", 1), ("kraft.version", 1), ("metadata.version", 33), ("share.version", 2), ("streams.version", 1), ("transaction.version", 2)]
-    refused(kafka_features(kafka_lib, bs, "upgrade", "--release-version", "4.4", "--dry-run"), *(f"Can not upgrade {f} to {level}. {no_kraft}" for f, level in release_44))
+    refused(kafka_features(kafka_lib, bs, "upgrade", "--release-version", "4.4", "--dry-run"), *(f"Can not upgrade {f} to {level}. {no_share_2}" for f, level in release_44))
     assert finalized(bs)[0]["metadata.version"] == 25
 
     ok(kafka_features(kafka_lib, bs, "upgrade", "--metadata", "4.3", "--dry-run"), DEPRECATED, "metadata.version can be upgraded to 30.")
@@ -148,11 +150,12 @@ def test_kafka_features_upgrades_a_node_formatted_at_4_0(node_at_4_0: BrokerProc
         f"Could not upgrade transaction.version to 2. {no_share}",
     )
     refused(
-        kafka_features(kafka_lib, bs, "upgrade", "--release-version", "4.4"), *(f"Could not upgrade {f} to {level}. {no_kraft}" for f, level in release_44)
+        kafka_features(kafka_lib, bs, "upgrade", "--release-version", "4.4"), *(f"Could not upgrade {f} to {level}. {no_share_2}" for f, level in release_44)
     )
     assert described(kafka_lib, bs) == [
         describe_line("eligible.leader.replicas.version", "0", "1", "1"),
         describe_line("group.version", "0", "1", "1"),
+        describe_line("kraft.version", "0", "1", "0"),
         describe_line("metadata.version", "3.3-IV3", "4.4-IV2", "4.4-IV2"),
         describe_line("transaction.version", "0", "2", "2"),
     ]

@@ -121,6 +121,12 @@ class FakeRaft:
             raise NotLeaderError("not the leader")
         return self._quorum.end_offset
 
+    def kraft_version(self) -> int:
+        return 0  # a static quorum: no KRaftVersionRecord
+
+    def upgrade_kraft_version(self, epoch: int, kraft_version: int, validate_only: bool) -> None:
+        raise RuntimeError("the fake quorum has no Raft layer to upgrade kraft.version in")
+
 
 class Node:
     def __init__(self, quorum: FakeQuorum, node_id: int, clock: Clock, **config: Any) -> None:

@@ -13,7 +13,8 @@ are seeded: loss, delay (hence reordering), duplication, requests from another c
 links (the leader isolated, a 2-against-3 split), crashes and graceful shutdowns (the log
 keeps what was flushed, the quorum-state store what was written), a wiped disk (a new empty
 log and store, as a re-formatted node), and with kraft.version 1 an administrator's
-AddRaftVoter and RemoveRaftVoter.
+AddRaftVoter and RemoveRaftVoter; half of those quorums start static (kraft.version 0) and are
+upgraded first (kafka-features upgrade --feature kraft.version=1, KafkaRaftClient.upgrade_kraft_version).
 
 After every event the invariants are checked; at the end, the committed data of every node
 and the liveness of the healed quorum. A violation raises SimulationFailure, which names the
@@ -44,8 +45,9 @@ from kio.serial import entity_reader, entity_writer
 from protocol.api_keys import ApiKey, response_schema
 from protocol.messages import decode_request
 from protocol.records import iter_batches, iter_records
-from raft.control_records import ControlRecordType
+from raft.control_records import ControlRecordType, KRaftVersion
 from raft.kafka_raft_client import CommittedBatch, KafkaRaftClient, LeaderChange, LoadSnapshot, NotLeaderError, Respond, Send
+from raft.kraft_version_upgrade import InvalidUpdateVersionError
 from raft.memory_log import MemoryLog
 from raft.quorum_state import LeaderState
 from raft.quorum_state_store import MemoryQuorumStateStore
@@ -92,7 +94,7 @@ class Scenario:
     crash: bool = False
     wipe: bool = False
     snapshot_heavy: bool = False  # frequent snapshots, a node kept behind, small fetch sizes
-    reconfig: bool = False  # kraft.version 1 with AddRaftVoter and RemoveRaftVoter from an administrator
+    reconfig: bool = False  # kraft.version 1 (from the start, or by an upgrade) with AddRaftVoter and RemoveRaftVoter from an administrator
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -154,7 +156,7 @@ class Params:
         return cls(
             voters=voters,
             observers=rng.randint(1, 2) if scenario.reconfig else rng.randint(0, 2),
-            dynamic=scenario.reconfig or rng.random() < 0.25,
+            dynamic=rng.random() < 0.5 if scenario.reconfig else rng.random() < 0.25,
             config=config,
             serialize_share=0.1,
             latency_ms=(1, rng.choice((2, 5, 10))),
@@ -314,6 +316,7 @@ class Stats:
     crashes: int = 0
     wipes: int = 0
     voter_changes: int = 0  # AddRaftVoter and RemoveRaftVoter that succeeded
+    kraft_upgrades: int = 0  # upgrades of a static quorum to kraft.version 1 the leader wrote
     virtual_ms: int = 0
 
 
@@ -354,7 +357,13 @@ class Simulation:
         for node_id in range(p.voters + p.observers):
             self.nodes[node_id] = Node(node_id, (f"node{node_id}", 9000 + node_id), self._new_disk())
         self._by_address = {node.address: node.node_id for node in self.nodes.values()}
-        self.voter_set = VoterSet(VoterNode(i, None if not p.dynamic else self.nodes[i].disk.directory_id, (Endpoint(LISTENER, *self.nodes[i].address),)) for i in self.voter_ids)
+        # Static voters support kraft.version 0 only until they report otherwise to the leader (UpdateRaftVoter).
+        self.voter_set = VoterSet(
+            VoterNode(i, None if not p.dynamic else self.nodes[i].disk.directory_id, (Endpoint(LISTENER, *self.nodes[i].address),), 0, 1 if p.dynamic else 0)
+            for i in self.voter_ids
+        )
+        # A static quorum of the reconfig scenario is upgraded to kraft.version 1, then its voters change.
+        self._voters_may_change = p.dynamic or self.scenario.reconfig
         if p.dynamic:
             for i in self.voter_ids:
                 write_bootstrap_checkpoint(self.nodes[i].disk.log, self.voter_set, 0)
@@ -999,7 +1008,9 @@ class Simulation:
         if not self._faults_on:
             return
         leader = self._current_leader()
-        if leader is not None and leader.client is not None:
+        if leader is not None and leader.client is not None and leader.client.kraft_version == KRaftVersion.KRAFT_VERSION_0:
+            self._upgrade_kraft_version(leader)
+        elif leader is not None and leader.client is not None:
             voters = leader.client.voters
             candidates = [n for n in self.running() if n.node_id not in voters]
             if candidates and (len(voters) < 2 or self.rng.random() < 0.5):
@@ -1020,6 +1031,18 @@ class Simulation:
                 body = RemoveRaftVoterRequest(cluster_id=CLUSTER_ID, voter_id=voter.voter_id, voter_directory_id=voter.directory_id)
             self._admin_request(leader, body)
         self._at(self.now + self.rng.randint(100, 600), self._reconfig_event)
+
+    def _upgrade_kraft_version(self, leader: Node) -> None:
+        """The active controller's UpdateFeatures of kraft.version: refused until every voter reported to this leader."""
+        assert leader.client is not None
+        try:
+            written = leader.client.upgrade_kraft_version(leader.client.quorum_state.epoch, KRaftVersion.KRAFT_VERSION_1, False, self.now)
+        except InvalidUpdateVersionError as e:
+            self._note("upgrade", f"node {leader.node_id} refused", str(e))
+            return
+        self._note("upgrade", f"node {leader.node_id} wrote kraft.version 1" if written else f"node {leader.node_id} no-op", None)
+        self.stats.kraft_upgrades += int(written)
+        self._poll(leader)
 
     def _admin_request(self, node: Node, body: Any) -> None:
         assert node.client is not None
@@ -1102,10 +1125,10 @@ class Simulation:
                     self._fail(f"node {node_id}'s high watermark went down from {node.last_hw} to {hw}")
                 if hw > node.disk.log.end_offset():
                     self._fail(f"node {node_id}'s high watermark {hw} is past its log end {node.disk.log.end_offset()}")
-                if leads and self.params.dynamic and not self._wiped_ever and hw != node.last_hw:
+                if leads and self._voters_may_change and not self._wiped_ever and hw != node.last_hw:
                     self._check_majority_reached(node)
                 node.last_hw = hw
-        if touched and not self._wiped_ever and not self.params.dynamic:
+        if touched and not self._wiped_ever and not self._voters_may_change:
             for leader_id in self._leaders:
                 self._check_majority_reached(self.nodes[leader_id])
 

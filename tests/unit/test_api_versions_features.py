@@ -13,6 +13,7 @@ def test_v4_lists_every_supported_and_finalized_feature() -> None:
     r = api_versions_response(4, features=FEATURES)
     assert {f.name: (f.min_version, f.max_version) for f in r.supported_features} == {
         "metadata.version": (7, 33),
+        "kraft.version": (0, 1),
         "eligible.leader.replicas.version": (0, 1),
         "group.version": (0, 1),
         "transaction.version": (0, 2),

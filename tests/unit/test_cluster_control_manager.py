@@ -9,7 +9,7 @@ import uuid
 from broker.controller.cluster_control_manager import BrokerHeartbeatReply, BrokerRegistrationRequest, ClusterControlManager
 from broker.controller.configuration_control_manager import ConfigurationControlManager
 from broker.controller.controller_logic import cluster_bootstrap_records
-from broker.controller.feature_control_manager import FeatureControlManager
+from broker.controller.feature_control_manager import FeatureControlManager, FixedKRaftVersion
 from broker.controller.producer_id_control_manager import ProducerIdControlManager
 from broker.controller.replica_placer import StripedReplicaPlacer
 from broker.controller.replication_control_manager import CreatableTopic, ReplicationControlManager
@@ -37,7 +37,7 @@ class Controller:
         self.log.commit(cluster_bootstrap_records())
         self.now = 0
         self.replication = ReplicationControlManager(configuration=ConfigurationControlManager(), placer=StripedReplicaPlacer(random.Random(5)))
-        self.cluster = ClusterControlManager(cluster_id=CLUSTER, replication=self.replication, features=FeatureControlManager(kraft_version=kraft_version))
+        self.cluster = ClusterControlManager(cluster_id=CLUSTER, replication=self.replication, features=FeatureControlManager(kraft_version=FixedKRaftVersion(kraft_version)))
         self.incarnations: dict[int, uuid.UUID] = {}
 
     def request(self, broker: int, *, incarnation: uuid.UUID | None = None, **kw: object) -> BrokerRegistrationRequest:

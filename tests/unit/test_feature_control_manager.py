@@ -258,3 +258,64 @@ def test_a_broker_of_an_older_build_keeps_group_version_off() -> None:
     """A broker that registered before it knew group.version (no range: 0-0) refuses level 1."""
     log = cluster(21, current_broker(1), registration(2))
     assert refused(update(log, {GROUP_VERSION_FEATURE: 1})) == "Invalid update version 1 for feature group.version. Broker 2 does not support this feature."
+
+
+class RecordingKRaftVersion:
+    """The Raft layer behind the controller: its level, the upgrades asked of it, and a refusal to give."""
+
+    def __init__(self, level: int = 0, refusal: Exception | None = None) -> None:
+        self.level = level
+        self.refusal = refusal
+        self.asked: list[tuple[int, bool]] = []
+
+    def kraft_version(self) -> int:
+        return self.level
+
+    def upgrade_kraft_version(self, kraft_version: int, validate_only: bool) -> None:
+        self.asked.append((kraft_version, validate_only))
+        if self.refusal is not None:
+            raise self.refusal
+        if not validate_only:
+            self.level = kraft_version
+
+
+def test_kraft_version_upgrades_through_the_raft_layer_with_a_no_op_record() -> None:
+    from broker.controller.feature_control_manager import KRAFT_VERSION_FEATURE
+    from broker.metadata.metadata_records import NoOpRecord
+
+    log = cluster(METADATA_VERSION_LEVEL, current_broker(1))
+    raft = RecordingKRaftVersion()
+    manager = FeatureControlManager(kraft_version=raft, node_id=1)
+    assert manager.finalized_features(log.image).get(KRAFT_VERSION_FEATURE) is None  # level 0: not finalized, as in Kafka
+    assert manager.update_features(log.image, {KRAFT_VERSION_FEATURE: 1}, {}, validate_only=True).records == []
+    assert raft.asked == [(1, True)] and raft.level == 0
+    result = manager.update_features(log.image, {KRAFT_VERSION_FEATURE: 1}, {})
+    assert (result.response, result.records) == (OK, [NoOpRecord()])
+    assert raft.asked[-1] == (1, False) and manager.finalized_features(log.image)[KRAFT_VERSION_FEATURE] == 1
+    # Kafka 4.4's answers to going back: refused, unless it is to the current level.
+    downgrade = manager.update_features(log.image, {KRAFT_VERSION_FEATURE: 0}, {KRAFT_VERSION_FEATURE: SAFE}).response
+    assert refused(downgrade) == "Invalid update version 0 for feature kraft.version. Can't downgrade the version of this feature."
+    assert manager.update_features(log.image, {KRAFT_VERSION_FEATURE: 1}, {KRAFT_VERSION_FEATURE: SAFE}).response == OK
+    assert refused(manager.update_features(log.image, {KRAFT_VERSION_FEATURE: 2}, {}).response) == (
+        "Invalid update version 2 for feature kraft.version. Local controller 1 only supports versions 0-1"
+    )
+
+
+def test_kraft_version_refusals_of_the_raft_layer_are_the_answer_and_fail_the_request() -> None:
+    from broker.controller.feature_control_manager import KRAFT_VERSION_FEATURE
+    from raft.kraft_version_upgrade import InvalidUpdateVersionError
+
+    log = old_cluster(current_broker(1))
+    not_all = "Invalid upgrade of kraft.version to KRAFT_VERSION_1 because not all of the voters support it"
+    raft = RecordingKRaftVersion(refusal=InvalidUpdateVersionError(not_all))
+    answer = FeatureControlManager(kraft_version=raft, node_id=1).update_features(log.image, {KRAFT_VERSION_FEATURE: 1, TRANSACTION_VERSION_FEATURE: 2}, {})
+    assert (answer.response, answer.records) == (FeatureUpdateResult(ErrorCode.invalid_update_version, not_all), [])
+    # Another feature refused: the Raft layer is asked to check, never to write.
+    raft = RecordingKRaftVersion()
+    answer = FeatureControlManager(kraft_version=raft, node_id=1).update_features(log.image, {KRAFT_VERSION_FEATURE: 1, TRANSACTION_VERSION_FEATURE: 3}, {})
+    assert answer.response.error_code == ErrorCode.invalid_update_version and answer.records == []
+    assert raft.asked == [(1, True)] and raft.level == 0
+    # A broker registered before kraft.version was advertised does not support it.
+    assert refused(update(old_cluster(registration(2)), {KRAFT_VERSION_FEATURE: 1}, kraft_version=RecordingKRaftVersion(), node_id=1)) == (
+        "Invalid update version 1 for feature kraft.version. Broker 2 does not support this feature."
+    )

@@ -79,7 +79,9 @@ def directory(node_id: int) -> uuid.UUID:
 
 
 def voter_set(ids: list[int], with_directories: bool = False) -> VoterSet:
-    return VoterSet(VoterNode(i, directory(i) if with_directories else None, (Endpoint("CONTROLLER", f"node{i}", 9000 + i),)) for i in ids)
+    """Static voters (no directories) support kraft.version 0 only, as controller.quorum.voters' do."""
+    high = 1 if with_directories else 0
+    return VoterSet(VoterNode(i, directory(i) if with_directories else None, (Endpoint("CONTROLLER", f"node{i}", 9000 + i),), 0, high) for i in ids)
 
 
 @dataclasses.dataclass
@@ -1153,3 +1155,127 @@ def test_agreement_under_faults(faults: list[tuple[str, int, int]], seed: int, d
         if final_everywhere():
             break
     assert final_everywhere()
+
+
+# -- the kraft.version upgrade of a static quorum (KIP-853, Kafka 4.4's kafka-features upgrade) ----------
+
+
+def update_voter_request(node_id: int, epoch: int, low: int = 0, high: int = 1, directory_id: uuid.UUID | None = None) -> Any:
+    from kio.schema.update_raft_voter.v0.request import KRaftVersionFeature, Listener, UpdateRaftVoterRequest
+
+    return UpdateRaftVoterRequest(
+        cluster_id=CLUSTER_ID,
+        current_leader_epoch=epoch,
+        voter_id=node_id,
+        voter_directory_id=directory(node_id) if directory_id is None else directory_id,
+        listeners=(Listener(name="CONTROLLER", host=f"node{node_id}", port=9000 + node_id),),
+        k_raft_version_feature=KRaftVersionFeature(min_supported_version=low, max_supported_version=high),
+    )
+
+
+def reported_voters(leader: Node) -> VoterSet:
+    """The leader's in-memory voters of a kraft.version 0 quorum, as the voters reported themselves."""
+    from raft.kraft_version_upgrade import Voters
+    from raft.quorum_state import LeaderState
+
+    state = leader.client.quorum_state.state
+    assert isinstance(state, LeaderState) and isinstance(state.kraft_version_upgrade, Voters)
+    return state.kraft_version_upgrade.voters
+
+
+def test_static_voters_report_themselves_to_each_leader_at_kraft_version_0() -> None:
+    quorum = Quorum([1, 2, 3])
+    leader = quorum.elect()
+    assert leader.client.kraft_version == 0
+    # The leader knows itself at once; the others tell it a fetch timeout after following it.
+    assert reported_voters(leader).get(leader.node_id) == VoterNode(leader.node_id, directory(leader.node_id), (Endpoint("CONTROLLER", f"node{leader.node_id}", 9000 + leader.node_id),), 0, 1)
+    quorum.run(CONFIG.fetch_timeout_ms + 200)
+    assert reported_voters(leader) == voter_set([1, 2, 3], with_directories=True)
+    # Nothing is written at kraft.version 0: the log's voters stay the configured ones.
+    assert leader.client.voters == voter_set([1, 2, 3])
+    epoch = leader.client.leader_and_epoch[1]
+    assert answer(leader, update_voter_request(2, epoch, low=1, high=1), quorum.now).error_code == ErrorCode.invalid_request  # no kraft.version 0
+    assert answer(leader, update_voter_request(2, epoch, low=1, high=0), quorum.now).error_code == ErrorCode.invalid_request
+    assert answer(leader, update_voter_request(2, epoch - 1), quorum.now).error_code == ErrorCode.fenced_leader_epoch
+    assert answer(leader, update_voter_request(2, epoch, directory_id=uuid.UUID(int=0)), quorum.now).error_code == ErrorCode.invalid_request
+    assert answer(leader, update_voter_request(9, epoch), quorum.now).error_code == ErrorCode.voter_not_found
+
+
+def test_upgrade_of_a_static_quorum_writes_the_reported_voters_then_voters_can_change() -> None:
+    from raft.control_records import KRaftVersion
+    from raft.kraft_version_upgrade import InvalidUpdateVersionError
+
+    quorum = Quorum([1, 2, 3])
+    leader = quorum.elect()
+    quorum.run(CONFIG.fetch_timeout_ms + 200)
+    epoch = leader.client.leader_and_epoch[1]
+    follower = next(n for n in quorum.nodes.values() if n is not leader)
+    with pytest.raises(NotLeaderError, match="Upgrade kraft version failed because the replica is not the current leader"):
+        follower.client.upgrade_kraft_version(epoch, 1, False, quorum.now)
+    with pytest.raises(NotLeaderError, match=f"the given epoch {epoch - 1} is stale. Current leader epoch is {epoch}"):
+        leader.client.upgrade_kraft_version(epoch - 1, 1, False, quorum.now)
+    with pytest.raises(ValueError):
+        leader.client.upgrade_kraft_version(epoch, 2, False, quorum.now)
+    assert leader.client.upgrade_kraft_version(epoch, 1, True, quorum.now)  # validate only: nothing written
+    assert leader.client.upgrade_kraft_version(epoch, 0, False, quorum.now) is False  # already there
+    assert leader.client.upgrade_kraft_version(epoch, 1, False, quorum.now)
+    assert leader.client.upgrade_kraft_version(epoch, 1, False, quorum.now) is False  # asked for in this epoch
+    with pytest.raises(InvalidUpdateVersionError, match=r"Invalid concurrent upgrade of kraft.version from version Version\[kraftVersion=KRAFT_VERSION_1\] to KRAFT_VERSION_0"):
+        leader.client.upgrade_kraft_version(epoch, 0, False, quorum.now)
+    dynamic = voter_set([1, 2, 3], with_directories=True)
+    quorum.run_until(lambda: all(n.client.kraft_version == KRaftVersion.KRAFT_VERSION_1 and n.client.voters == dynamic for n in quorum.nodes.values()))
+    quorum.run_until(lambda: leader.client.high_watermark is not None and leader.client.high_watermark >= leader.log.end_offset())
+    # KRaftVersionRecord(1) and the VotersRecord in one control batch, as Kafka writes them.
+    kinds = [[c.type for c in a.batch.control_records] for a in leader.committed if isinstance(a, CommittedBatch) and a.batch.control_records]
+    assert [ControlRecordType.KRAFT_VERSION, ControlRecordType.KRAFT_VOTERS] in kinds
+    # A restarted voter keeps the log's voters over its configured ones.
+    restarted = quorum.restart(follower.node_id)
+    assert restarted.client.voters == dynamic and restarted.client.kraft_version == KRaftVersion.KRAFT_VERSION_1
+    quorum.run(500)
+    # kraft.version 1: voters come and go.
+    removed = next(n for n in quorum.nodes.values() if n is not leader and n.node_id != follower.node_id)
+    assert ask(quorum, leader, remove_voter_request(removed.node_id)).error_code == ErrorCode.none
+    assert leader.client.voters.ids() == {1, 2, 3} - {removed.node_id}
+    new = quorum.add_node(4)
+    quorum.run_until(lambda: new.client.high_watermark == leader.client.high_watermark)
+    quorum.run(600)
+    assert ask(quorum, leader, add_voter_request(4)).error_code == ErrorCode.none
+    quorum.run_until(lambda: new.client.quorum_state.is_voter())
+    # A later leader starts at kraft.version 1: a downgrade is refused by the Raft layer too.
+    quorum.crash(leader.node_id)
+    successor = quorum.elect()
+    with pytest.raises(InvalidUpdateVersionError, match="Invalid upgrade of kraft.version from version KRAFT_VERSION_1 to KRAFT_VERSION_0 because the new version is a downgrade"):
+        successor.client.upgrade_kraft_version(successor.client.leader_and_epoch[1], 0, False, quorum.now)
+
+
+def test_upgrade_is_refused_until_every_voter_has_reported_that_it_supports_it() -> None:
+    from raft.kraft_version_upgrade import InvalidUpdateVersionError
+
+    quorum = Quorum([1, 2, 3])
+    quorum.crash(3)
+    leader = quorum.elect()
+    quorum.run(CONFIG.fetch_timeout_ms + 200)
+    epoch = leader.client.leader_and_epoch[1]
+    with pytest.raises(InvalidUpdateVersionError, match="Invalid upgrade of kraft.version to KRAFT_VERSION_1 because not all of the voters support it"):
+        leader.client.upgrade_kraft_version(epoch, 1, False, quorum.now)
+    assert leader.client.kraft_version == 0
+    quorum.restart(3)
+    quorum.run_until(lambda: reported_voters(leader).supports_version(1))
+    assert leader.client.upgrade_kraft_version(epoch, 1, False, quorum.now)
+
+
+def test_a_truncated_upgrade_takes_the_voter_back_to_kraft_version_0() -> None:
+    quorum = Quorum([1, 2, 3])
+    leader = quorum.elect()
+    quorum.run(CONFIG.fetch_timeout_ms + 200)
+    # The leader writes the upgrade alone: cut off, it never commits, and a new leader's log wins.
+    quorum.isolate(leader.node_id)
+    assert leader.client.upgrade_kraft_version(leader.client.leader_and_epoch[1], 1, False, quorum.now)
+    assert leader.client.kraft_version == 1
+    others = [n for n in quorum.nodes.values() if n is not leader]
+    quorum.run_until(lambda: any(n.client.is_leader() for n in others))
+    successor = next(n for n in others if n.client.is_leader())
+    successor.client.append(["after"], quorum.now)
+    quorum.heal()
+    quorum.run_until(lambda: "after" in leader.records())
+    assert leader.client.kraft_version == 0 and leader.client.voters == voter_set([1, 2, 3])

@@ -59,7 +59,7 @@ def _check_coverage(scenario: str, totals: Stats, seeds: int) -> None:
     if kind.snapshot_heavy:
         assert totals.snapshot_fetches > 0 and totals.snapshots_loaded > 0, totals
     if kind.reconfig:
-        assert totals.voter_changes > 0, totals
+        assert totals.voter_changes > 0 and totals.kraft_upgrades > 0, totals
 
 
 @pytest.mark.skipif("RAFT_SIM_SEED" not in os.environ, reason="set RAFT_SIM_SEED to replay one seed of the campaign")
