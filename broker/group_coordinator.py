@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from functools import partial
 from typing import Any
 
 import structlog
@@ -65,6 +66,7 @@ class GroupCoordinator:
         self._config = config
         self._controller = controller
         self._metadata = metadata
+        self._replica_manager = replica_manager
         self._group_config = GroupConfig(
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
@@ -101,7 +103,7 @@ class GroupCoordinator:
     # The runtime's CoordinatorShardLoader.
 
     def new_shard(self, index: int, leader_epoch: int) -> GroupCoordinatorShard:
-        return GroupCoordinatorShard(
+        shard = GroupCoordinatorShard(
             self._group_config,
             offset_metadata_max_bytes=self._config.offset_metadata_max_bytes,
             offsets_retention_ms=self._config.offsets_retention_minutes * 60_000,
@@ -110,13 +112,20 @@ class GroupCoordinator:
             consumer_max_size=self._config.group_consumer_max_size,
             group_configs=self.group_configs,
         )
+        partition = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, index)
+        if partition is not None:
+            shard.offsets.loaded_high_watermark = partition.log.high_watermark
+        return shard
 
     def replay(self, shard: GroupCoordinatorShard, header: BatchHeader, batch: memoryview, records: list[Record]) -> int:
+        """Group records take effect at once; offsets records and markers once committed, as
+        OffsetFetch reads them."""
+        offsets = shard.offsets
         if header.is_control:
             # A transaction marker settles the offsets its producer committed in the transaction.
             marker = read_marker(batch, header)
             if marker is not None:
-                shard.offsets.complete_transaction(header.producer_id, marker.commit)
+                offsets.replay_loaded(header.last_offset, partial(offsets.complete_transaction, header.producer_id, marker.commit))
             return 0
         applied = 0
         for record in records:
@@ -125,15 +134,31 @@ class GroupCoordinator:
             except UnknownRecordType:
                 continue
             if header.is_transactional and isinstance(decoded.key, OffsetCommitKey):
-                shard.offsets.replay_transactional(header.producer_id, decoded.key, decoded.value, record.offset)  # type: ignore[arg-type]
+                offsets.replay_loaded(header.last_offset, partial(offsets.replay_transactional, header.producer_id, decoded.key, decoded.value, record.offset))  # type: ignore[arg-type]
+            elif isinstance(decoded.key, OffsetCommitKey):
+                offsets.replay_loaded(header.last_offset, partial(shard.replay, decoded.key, decoded.value, record.offset))
             else:
                 shard.replay(decoded.key, decoded.value, record.offset)
             applied += 1
         return applied
 
     def on_loaded(self, index: int, shard: GroupCoordinatorShard) -> None:
+        if shard.offsets.has_uncommitted:
+            self._wait_committed(index, shard)
         self._execute(index, shard.on_loaded(now_ms()))
         log.info("group_coordinator.loaded", partition=index, groups=len(shard.groups.groups), consumer_groups=len(shard.consumer_groups.groups))
+
+    def _wait_committed(self, index: int, shard: GroupCoordinatorShard) -> None:
+        """The offsets the load held back become visible once the followers have the whole log it
+        read; until then a stable fetch and every later write wait for them, as in Kafka."""
+        partition = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, index)
+        assert partition is not None, "a load that held records back read them from the partition"
+
+        def committed(error: int) -> None:
+            if not error:
+                shard.offsets.update_last_committed_offset()
+
+        self.runtime.wait_committed(index, partition.log.log_end_offset, committed)
 
     def on_unloaded(self, index: int, shard: GroupCoordinatorShard) -> None:
         for group in shard.groups.groups.values():

@@ -78,6 +78,15 @@ WRITE_ERRORS: dict[int, int] = {
 }
 
 
+# How long one wait of ``wait_committed`` lasts before it looks again: it waits as long as it takes.
+COMMITTED_WAIT_MS = 60_000
+
+
+def _committed_code(code: int) -> int:
+    """A high watermark past the records commits them, whatever the ISR's size is now."""
+    return 0 if code == ErrorCode.not_enough_replicas_after_append else code
+
+
 class CoordinatorNotAvailable(Exception):
     def __init__(self, error_code: int) -> None:
         super().__init__(ErrorCode(error_code).name)
@@ -305,6 +314,31 @@ class CoordinatorRuntime(Generic[S]):
         waiting.add(task)
         task.add_done_callback(waiting.discard)
         return future
+
+    def wait_committed(self, index: int, end_offset: int, committed: Callable[[int], None]) -> None:
+        """What a load read above the high watermark (Kafka's loader leaves the shard's last written
+        offset at the log end, its last committed offset at the high watermark) is one more write
+        waiting for the followers: ``committed`` is told 0 once the high watermark reaches
+        ``end_offset``, or the error that ends the wait (NOT_COORDINATOR when the shard is
+        unloaded). Unlike a client's write it has no timeout, and nothing to revert: the records are
+        the log's already, and become visible whenever the followers have them. Call it before the
+        shard's first write, so that every write after it waits for it too."""
+        queue = self._deferred[index]
+        queue.add(DeferredWrite(end_offset, committed, lambda error: None))
+        code = self._rm.replicated((self.topic, index), end_offset)
+        if code is not None:
+            self._settle(queue, end_offset, _committed_code(code))
+            return
+        task = asyncio.get_running_loop().create_task(self._settle_when_committed(queue, index, end_offset), name=f"commit-loaded-{self.topic}-{index}")
+        waiting = self._replicating.setdefault(index, set())
+        waiting.add(task)
+        task.add_done_callback(waiting.discard)
+
+    async def _settle_when_committed(self, queue: DeferredWriteQueue, index: int, required: int) -> None:
+        code: int = ErrorCode.request_timed_out
+        while code == ErrorCode.request_timed_out:
+            code = await self._rm.wait_replicated((self.topic, index), required, COMMITTED_WAIT_MS)
+        self._settle(queue, required, _committed_code(code))
 
     async def _settle_when_replicated(self, queue: DeferredWriteQueue, index: int, required: int, timeout_ms: int) -> None:
         code = await self._rm.wait_replicated((self.topic, index), required, timeout_ms)

@@ -3,15 +3,22 @@
 OffsetCommit validates the committer against its group (a member of the current
 generation, or an "admin" commit with no generation into an empty group; in a consumer
 group also a member's older epoch, for the partitions it held then), then writes an
-OffsetCommit record per partition; OffsetFetch answers from memory; retention expires
-offsets of groups that nobody consumes with. Rules follow Kafka 4.0's OffsetMetadataManager.
+OffsetCommit record per partition; retention expires offsets of groups that nobody consumes
+with. Rules follow Kafka 4.0's OffsetMetadataManager.
+
+OffsetFetch reads the offsets as of the partition's last committed offset (its high watermark),
+as Kafka's reads its timeline snapshot there: an offsets record enters memory only once the
+followers have it. The shell replays a write's records when the high watermark passes them; a
+load holds back what it reads above the high watermark (``replay_loaded``) until the high
+watermark passes the log end it read to (``update_last_committed_offset``). A record that a
+leader failover truncates was therefore never answered.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
 from broker.group.classic_group import ClassicGroupState
 from broker.group.consumer_group import STALE_MEMBER_EPOCH, CommitPartitionValidator, GroupError
@@ -93,6 +100,30 @@ class OffsetMetadataManager:
         # TxnOffsetCommit: offsets written in a producer's open transaction, per producer id and
         # group; they become committed offsets when its COMMIT marker is written here, and go on ABORT.
         self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
+        # The partition's high watermark when the load started: replays of batches at or above it wait
+        # in ``_uncommitted``, in log order, for the high watermark to pass the loaded log end.
+        self.loaded_high_watermark = 0
+        self._uncommitted: list[Callable[[], object]] = []
+
+    # -- the committed view ------------------------------------------------------------------------
+
+    def replay_loaded(self, batch_last_offset: int, replay: Callable[[], object]) -> None:
+        """A load's replay of an offsets record (or transaction marker) of the batch ending at
+        ``batch_last_offset``: done now if the batch is committed, else once it is."""
+        if batch_last_offset < self.loaded_high_watermark:
+            replay()
+        else:
+            self._uncommitted.append(replay)
+
+    @property
+    def has_uncommitted(self) -> bool:
+        return bool(self._uncommitted)
+
+    def update_last_committed_offset(self) -> None:
+        """The high watermark passed the loaded log end: what the load held back becomes visible."""
+        held, self._uncommitted = self._uncommitted, []
+        for replay in held:
+            replay()
 
     def has_offsets(self, group_id: str) -> bool:
         return bool(self.offsets.get(group_id))

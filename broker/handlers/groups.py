@@ -443,8 +443,9 @@ class OffsetFetchHandler:
       to them after an abort and processed its input twice).
 
     After ``offsets.commit.timeout.ms`` it answers NOT_COORDINATOR, Kafka's answer when that wait
-    times out, and the consumer looks the coordinator up again. A plain fetch answers from memory
-    at once, as Kafka's does."""
+    times out, and the consumer looks the coordinator up again. A plain fetch answers at once
+    with the offsets as of the partition's last committed offset, as Kafka's read operation does:
+    a commit the followers do not have yet, and so a failover could still lose, is not shown."""
 
     def __init__(
         self,
