@@ -6,8 +6,10 @@ We write exactly Kafka's bytes, so a partition written by Kafka replays here (an
 tools that read this topic understand ours.
 
 A key starts with an int16 that names the record type (Kafka calls it the key version): 0 and 1
-an offset commit, 2 a classic group, 3-8 the KIP-848 consumer group records. The value starts with
-its own int16 version. The layouts are Kafka 4.0's JSON specs in
+an offset commit, 2 a classic group, 3-8 the KIP-848 consumer group records, 10-15 the KIP-932
+share group records as Kafka 4.4 lays them out (type 9, the share group partition metadata, was
+dropped before share groups went stable; 4.4 keeps a metadata hash in the group's record
+instead). The value starts with its own int16 version. The layouts are Kafka 4.0's JSON specs in
 group-coordinator/src/main/resources/common/message/, plus the tagged AssignmentEpochs that Kafka
 4.4 adds to the current member assignment: below a layout's first flexible version,
 strings, bytes and arrays carry int16/int32 lengths; from it on they are compact (uvarint length + 1)
@@ -81,7 +83,7 @@ class CoordinatorRecordError(ValueError):
 
 
 class UnknownRecordType(CoordinatorRecordError):
-    """A key whose record type we do not read (share and streams groups, regular expressions, later
+    """A key whose record type we do not read (streams groups, regular expressions, later
     types): the loader skips the record, as Kafka's does."""
 
     def __init__(self, record_type: int) -> None:
@@ -153,6 +155,45 @@ class ConsumerGroupCurrentMemberAssignmentKey:
     FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"), Field("member_id", "string"))
     group_id: str
     member_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMemberMetadataKey:
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"), Field("member_id", "string"))
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMetadataKey:
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"),)
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMetadataKey:
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"),)
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMemberKey:
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"), Field("member_id", "string"))
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupCurrentMemberAssignmentKey:
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"), Field("member_id", "string"))
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupStatePartitionMetadataKey:
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"),)
+    group_id: str
 
 
 # -- nested structs -----------------------------------------------------------------------------------
@@ -249,6 +290,34 @@ class TopicPartitions:
     topic_id: uuid.UUID
     partitions: tuple[int, ...]
     assignment_epochs: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareTopicPartitions:
+    """ShareGroupCurrentMemberAssignmentValue.TopicPartitions: no assignment epochs, unlike the consumer group's."""
+
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("topic_id", "uuid"), Field("partitions", "[]int32"))
+    topic_id: uuid.UUID
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicPartitionsInfo:
+    """ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo."""
+
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("topic_id", "uuid"), Field("topic_name", "string"), Field("partitions", "[]int32"))
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicInfo:
+    """ShareGroupStatePartitionMetadataValue.TopicInfo."""
+
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("topic_id", "uuid"), Field("topic_name", "string"))
+    topic_id: uuid.UUID
+    topic_name: str
 
 
 # -- values -------------------------------------------------------------------------------------------
@@ -368,6 +437,80 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     partitions_pending_revocation: tuple[TopicPartitions, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMemberMetadataValue:
+    VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_FROM: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("rack_id", "string", nullable=True),
+        Field("client_id", "string"),
+        Field("client_host", "string"),
+        Field("subscribed_topic_names", "[]string"),
+    )
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMetadataValue:
+    """``metadata_hash`` is a regular field here, where the consumer group's (4.1+) is tagged."""
+
+    VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_FROM: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("epoch", "int32"), Field("metadata_hash", "int64"))
+    epoch: int
+    metadata_hash: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMetadataValue:
+    VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_FROM: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("assignment_epoch", "int32"), Field("assignment_timestamp", "int64", tag=0))
+    assignment_epoch: int
+    assignment_timestamp: int = 0  # Kafka 4.3+ (KIP-1263): when the assignment was computed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMemberValue:
+    VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_FROM: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (Field("topic_partitions", "[]TopicPartition"),)
+    topic_partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupCurrentMemberAssignmentValue:
+    VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_FROM: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("member_epoch", "int32"),
+        Field("previous_member_epoch", "int32"),
+        Field("state", "int8"),
+        Field("assigned_partitions", "[]ShareTopicPartitions"),
+    )
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: tuple[ShareTopicPartitions, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupStatePartitionMetadataValue:
+    VERSIONS: ClassVar[tuple[int, int]] = (0, 0)
+    FLEXIBLE_FROM: ClassVar[int] = 0
+    FIELDS: ClassVar[tuple[Field, ...]] = (
+        Field("initializing_topics", "[]TopicPartitionsInfo"),
+        Field("initialized_topics", "[]TopicPartitionsInfo"),
+        Field("deleting_topics", "[]TopicInfo"),
+    )
+    initializing_topics: tuple[TopicPartitionsInfo, ...]
+    initialized_topics: tuple[TopicPartitionsInfo, ...]
+    deleting_topics: tuple[TopicInfo, ...]
+
+
 CoordinatorKey: TypeAlias = (
     OffsetCommitKey
     | GroupMetadataKey
@@ -377,6 +520,12 @@ CoordinatorKey: TypeAlias = (
     | ConsumerGroupTargetAssignmentMetadataKey
     | ConsumerGroupTargetAssignmentMemberKey
     | ConsumerGroupCurrentMemberAssignmentKey
+    | ShareGroupMemberMetadataKey
+    | ShareGroupMetadataKey
+    | ShareGroupTargetAssignmentMetadataKey
+    | ShareGroupTargetAssignmentMemberKey
+    | ShareGroupCurrentMemberAssignmentKey
+    | ShareGroupStatePartitionMetadataKey
 )
 CoordinatorValue: TypeAlias = (
     OffsetCommitValue
@@ -387,6 +536,12 @@ CoordinatorValue: TypeAlias = (
     | ConsumerGroupTargetAssignmentMetadataValue
     | ConsumerGroupTargetAssignmentMemberValue
     | ConsumerGroupCurrentMemberAssignmentValue
+    | ShareGroupMemberMetadataValue
+    | ShareGroupMetadataValue
+    | ShareGroupTargetAssignmentMetadataValue
+    | ShareGroupTargetAssignmentMemberValue
+    | ShareGroupCurrentMemberAssignmentValue
+    | ShareGroupStatePartitionMetadataValue
 )
 
 
@@ -408,10 +563,28 @@ _RECORD_TYPES: dict[int, tuple[type[Any], type[Any]]] = {
     6: (ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
     7: (ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
     8: (ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+    10: (ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue),
+    11: (ShareGroupMetadataKey, ShareGroupMetadataValue),
+    12: (ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue),
+    13: (ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue),
+    14: (ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue),
+    15: (ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue),
 }
 _WRITTEN_RECORD_TYPE: dict[type[Any], int] = {key: record_type for record_type, (key, _) in _RECORD_TYPES.items()}
 _STRUCTS: dict[str, type[Any]] = {
-    cls.__name__: cls for cls in (MemberMetadata, PartitionMetadata, TopicMetadata, ClassicProtocol, ClassicMemberMetadata, TopicPartition, TopicPartitions)
+    cls.__name__: cls
+    for cls in (
+        MemberMetadata,
+        PartitionMetadata,
+        TopicMetadata,
+        ClassicProtocol,
+        ClassicMemberMetadata,
+        TopicPartition,
+        TopicPartitions,
+        ShareTopicPartitions,
+        TopicPartitionsInfo,
+        TopicInfo,
+    )
 }
 
 
@@ -644,7 +817,7 @@ def _default_version(value: CoordinatorValue) -> int:
     # What Kafka 4.0's GroupCoordinatorRecordHelpers writes: an offset commit as v1 when it expires at
     # an explicit time (OffsetCommit v2-v4's retention time; only v1 has expireTimestamp), else v3, the
     # highest non-flexible version; a classic group as v3 (GROUP_METADATA_VALUE_VERSION); every KIP-848
-    # record as v0, its only version. The flexible v4 of the first two is read but not written by default.
+    # and KIP-932 record as v0, its only version. The flexible v4 of the first two is read but not written by default.
     if isinstance(value, OffsetCommitValue):
         return 1 if value.expire_timestamp != NO_TIMESTAMP else 3
     if isinstance(value, GroupMetadataValue):

@@ -1,0 +1,625 @@
+"""The share group protocol (KIP-932, ShareGroupHeartbeat and ShareGroupDescribe), sans-IO: the
+share groups of one ``__consumer_offsets`` partition. Rules, error codes and records follow Kafka
+4.4's GroupMetadataManager (shareGroupHeartbeat, shareGroupLeave, shareGroupFenceMember,
+initializeShareGroupState, shareGroupDescribe).
+
+Like ``consumer_group.ConsumerGroupManager``, each call returns records, a response and timers,
+and the state moves only by replaying those records, as a new coordinator rebuilds it.
+
+One heartbeat:
+1. the member joins (epoch 0, with the member id the client generated) or its subscription
+   changes, or the subscribed topics look different (metadata hash), or partitions whose
+   share-group state was initialized since are not in the target yet: the group epoch is bumped;
+2. the group epoch is past the target assignment epoch: the SimpleAssignor computes a new target;
+3. the member moves straight to its target (nothing to revoke in a share group);
+4. subscribed partitions whose share-group state is not initialized yet are recorded as
+   initializing and handed out in ``ShareGroupResult.initialize``: the shell sends them to the share
+   coordinator (InitializeShareGroupState) and reports back with ``initialize_share_group_state``
+   (or ``uninitialize_share_group_state`` on failure). Only initialized partitions are assigned.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Protocol, TypeVar
+
+from broker.group import share_assignor
+from broker.group.coordinator_records import (
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
+)
+from broker.group.current_assignment_builder import MemberState
+from broker.group.group_metadata_manager import CancelTimer, ScheduleTimer
+from broker.group.share_group import (
+    Record,
+    ShareGroup,
+    ShareGroupMember,
+    ShareGroupState,
+    TopicPartitionsByName,
+    current_assignment_record,
+    epoch_record,
+    group_tombstones,
+    member_metadata_record,
+    member_tombstones,
+    metadata_hash,
+    next_member,
+    state_partition_metadata_record,
+    target_assignment_epoch_record,
+    target_assignment_record,
+)
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+UNKNOWN_MEMBER_ID = 25
+INVALID_REQUEST = 42
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_MEMBER_EPOCH = 110
+
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+# InitializeShareGroupState's start offset for a partition nobody set one for: the share
+# partition starts where share.auto.offset.reset says.
+UNINITIALIZED_START_OFFSET = -1
+
+SESSION_TIMEOUT_TIMER = "share-session-timeout"
+
+Topics = Mapping[str, tuple[uuid.UUID, int]]
+TimerAction = ScheduleTimer | CancelTimer
+Response = TypeVar("Response")
+
+
+def session_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
+    return (SESSION_TIMEOUT_TIMER, group_id, member_id)
+
+
+class ShareGroupConfigLookup(Protocol):
+    """A group's own share.session.timeout.ms / share.heartbeat.interval.ms: None where it sets none."""
+
+    def share_session_timeout_ms(self, group_id: str) -> int | None: ...
+
+    def share_heartbeat_interval_ms(self, group_id: str) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupHeartbeatResponse:
+    error_code: int = NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: dict[uuid.UUID, tuple[int, ...]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InitializeShareGroupState:
+    """What the shell asks the share coordinator (InitializeShareGroupState): every partition at
+    ``state_epoch`` (the group epoch) from ``UNINITIALIZED_START_OFFSET``."""
+
+    group_id: str
+    state_epoch: int
+    partitions: dict[uuid.UUID, frozenset[int]]
+
+
+@dataclass(slots=True)
+class ShareGroupResult(Generic[Response]):
+    records: list[Record] = field(default_factory=list)
+    response: Response | None = None
+    timers: list[TimerAction] = field(default_factory=list)
+    initialize: InitializeShareGroupState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTopicPartitions:
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedShareGroupMember:
+    member_id: str
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    assignment: tuple[DescribedTopicPartitions, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedShareGroup:
+    """One group of a ShareGroupDescribe v1 response."""
+
+    group_id: str
+    error_code: int = NONE
+    error_message: str | None = None
+    group_state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedShareGroupMember, ...] = ()
+
+
+class GroupError(Exception):
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupHeartbeat:
+    """ShareGroupHeartbeat v1's fields, whatever decoded them."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, request: Any) -> ShareGroupHeartbeat:
+        names = request.subscribed_topic_names
+        return cls(request.group_id, request.member_id, request.member_epoch, request.rack_id, None if names is None else tuple(names))
+
+
+class ShareGroupManager:
+    """The share groups of one ``__consumer_offsets`` partition.
+
+    ``is_other_group(group_id)`` tells whether a group of another type (classic, consumer) holds the id."""
+
+    def __init__(
+        self,
+        *,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 5000,
+        max_size: int = 200,
+        is_other_group: Callable[[str], bool] = lambda group_id: False,
+        group_configs: ShareGroupConfigLookup | None = None,
+    ) -> None:
+        # group.share.session.timeout.ms, group.share.heartbeat.interval.ms, group.share.max.size.
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_size = max_size
+        self._is_other_group = is_other_group
+        self._group_configs = group_configs
+        self.groups: dict[str, ShareGroup] = {}
+        # Soft state: the deadline of every armed session timer, so a stale firing changes nothing.
+        self._deadlines: dict[tuple[str, ...], int] = {}
+        # The topics last seen (heartbeats and metadata changes bring them): what a fenced
+        # member's leaving is hashed against.
+        self._topics: Topics = {}
+
+    def session_timeout_ms_of(self, group_id: str) -> int:
+        own = self._group_configs.share_session_timeout_ms(group_id) if self._group_configs is not None else None
+        return self.session_timeout_ms if own is None else own
+
+    def heartbeat_interval_ms_of(self, group_id: str) -> int:
+        own = self._group_configs.share_heartbeat_interval_ms(group_id) if self._group_configs is not None else None
+        return self.heartbeat_interval_ms if own is None else own
+
+    # -- ShareGroupHeartbeat -----------------------------------------------------------------------
+
+    def heartbeat(self, request: Any, topics: Topics, now_ms: int, *, client_id: str = "", client_host: str = "") -> ShareGroupResult[ShareGroupHeartbeatResponse]:
+        """``request``: a ShareGroupHeartbeat (or kio's request); ``topics``: name -> (id, partition count)."""
+        hb = request if isinstance(request, ShareGroupHeartbeat) else ShareGroupHeartbeat.of(request)
+        try:
+            _validate(hb)
+            if hb.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+                return self._leave(hb)
+            return self._heartbeat(hb, topics, now_ms, client_id, client_host)
+        except GroupError as e:
+            return ShareGroupResult(response=ShareGroupHeartbeatResponse(error_code=e.error_code, error_message=e.message))
+
+    def _heartbeat(self, hb: ShareGroupHeartbeat, topics: Topics, now_ms: int, client_id: str, client_host: str) -> ShareGroupResult[ShareGroupHeartbeatResponse]:
+        joining = hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        group = self._share_group(hb.group_id, create=joining)
+        if len(group.members) >= self.max_size and hb.member_id not in group.members:
+            raise GroupError(GROUP_MAX_SIZE_REACHED, f"The share group has reached its maximum capacity of {self.max_size} members.")
+        member = group.members.get(hb.member_id)
+        if member is None:
+            if not joining:
+                raise GroupError(UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of group {group.group_id}.")
+            member = ShareGroupMember(hb.member_id)
+        else:
+            _throw_if_member_epoch_is_invalid(member, hb.member_epoch)
+        records: list[Record] = []
+
+        # 1. The member's subscription, and the group epoch when it or the topics changed.
+        updated = replace(
+            member,
+            rack_id=hb.rack_id if hb.rack_id is not None else member.rack_id,
+            subscribed_topic_names=frozenset(hb.subscribed_topic_names) if hb.subscribed_topic_names is not None else member.subscribed_topic_names,
+            client_id=client_id,
+            client_host=client_host,
+        )
+        subscription_changed = updated.subscribed_topic_names != member.subscribed_topic_names or hb.member_id not in group.members
+        if updated != member or hb.member_id not in group.members:
+            records.append(member_metadata_record(group.group_id, updated))
+        self._topics = topics
+        subscribed = _subscribed_after(group, member, updated)
+        hash_ = metadata_hash(subscribed, topics)
+        topic_ids = {name: topic_id for name, (topic_id, _) in topics.items()}
+        members = dict(group.members)
+        members[updated.member_id] = updated
+        bump_group_epoch = subscription_changed
+        if group.group_epoch <= group.target_assignment_epoch:
+            # Partitions initialized since the last target are assigned under a new epoch.
+            bump_group_epoch |= _initialized_assignment_pending(group, members, topic_ids)
+        group_epoch = group.group_epoch
+        if bump_group_epoch or hash_ != group.metadata_hash:
+            group_epoch += 1
+            records.append(epoch_record(group.group_id, group_epoch, hash_))
+
+        # 2. A new target when the group epoch moved past it.
+        if group_epoch > group.target_assignment_epoch:
+            target_epoch = group_epoch
+            target = self._update_target_assignment(group, members, topic_ids, target_epoch, now_ms, records)[updated.member_id]
+        else:
+            target_epoch = group.target_assignment_epoch
+            target = group.target_assignment.get(updated.member_id, {})
+
+        # 3. The member takes its target.
+        reconciled = next_member(updated, target_epoch, target, topic_ids, subscription_changed)
+        if reconciled != updated or reconciled.member_epoch != member.member_epoch or hb.member_id not in group.members:
+            records.append(current_assignment_record(group.group_id, reconciled))
+
+        # 4. Subscribed partitions with no share-group state yet.
+        initialize = _to_initialize(group, subscribed, topics)
+        if initialize:
+            initializing = dict(group.initializing)
+            for topic_id, (name, ps) in initialize.items():
+                initializing[topic_id] = (name, initializing.get(topic_id, (name, frozenset()))[1] | ps)
+            records.append(state_partition_metadata_record(group.group_id, initializing, group.initialized, group.deleting))
+
+        timers: list[TimerAction] = [ScheduleTimer(session_timeout_key(group.group_id, reconciled.member_id), now_ms + self.session_timeout_ms_of(group.group_id))]
+        assignment = None
+        if joining or reconciled.assigned_partitions != member.assigned_partitions:
+            assignment = {t: tuple(sorted(ps)) for t, ps in sorted(reconciled.assigned_partitions.items())}
+        response = ShareGroupHeartbeatResponse(
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_ms_of(group.group_id),
+            assignment=assignment,
+        )
+        request = None
+        if initialize:
+            request = InitializeShareGroupState(group.group_id, group_epoch, {t: ps for t, (_, ps) in initialize.items()})
+        return self._apply(ShareGroupResult(records, response, timers, request))
+
+    def _update_target_assignment(
+        self, group: ShareGroup, members: Mapping[str, ShareGroupMember], topic_ids: Mapping[str, uuid.UUID], epoch: int, now_ms: int, records: list[Record]
+    ) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+        subscriptions = {m.member_id: frozenset(topic_ids[n] for n in m.subscribed_topic_names if n in topic_ids) for m in members.values()}
+        assignable = {t: ps for t, (_, ps) in group.initialized.items()}
+        try:
+            new_target = share_assignor.assign(subscriptions, group.target_assignment, assignable)
+        except Exception as e:  # an assignor bug must not take the coordinator down
+            raise GroupError(UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment for epoch {epoch}: {e}") from e
+        for member_id in sorted(new_target):
+            if member_id not in group.target_assignment or group.target_assignment[member_id] != new_target[member_id]:
+                records.append(target_assignment_record(group.group_id, member_id, new_target[member_id]))
+        records.append(target_assignment_epoch_record(group.group_id, epoch, now_ms))
+        return new_target
+
+    def _share_group(self, group_id: str, *, create: bool) -> ShareGroup:
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        if self._is_other_group(group_id):
+            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        if not create:
+            raise GroupError(GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
+        return ShareGroup(group_id)
+
+    # -- leaving and fencing -----------------------------------------------------------------------
+
+    def _leave(self, hb: ShareGroupHeartbeat) -> ShareGroupResult[ShareGroupHeartbeatResponse]:
+        group = self._share_group(hb.group_id, create=False)
+        member = group.members.get(hb.member_id)
+        if member is None:
+            raise GroupError(UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of group {group.group_id}.")
+        return self._fence_member(group, member, ShareGroupHeartbeatResponse(member_id=hb.member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH))
+
+    def _fence_member(self, group: ShareGroup, member: ShareGroupMember, response: Response | None) -> ShareGroupResult[Response]:
+        """Remove the member and bump the group epoch, with the hash of what the others still
+        subscribe to; they get a new target at their next heartbeat."""
+        records = member_tombstones(group.group_id, member.member_id)
+        hash_ = metadata_hash(_subscribed_after(group, member, None), self._topics)
+        records.append(epoch_record(group.group_id, group.group_epoch + 1, hash_))
+        return self._apply(ShareGroupResult(records, response, [CancelTimer(session_timeout_key(group.group_id, member.member_id))]))
+
+    # -- timers ------------------------------------------------------------------------------------
+
+    def on_timer(self, key: tuple[str, ...], now_ms: int) -> ShareGroupResult[None]:
+        """A member's session expired: it is fenced. Stale or early firings change nothing."""
+        deadline = self._deadlines.get(key)
+        if deadline is None or len(key) != 3:
+            return ShareGroupResult()
+        if now_ms < deadline:
+            return ShareGroupResult(timers=[ScheduleTimer(key, deadline)])
+        del self._deadlines[key]
+        _, group_id, member_id = key
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return ShareGroupResult()
+        return self._fence_member(group, member, None)
+
+    def on_loaded(self, now_ms: int) -> ShareGroupResult[None]:
+        """After replay every member gets a full session to reach the new coordinator."""
+        timers: list[TimerAction] = [
+            ScheduleTimer(session_timeout_key(g.group_id, m), now_ms + self.session_timeout_ms_of(g.group_id)) for g in self.groups.values() for m in g.members
+        ]
+        return self._apply(ShareGroupResult(timers=timers))
+
+    # -- share-group state initialization ----------------------------------------------------------
+
+    def initialize_share_group_state(self, group_id: str, partitions: Mapping[uuid.UUID, Iterable[int]]) -> ShareGroupResult[None]:
+        """The share coordinator initialized these partitions: they become assignable, and the
+        next heartbeat puts them in the target."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ShareGroupResult()
+        initializing = dict(group.initializing)
+        initialized = dict(group.initialized)
+        for topic_id, ps in partitions.items():
+            done = frozenset(ps)
+            name = (initializing.get(topic_id) or initialized.get(topic_id) or ("", frozenset()))[0]
+            left = initializing.get(topic_id, (name, frozenset()))[1] - done
+            if left:
+                initializing[topic_id] = (name, left)
+            else:
+                initializing.pop(topic_id, None)
+            initialized[topic_id] = (name, initialized.get(topic_id, (name, frozenset()))[1] | done)
+        return self._apply(ShareGroupResult([state_partition_metadata_record(group_id, initializing, initialized, group.deleting)]))
+
+    def uninitialize_share_group_state(self, group_id: str, partitions: Mapping[uuid.UUID, Iterable[int]]) -> ShareGroupResult[None]:
+        """The initialization failed: the partitions are no longer initializing, and a later heartbeat asks again."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ShareGroupResult()
+        initializing = dict(group.initializing)
+        for topic_id, ps in partitions.items():
+            if topic_id in initializing:
+                name, pending = initializing[topic_id]
+                left = pending - frozenset(ps)
+                if left:
+                    initializing[topic_id] = (name, left)
+                else:
+                    del initializing[topic_id]
+        return self._apply(ShareGroupResult([state_partition_metadata_record(group_id, initializing, group.initialized, group.deleting)]))
+
+    # -- metadata, admin ---------------------------------------------------------------------------
+
+    def on_metadata_change(self, topics: Topics) -> ShareGroupResult[None]:
+        """Subscribed topics created, deleted or resized: the group epoch moves, hence a new target."""
+        self._topics = topics
+        records: list[Record] = []
+        for group in self.groups.values():
+            hash_ = metadata_hash(group.subscribed_topic_names, topics)
+            if hash_ != group.metadata_hash:
+                records.append(epoch_record(group.group_id, group.group_epoch + 1, hash_))
+        return self._apply(ShareGroupResult(records))
+
+    def describe(self, group_ids: Iterable[str], topic_names_by_id: Mapping[uuid.UUID, str]) -> list[DescribedShareGroup]:
+        described = []
+        for group_id in group_ids:
+            try:
+                group = self._share_group(group_id, create=False)
+            except GroupError as e:
+                described.append(DescribedShareGroup(group_id, error_code=e.error_code, error_message=e.message))
+                continue
+            members = tuple(
+                DescribedShareGroupMember(
+                    member_id=m.member_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=tuple(sorted(m.subscribed_topic_names)),
+                    # Topics deleted since are left out, as Kafka does.
+                    assignment=tuple(
+                        DescribedTopicPartitions(t, topic_names_by_id[t], tuple(sorted(ps)))
+                        for t, ps in sorted(m.assigned_partitions.items())
+                        if t in topic_names_by_id
+                    ),
+                )
+                for m in group.members.values()
+            )
+            described.append(
+                DescribedShareGroup(
+                    group_id,
+                    group_state=group.state.value,
+                    group_epoch=group.group_epoch,
+                    assignment_epoch=group.target_assignment_epoch,
+                    assignor_name=share_assignor.SIMPLE_ASSIGNOR_NAME,
+                    members=members,
+                )
+            )
+        return described
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        return [(group_id, group.state.value) for group_id, group in self.groups.items()]
+
+    def delete_group(self, group_id: str) -> ShareGroupResult[int]:
+        """DeleteGroups for a share group: only an empty one goes (its share-group state on the share
+        coordinator is the shell's to delete first, as Kafka's DeleteShareGroupState)."""
+        try:
+            group = self._share_group(group_id, create=False)
+        except GroupError as e:
+            return ShareGroupResult(response=e.error_code)
+        if group.state is not ShareGroupState.EMPTY:
+            return ShareGroupResult(response=NON_EMPTY_GROUP)
+        return self._apply(ShareGroupResult(group_tombstones(group), NONE))
+
+    # -- records -----------------------------------------------------------------------------------
+
+    def _apply(self, result: ShareGroupResult[Response]) -> ShareGroupResult[Response]:
+        for key, value in result.records:
+            self.replay(key, value)
+        for timer in result.timers:
+            if isinstance(timer, ScheduleTimer):
+                self._deadlines[timer.key] = timer.deadline_ms
+            else:
+                self._deadlines.pop(timer.key, None)
+        return result
+
+    def replay(self, key: object, value: object | None) -> None:
+        """Apply one record of the partition; records of other kinds are ignored."""
+        match key:
+            case ShareGroupMetadataKey(group_id=group_id):
+                if isinstance(value, ShareGroupMetadataValue):
+                    group = self._persisted_group(group_id)
+                    group.group_epoch, group.metadata_hash = value.epoch, value.metadata_hash
+                else:
+                    self.groups.pop(group_id, None)
+            case ShareGroupMemberMetadataKey(group_id=group_id, member_id=member_id):
+                if isinstance(value, ShareGroupMemberMetadataValue):
+                    group = self._persisted_group(group_id)
+                    old = group.members.get(member_id) or ShareGroupMember(member_id)
+                    group.update_member(
+                        replace(
+                            old,
+                            rack_id=value.rack_id,
+                            client_id=value.client_id,
+                            client_host=value.client_host,
+                            subscribed_topic_names=frozenset(value.subscribed_topic_names),
+                        )
+                    )
+                elif group_id in self.groups:
+                    self.groups[group_id].remove_member(member_id)
+            case ShareGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id):
+                if isinstance(value, ShareGroupTargetAssignmentMemberValue):
+                    self._persisted_group(group_id).target_assignment[member_id] = {
+                        tp.topic_id: frozenset(tp.partitions) for tp in value.topic_partitions if tp.partitions
+                    }
+                elif group_id in self.groups:
+                    self.groups[group_id].target_assignment.pop(member_id, None)
+            case ShareGroupTargetAssignmentMetadataKey(group_id=group_id):
+                if isinstance(value, ShareGroupTargetAssignmentMetadataValue):
+                    self._persisted_group(group_id).target_assignment_epoch = value.assignment_epoch
+                elif group_id in self.groups:
+                    self.groups[group_id].target_assignment_epoch = 0
+            case ShareGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id):
+                if isinstance(value, ShareGroupCurrentMemberAssignmentValue):
+                    group = self._persisted_group(group_id)
+                    old = group.members.get(member_id) or ShareGroupMember(member_id)
+                    group.update_member(
+                        replace(
+                            old,
+                            member_epoch=value.member_epoch,
+                            previous_member_epoch=value.previous_member_epoch,
+                            state=MemberState.from_value(value.state),
+                            assigned_partitions={tp.topic_id: frozenset(tp.partitions) for tp in value.assigned_partitions if tp.partitions},
+                        )
+                    )
+                elif group_id in self.groups and member_id in self.groups[group_id].members:
+                    group = self.groups[group_id]
+                    group.update_member(
+                        replace(group.members[member_id], member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH, assigned_partitions={})
+                    )
+            case ShareGroupStatePartitionMetadataKey(group_id=group_id):
+                if isinstance(value, ShareGroupStatePartitionMetadataValue):
+                    group = self._persisted_group(group_id)
+                    group.initializing = {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.initializing_topics}
+                    group.initialized = {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.initialized_topics}
+                    group.deleting = {t.topic_id: t.topic_name for t in value.deleting_topics}
+                elif group_id in self.groups:
+                    group = self.groups[group_id]
+                    group.initializing, group.initialized, group.deleting = {}, {}, {}
+
+    def _persisted_group(self, group_id: str) -> ShareGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+        return group
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _validate(hb: ShareGroupHeartbeat) -> None:
+    """Kafka 4.4's throwIfShareGroupHeartbeatRequestIsInvalid."""
+    _throw_if_empty_string(hb.member_id, "MemberId can't be empty.")
+    _throw_if_empty_string(hb.group_id, "GroupId can't be empty.")
+    _throw_if_empty_string(hb.rack_id, "RackId can't be empty.")
+    if hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+        if not hb.subscribed_topic_names:
+            raise GroupError(INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+    elif hb.member_epoch < LEAVE_GROUP_MEMBER_EPOCH:
+        raise GroupError(INVALID_REQUEST, "MemberEpoch is invalid.")
+
+
+def _throw_if_empty_string(value: str | None, message: str) -> None:
+    if value is not None and not value.strip():
+        raise GroupError(INVALID_REQUEST, message)
+
+
+def _throw_if_member_epoch_is_invalid(member: ShareGroupMember, received_epoch: int) -> None:
+    # Epoch 0 rejoins; the previous epoch is accepted because the response that bumped it may be lost.
+    if received_epoch == JOIN_GROUP_MEMBER_EPOCH:
+        return
+    if received_epoch > member.member_epoch:
+        raise GroupError(
+            FENCED_MEMBER_EPOCH,
+            f"The share group member has a greater member epoch ({received_epoch}) than the one known by the group "
+            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+    if received_epoch < member.member_epoch and received_epoch != member.previous_member_epoch:
+        raise GroupError(
+            FENCED_MEMBER_EPOCH,
+            f"The share group member has a smaller member epoch ({received_epoch}) than the one known by the group "
+            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+
+
+def _subscribed_after(group: ShareGroup, old: ShareGroupMember, new: ShareGroupMember | None) -> set[str]:
+    """The group's subscribed topic names once ``old`` is replaced by ``new`` (None: removed)."""
+    counts = group.subscribed_topic_names.copy()
+    if old.member_id in group.members:
+        counts.subtract(old.subscribed_topic_names)
+    if new is not None:
+        counts.update(new.subscribed_topic_names)
+    return {name for name, count in counts.items() if count > 0}
+
+
+def _initialized_assignment_pending(group: ShareGroup, members: Mapping[str, ShareGroupMember], topic_ids: Mapping[str, uuid.UUID]) -> bool:
+    """Kafka's initializedAssignmentPending: some initialized partition of a subscribed topic is
+    missing from the target assignment."""
+    if not members or not group.initialized:
+        return False
+    subscribed = {topic_ids[n] for m in members.values() for n in m.subscribed_topic_names if n in topic_ids}
+    in_target: dict[uuid.UUID, set[int]] = {}
+    for partitions in group.target_assignment.values():
+        for topic_id, ps in partitions.items():
+            in_target.setdefault(topic_id, set()).update(ps)
+    return any(topic_id in subscribed and in_target.get(topic_id, set()) != set(ps) for topic_id, (_, ps) in group.initialized.items())
+
+
+def _to_initialize(group: ShareGroup, subscribed: Iterable[str], topics: Topics) -> TopicPartitionsByName:
+    """Subscribed partitions neither initialized nor being initialized."""
+    missing: TopicPartitionsByName = {}
+    for name in sorted(subscribed):
+        if name not in topics:
+            continue
+        topic_id, num_partitions = topics[name]
+        known = group.initialized.get(topic_id, (name, frozenset()))[1] | group.initializing.get(topic_id, (name, frozenset()))[1]
+        new = frozenset(range(num_partitions)) - known
+        if new:
+            missing[topic_id] = (name, new)
+    return missing
