@@ -750,9 +750,16 @@ class KafkaRaftClient(Generic[T]):
             self._send(state.leader_id_, state.leader_id_, address, ApiKey.FETCH, self._fetch_request(), now)
 
     def _should_send_update_voter(self, state: FollowerState, now: int) -> bool:
-        """Kafka's shouldSendUpdateVoteRequest, kraft.version 0 half: a voter tells each leader about
-        itself once, so an upgrade to kraft.version 1 can name every voter fully."""
-        return self.quorum.is_voter() and now >= state.update_voter_deadline_ms and not self._reconfig_supported() and not state.has_updated_leader
+        """Kafka's shouldSendUpdateVoteRequest. At kraft.version 0 a voter tells each leader about
+        itself once, so an upgrade to kraft.version 1 can name every voter fully; at 1, whenever the
+        log's voters describe it otherwise than it is (it restarted with other controller listeners
+        or another kraft.version range), so that the leader writes it anew. A node that knows none
+        of its listeners (a test harness's) cannot describe itself, and the leader would refuse it."""
+        if not (self.quorum.is_voter() and now >= state.update_voter_deadline_ms):
+            return False
+        if self._reconfig_supported():
+            return bool(self._local_listeners) and self.quorum.voters.voter_node_needs_update(self._local_voter_node())
+        return not state.has_updated_leader
 
     def _update_voter_request(self, state: FollowerState) -> UpdateRaftVoterRequest:
         node = self._local_voter_node()

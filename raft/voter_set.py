@@ -161,6 +161,19 @@ class VoterSet:
         taking its directory id too; None when no voter has that id."""
         return self.with_voter(voter) if voter.voter_id in self._voters else None
 
+    def voter_node_needs_update(self, updated: VoterNode) -> bool:
+        """Kafka's voterNodeNeedsUpdate: ``updated`` is this set's voter of its id (and of its
+        directory id, when the set records one) but differs from the entry: other endpoints (in any
+        order) or another kraft.version range."""
+        node = self._voters.get(updated.voter_id)
+        if node is None or (node.directory_id is not None and node.directory_id != updated.directory_id):
+            return False
+        return (
+            node.directory_id != updated.directory_id
+            or set(node.endpoints) != set(updated.endpoints)
+            or (node.min_kraft_version, node.max_kraft_version) != (updated.min_kraft_version, updated.max_kraft_version)
+        )
+
     def supports_version(self, kraft_version: int) -> bool:
         """Every voter's supported kraft.version range holds ``kraft_version``."""
         return all(v.min_kraft_version <= kraft_version <= v.max_kraft_version for v in self._voters.values())

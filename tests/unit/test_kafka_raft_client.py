@@ -162,7 +162,7 @@ class Quorum:
             return MemoryLog()
         return KafkaMetadataLog.open(self.disk / f"node{node_id}" / "__cluster_metadata-0", MetadataLogConfig(segment_bytes=4096, segment_min_bytes=1024))
 
-    def _start(self, node_id: int, log: Any, store: MemoryQuorumStateStore) -> Node:
+    def _start(self, node_id: int, log: Any, store: MemoryQuorumStateStore, listeners: tuple[Endpoint, ...] | None = None) -> Node:
         client: KafkaRaftClient[str] = KafkaRaftClient(
             node_id=node_id,
             directory_id=directory(node_id),
@@ -175,6 +175,7 @@ class Quorum:
             bootstrap_servers=[v.address() for v in self.voters] if self.dynamic else [],  # type: ignore[misc]
             now_ms=self.now,
             rng=random.Random(self.seed * 1000 + node_id),
+            local_listeners=listeners or (Endpoint("CONTROLLER", f"node{node_id}", 9000 + node_id),),
         )
         return Node(node_id, log, store, client)
 
@@ -194,14 +195,15 @@ class Quorum:
         node.up = False
         self.in_flight = [m for m in self.in_flight if node_id not in (m.source, m.target)]
 
-    def restart(self, node_id: int) -> Node:
+    def restart(self, node_id: int, listeners: tuple[Endpoint, ...] | None = None) -> Node:
+        """``listeners``: the controller endpoints it restarts with (its first stays where the others reach it)."""
         old = self.nodes[node_id]
         if isinstance(old.log, MemoryLog):
             log = old.log.recover()
         else:
             old.log.close()
             log = self._open_log(node_id)
-        node = self._start(node_id, log, old.store)
+        node = self._start(node_id, log, old.store, listeners)
         self.nodes[node_id] = node
         return node
 
@@ -1262,6 +1264,29 @@ def test_upgrade_is_refused_until_every_voter_has_reported_that_it_supports_it()
     quorum.restart(3)
     quorum.run_until(lambda: reported_voters(leader).supports_version(1))
     assert leader.client.upgrade_kraft_version(epoch, 1, False, quorum.now)
+
+
+def voters_records_written(leader: Node) -> int:
+    return sum(c.type == ControlRecordType.KRAFT_VOTERS for a in leader.committed if isinstance(a, CommittedBatch) for c in a.batch.control_records)
+
+
+def test_a_voter_that_restarts_with_other_listeners_has_the_leader_write_them_at_kraft_version_1() -> None:
+    """Kafka's voterNodeNeedsUpdate: at kraft.version 1 a voter the log describes otherwise than it
+    is sends UpdateRaftVoter, and the leader writes a VotersRecord with its endpoints; a voter the
+    log describes rightly sends none."""
+    quorum = Quorum([1, 2, 3], dynamic=True)
+    leader = quorum.elect()
+    quorum.run(3 * CONFIG.fetch_timeout_ms)
+    written = voters_records_written(leader)
+    assert leader.client.voters == voter_set([1, 2, 3], with_directories=True)
+    follower = next(n for n in quorum.nodes.values() if n is not leader)
+    moved = (Endpoint("CONTROLLER", f"node{follower.node_id}", 9000 + follower.node_id), Endpoint("CONTROLLER_TLS", f"node{follower.node_id}", 9100 + follower.node_id))
+    quorum.restart(follower.node_id, listeners=moved)
+    quorum.run_until(lambda: all(set(n.client.voters.get(follower.node_id).endpoints) == set(moved) for n in quorum.nodes.values()))  # type: ignore[union-attr]
+    assert voters_records_written(leader) == written + 1
+    # Described rightly now, on every voter: nothing more is written.
+    quorum.run(3 * CONFIG.fetch_timeout_ms)
+    assert voters_records_written(leader) == written + 1
 
 
 def test_a_truncated_upgrade_takes_the_voter_back_to_kraft_version_0() -> None:
