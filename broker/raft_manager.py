@@ -37,6 +37,7 @@ from raft.kafka_raft_client import (
     Send,
 )
 from raft.quorum_state import LeaderState
+from raft.snapshot_retention import last_contained_log_timestamp
 from raft.raft_config import RaftConfig
 from raft.replicated_log import OffsetAndEpoch
 from raft.voter_set import Endpoint, VoterSet
@@ -117,6 +118,8 @@ class KafkaRaftManager:
         self.metadata_log: KafkaMetadataLog | None = None
         # raft-metrics commit-latency-avg/-max (broker/metrics/raft_metrics.py): the leader's batches.
         self.commit_latency = CommitLatency()
+        # (offset, append timestamp) of the last record every listener has applied: broker-metadata-metrics.
+        self.last_applied_record = (-1, -1)
 
     def register_listener(self, listener: RaftListener) -> None:
         self._listeners.append(listener)
@@ -302,16 +305,22 @@ class KafkaRaftManager:
                 self.commit_latency.record(max(now_ms() - action.batch.append_timestamp, 0))
             for listener in self._listeners:
                 listener.handle_commit(action.batch)
+            self.last_applied_record = (action.batch.last_offset, action.batch.append_timestamp)
         elif isinstance(action, LoadSnapshot):
             records = list(action.records)
             self._log.info("raft.snapshot_loaded", offset=action.snapshot_id.offset, epoch=action.snapshot_id.epoch, records=len(records))
             for listener in self._listeners:
                 listener.handle_load_snapshot(action.snapshot_id, records)
+            self.last_applied_record = (action.snapshot_id.offset - 1, self._snapshot_timestamp(action.snapshot_id))
         elif isinstance(action, LeaderChange):
             self._leader = (action.leader_id, action.epoch)
             self._log.info("raft.leader_change", leader=action.leader_id, epoch=action.epoch)
             for listener in self._listeners:
                 listener.handle_leader_change(action.leader_id, action.epoch)
+
+    def _snapshot_timestamp(self, snapshot_id: OffsetAndEpoch) -> int:
+        reader = self.metadata_log.read_snapshot(snapshot_id) if self.metadata_log is not None else None
+        return last_contained_log_timestamp(reader) if reader is not None else -1
 
     async def _send(self, action: Send) -> None:
         assert self.client is not None

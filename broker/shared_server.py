@@ -26,6 +26,7 @@ from broker.network_client import NetworkClient
 from broker.raft_manager import KafkaRaftManager
 from raft.kafka_metadata_log import MetadataLogConfig
 from raft.raft_config import RaftConfig
+from raft.snapshot_retention import MetadataRetention
 from raft.voter_set import Endpoint, VoterNode, VoterSet
 from broker.storage_tool import verify_storage
 from storage.log_dir_failure_channel import LogDirFailureChannel
@@ -109,6 +110,7 @@ class SharedServer:
                 segment_bytes=cfg.metadata_log_segment_bytes,
                 segment_min_bytes=cfg.metadata_log_segment_min_bytes,
                 segment_ms=cfg.metadata_log_segment_ms,
+                retention=MetadataRetention(max_bytes=cfg.metadata_max_retention_bytes, max_ms=cfg.metadata_max_retention_ms),
             ),
             failure_channel=self.log_dir_failure_channel,
         )

@@ -1,8 +1,9 @@
 """KafkaMetadataLog: the Raft log ``__cluster_metadata-0`` on ``storage.unified_log.UnifiedLog``, with its snapshots.
 
-The log is opened here, not by the LogManager, as Kafka does: retention, the cleaner and the
-recovery-point checkpoints never touch it. Segments go only when a snapshot covers them
-(``delete_before_snapshot``). Like Kafka it is opened as after an unclean shutdown, from
+The log is opened here, not by the LogManager, as Kafka does: the LogManager's retention, the
+cleaner and the recovery-point checkpoints never touch it. Segments go only when a snapshot
+covers them and ``metadata.max.retention.bytes``/``.ms`` let them go (``maybe_clean``, in
+``raft.snapshot_retention``). Like Kafka it is opened as after an unclean shutdown, from
 offset 0, every time: recovery re-validates every batch and cuts a torn tail, which costs
 little because snapshots keep the log short. The high watermark lives in memory only (Kafka
 does not checkpoint the Raft one); the Raft core learns it again from the quorum.
@@ -25,6 +26,7 @@ import structlog
 from protocol.record_batch import LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, BatchHeader, InvalidBatch, iter_headers, read_header
 from raft.file_snapshots import FileRawSnapshotReader, FileRawSnapshotWriter, delete_snapshot, list_snapshot_paths, snapshot_path
 from raft.replicated_log import LogAppendInfo, LogFetchInfo, OffsetAndEpoch, ValidationKind, ValidOffsetAndEpoch
+from raft.snapshot_retention import MetadataRetention, maybe_clean
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -59,13 +61,15 @@ class MetadataLogConfig:
 
     ``segment_bytes`` is metadata.log.segment.bytes, ``segment_ms`` metadata.log.segment.ms;
     ``segment_min_bytes`` (metadata.log.segment.min.bytes) is the floor Kafka enforces, lowered
-    only by tests. ``max_batch_size_bytes`` bounds one appended batch.
+    only by tests. ``max_batch_size_bytes`` bounds one appended batch. ``retention`` holds
+    metadata.max.retention.bytes and metadata.max.retention.ms.
     """
 
     segment_bytes: int = 1024 * 1024 * 1024
     segment_min_bytes: int = MAX_BATCH_SIZE_BYTES
     segment_ms: int = 7 * 24 * 60 * 60 * 1000
     max_batch_size_bytes: int = MAX_BATCH_SIZE_BYTES
+    retention: MetadataRetention = MetadataRetention()
 
     def __post_init__(self) -> None:
         if self.segment_bytes < self.segment_min_bytes:
@@ -77,7 +81,7 @@ class MetadataLogConfig:
                 "segment.bytes": str(self.segment_bytes),
                 "segment.ms": str(self.segment_ms),
                 "max.message.bytes": str(self.max_batch_size_bytes),
-                # Never trimmed by time or size: below the latest snapshot only, on the Raft core's word.
+                # Never trimmed by the partition log's own limits: only to a snapshot, by maybe_clean.
                 "retention.ms": "-1",
                 "retention.bytes": "-1",
                 "cleanup.policy": "delete",
@@ -89,8 +93,11 @@ class MetadataLogConfig:
 class KafkaMetadataLog:
     """ReplicatedLog on disk. Create with ``open``."""
 
-    def __init__(self, storage_log: UnifiedLog, snapshots: dict[OffsetAndEpoch, FileRawSnapshotReader | None]) -> None:
+    def __init__(
+        self, storage_log: UnifiedLog, snapshots: dict[OffsetAndEpoch, FileRawSnapshotReader | None], retention: MetadataRetention = MetadataRetention()
+    ) -> None:
         self.log = storage_log
+        self.retention = retention
         self.dir = storage_log.dir
         # Frozen snapshots; a reader is opened on first use and kept for the FetchSnapshot chunks that follow.
         self._snapshots = snapshots
@@ -112,9 +119,10 @@ class KafkaMetadataLog:
         failure_channel: LogDirFailureChannel | None = None,
     ) -> "KafkaMetadataLog":
         """Open (or create) the log in ``directory``, the ``__cluster_metadata-0`` folder itself."""
+        config = config or MetadataLogConfig()
         storage_log = UnifiedLog.open(
             directory,
-            (config or MetadataLogConfig()).log_config(),
+            config.log_config(),
             topic_id=topic_id,
             recovery_point=0,
             log_start_offset=0,
@@ -123,7 +131,7 @@ class KafkaMetadataLog:
             failure_channel=failure_channel,
         )
         try:
-            metadata_log = cls(storage_log, _recover_snapshots(storage_log))
+            metadata_log = cls(storage_log, _recover_snapshots(storage_log), config.retention)
             # A follower may have crashed after freezing a fetched snapshot and before dropping its log.
             metadata_log.truncate_to_latest_snapshot()
         except BaseException:
@@ -373,6 +381,15 @@ class KafkaMetadataLog:
 
     def earliest_snapshot_id(self) -> OffsetAndEpoch | None:
         return min(self._snapshots, default=None)
+
+    def snapshot_ids(self) -> list[OffsetAndEpoch]:
+        return sorted(self._snapshots)
+
+    def size_in_bytes(self) -> int:
+        return self.log.size_in_bytes
+
+    def maybe_clean(self, now_ms: int, max_offset: int) -> bool:
+        return maybe_clean(self, self.retention, now_ms, max_offset)
 
     def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
         """Kafka's deleteBeforeSnapshot: only for a known snapshot past the log start and not past

@@ -85,6 +85,8 @@ METADATA_PARTITION = 0
 FETCH_RESPONSE_VERSION = 17  # when the caller gives no version (every node sends v17)
 # The kraft.version range this build supports (Kafka 4.4's KRaftVersion 0 and 1), told to the leader in UpdateRaftVoter.
 SUPPORTED_KRAFT_VERSION = (KRaftVersion.KRAFT_VERSION_0, KRaftVersion.KRAFT_VERSION_1)
+# Kafka's KafkaRaftClient checks the metadata log's retention this often (a constant there too).
+METADATA_LOG_CLEAN_INTERVAL_MS = 60_000
 _RECORD_OVERHEAD = 21
 _BATCH_OVERHEAD = 61
 
@@ -293,6 +295,8 @@ class KafkaRaftClient(Generic[T]):
         self._parked: dict[int, _ParkedFetch] = {}
         self._high_watermark: int | None = None
         self._next_delivery = log.start_offset()
+        self._next_clean_ms = now_ms + METADATA_LOG_CLEAN_INTERVAL_MS
+        self._cleaned_for_snapshot: OffsetAndEpoch | None = None  # the latest snapshot when the log was last cleaned
         self._fired_leader: tuple[int | None, int] | None = None
         self._shutdown_deadline_ms: int | None = None
         self._dirty = True
@@ -465,7 +469,7 @@ class KafkaRaftClient(Generic[T]):
                 break
         self._complete_parked_fetches(now)
         self._maybe_complete_voter_change(now)
-        self._maybe_delete_before_snapshot()
+        self._maybe_clean(now)
         self._deliver_committed()
         self._maybe_fire_leader_change()
         self._dirty = False
@@ -498,7 +502,7 @@ class KafkaRaftClient(Generic[T]):
             deadlines.append(self._shutdown_deadline_ms)
         if self._pending_voter_change is not None:
             deadlines.append(self._pending_voter_change.deadline_ms)
-        return max(min(deadlines, default=self._now + self.config.fetch_timeout_ms), self._now)
+        return max(min(min(deadlines, default=self._now + self.config.fetch_timeout_ms), self._next_clean_ms), self._now)
 
     # -- requests out --------------------------------------------------------------------------------------
 
@@ -1782,13 +1786,22 @@ class KafkaRaftClient(Generic[T]):
 
     # -- log cleaning --------------------------------------------------------------------------------------
 
-    def _maybe_delete_before_snapshot(self) -> None:
-        """Once the newest snapshot is committed and delivered, the log before it is not needed."""
-        snapshot_id = self.log.latest_snapshot_id()
-        if snapshot_id is None or self._high_watermark is None:
+    def _maybe_clean(self, now: int) -> None:
+        """Kafka's RaftMetadataLogCleanerManager: the log's retention is checked every
+        METADATA_LOG_CLEAN_INTERVAL_MS. Also as soon as a new snapshot is committed and delivered:
+        a snapshot is what cleaning can advance to, and a log under a limit of 0 bytes (the
+        simulation's) is cut behind each one at once rather than up to a minute later."""
+        if self._high_watermark is None:
             return
-        if self.log.start_offset() < snapshot_id.offset <= min(self._high_watermark, self._next_delivery):
-            self.log.delete_before_snapshot(snapshot_id)
+        limit = min(self._high_watermark, self._next_delivery)
+        latest = self.log.latest_snapshot_id()
+        new_snapshot = latest is not None and latest != self._cleaned_for_snapshot and latest.offset <= limit
+        if now < self._next_clean_ms and not new_snapshot:
+            return
+        self._next_clean_ms = now + METADATA_LOG_CLEAN_INTERVAL_MS
+        if latest is not None and latest.offset <= limit:
+            self._cleaned_for_snapshot = latest
+        self.log.maybe_clean(now, limit)
 
     # -- delivery to the listener --------------------------------------------------------------------------
 

@@ -15,6 +15,11 @@ from typing import Callable
 
 from protocol.record_batch import BASE_OFFSET, PARTITION_LEADER_EPOCH, iter_headers
 from raft.replicated_log import LogAppendInfo, LogFetchInfo, OffsetAndEpoch, ValidationKind, ValidOffsetAndEpoch
+from raft.snapshot_retention import MetadataRetention, maybe_clean
+
+# A size limit of 0 bytes is always breached: the log is cut to the newest snapshot as soon as the
+# Raft core lets it, so the simulation's lagging and restarted nodes load snapshots within seconds.
+KEEP_NEWEST_SNAPSHOT_ONLY = MetadataRetention(max_bytes=0, max_ms=-1)
 
 
 class OffsetOutOfRangeError(ValueError):
@@ -76,7 +81,8 @@ class MemorySnapshotWriter:
 
 
 class MemoryLog:
-    def __init__(self) -> None:
+    def __init__(self, retention: MetadataRetention = KEEP_NEWEST_SNAPSHOT_ONLY) -> None:
+        self.retention = retention
         self._batches: list[_Batch] = []
         self._base_offsets: list[int] = []
         self._epochs: list[tuple[int, int]] = []  # (epoch, start offset), the leader epoch cache
@@ -89,7 +95,7 @@ class MemoryLog:
 
     def recover(self) -> "MemoryLog":
         """The log a node finds after a crash: flushed batches and frozen snapshots only."""
-        log = MemoryLog()
+        log = MemoryLog(self.retention)
         log._snapshots = dict(self._snapshots)
         log._start = self._start
         log._flushed = log._start
@@ -324,6 +330,15 @@ class MemoryLog:
         self._start = new_start
         self._forget_snapshots_before(snapshot_id)
         return True
+
+    def snapshot_ids(self) -> list[OffsetAndEpoch]:
+        return sorted(self._snapshots)
+
+    def size_in_bytes(self) -> int:
+        return sum(len(batch.data) for batch in self._batches)
+
+    def maybe_clean(self, now_ms: int, max_offset: int) -> bool:
+        return maybe_clean(self, self.retention, now_ms, max_offset)
 
     def _forget_snapshots_before(self, snapshot_id: OffsetAndEpoch) -> None:
         for old in [s for s in self._snapshots if s < snapshot_id]:

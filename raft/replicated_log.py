@@ -152,6 +152,11 @@ class ReplicatedLog(Protocol):
         """Move the log start to ``snapshot_id.offset``, deleting older segments and snapshots; True if it moved."""
         ...
 
+    def maybe_clean(self, now_ms: int, max_offset: int) -> bool:
+        """Kafka's maybeClean: delete the old snapshots, and the log before the next one, that the
+        retention limits let go, never moving the log start past ``max_offset``; True if anything went."""
+        ...
+
     def close(self) -> None: ...
 
 

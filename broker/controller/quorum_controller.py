@@ -17,7 +17,9 @@ every registered broker a fresh session, and a timer fences the brokers whose se
 The same timer, with auto.leader.rebalance.enable, gives leadership back to preferred replicas
 every leader.imbalance.check.interval.seconds, and, while some partition has no leader, tries
 an unclean election for those whose topic allows one every unclean.leader.election.interval.ms,
-as Kafka 4's controller does.
+as Kafka 4's controller does. It also appends a NoOpRecord every metadata.max.idle.interval.ms
+(KIP-835; 0 disables it), whatever else is written, so that the high watermark and every node's
+last applied offset and timestamp keep moving and a node that stopped following shows its lag.
 A fresh cluster's first active controller writes the finalized feature levels (metadata.version
 first, then eligible.leader.replicas.version 1 and transaction.version 2 as Kafka 4.1 formats
 new clusters); brokers register themselves through BrokerRegistration.
@@ -50,7 +52,7 @@ from broker.controller.cluster_control_manager import (
 from broker.controller import controller_registrations
 from broker.controller.controller_logic import CreatableTopic, QuorumControllerLogic
 from broker.controller.controller_result import ApiError, ControllerResult
-from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, NEW_CLUSTER_FEATURES, FeatureUpdateResult
+from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, NEW_CLUSTER_FEATURES, FeatureUpdateResult, metadata_version_of
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
 from broker.controller.reassignment_control_manager import OngoingTopicReassignment, ReassignableTopic, ReassignableTopicResult
 from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
@@ -59,7 +61,7 @@ from broker.dynamic_broker_config import kafka_default
 from broker.group.group_config import GroupConfigBounds, validate_group_config
 from broker.metadata.metadata_image import GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from broker.metadata.metadata_loader import CommittedBatch
-from broker.metadata.metadata_records import MetadataRecord, ProducerIdsRecord
+from broker.metadata.metadata_records import MetadataRecord, NoOpRecord, ProducerIdsRecord
 from broker.security.standard_acl import AclBindingFilter, StandardAcl
 from raft.kafka_raft_client import NotLeaderError
 from raft.replicated_log import OffsetAndEpoch
@@ -75,6 +77,9 @@ SESSION_CHECK_MAX_MS = 1000
 SESSION_CHECK_MIN_MS = 10
 # A balancing pass that reached its cap runs again this soon, as Kafka reschedules it.
 BALANCE_RERUN_MS = 10
+# MetadataVersion.IBP_3_3_IV1, the first level whose log may hold a NoOpRecord (isNoOpRecordSupported);
+# below it only before any metadata.version is finalized, as every level kbroker accepts is 3.3-IV3 or later.
+NO_OP_RECORD_METADATA_VERSION_LEVEL = 5
 
 
 class NotControllerError(Exception):
@@ -176,6 +181,12 @@ class QuorumController:
         self._unclean_interval_ms = config.unclean_leader_election_interval_ms
         self._next_unclean_ms: int | None = None  # set only while active and some partition has no leader
         self._leaderless_checked: MetadataImage | None = None  # the image last looked at for leaderless partitions
+        self._max_idle_interval_ms = config.metadata_max_idle_interval_ms or None  # 0: no NoOpRecords
+        self._next_no_op_ms: int | None = None  # set only while active and NoOpRecords are on
+        # QuorumControllerMetrics: LastCommittedRecordOffset, LastAppliedRecordOffset and -Timestamp.
+        self._last_committed_record_offset = -1
+        self._last_applied_record_offset = -1
+        self._last_applied_record_timestamp = -1
         self._log = log.bind(node=config.node_id)
 
     @property
@@ -196,6 +207,20 @@ class QuorumController:
     def committed_offset(self) -> int:
         return self._committed
 
+    @property
+    def last_committed_record_offset(self) -> int:
+        return self._last_committed_record_offset
+
+    @property
+    def last_applied_record_offset(self) -> int:
+        """Kafka's rule: on the active controller the last record it appended, elsewhere the last committed."""
+        return self._last_applied_record_offset
+
+    @property
+    def last_applied_record_timestamp(self) -> int:
+        """The append time of that record (on the active controller, the time it handed it to Raft)."""
+        return self._last_applied_record_timestamp
+
     def start(self) -> None:
         """Start the timer of broker sessions and leader balance (it does work only while this controller is active)."""
         self._timer = asyncio.get_running_loop().create_task(self._periodic_timer(), name="controller-timer")
@@ -212,6 +237,10 @@ class QuorumController:
     def handle_commit(self, batch: CommittedBatch) -> None:
         """A committed batch (the loader has applied it already): release the writes it completes."""
         self._committed = max(self._committed, batch.last_offset)
+        self._last_committed_record_offset = batch.last_offset
+        if self._active_epoch is None:
+            self._last_applied_record_offset = batch.last_offset
+            self._last_applied_record_timestamp = getattr(batch, "append_timestamp", self._last_applied_record_timestamp)
         while self._waiters and self._waiters[0][0] <= self._committed:
             _, _, future = heapq.heappop(self._waiters)
             if not future.done():
@@ -219,6 +248,8 @@ class QuorumController:
 
     def handle_load_snapshot(self, snapshot_id: OffsetAndEpoch, records: Sequence[MetadataRecord]) -> None:
         self._committed = snapshot_id.offset - 1
+        # As Kafka's OffsetControlManager: the snapshot's end offset (exclusive) stands for both.
+        self._last_committed_record_offset = self._last_applied_record_offset = snapshot_id.offset
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
         if leader_id == self._node_id:
@@ -238,6 +269,8 @@ class QuorumController:
         if self._balance_interval_ms is not None:
             # As Kafka: the first check an interval after taking over, not at once.
             self._next_balance_ms = self._now_ms() + self._balance_interval_ms
+        if self._max_idle_interval_ms is not None:
+            self._next_no_op_ms = self._now_ms() + self._max_idle_interval_ms
         self._log.info("controller.activated", epoch=epoch, committed_offset=self._committed, brokers=len(image.brokers))
         if METADATA_VERSION_FEATURE not in image.features:
             # Appended now, before any write can run: every decision of this epoch sees it committed first.
@@ -254,6 +287,9 @@ class QuorumController:
     def _deactivate(self, reason: str) -> None:
         self._active_epoch = None
         self._next_balance_ms = None
+        self._next_no_op_ms = None
+        # As Kafka's OffsetControlManager.deactivate: what was appended but not committed is not applied.
+        self._last_applied_record_offset = self._committed
         self._next_unclean_ms = None
         self._leaderless_checked = None
         waiters, self._waiters = self._waiters, []
@@ -277,6 +313,9 @@ class QuorumController:
             self._deactivate(f"append failed: {e}")
             raise NotControllerError(f"this controller could not append to the metadata log: {e}") from e
         self._last_written = offset
+        self._last_applied_record_offset = offset
+        # Not the batch's append time, which Raft sets when it drains the batch: Kafka takes the clock here too.
+        self._last_applied_record_timestamp = self._now_ms()
         return offset
 
     async def _committed_through(self, offset: int) -> None:
@@ -442,6 +481,21 @@ class QuorumController:
         if await self.elect_unclean_leaders() and self._active_epoch is not None:
             self._next_unclean_ms = self._now_ms() + BALANCE_RERUN_MS
 
+    async def maybe_write_no_op_record(self) -> bool:
+        """Kafka's writeNoOpRecord periodic task: a NoOpRecord every metadata.max.idle.interval.ms
+        while active, counted from activation and from the last one, not from other writes. None
+        before metadata.version 3.3-IV1. Not waited for: it decides nothing, and the next write
+        waits for it to commit before deciding. True if one was appended."""
+        if self._next_no_op_ms is None or self._max_idle_interval_ms is None or self._now_ms() < self._next_no_op_ms:
+            return False
+        self._next_no_op_ms = self._now_ms() + self._max_idle_interval_ms
+        if metadata_version_of(self._image()).level < NO_OP_RECORD_METADATA_VERSION_LEVEL:
+            return False
+        async with self._lock:
+            self._check_active()
+            self._append([NoOpRecord()])
+        return True
+
     async def _periodic_timer(self) -> None:
         while True:
             self._wake_timer.clear()
@@ -453,7 +507,7 @@ class QuorumController:
                 self._deactivate("this node no longer leads the metadata quorum")
             if not self.is_active:
                 continue
-            for task in (self.fence_stale_brokers, self._balance_if_due, self._elect_unclean_if_due):
+            for task in (self.fence_stale_brokers, self._balance_if_due, self._elect_unclean_if_due, self.maybe_write_no_op_record):
                 try:
                     await task()
                 except NotControllerError:
@@ -467,7 +521,7 @@ class QuorumController:
             return SESSION_CHECK_MAX_MS
         expiry = self._cluster.next_session_expiry_ms(self._image())
         # A session runs out once the clock is past its expiry, hence the extra millisecond.
-        due = [t for t in (None if expiry is None else expiry + 1, self._next_balance_ms, self._next_unclean_ms) if t is not None]
+        due = [t for t in (None if expiry is None else expiry + 1, self._next_balance_ms, self._next_unclean_ms, self._next_no_op_ms) if t is not None]
         if not due:
             return SESSION_CHECK_MAX_MS
         return min(max(min(due) - self._now_ms(), SESSION_CHECK_MIN_MS), SESSION_CHECK_MAX_MS)

@@ -4,7 +4,9 @@ ActiveControllerCount). Read when Prometheus scrapes.
 
 ``kafka_controller_kafkacontroller_activecontrollercount``, ``..._offlinepartitionscount``,
 ``..._fencedbrokercount``, ``..._activebrokercount``, ``..._globaltopiccount``,
-``..._globalpartitioncount``, ``..._preferredreplicaimbalancecount``.
+``..._globalpartitioncount``, ``..._preferredreplicaimbalancecount``. From the QuorumController:
+``..._lastappliedrecordoffset``, ``..._lastappliedrecordtimestamp``, ``..._lastappliedrecordlagms``,
+``..._lastcommittedrecordoffset``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 if TYPE_CHECKING:
+    from broker.controller.quorum_controller import QuorumController
     from broker.metadata.metadata_image import MetadataImage
 
 NO_LEADER = -1
@@ -64,4 +67,25 @@ class ControllerMetricsCollector:
             yield GaugeMetricFamily(prefix + name, f"kafka.controller:type=KafkaController,name={kafka_name}: {doc}", value=value)
 
 
-__all__ = ["ControllerCounts", "ControllerMetricsCollector", "controller_counts"]
+class QuorumControllerMetricsCollector:
+    """Kafka's QuorumControllerMetrics record gauges: LastAppliedRecordLagMs is now minus the
+    last applied record's timestamp, so a controller that stops following shows it growing."""
+
+    def __init__(self, controller: Callable[[], QuorumController], now_ms: Callable[[], int]) -> None:
+        self._controller = controller
+        self._now_ms = now_ms
+
+    def collect(self) -> Iterator[Metric]:
+        controller = self._controller()
+        timestamp = controller.last_applied_record_timestamp
+        prefix = "kafka_controller_kafkacontroller_"
+        for name, kafka_name, value, doc in (
+            ("lastappliedrecordoffset", "LastAppliedRecordOffset", controller.last_applied_record_offset, "The offset of the last record applied (appended, on the active controller)."),
+            ("lastcommittedrecordoffset", "LastCommittedRecordOffset", controller.last_committed_record_offset, "The offset of the last record committed."),
+            ("lastappliedrecordtimestamp", "LastAppliedRecordTimestamp", timestamp, "The append time (ms) of the last record applied."),
+            ("lastappliedrecordlagms", "LastAppliedRecordLagMs", self._now_ms() - timestamp, "Now minus the append time of the last record applied (ms)."),
+        ):
+            yield GaugeMetricFamily(prefix + name, f"kafka.controller:type=KafkaController,name={kafka_name}: {doc}", value=value)
+
+
+__all__ = ["ControllerCounts", "ControllerMetricsCollector", "QuorumControllerMetricsCollector", "controller_counts"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.metrics.broker_metadata_metrics import BrokerMetadataMetricsCollector
 from broker.metrics.broker_topic_metrics import BrokerTopicMetricsCollector
 from broker.metrics.client_telemetry_metrics import ClientTelemetryCollector
 from broker.metrics.consumer_group_lag import ConsumerGroupLagCollector
-from broker.metrics.controller_metrics import ControllerMetricsCollector
+from broker.metrics.controller_metrics import ControllerMetricsCollector, QuorumControllerMetricsCollector
 from broker.metrics.delayed_operation_metrics import DelayedOperationMetricsCollector
 from broker.metrics.log_metrics import LogCleanerMetricsCollector, LogManagerMetricsCollector
 from broker.metrics.replica_manager_metrics import ReplicaManagerMetricsCollector
@@ -35,6 +36,7 @@ def broker_collectors(broker: BrokerServer) -> list[Any]:
         LogManagerMetricsCollector(lambda: broker.dynamic_config.config, broker.config.data_dir),
         ConsumerGroupLagCollector(broker.group_coordinator, rm),
         ClientTelemetryCollector(broker.client_metrics, _now_ms),
+        *([BrokerMetadataMetricsCollector(raft, _now_ms)] if (raft := broker._shared.raft_manager) is not None else []),  # noqa: SLF001
     ]
 
 
@@ -43,6 +45,7 @@ def controller_collectors(controller: ControllerServer, with_transfer: bool) -> 
     loader = controller._shared.metadata_loader  # noqa: SLF001 - the node's loader
     return [
         ControllerMetricsCollector(lambda: loader.image, lambda: controller.controller.is_active),
+        QuorumControllerMetricsCollector(lambda: controller.controller, _now_ms),
         SocketServerMetricsCollector(lambda: controller.socket_servers, controller._metrics if with_transfer else None),  # noqa: SLF001
     ]
 

@@ -82,8 +82,9 @@ def _check_coverage(scenario: str, totals: Stats, seeds: int) -> None:
     # back below their leader's log start and start over there.
     assert totals.records_deleted > seeds // 4, totals
     # About half the seeds run transactional producers: most transactions commit, some abort (a
-    # quarter by choice), and coordinators move with the leaders of __transaction_state.
-    assert totals.txn_committed > seeds // 2 and totals.txn_aborted > seeds // 8 and totals.txn_markers > seeds, totals
+    # quarter by choice), and coordinators move with the leaders of __transaction_state. (Under
+    # chaos about one seed in two commits one: 62 to 66 of 125, as the schedule moves.)
+    assert totals.txn_committed > seeds // 3 and totals.txn_aborted > seeds // 8 and totals.txn_markers > seeds, totals
     assert totals.txn_coordinator_loads >= seeds // 2, totals
     kind = next(s for s in SCENARIOS if s.name == scenario)
     if scenario != "steady":

@@ -814,7 +814,8 @@ class Simulation:
     def _snapshot_event(self) -> None:
         if self._done:
             return
-        candidates = [n for n in self.running() if n.listener.next_offset > n.disk.log.start_offset()]
+        # Past the newest snapshot, not just the log start: retention may keep the log before it.
+        candidates = [n for n in self.running() if n.client is not None and n.client.high_watermark is not None and n.listener.next_offset > _snapshot_floor(n.disk.log)]
         if candidates:
             node = self.rng.choice(candidates)
             client = node.client
@@ -1251,3 +1252,8 @@ __all__ = [
     "wire_request",
     "wire_response",
 ]
+
+
+def _snapshot_floor(log: MemoryLog) -> int:
+    latest = log.latest_snapshot_id()
+    return max(log.start_offset(), latest.offset if latest is not None else 0)

@@ -46,6 +46,7 @@ from raft.kafka_raft_client import (
     Send,
 )
 from raft.kafka_metadata_log import KafkaMetadataLog, MetadataLogConfig
+from raft.snapshot_retention import MetadataRetention
 from raft.memory_log import MemoryLog
 from raft.quorum_state import CandidateState, FollowerState, ProspectiveState, ResignedState, UnattachedState
 from raft.quorum_state_store import ElectionState, MemoryQuorumStateStore
@@ -160,7 +161,7 @@ class Quorum:
     def _open_log(self, node_id: int) -> Any:
         if self.disk is None:
             return MemoryLog()
-        return KafkaMetadataLog.open(self.disk / f"node{node_id}" / "__cluster_metadata-0", MetadataLogConfig(segment_bytes=4096, segment_min_bytes=1024))
+        return KafkaMetadataLog.open(self.disk / f"node{node_id}" / "__cluster_metadata-0", MetadataLogConfig(segment_bytes=4096, segment_min_bytes=1024, retention=MetadataRetention(max_bytes=0, max_ms=-1)))
 
     def _start(self, node_id: int, log: Any, store: MemoryQuorumStateStore, listeners: tuple[Endpoint, ...] | None = None) -> Node:
         client: KafkaRaftClient[str] = KafkaRaftClient(
@@ -763,10 +764,17 @@ def test_snapshot_deletes_the_log_before_it_and_a_lagging_follower_fetches_it_in
     for i in range(10):
         leader.client.append([f"r{i}"], quorum.now)
         quorum.run(20)
+        if i == 4:
+            quorum.run(200)
+            first_id = write_snapshot(leader, leader.records())
+            quorum.run(50)
+            # As Kafka's cleanSnapshots: the log start moves only to a snapshot after the oldest.
+            assert leader.log.start_offset() == 0 and leader.log.latest_snapshot_id() == first_id
     quorum.run(200)
     snapshot_id = write_snapshot(leader, leader.records())
     quorum.run(50)
-    assert leader.log.start_offset() == snapshot_id.offset  # the log before the snapshot is gone
+    # The memory log's size limit of 0 bytes is breached: the oldest snapshot and the log before the newest go.
+    assert leader.log.start_offset() == snapshot_id.offset and leader.log.earliest_snapshot_id() == snapshot_id
     restarted = quorum.restart(lagging.node_id)
     fetch_snapshots = 0
     while restarted.log.latest_snapshot_id() != snapshot_id:
@@ -924,6 +932,9 @@ def test_on_disk_logs_replicate_snapshot_and_recover(tmp_path: Path) -> None:
             expected.append(f"disk-{i:03d}" + "x" * 50)
             leader.client.append([expected[-1]], quorum.now)
             quorum.run(5)
+            if i == 19:
+                quorum.run(200)
+                write_snapshot(leader, leader.records())  # the oldest: the log start never stops at it
         quorum.run(200)
         assert leader.records() == expected
         snapshot_id = write_snapshot(leader, leader.records())
