@@ -9,6 +9,10 @@ answer ``--help`` with exit 0; ``python -m pytest`` names test files that exist;
 (``kafka-*.sh``, or ``java ... org.apache.kafka.tools.X``) are rows of the tool table in
 docs/compatibility.md with a test that runs them. Inline ``make ...`` and ``python -m ...`` spans
 name targets and modules that exist.
+
+This is the half that does not run them: tests/integration/test_docs_commands_run.py runs these
+same commands against real kbroker processes, page by page, or names each one it does not run
+(``EXCLUDED``) with the reason.
 """
 
 from __future__ import annotations
