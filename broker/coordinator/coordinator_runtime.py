@@ -21,6 +21,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.coordinator.deferred_write_queue import DeferredWrite, DeferredWriteQueue
 from broker.coordinator.coordinator_partition import create_internal_topic, replay_batches
 from broker.group.coordinator_records import CoordinatorRecordError
@@ -43,22 +44,6 @@ Written = int | asyncio.Future[int]
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(key: str, partitions: int) -> int:
-    """The coordinator partition of a group or transactional id, as Kafka hashes it."""
-    h = java_string_hash(key)
-    # Kafka's Utils.abs: Integer.MIN_VALUE maps to 0 rather than overflowing.
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 # Kafka's CoordinatorOperationExceptionHelper (and the transaction coordinator's append errors)

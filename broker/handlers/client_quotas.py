@@ -9,7 +9,7 @@ from typing import Any, Iterable
 from kio.schema.errors import ErrorCode
 
 from broker.controller.client_quota_control_manager import CLIENT_ID, IP, USER, QuotaAlteration, QuotaResult
-from broker.coordinator.coordinator_runtime import java_string_hash
+from broker.coordinator.coordinator_partitioner import java_string_hash
 from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache

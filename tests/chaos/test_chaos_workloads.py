@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from tests.chaos.history import NEMESIS, History

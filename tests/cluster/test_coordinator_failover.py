@@ -19,7 +19,7 @@ from kafka.structs import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_fetch.v8 import request as fetch_v8
 
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import FAST_FAILOVER, create, partition_state, produce

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC
 from tests.cluster.cluster import KafkaCluster, leader_id, wait_until
 from tests.cluster.test_coordinator_failover import OFFSETS_PARTITIONS, commit_offset, offset_fetch

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest
 from kio.schema.describe_producers.v0.request import TopicRequest as DescribeProducersTopic
 
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC
 from broker.server import CONTROLLED_SHUTDOWN_TIMEOUT_S
 from broker.wire_client import request

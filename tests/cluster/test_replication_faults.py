@@ -32,7 +32,7 @@ from kio.schema.produce.v9 import request as produce_v9
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC
 from protocol.records import build_batch
 from tests.cluster.cluster import ClusterNode, KafkaCluster, leader_id, wait_until

@@ -11,7 +11,7 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import FAST_FAILOVER, TIMEOUT_S, create, partition_state

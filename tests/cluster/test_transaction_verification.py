@@ -15,7 +15,7 @@ from kio.schema.end_txn.v3 import request as end_v3
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as find_v4
 
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import TIMEOUT_S, create, partition_state

@@ -20,7 +20,7 @@ from kio.schema.offset_fetch.v8 import request as fetch_v8
 from kio.schema.txn_offset_commit.v3 import request as txn_commit_v3
 from kio.schema.write_txn_markers.v1 import request as markers_v1
 
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.transaction.transaction_log import PartitionsSchema, TransactionLogValue, encode_key, encode_value
 from broker.transaction.transaction_metadata import TransactionState
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC

@@ -21,7 +21,7 @@ from kio.schema.offset_fetch.v8 import request as fetch_v8
 from kio.schema.produce.v9 import request as produce_v9
 from kio.schema.txn_offset_commit.v3 import request as txn_commit_v3
 
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_delta import apply_records

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from tests.simulation.sim_broker import ProduceRequest, ProduceResponse
 from tests.simulation.sim_replica import TopicPartition
 from tests.simulation.sim_transactions import TXN_TOPIC, AddPartitionsRequest, EndTxnRequest, InitProducerIdRequest, TxnResponse

@@ -10,7 +10,8 @@ from typing import Any, Callable, Coroutine
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.coordinator_runtime import CoordinatorRuntime, partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
+from broker.coordinator.coordinator_runtime import CoordinatorRuntime
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_delta import apply_records
 from broker.metadata.metadata_image import MetadataImage

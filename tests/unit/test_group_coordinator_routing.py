@@ -15,7 +15,7 @@ from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as Fin
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest as FindV4
 
 from broker.config import load_config
-from broker.coordinator.coordinator_runtime import partition_for
+from broker.coordinator.coordinator_partitioner import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator
 from broker.handlers.groups import FindCoordinatorHandler, coordinator_endpoint
 from broker.kafka_apis import RequestContext

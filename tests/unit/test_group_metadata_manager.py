@@ -34,7 +34,7 @@ from broker.group.group_metadata_manager import (
     join_key,
 )
 from broker.group.offset_metadata_manager import GROUP_SUBSCRIBED_TO_TOPIC, OFFSET_METADATA_TOO_LARGE, PartitionCommit
-from broker.coordinator.coordinator_runtime import java_string_hash, partition_for
+from broker.coordinator.coordinator_partitioner import java_string_hash, partition_for
 
 GROUP = "g"
 SESSION = 10_000
