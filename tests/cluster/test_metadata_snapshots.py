@@ -38,6 +38,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
             "metadata.log.segment.min.bytes": "4096",
             "metadata.log.segment.bytes": "4096",
             "metadata.log.max.record.bytes.between.snapshots": "2048",
+            # The log before a snapshot goes once the log and snapshots pass this size (Kafka's
+            # cleanSnapshots): at 0 bytes, each new snapshot trims the log up to itself.
+            "metadata.max.retention.bytes": "0",
             # A consumer group creates __consumer_offsets in one Raft batch: at 50 partitions that is
             # ~6 KB, past these 4 KiB segments (the leader cannot append it). Three partitions fit.
             "offsets.topic.num.partitions": "3",

@@ -252,6 +252,7 @@ def start_background(page: Page, command: DocCommand, code: str) -> str:
     proc = subprocess.Popen(
         ["bash", "-c", code], cwd=page.workdir, env=page.env(), stdin=subprocess.DEVNULL,
         stdout=open(log, "w"), stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=default_sigint,
     )  # fmt: skip
     page.background.append((command, proc, log))
 
@@ -274,13 +275,19 @@ def start_background(page: Page, command: DocCommand, code: str) -> str:
     return log.read_text()
 
 
+def default_sigint() -> None:
+    """Ctrl-C's default in the command: a suite started in the background (``cmd &``, as CI may
+    run it) inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def stop_background(page: Page) -> None:
     """Ctrl-C each background command, newest first: each must exit 0."""
     problems = []
     while page.background:
         command, proc, log = page.background.pop()
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
             try:
                 proc.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
