@@ -54,6 +54,7 @@ from broker.security.standard_authorizer import parse_super_users
 from broker.security.standard_acl import AclOperation
 from broker.controller.envelope import FORWARDABLE_APIS
 from broker.handlers.forwarding import ForwardAlterConfigsHandler, ForwardToControllerHandler
+from broker.handlers.share_groups import ShareGroupDescribeHandler, ShareGroupHeartbeatHandler
 from broker.handlers.groups import (
     ConsumerGroupDescribeHandler,
     ConsumerGroupHeartbeatHandler,
@@ -102,7 +103,7 @@ from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from broker.transaction.transaction_marker_writer import TransactionMarkerWriter
 from broker.transaction.transaction_state_manager import TransactionStateManager
-from protocol.api_keys import SUPPORTED_APIS, ApiKey, with_unstable_versions
+from protocol.api_keys import SUPPORTED_APIS, UNRELEASED_APIS, ApiKey, with_unstable_versions
 from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -123,7 +124,8 @@ class BrokerServer:
         cfg = shared.config
         self.config = cfg
         self.metrics = metrics
-        self._apis = with_unstable_versions(SUPPORTED_APIS) if cfg.unstable_api_versions_enable else SUPPORTED_APIS
+        # unstable.api.versions.enable also brings the APIs kbroker has not finished (share groups).
+        self._apis = with_unstable_versions(SUPPORTED_APIS) | UNRELEASED_APIS if cfg.unstable_api_versions_enable else SUPPORTED_APIS
         self._shared = shared
         # The id of the one log dir this broker registers (meta.properties' directory.id).
         self._directory_id: uuid.UUID = shared.directory_id
@@ -342,6 +344,8 @@ class BrokerServer:
             ApiKey.DELETE_GROUPS: DeleteGroupsHandler(self.group_coordinator, self.auth),
             ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
+            ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatHandler(self.group_coordinator, self.metadata, self.auth),
+            ApiKey.SHARE_GROUP_DESCRIBE: ShareGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnHandler(self.txn_coordinator, self.metadata, self.auth),
             ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(self.txn_coordinator, self.group_coordinator, self.auth),
             ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,

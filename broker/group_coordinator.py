@@ -5,6 +5,10 @@ The coordinator of group g is the leader of ``__consumer_offsets`` partition
 for each partition this node leads. Each call runs a shard operation, writes the records it
 produced to the partition (one batch) through the runtime, arms the timers it asked for,
 and completes the waiting requests once the write is replicated (or failed).
+
+A share group heartbeat may also find subscribed partitions with no share-group state yet:
+once its records are written, the coordinator asks the share coordinator to initialize them
+(InitializeShareGroupState) and writes the outcome, as Kafka's GroupCoordinatorService does.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from functools import partial
-from typing import Any
+from typing import Any, Awaitable, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -23,6 +27,7 @@ from broker.coordinator.coordinator_runtime import WRITE_ERRORS, CoordinatorNotA
 from broker.group.coordinator_records import OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
 from broker.group.group_config import GroupConfigBounds, GroupConfigManager
 from broker.group.group_coordinator_shard import GroupCoordinatorShard, GroupSnapshot
+from broker.group.share_group_manager import InitializeShareGroupState, ShareGroupResult
 from broker.group.group_metadata_manager import (
     CancelTimer,
     CoordinatorResult,
@@ -61,6 +66,13 @@ MARKER_ERRORS: dict[int, int] = {
 }
 
 
+class ShareGroupStateInitializer(Protocol):
+    """The share coordinator's InitializeShareGroupState (Kafka's Persister.initializeState): True
+    once the state of every partition asked for is written, False if any failed."""
+
+    def initialize_share_group_state(self, request: InitializeShareGroupState) -> Awaitable[bool]: ...
+
+
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, controller: AutoTopicCreationManager, metadata: MetadataCache, replica_manager: ReplicaManager) -> None:
         self._config = config
@@ -80,6 +92,10 @@ class GroupCoordinator:
         )
         self.shards = self.runtime.shards
         self._timers: dict[tuple[str, ...], asyncio.TimerHandle] = {}
+        # None until kbroker has a share coordinator: share partitions then stay initializing and
+        # are never assigned.
+        self.share_state_initializer: ShareGroupStateInitializer | None = None
+        self._initializing: set[asyncio.Task[None]] = set()
 
     # -- partitions and loading --------------------------------------------------------------------
 
@@ -97,8 +113,10 @@ class GroupCoordinator:
             for index, shard in list(self.shards.items()):
                 before = shard.snapshot([])
                 changed = shard.consumer_groups.on_metadata_change(topics)
-                if changed.records or changed.timers:
-                    self._execute(index, CoordinatorResult(records=changed.records, timers=changed.timers), before)
+                share = shard.share_groups.on_metadata_change(topics)
+                result = CoordinatorResult(records=changed.records + share.records, timers=changed.timers + share.timers)
+                if result.records or result.timers:
+                    self._execute(index, result, before)
 
     # The runtime's CoordinatorShardLoader.
 
@@ -146,7 +164,13 @@ class GroupCoordinator:
         if shard.offsets.has_uncommitted:
             self._wait_committed(index, shard)
         self._execute(index, shard.on_loaded(now_ms()))
-        log.info("group_coordinator.loaded", partition=index, groups=len(shard.groups.groups), consumer_groups=len(shard.consumer_groups.groups))
+        log.info(
+            "group_coordinator.loaded",
+            partition=index,
+            groups=len(shard.groups.groups),
+            consumer_groups=len(shard.consumer_groups.groups),
+            share_groups=len(shard.share_groups.groups),
+        )
 
     def _wait_committed(self, index: int, shard: GroupCoordinatorShard) -> None:
         """The offsets the load held back become visible once the followers have the whole log it
@@ -205,6 +229,47 @@ class GroupCoordinator:
         """Write what a shard operation on ``group_id`` produced; ``before``: the groups it may
         have changed as they were before it (None: it changed no group state)."""
         return self._execute(self.partition_for(group_id), result, before)
+
+    def execute_share_group(self, group_id: str, result: ShareGroupResult[Any], before: GroupSnapshot) -> Written:
+        """Write what a share group operation produced; once written, initialize the share-group
+        state of the partitions it found uninitialized (the answer does not wait for that)."""
+        written = self.execute(group_id, CoordinatorResult(records=result.records, timers=result.timers), before)
+        request = result.initialize
+        if request is None or self.share_state_initializer is None:
+            return written
+
+        def initialize(error: int) -> None:
+            if not error:
+                task = asyncio.get_running_loop().create_task(self._initialize_share_group_state(request))
+                self._initializing.add(task)
+                task.add_done_callback(self._initializing.discard)
+
+        if isinstance(written, asyncio.Future):
+            written.add_done_callback(lambda f: initialize(ErrorCode.unknown_server_error if f.cancelled() or f.exception() is not None else f.result()))
+        else:
+            initialize(written)
+        return written
+
+    async def _initialize_share_group_state(self, request: InitializeShareGroupState) -> None:
+        """InitializeShareGroupState, then its outcome written: the partitions become assignable,
+        or stop initializing so that a later heartbeat asks again (Kafka's
+        GroupCoordinatorService.persisterInitialize)."""
+        assert self.share_state_initializer is not None
+        try:
+            done = await self.share_state_initializer.initialize_share_group_state(request)
+        except Exception:  # the share coordinator's failure must not take the group coordinator down
+            log.exception("group_coordinator.share_state_initialize_failed", group=request.group_id)
+            done = False
+        try:
+            shard = self.shard_for(request.group_id)
+        except CoordinatorNotAvailable:
+            return  # the partition moved: the new coordinator's heartbeats ask again
+        before = shard.snapshot([request.group_id])
+        if done:
+            outcome = shard.share_groups.initialize_share_group_state(request.group_id, request.partitions)
+        else:
+            outcome = shard.share_groups.uninitialize_share_group_state(request.group_id, request.partitions)
+        self.execute(request.group_id, CoordinatorResult(records=outcome.records, timers=outcome.timers), before)
 
     def _execute(self, index: int, result: CoordinatorResult, before: GroupSnapshot | None = None) -> Written:
         """Write the records and arm the timers; answer once the records are replicated.
@@ -373,3 +438,5 @@ class GroupCoordinator:
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
+        for task in self._initializing:
+            task.cancel()

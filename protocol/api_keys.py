@@ -86,6 +86,8 @@ class ApiKey(IntEnum):
     PUSH_TELEMETRY = 72
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
@@ -263,9 +265,20 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
     )
 }
 
+# APIs Kafka 4.4 serves that kbroker serves only with unstable.api.versions.enable, because its
+# implementation is not complete (broker/broker_server.py): KIP-932's share groups, whose share
+# partitions are never initialized yet. Kafka 4.4's versions (v0, KIP-932's early access, is gone).
+UNRELEASED_APIS: dict[int, ApiRange] = {
+    r.key: r
+    for r in (
+        ApiRange(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, 0),
+        ApiRange(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, 0),
+    )
+}
+
 # Every API kbroker speaks on any listener or sends to another node: framing (header and
 # flexibility) is a property of the API and version, whichever listener carries it.
-KNOWN_APIS: dict[int, ApiRange] = {**CONTROLLER_APIS, **SUPPORTED_APIS}
+KNOWN_APIS: dict[int, ApiRange] = {**CONTROLLER_APIS, **SUPPORTED_APIS, **UNRELEASED_APIS}
 
 
 # The versions Kafka 4.4's specs mark latestVersionUnstable, one above the tops here: Kafka serves

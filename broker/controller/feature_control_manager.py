@@ -51,14 +51,21 @@ TRANSACTION_VERSION_LEVEL = 2
 GROUP_VERSION_FEATURE = mv.GROUP_VERSION_FEATURE
 GROUP_VERSION_LEVEL = 1
 # The features besides metadata.version that kbroker implements, with the highest level of each.
-# share.version and streams.version are Kafka's too, but kbroker has no share or streams groups:
-# it does not advertise them (a broker supports them at level 0 only), so new clusters do not
-# finalize them either.
+# share.version and streams.version are Kafka's too, but kbroker has no streams groups and its share
+# groups are incomplete: it does not advertise them (a broker supports them at level 0 only), so
+# new clusters do not finalize them either.
 IMPLEMENTED_FEATURES: Mapping[str, int] = {
     ELIGIBLE_LEADER_REPLICAS_FEATURE: ELIGIBLE_LEADER_REPLICAS_LEVEL,
     GROUP_VERSION_FEATURE: GROUP_VERSION_LEVEL,
     TRANSACTION_VERSION_FEATURE: TRANSACTION_VERSION_LEVEL,
 }
+
+
+# share.version (KIP-932): 1 turns on share groups (broker/group/share_version.py). Share group
+# membership answers, but nothing initializes share partitions yet: supported only with
+# unstable.feature.versions.enable, never finalized on a new cluster.
+SHARE_VERSION_FEATURE = mv.SHARE_VERSION_FEATURE
+UNSTABLE_FEATURES: Mapping[str, int] = {SHARE_VERSION_FEATURE: 1}
 
 
 def new_cluster_features(metadata_version: int = METADATA_VERSION_LEVEL) -> dict[str, int]:
@@ -74,10 +81,12 @@ NEW_CLUSTER_FEATURES: Mapping[str, int] = new_cluster_features()
 def supported_features(unstable: bool = False) -> dict[str, tuple[int, int]]:
     """The ranges a node of this build registers with and shows in ApiVersions (Kafka's
     BrokerFeatures.defaultSupportedFeatures, for the features kbroker has): metadata.version up to
-    the latest production level, or the latest in development with ``unstable.feature.versions.enable``."""
+    the latest production level, or the latest in development with ``unstable.feature.versions.enable``,
+    which also brings the UNSTABLE_FEATURES."""
     top = LATEST_TESTING_METADATA_VERSION_LEVEL if unstable else METADATA_VERSION_LEVEL
     kraft = {KRAFT_VERSION_FEATURE: (int(SUPPORTED_KRAFT_VERSION[0]), int(SUPPORTED_KRAFT_VERSION[1]))}
-    return {METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION_LEVEL, top)} | kraft | {name: (0, level) for name, level in IMPLEMENTED_FEATURES.items()}
+    features = IMPLEMENTED_FEATURES | UNSTABLE_FEATURES if unstable else IMPLEMENTED_FEATURES
+    return {METADATA_VERSION_FEATURE: (MINIMUM_METADATA_VERSION_LEVEL, top)} | kraft | {name: (0, level) for name, level in features.items()}
 
 
 BROKER_SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = supported_features()
@@ -338,6 +347,8 @@ __all__ = [
     "FeatureUpdateResult",
     "GROUP_VERSION_FEATURE",
     "GROUP_VERSION_LEVEL",
+    "SHARE_VERSION_FEATURE",
+    "UNSTABLE_FEATURES",
     "KRAFT_VERSION_FEATURE",
     "METADATA_VERSION_FEATURE",
     "METADATA_VERSION_LEVEL",

@@ -385,7 +385,7 @@ class _Heartbeat:
 class ConsumerGroupManager:
     """The consumer-protocol groups of one ``__consumer_offsets`` partition.
 
-    ``is_classic_group(group_id)`` tells whether a classic group holds the id;
+    ``is_other_group(group_id)`` tells whether a group of another type (classic, share) holds the id;
     ``delete_empty_classic_group(group_id)``, when given, removes such a group if it is
     empty and returns its tombstones (None when it is not empty), so that a consumer
     group can take the id over as in Kafka.
@@ -398,7 +398,7 @@ class ConsumerGroupManager:
         heartbeat_interval_ms: int = 5000,
         max_size: int = 2**31 - 1,
         assignors: Sequence[str] = ("uniform", "range"),
-        is_classic_group: Callable[[str], bool] = lambda group_id: False,
+        is_other_group: Callable[[str], bool] = lambda group_id: False,
         delete_empty_classic_group: Callable[[str], list[Record] | None] | None = None,
         new_member_id: Callable[[], str] = kafka_member_id,
         group_configs: GroupConfigLookup | None = None,
@@ -413,7 +413,7 @@ class ConsumerGroupManager:
         self.max_size = max_size
         self.assignors: dict[str, PartitionAssignor] = {name: ASSIGNORS[name] for name in assignors}
         self.default_assignor = assignors[0]
-        self._is_classic_group = is_classic_group
+        self._is_other_group = is_other_group
         self._delete_empty_classic_group = delete_empty_classic_group
         self._new_member_id = new_member_id
         self.groups: dict[str, ConsumerGroup] = {}
@@ -585,10 +585,11 @@ class ConsumerGroupManager:
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        if self._is_classic_group(group_id):
+        if self._is_other_group(group_id):
             tombstones = self._delete_empty_classic_group(group_id) if create and self._delete_empty_classic_group is not None else None
             if tombstones is None:
-                # Converting a live classic group (KIP-848's online upgrade) is not supported.
+                # Converting a live classic group (KIP-848's online upgrade) is not supported, and a
+                # share group's id is never taken over.
                 raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
             records.extend(tombstones)
         elif not create:
@@ -902,7 +903,7 @@ class ConsumerGroupManager:
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        if self._is_classic_group(group_id):
+        if self._is_other_group(group_id):
             raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
 

@@ -1,6 +1,7 @@
 """Everything one ``__consumer_offsets`` partition coordinates, sans-IO: its classic groups,
-its consumer-protocol (KIP-848) groups and their committed offsets, rebuilt from the
-partition's records when it is loaded.
+its consumer-protocol (KIP-848) groups, its share groups (KIP-932) and their committed offsets,
+rebuilt from the partition's records when it is loaded. A group id belongs to one group type at
+a time: the others refuse it as Kafka's GroupMetadataManager does.
 
 Kafka's coordinator keeps one shard per partition, so a partition's groups move together
 when its leadership moves. Kafka keeps the shard's state in snapshot-timeline structures, so a
@@ -15,7 +16,18 @@ from typing import Iterable
 
 from broker.group.classic_group import ClassicGroup, ClassicGroupState
 from broker.group.consumer_group import ConsumerGroup, ConsumerGroupManager, GroupConfigLookup
-from broker.group.coordinator_records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from broker.group.coordinator_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMetadataKey,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMetadataKey,
+)
 from broker.group.group_metadata_manager import (
     GROUP_ID_NOT_FOUND,
     NONE,
@@ -25,10 +37,22 @@ from broker.group.group_metadata_manager import (
     Record,
 )
 from broker.group.offset_metadata_manager import OffsetMetadataManager
+from broker.group.share_group import SHARE_PROTOCOL_TYPE, ShareGroup
+from broker.group.share_group_manager import SESSION_TIMEOUT_TIMER as SHARE_SESSION_TIMEOUT_TIMER
+from broker.group.share_group_manager import ShareGroupManager
 
 CLASSIC_GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
 CONSUMER_PROTOCOL_TYPE = "consumer"
+SHARE_GROUP_TYPE = "share"
+SHARE_GROUP_KEYS = (
+    ShareGroupMetadataKey,
+    ShareGroupMemberMetadataKey,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupStatePartitionMetadataKey,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +66,16 @@ class ListedGroup:
 @dataclass(frozen=True, slots=True)
 class GroupSnapshot:
     """Groups as they were before an operation (None: the group did not exist); the consumer
-    groups are filled in as the operation's records change them. Committed offsets need none:
-    they change in memory only once their records are replicated."""
+    and share groups are filled in as the operation's records change them. Committed offsets
+    need none: they change in memory only once their records are replicated."""
 
     classic: dict[str, ClassicGroup | None]
     consumer: dict[str, ConsumerGroup | None]
+    share: dict[str, ShareGroup | None]
 
     @property
     def group_ids(self) -> set[str]:
-        return set(self.classic) | set(self.consumer)
+        return set(self.classic) | set(self.consumer) | set(self.share)
 
 
 class GroupCoordinatorShard:
@@ -64,15 +89,24 @@ class GroupCoordinatorShard:
         consumer_heartbeat_interval_ms: int = 5000,
         consumer_max_size: int = 2**31 - 1,
         group_configs: GroupConfigLookup | None = None,
+        share_session_timeout_ms: int = 45000,
+        share_heartbeat_interval_ms: int = 5000,
+        share_max_size: int = 200,
     ) -> None:
-        self.groups = GroupMetadataManager(config, is_other_protocol_group=lambda g: g in self.consumer_groups.groups)
+        self.groups = GroupMetadataManager(config, is_other_protocol_group=lambda g: g in self.consumer_groups.groups or g in self.share_groups.groups)
         self.consumer_groups = ConsumerGroupManager(
             session_timeout_ms=consumer_session_timeout_ms,
             heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             max_size=consumer_max_size,
             group_configs=group_configs,
-            is_classic_group=lambda g: self.groups.group(g) is not None,
+            is_other_group=lambda g: self.groups.group(g) is not None or g in self.share_groups.groups,
             delete_empty_classic_group=self._drop_empty_classic_group,
+        )
+        self.share_groups = ShareGroupManager(
+            session_timeout_ms=share_session_timeout_ms,
+            heartbeat_interval_ms=share_heartbeat_interval_ms,
+            max_size=share_max_size,
+            is_other_group=lambda g: self.groups.group(g) is not None or g in self.consumer_groups.groups,
         )
         self.offsets = OffsetMetadataManager(
             self.groups, metadata_max_bytes=offset_metadata_max_bytes, retention_ms=offsets_retention_ms, consumer_groups=self.consumer_groups
@@ -93,6 +127,8 @@ class GroupCoordinatorShard:
         elif isinstance(key, GroupMetadataKey):
             assert value is None or isinstance(value, GroupMetadataValue)
             self.groups.replay(key, value)
+        elif isinstance(key, SHARE_GROUP_KEYS):
+            self.share_groups.replay(key, value)
         else:
             self.consumer_groups.replay(key, value)
 
@@ -101,16 +137,17 @@ class GroupCoordinatorShard:
         consumer group as it is before records change it: what a failed write reverts to."""
         ids = set(self.groups.groups) if group_ids is None else set(group_ids)
         classic = {group_id: None if (group := self.groups.groups.get(group_id)) is None else group.copy() for group_id in ids}
-        return GroupSnapshot(classic=classic, consumer=self.consumer_groups.journal())
+        return GroupSnapshot(classic=classic, consumer=self.consumer_groups.journal(), share=self.share_groups.journal())
 
     def snapshot_before_commit(self, group_id: str) -> GroupSnapshot | None:
         """An offset commit changes no group it finds; a simple consumer's creates an empty one."""
-        if self.groups.group(group_id) is not None or group_id in self.consumer_groups.groups:
+        if self.groups.group(group_id) is not None or group_id in self.consumer_groups.groups or group_id in self.share_groups.groups:
             return None
         return self.snapshot([group_id])
 
     def revert(self, snapshot: GroupSnapshot) -> None:
-        for registry, groups in ((self.groups.groups, snapshot.classic), (self.consumer_groups.groups, snapshot.consumer)):
+        registries = ((self.groups.groups, snapshot.classic), (self.consumer_groups.groups, snapshot.consumer), (self.share_groups.groups, snapshot.share))
+        for registry, groups in registries:
             for group_id, group in groups.items():
                 if group is None:
                     registry.pop(group_id, None)
@@ -122,27 +159,31 @@ class GroupCoordinatorShard:
         result = CoordinatorResult()
         for group_id in group_ids:
             result.extend(self.groups.on_reverted(group_id, now_ms))
-            reverted = self.consumer_groups.on_reverted(group_id, now_ms)
-            result.timers.extend(reverted.timers)
+            result.timers.extend(self.consumer_groups.on_reverted(group_id, now_ms).timers)
+            result.timers.extend(self.share_groups.on_reverted(group_id, now_ms).timers)
         return result
 
     def members_of(self, group_id: str) -> set[str]:
         classic = self.groups.group(group_id)
         if classic is not None:
             return set(classic.members) | classic.pending_members
-        consumer = self.consumer_groups.groups.get(group_id)
-        return set(consumer.members) if consumer is not None else set()
+        modern = self.consumer_groups.groups.get(group_id) or self.share_groups.groups.get(group_id)
+        return set(modern.members) if modern is not None else set()
 
     def on_timer(self, key: tuple[str, ...], now_ms: int) -> CoordinatorResult:
         if key[0].startswith("consumer-"):
             done = self.consumer_groups.on_timer(key, now_ms)
             return CoordinatorResult(records=done.records, timers=done.timers)
+        if key[0] == SHARE_SESSION_TIMEOUT_TIMER:
+            fenced = self.share_groups.on_timer(key, now_ms)
+            return CoordinatorResult(records=fenced.records, timers=fenced.timers)
         return self.groups.on_timer(key, now_ms)
 
     def on_loaded(self, now_ms: int) -> CoordinatorResult:
         result = self.groups.on_loaded(now_ms)
         loaded = self.consumer_groups.on_loaded(now_ms)
         result.extend(CoordinatorResult(records=loaded.records, timers=loaded.timers))
+        result.timers.extend(self.share_groups.on_loaded(now_ms).timers)
         return result
 
     def list_groups(self, states: set[str], types: set[str]) -> list[ListedGroup]:
@@ -162,6 +203,10 @@ class GroupCoordinatorShard:
             for group_id, state in self.consumer_groups.list_groups():
                 if not wanted_states or state.lower() in wanted_states:
                     listed.append(ListedGroup(group_id, CONSUMER_PROTOCOL_TYPE, state, CONSUMER_GROUP_TYPE))
+        if not wanted_types or SHARE_GROUP_TYPE in wanted_types:
+            for group_id, state in self.share_groups.list_groups():
+                if not wanted_states or state.lower() in wanted_states:
+                    listed.append(ListedGroup(group_id, SHARE_PROTOCOL_TYPE, state, SHARE_GROUP_TYPE))
         return listed
 
     def delete_groups(self, group_ids: list[str], now_ms: int) -> tuple[dict[str, int], CoordinatorResult]:
@@ -176,6 +221,16 @@ class GroupCoordinatorShard:
                 if code == NONE:
                     result.records.extend(self.offsets.delete_all_offsets(group_id))
                     result.records.extend(deleted.records)
+                continue
+            if group_id in self.share_groups.groups:
+                # No share-group state exists to delete on a share coordinator yet: nothing is ever
+                # initialized (broker/group_coordinator.py's ShareGroupStateInitializer).
+                dropped = self.share_groups.delete_group(group_id)
+                code = dropped.response if dropped.response is not None else NONE
+                errors[group_id] = code
+                if code == NONE:
+                    result.records.extend(self.offsets.delete_all_offsets(group_id))
+                    result.records.extend(dropped.records)
                 continue
             code = self.groups.delete_group_check(group_id)
             if code == GROUP_ID_NOT_FOUND and self.offsets.has_offsets(group_id):

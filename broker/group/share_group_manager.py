@@ -203,6 +203,8 @@ class ShareGroupManager:
         # The topics last seen (heartbeats and metadata changes bring them): what a fenced
         # member's leaving is hashed against.
         self._topics: Topics = {}
+        # Set by ``journal``: each group as it was before records first changed it since.
+        self._journal: dict[str, ShareGroup | None] | None = None
 
     def session_timeout_ms_of(self, group_id: str) -> int:
         own = self._group_configs.share_session_timeout_ms(group_id) if self._group_configs is not None else None
@@ -362,10 +364,20 @@ class ShareGroupManager:
 
     def on_loaded(self, now_ms: int) -> ShareGroupResult[None]:
         """After replay every member gets a full session to reach the new coordinator."""
-        timers: list[TimerAction] = [
-            ScheduleTimer(session_timeout_key(g.group_id, m), now_ms + self.session_timeout_ms_of(g.group_id)) for g in self.groups.values() for m in g.members
-        ]
+        return self._apply(ShareGroupResult(timers=[t for g in self.groups.values() for t in self._session_timers(g, now_ms)]))
+
+    def on_reverted(self, group_id: str, now_ms: int) -> ShareGroupResult[None]:
+        """The group was taken back to before a write that failed: its members' sessions again, as
+        on load; the timers of members the write had added are cancelled."""
+        group = self.groups.get(group_id)
+        armed = {key for key in self._deadlines if key[1] == group_id}
+        timers: list[TimerAction] = self._session_timers(group, now_ms) if group is not None else []
+        timers.extend(CancelTimer(key) for key in sorted(armed - {t.key for t in timers}))
         return self._apply(ShareGroupResult(timers=timers))
+
+    def _session_timers(self, group: ShareGroup, now_ms: int) -> list[TimerAction]:
+        deadline = now_ms + self.session_timeout_ms_of(group.group_id)
+        return [ScheduleTimer(session_timeout_key(group.group_id, member_id), deadline) for member_id in group.members]
 
     # -- share-group state initialization ----------------------------------------------------------
 
@@ -469,7 +481,18 @@ class ShareGroupManager:
 
     # -- records -----------------------------------------------------------------------------------
 
+    def journal(self) -> dict[str, ShareGroup | None]:
+        """Keep, from now on, each group as it is before records next change it (None: it did not
+        exist), which is what reverts them if their write fails."""
+        self._journal = {}
+        return self._journal
+
     def _apply(self, result: ShareGroupResult[Response]) -> ShareGroupResult[Response]:
+        if self._journal is not None:
+            for key, _ in result.records:
+                group_id = getattr(key, "group_id", None)
+                if group_id is not None and group_id not in self._journal:
+                    self._journal[group_id] = None if (group := self.groups.get(group_id)) is None else group.copy()
         for key, value in result.records:
             self.replay(key, value)
         for timer in result.timers:

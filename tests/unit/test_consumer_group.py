@@ -558,7 +558,7 @@ def test_group_id_held_by_a_classic_group() -> None:
         deleted.append(group_id)
         return [(("classic-tombstone", group_id), None)]
 
-    cluster = Cluster(is_classic_group=lambda g: g in classic, delete_empty_classic_group=delete_if_empty)
+    cluster = Cluster(is_other_group=lambda g: g in classic, delete_empty_classic_group=delete_if_empty)
     busy = cluster.heartbeat(request("m", 0, group_id="busy", **JOIN))
     assert (busy.error_code, busy.error_message) == (GROUP_ID_NOT_FOUND, "Group busy is not a consumer group")
     assert cluster.heartbeat(request("m", 3, group_id="busy")).error_code == GROUP_ID_NOT_FOUND

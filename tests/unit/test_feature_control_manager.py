@@ -95,7 +95,7 @@ def test_the_controller_refuses_what_this_build_lacks() -> None:
     assert refused(update(log, {TRANSACTION_VERSION_FEATURE: 3}, node_id=1)) == (
         "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2"
     )
-    # share.version is Kafka's, not kbroker's: it is not advertised, so it cannot be finalized.
+    # share.version's share groups are incomplete: not advertised without unstable.feature.versions.enable.
     assert refused(update(log, {"share.version": 1}, node_id=1)) == "Invalid update version 1 for feature share.version. Local controller 1 does not support this feature."
 
 
@@ -319,3 +319,23 @@ def test_kraft_version_refusals_of_the_raft_layer_are_the_answer_and_fail_the_re
     assert refused(update(old_cluster(registration(2)), {KRAFT_VERSION_FEATURE: 1}, kraft_version=RecordingKRaftVersion(), node_id=1)) == (
         "Invalid update version 1 for feature kraft.version. Broker 2 does not support this feature."
     )
+
+
+# --- share.version ------------------------------------------------------------------------------------
+
+
+def test_share_version_needs_unstable_feature_versions() -> None:
+    """share.version 0-1 only with unstable.feature.versions.enable, on every node; never bootstrapped."""
+    assert "share.version" not in BROKER_SUPPORTED_FEATURES
+    assert supported_features(unstable=True)["share.version"] == (0, 1)
+    assert "share.version" not in new_cluster_features(33)
+    log = cluster(33, current_broker(1))
+    assert refused(update(log, {"share.version": 1}, unstable_feature_versions=True)) == (
+        "Invalid update version 1 for feature share.version. Broker 1 does not support this feature."
+    )
+    log = cluster(33, current_broker(1, unstable=True))
+    assert refused(update(log, {"share.version": 2}, node_id=1, unstable_feature_versions=True)) == (
+        "Invalid update version 2 for feature share.version. Local controller 1 only supports versions 0-1"
+    )
+    assert update(log, {"share.version": 1}, unstable_feature_versions=True) == OK
+    assert log.image.features["share.version"] == 1

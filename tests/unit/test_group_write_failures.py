@@ -1,5 +1,5 @@
 """Group state reverts when its write fails, as Kafka's snapshot timeline does: JoinGroup, SyncGroup,
-OffsetCommit and ConsumerGroupHeartbeat whose records are refused (NOT_ENOUGH_REPLICAS), not
+OffsetCommit, ConsumerGroupHeartbeat and ShareGroupHeartbeat whose records are refused (NOT_ENOUGH_REPLICAS), not
 replicated in time, or lost with the leadership leave the groups as they were and answer the
 client as Kafka's coordinator does. Real logs on one node; ``__consumer_offsets`` has a second
 replica, node 2, which no one runs: a write is replicated only when the test plays its fetch."""
@@ -18,6 +18,7 @@ from broker.config import load_config
 from broker.group.classic_group import ClassicGroupState
 from broker.group.group_metadata_manager import CoordinatorResult, JoinGroupRequest, JoinGroupResponse, SyncGroupResponse
 from broker.group.offset_metadata_manager import PartitionCommit
+from broker.group.share_group_manager import InitializeShareGroupState, ShareGroupHeartbeat
 from broker.group_coordinator import GROUP_METADATA_TOPIC, CoordinatorNotAvailable, GroupCoordinator, now_ms, topic_partition_counts
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import TOPIC_RESOURCE
@@ -305,5 +306,87 @@ def test_a_consumer_group_keeps_its_epoch_when_a_join_fails_to_write(tmp_path: P
         response, written = node.consumer_heartbeat(heartbeat_request(member_id=str(uuid.uuid4()), group_id=GROUP, rebalance_timeout_ms=5000, subscribed_topic_names=[DATA], owned={}))
         assert response.error_code == 0 and written == ErrorCode.coordinator_not_available
         assert node.shard.consumer_groups.groups[GROUP] == expected
+
+    run(tmp_path, test)
+
+
+# -- share groups ------------------------------------------------------------------------------------
+
+
+def share_heartbeat(node: Node, member_id: str, epoch: int = 0) -> tuple[Any, Any]:
+    """What ShareGroupHeartbeatHandler does: snapshot, heartbeat, write (and initialize)."""
+    before = node.shard.snapshot([GROUP])
+    result = node.shard.share_groups.heartbeat(ShareGroupHeartbeat(GROUP, member_id, epoch, None, (DATA,) if epoch == 0 else None), topic_partition_counts(node.metadata.image), now_ms())
+    return result.response, node.groups.execute_share_group(GROUP, result, before)
+
+
+class Initializer:
+    """A share coordinator that answers each InitializeShareGroupState with ``succeeds``."""
+
+    def __init__(self, succeeds: bool) -> None:
+        self.succeeds = succeeds
+        self.asked: list[InitializeShareGroupState] = []
+
+    async def initialize_share_group_state(self, request: InitializeShareGroupState) -> bool:
+        self.asked.append(request)
+        return self.succeeds
+
+
+def test_a_share_group_heartbeat_that_fails_to_write_leaves_no_member_behind(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        response, written = share_heartbeat(node, "m1")
+        assert response.error_code == 0 and GROUP in node.shard.share_groups.groups  # applied, not yet written
+        assert await answer(written) == ErrorCode.coordinator_not_available
+        assert GROUP not in node.shard.share_groups.groups
+        response, written = share_heartbeat(node, "m1")
+        node.replicate()
+        assert await answer(written) == 0
+        group = node.shard.share_groups.groups[GROUP]
+        assert set(group.members) == {"m1"} and group.group_epoch == 1
+        # A second member refused below min.insync.replicas leaves the group as it was.
+        expected = copy.deepcopy(group)
+        node.change_offsets_partition(isr=(1,))
+        response, written = share_heartbeat(node, "m2")
+        assert response.error_code == 0 and written == ErrorCode.coordinator_not_available
+        assert node.shard.share_groups.groups[GROUP] == expected
+
+    run(tmp_path, test)
+
+
+def test_share_partitions_stay_initializing_with_no_share_coordinator(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        response, written = share_heartbeat(node, "m1")
+        node.replicate()
+        assert await answer(written) == 0 and response.assignment == {}
+        response, written = share_heartbeat(node, "m1", response.member_epoch)
+        node.replicate()
+        assert await answer(written) == 0 and response.assignment is None
+        group = node.shard.share_groups.groups[GROUP]
+        assert set(group.initializing) == {uuid.uuid5(uuid.NAMESPACE_DNS, DATA)} and group.initialized == {}
+
+    run(tmp_path, test)
+
+
+def test_initialized_share_partitions_are_assigned_and_failed_ones_asked_again(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        data_id = uuid.uuid5(uuid.NAMESPACE_DNS, DATA)
+        node.groups.share_state_initializer = initializer = Initializer(succeeds=False)
+        response, written = share_heartbeat(node, "m1")
+        node.replicate()
+        assert await answer(written) == 0
+        await wait_for(lambda: GROUP in node.shard.share_groups.groups and not node.shard.share_groups.groups[GROUP].initializing)
+        assert [(r.group_id, r.partitions) for r in initializer.asked] == [(GROUP, {data_id: frozenset({0})})]
+        node.replicate()
+        # The next heartbeat asks again; this time the share coordinator initializes the partition.
+        initializer.succeeds = True
+        response, written = share_heartbeat(node, "m1", response.member_epoch)
+        node.replicate()
+        assert await answer(written) == 0 and len(initializer.asked) == 2
+        await wait_for(lambda: bool(node.shard.share_groups.groups[GROUP].initialized))
+        node.replicate()
+        response, written = share_heartbeat(node, "m1", response.member_epoch)
+        node.replicate()
+        assert await answer(written) == 0
+        assert response.assignment == {data_id: (0,)}
 
     run(tmp_path, test)
