@@ -40,6 +40,7 @@ from broker.group.coordinator_records import (
     ShareGroupTargetAssignmentMetadataKey,
     ShareGroupTargetAssignmentMetadataValue,
 )
+from broker.group.consumer_group import GroupError
 from broker.group.current_assignment_builder import MemberState
 from broker.group.group_metadata_manager import CancelTimer, ScheduleTimer
 from broker.group.share_group import (
@@ -152,13 +153,6 @@ class DescribedShareGroup:
     assignment_epoch: int = 0
     assignor_name: str = ""
     members: tuple[DescribedShareGroupMember, ...] = ()
-
-
-class GroupError(Exception):
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
