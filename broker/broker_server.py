@@ -30,6 +30,7 @@ from broker.connection_quotas import broker_connection_quotas
 from broker.controller.feature_control_manager import supported_features, with_kraft_version
 from broker.controller_channel import ControllerChannel, LocalController
 from broker.fetch_session import FetchSessionCache
+from broker.default_state_persister import DefaultStatePersister
 from broker.group_coordinator import GroupCoordinator
 from broker.handlers.acls import DescribeAclsHandler, create_acls, delete_acls
 from broker.handlers.admin_configs import DescribeConfigsHandler
@@ -54,6 +55,13 @@ from broker.security.standard_authorizer import parse_super_users
 from broker.security.standard_acl import AclOperation
 from broker.controller.envelope import FORWARDABLE_APIS
 from broker.handlers.forwarding import ForwardAlterConfigsHandler, ForwardToControllerHandler
+from broker.handlers.share_group_state import (
+    DeleteShareGroupStateHandler,
+    InitializeShareGroupStateHandler,
+    ReadShareGroupStateHandler,
+    ReadShareGroupStateSummaryHandler,
+    WriteShareGroupStateHandler,
+)
 from broker.handlers.share_groups import ShareGroupDescribeHandler, ShareGroupHeartbeatHandler
 from broker.handlers.groups import (
     ConsumerGroupDescribeHandler,
@@ -98,6 +106,7 @@ from broker.producer_id_manager import ControllerProducerIdAllocator, ProducerId
 from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replication_quota_manager import ReplicationQuotaManager
 from broker.replica_manager import ReplicaManager
+from broker.share_coordinator.share_coordinator_service import ShareCoordinatorService
 from broker.shared_server import SharedServer
 from broker.transaction.transaction_coordinator import TransactionCoordinator
 from broker.transaction.transaction_marker_channel_manager import TransactionMarkerChannelManager
@@ -180,6 +189,14 @@ class BrokerServer:
         self.replica_manager.rack_aware_selection = cfg.replica_selector_class == RACK_AWARE_REPLICA_SELECTOR
         self.group_coordinator = GroupCoordinator(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
         self.txn_state_manager = TransactionStateManager(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
+        self.share_coordinator = ShareCoordinatorService(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
+        # Share groups' partitions become assignable once their share coordinator has initialized them.
+        self.group_coordinator.share_state_initializer = DefaultStatePersister(
+            self.metadata,
+            shared.inter_broker_network,
+            self.share_coordinator.config.state_topic_num_partitions,
+            inter_broker_listener_name=cfg.inter_broker_listener.name,
+        )
         self.txn_marker_writer = TransactionMarkerWriter(self.replica_manager, self.metadata, self.group_coordinator)
         self.txn_markers = TransactionMarkerChannelManager(
             self.metadata, self.txn_marker_writer, shared.inter_broker_network, inter_broker_listener_name=cfg.inter_broker_listener.name
@@ -258,6 +275,7 @@ class BrokerServer:
             self.replica_manager,
             self.group_coordinator,
             self.txn_state_manager,
+            self.share_coordinator,
             ClientMetricsPublisher(self.client_metrics),
         )
         for publisher in self._publishers:
@@ -326,7 +344,7 @@ class BrokerServer:
             ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(
                 self.replica_manager, cfg, self.auth, lambda: self._cordoned_log_dirs_supported() and self._is_log_dir_cordoned()
             ),
-            ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(self.group_coordinator, self.metadata, self.txn_state_manager, self.auth),
+            ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(self.group_coordinator, self.metadata, self.txn_state_manager, self.share_coordinator, self.auth),
             ApiKey.JOIN_GROUP: JoinGroupHandler(self.group_coordinator, self.auth),
             ApiKey.SYNC_GROUP: SyncGroupHandler(self.group_coordinator, self.auth),
             ApiKey.HEARTBEAT: HeartbeatHandler(self.group_coordinator, self.auth),
@@ -346,6 +364,11 @@ class BrokerServer:
             ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.SHARE_GROUP_DESCRIBE: ShareGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
+            ApiKey.INITIALIZE_SHARE_GROUP_STATE: InitializeShareGroupStateHandler(self.share_coordinator, self.auth),
+            ApiKey.READ_SHARE_GROUP_STATE: ReadShareGroupStateHandler(self.share_coordinator, self.auth),
+            ApiKey.WRITE_SHARE_GROUP_STATE: WriteShareGroupStateHandler(self.share_coordinator, self.auth),
+            ApiKey.DELETE_SHARE_GROUP_STATE: DeleteShareGroupStateHandler(self.share_coordinator, self.auth),
+            ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: ReadShareGroupStateSummaryHandler(self.share_coordinator, self.auth),
             ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnHandler(self.txn_coordinator, self.metadata, self.auth),
             ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnHandler(self.txn_coordinator, self.group_coordinator, self.auth),
             ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
@@ -565,6 +588,7 @@ class BrokerServer:
         await self.alter_partition_manager.shutdown()
         self.group_coordinator.shutdown()
         self.txn_state_manager.shutdown()
+        self.share_coordinator.shutdown()
         self.txn_markers.shutdown()
         self.add_partitions_to_txn_manager.shutdown()
         for task in self._tasks:

@@ -389,6 +389,14 @@ class BrokerConfig(BaseModel):
     # whose previous one is still writing its markers, before it answers the producer.
     add_partitions_to_txn_retry_backoff_max_ms: int = Field(100, alias="add.partitions.to.txn.retry.backoff.max.ms", ge=0)
     add_partitions_to_txn_retry_backoff_ms: int = Field(20, alias="add.partitions.to.txn.retry.backoff.ms", ge=1)
+    # The share coordinator's __share_group_state (Kafka's ShareCoordinatorConfig); the
+    # zero-config node takes 1 and 1, as Kafka's quickstart server.properties sets.
+    share_coordinator_state_topic_num_partitions: int = Field(50, alias="share.coordinator.state.topic.num.partitions", ge=1)
+    share_coordinator_state_topic_replication_factor: int = Field(3, alias="share.coordinator.state.topic.replication.factor", ge=1, le=32767)
+    share_coordinator_state_topic_min_isr: int = Field(2, alias="share.coordinator.state.topic.min.isr", ge=1, le=32767)
+    share_coordinator_state_topic_segment_bytes: int = Field(104857600, alias="share.coordinator.state.topic.segment.bytes", ge=1)
+    share_coordinator_snapshot_update_records_per_snapshot: int = Field(500, alias="share.coordinator.snapshot.update.records.per.snapshot", ge=0, le=500)
+    share_coordinator_write_timeout_ms: int = Field(5000, alias="share.coordinator.write.timeout.ms", ge=1)
     # KIP-714: the largest PushTelemetry payload (compressed) a client may send; GetTelemetrySubscriptions
     # tells the clients. Static, as in Kafka (KafkaConfig reads it once for its ClientMetricsManager).
     telemetry_max_bytes: int = Field(1048576, alias="telemetry.max.bytes", ge=1)
@@ -538,7 +546,13 @@ class BrokerConfig(BaseModel):
         the zero-config node takes Kafka's quickstart values (1) unless given others."""
         if not isinstance(data, Mapping) or not cls._is_zero_config(data):
             return data
-        names = ("offsets_topic_replication_factor", "transaction_state_log_replication_factor", "transaction_state_log_min_isr")
+        names = (
+            "offsets_topic_replication_factor",
+            "transaction_state_log_replication_factor",
+            "transaction_state_log_min_isr",
+            "share_coordinator_state_topic_replication_factor",
+            "share_coordinator_state_topic_min_isr",
+        )
         missing = {cls.model_fields[n].alias: 1 for n in names if _raw(data, n) is None}
         return {**data, **missing} if missing else data
 

@@ -88,6 +88,11 @@ class ApiKey(IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
+    INITIALIZE_SHARE_GROUP_STATE = 83
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
@@ -266,13 +271,21 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
 }
 
 # APIs Kafka 4.4 serves that kbroker serves only with unstable.api.versions.enable, because its
-# implementation is not complete (broker/broker_server.py): KIP-932's share groups, whose share
-# partitions are never initialized yet. Kafka 4.4's versions (v0, KIP-932's early access, is gone).
+# implementation is not complete (broker/broker_server.py): KIP-932's share groups, whose members
+# are assigned partitions but cannot fetch from them yet (no ShareFetch/ShareAcknowledge). Kafka
+# 4.4's versions (ShareGroupHeartbeat/Describe v0, KIP-932's early access, is gone); the share
+# coordinator's own APIs, which share partition leaders send, are served by every Kafka 4.4 broker.
 UNRELEASED_APIS: dict[int, ApiRange] = {
     r.key: r
     for r in (
         ApiRange(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, 0),
         ApiRange(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, 0),
+        ApiRange(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0, 0),
+        ApiRange(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, 0),
+        # v1 (KIP-1226, Kafka 4.2): the delivery-complete count.
+        ApiRange(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 1, 0),
+        ApiRange(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, 0),
+        ApiRange(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 1, 0),
     )
 }
 

@@ -35,6 +35,9 @@ from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_image import NO_LEADER
 from broker.security.standard_acl import CLUSTER_NAME, AclOperation, ResourceType
+from broker.share_coordinator.config import STATE_TOPIC
+from broker.share_coordinator.share_coordinator_service import ShareCoordinatorService
+from broker.share_coordinator.share_partition_key import parse_share_partition_key
 from broker.transaction.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
@@ -47,6 +50,9 @@ LOAD_WAIT_S = 0.5
 STABLE_POLL_S = 0.01
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
+# FindCoordinator's first version with key type SHARE (KIP-932); Kafka answers older ones INVALID_REQUEST.
+SHARE_KEY_MIN_VERSION = 6
 NO_LEADER_EPOCH = -1
 _NONE_DENIED: frozenset[str] = frozenset()
 # Kafka's answer to a ConsumerGroupDescribe whose group has a topic the client may not describe.
@@ -91,16 +97,30 @@ def coordinator_endpoint(metadata: MetadataCache, topic: str, partition: int, li
 
 
 class FindCoordinatorHandler:
-    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, transactions: TransactionStateManager, auth: AuthHelper | None = None) -> None:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        metadata: MetadataCache,
+        transactions: TransactionStateManager,
+        share_coordinator: ShareCoordinatorService,
+        auth: AuthHelper | None = None,
+    ) -> None:
         self._coordinator = coordinator
         self._metadata = metadata
         self._transactions = transactions
+        self._share_coordinator = share_coordinator
         self._auth = auth or AuthHelper(None)
 
     async def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
         keys = list(request.coordinator_keys) if ctx.version >= 4 else [request.key]
         refused = self._refused(ctx, key_type, keys) if self._auth.enabled else {}
+        if key_type == SHARE_KEY_TYPE:
+            # As Kafka's getCoordinator: an old version or a key that is no "group:topicId:partition" is INVALID_REQUEST.
+            if ctx.version < SHARE_KEY_MIN_VERSION:
+                refused = dict.fromkeys(keys, ErrorCode.invalid_request)
+            else:
+                refused = {**{key: ErrorCode.invalid_request for key in keys if parse_share_partition_key(key) is None}, **refused}
         wanted = [key for key in keys if key not in refused] if refused else keys
         # As Kafka's getCoordinator: a refused key is answered before its coordinator is looked
         # up, so no coordinator topic is created or partition waited for on its behalf.
@@ -124,6 +144,12 @@ class FindCoordinatorHandler:
             await self._transactions.ensure_topic()
             for key in keys:
                 await self._transactions.wait_loaded(key, LOAD_WAIT_S)
+        elif key_type == SHARE_KEY_TYPE:
+            await self._share_coordinator.ensure_topic()
+            for key in keys:
+                parsed = parse_share_partition_key(key)
+                assert parsed is not None, "an invalid key was refused"
+                await self._share_coordinator.wait_loaded(parsed, LOAD_WAIT_S)
 
     def _refused(self, ctx: RequestContext, key_type: int, keys: list[str]) -> dict[str, int]:
         """The keys the principal may not describe, with Kafka's error for each."""
@@ -131,6 +157,12 @@ class FindCoordinatorHandler:
             resource_type, error = ResourceType.GROUP, ErrorCode.group_authorization_failed
         elif key_type == TRANSACTION_KEY_TYPE:
             resource_type, error = ResourceType.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed
+        elif key_type == SHARE_KEY_TYPE:
+            # Only brokers (share partition leaders) look up share coordinators: Kafka fails the
+            # whole request when the principal may not CLUSTER_ACTION, which refuses every key.
+            if self._auth.authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+                return {}
+            return {key: ErrorCode.cluster_authorization_failed for key in keys}
         else:
             return {}
         return {key: error for key in keys if not self._auth.authorize(ctx, AclOperation.DESCRIBE, resource_type, key)}
@@ -140,6 +172,10 @@ class FindCoordinatorHandler:
             error, endpoint = coordinator_endpoint(self._metadata, GROUP_METADATA_TOPIC, self._coordinator.partition_for(key), listener)
         elif key_type == TRANSACTION_KEY_TYPE and key:
             error, endpoint = coordinator_endpoint(self._metadata, TRANSACTION_STATE_TOPIC, self._transactions.partition_for(key), listener)
+        elif key_type == SHARE_KEY_TYPE:
+            parsed = parse_share_partition_key(key)
+            assert parsed is not None, "an invalid key was refused"
+            error, endpoint = coordinator_endpoint(self._metadata, STATE_TOPIC, self._share_coordinator.partition_for(parsed), listener)
         else:
             error, endpoint = ErrorCode.invalid_request, None
         if endpoint is None:

@@ -18,7 +18,8 @@ from protocol.messages import encode_body, response_frame
 from broker.metadata.metadata_image import MetadataImage, TopicImage
 from broker.security.standard_acl import CLUSTER_NAME, AclOperation, ResourceType
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Kafka's Topic.INTERNAL_TOPICS.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
 
 

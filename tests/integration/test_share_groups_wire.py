@@ -2,9 +2,11 @@
 against one node with unstable.api.versions.enable and unstable.feature.versions.enable, once
 share.version is upgraded to 1, and what a node answers without them.
 
-Nothing initializes share partitions yet (there is no share coordinator): members join, get
-their epochs and an empty assignment, as a Kafka 4.4 group whose share-group state is still
-initializing would give them."""
+The members here heartbeat before the share coordinator has initialized the topic's share
+partitions (the persister's first FindCoordinator creates ``__share_group_state``, then backs off a
+second): they join, get their epochs and an empty assignment, as a Kafka 4.4 group whose
+share-group state is still initializing gives them. tests/integration/test_share_coordinator_wire.py
+follows a group until its partitions are assigned."""
 
 from __future__ import annotations
 
@@ -79,7 +81,7 @@ def test_two_members_join_a_share_group(share_node: BrokerProcess) -> None:
     a = join(bs, first)
     assert (a.error_code, a.error_message, a.member_id, a.member_epoch) == (ErrorCode.none, None, first, 1)
     assert a.heartbeat_interval.total_seconds() == 5
-    # The topic's share-group state is never initialized (no share coordinator): nothing is assigned.
+    # The topic's share-group state is still initializing: nothing is assigned yet.
     assert a.assignment is not None and a.assignment.topic_partitions == ()
     b = heartbeat(bs, second, 0)
     assert (b.error_code, b.member_id, b.member_epoch) == (ErrorCode.none, second, 2)

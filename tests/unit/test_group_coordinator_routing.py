@@ -19,6 +19,7 @@ from broker.coordinator.coordinator_partitioner import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC, GroupCoordinator
 from broker.handlers.groups import FindCoordinatorHandler, coordinator_endpoint
 from broker.kafka_apis import RequestContext
+from broker.share_coordinator.share_coordinator_service import ShareCoordinatorService
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metadata.metadata_delta import MetadataDelta, apply_records
 from broker.metadata.metadata_image import MetadataImage
@@ -108,7 +109,7 @@ def test_find_coordinator_answers_each_key_from_the_image() -> None:
     metadata = MetadataCache(NODE, "cluster", BrokerEndpoint(NODE, "host1", 9091), image=apply_records(MetadataImage(), records))
     groups = GroupCoordinator(CONFIG, None, metadata, None)  # type: ignore[arg-type]
     txns = TransactionStateManager(CONFIG, None, metadata, None)  # type: ignore[arg-type]
-    handler = FindCoordinatorHandler(groups, metadata, txns)
+    handler = FindCoordinatorHandler(groups, metadata, txns, ShareCoordinatorService(CONFIG, None, metadata, None))  # type: ignore[arg-type]
 
     response = find(handler, FindV4(key_type=0, coordinator_keys=tuple(key_on(p) for p in range(PARTITIONS))), 4)
     assert [(c.error_code, c.node_id, c.host, c.port) for c in response.coordinators] == [

@@ -94,7 +94,7 @@ def test_a_config_of_no_effect_not_given_is_described_with_kafkas_default() -> N
         ({"principal.builder.class": "com.example.Builder"}, "principal.builder.class=com.example.Builder is refused: kbroker names clients as Kafka's DefaultKafkaPrincipalBuilder does, with no other class"),
         ({"delegation.token.secret.key": "s3cret"}, "delegation.token.secret.key=a value is refused: kbroker has no delegation tokens"),
         ({"remote.log.reader.threads": "ten"}, "Invalid value ten for configuration remote.log.reader.threads: Not a number of type INT"),
-        ({"share.coordinator.state.topic.min.isr": "40000"}, "Invalid value 40000 for configuration share.coordinator.state.topic.min.isr: Not a number of type SHORT"),
+        ({"sasl.login.refresh.buffer.seconds": "40000"}, "Invalid value 40000 for configuration sasl.login.refresh.buffer.seconds: Not a number of type SHORT"),
         ({"ssl.allow.dn.changes": "yes"}, "Invalid value yes for configuration ssl.allow.dn.changes: Expected value to be either true or false"),
         ({"broker.id": "2", "node.id": "1"}, "You must set `node.id` to the same value as `broker.id`."),
         ({"security.inter.broker.protocol": "PLAINTEXT", "inter.broker.listener.name": "PLAINTEXT"}, "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."),
