@@ -1,0 +1,900 @@
+"""The streams group protocol (KIP-1071, StreamsGroupHeartbeat), sans-IO: the streams groups of one
+``__consumer_offsets`` partition. Rules, error codes and records follow Kafka 4.4's
+GroupMetadataManager (streamsGroupHeartbeat, streamsGroupLeave, streamsGroupFenceMember) and
+GroupCoordinatorService's request validation.
+
+Like ``share_group_manager.ShareGroupManager``, each call returns records, a response and timers,
+and the state moves only by replaying those records, as a new coordinator rebuilds it.
+
+One heartbeat:
+1. the member joins (epoch 0, with the member id the client generated) or its metadata (process,
+   endpoint, client tags, topology epoch, ...) changes: the group epoch is bumped;
+2. the first member's topology becomes the group's (a later member's must be the same one);
+3. the topology is checked against the topics that exist: missing source topics, internal
+   (repartition and changelog) topics to create, wrongly partitioned topics come back as the
+   response's status list, and the topics to create as ``StreamsGroupResult.internal_topics``
+   (the shell creates them). A topology validated for the first time bumps the group epoch, as a
+   change of the topics it uses (metadata hash) or of the assignment configs does;
+4. the group epoch is past the target assignment epoch: the sticky task assignor computes a new
+   target, over the tasks of a validated topology (none while the group is NOT_READY);
+5. the member reconciles towards its target: a task is revoked from its old member, which must
+   confirm in a heartbeat that it no longer owns it, before another member gets it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Protocol, TypeVar
+
+from broker.group import streams_assignor
+from broker.group.consumer_group import GroupError
+from broker.group.group_metadata_manager import CancelTimer, ScheduleTimer
+from broker.group.share_group import metadata_hash
+from broker.group.streams_group import (
+    SHUTDOWN_APPLICATION,
+    STALE_TOPOLOGY,
+    AssignedTasks,
+    ConfiguredTopology,
+    FencedMemberError,
+    InternalTopic,
+    MemberState,
+    OwnerLookup,
+    Record,
+    StreamsGroup,
+    StreamsGroupMember,
+    StreamsGroupState,
+    StreamsInvalidTopologyError,
+    Tasks,
+    TasksTuple,
+    Topics,
+    active_from_record,
+    configure_topics,
+    current_assignment_record,
+    group_tombstones,
+    member_metadata_record,
+    member_tombstones,
+    metadata_record,
+    next_member,
+    required_topics,
+    target_assignment_epoch_record,
+    target_assignment_record,
+    tasks,
+    topology_record,
+)
+from broker.group.streams_group_records import (
+    CopartitionGroup,
+    Endpoint,
+    StreamsGroupCurrentMemberAssignmentKey,
+    StreamsGroupCurrentMemberAssignmentValue,
+    StreamsGroupMemberMetadataKey,
+    StreamsGroupMemberMetadataValue,
+    StreamsGroupMetadataKey,
+    StreamsGroupMetadataValue,
+    StreamsGroupTargetAssignmentMemberKey,
+    StreamsGroupTargetAssignmentMemberValue,
+    StreamsGroupTargetAssignmentMetadataKey,
+    StreamsGroupTargetAssignmentMetadataValue,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
+    StreamsTopicConfig,
+    StreamsTopicInfo,
+    Subtopology,
+)
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+UNKNOWN_MEMBER_ID = 25
+INVALID_REQUEST = 42
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82
+FENCED_MEMBER_EPOCH = 110
+UNRELEASED_INSTANCE_ID = 111
+STREAMS_INVALID_TOPOLOGY = 130
+
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+SESSION_TIMEOUT_TIMER = "streams-session-timeout"
+REBALANCE_TIMEOUT_TIMER = "streams-rebalance-timeout"
+
+TimerAction = ScheduleTimer | CancelTimer
+Response = TypeVar("Response")
+
+
+def session_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
+    return (SESSION_TIMEOUT_TIMER, group_id, member_id)
+
+
+def rebalance_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
+    return (REBALANCE_TIMEOUT_TIMER, group_id, member_id)
+
+
+class StreamsGroupConfigLookup(Protocol):
+    """A group's own streams.session.timeout.ms / streams.heartbeat.interval.ms /
+    streams.num.standby.replicas: None where it sets none."""
+
+    def streams_session_timeout_ms(self, group_id: str) -> int | None: ...
+
+    def streams_heartbeat_interval_ms(self, group_id: str) -> int | None: ...
+
+    def streams_num_standby_replicas(self, group_id: str) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    status_code: int
+    status_detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointToPartitions:
+    """Which partitions a member's user endpoint serves: topic -> partitions, active and standby."""
+
+    user_endpoint: Endpoint
+    active_partitions: dict[str, tuple[int, ...]]
+    standby_partitions: dict[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupHeartbeatResponse:
+    """StreamsGroupHeartbeat v0's response; task lists are None when unchanged."""
+
+    error_code: int = NONE
+    error_message: str | None = None
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    acceptable_recovery_lag: int = 0
+    task_offset_interval_ms: int = 0
+    status: tuple[Status, ...] | None = None
+    active_tasks: dict[str, tuple[int, ...]] | None = None
+    standby_tasks: dict[str, tuple[int, ...]] | None = None
+    warmup_tasks: dict[str, tuple[int, ...]] | None = None
+    endpoint_information_epoch: int = 0
+    partitions_by_user_endpoint: tuple[EndpointToPartitions, ...] | None = None
+
+
+@dataclass(slots=True)
+class StreamsGroupResult(Generic[Response]):
+    records: list[Record] = field(default_factory=list)
+    response: Response | None = None
+    timers: list[TimerAction] = field(default_factory=list)
+    internal_topics: dict[str, InternalTopic] = field(default_factory=dict)  # for the shell to create
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupHeartbeat:
+    """StreamsGroupHeartbeat v0's fields, whatever decoded them; tasks as subtopology -> partitions."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    endpoint_information_epoch: int = 0
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    topology: StreamsGroupTopologyValue | None = None
+    active_tasks: Tasks | None = None
+    standby_tasks: Tasks | None = None
+    warmup_tasks: Tasks | None = None
+    process_id: str | None = None
+    user_endpoint: Endpoint | None = None
+    client_tags: Mapping[str, str] | None = None
+    task_offsets: Mapping[str, Mapping[int, int]] | None = None
+    shutdown_application: bool = False
+    uses_source_topic_regex: bool = False
+
+    @classmethod
+    def of(cls, request: Any) -> StreamsGroupHeartbeat:
+        timeout = getattr(request, "rebalance_timeout_ms", None)
+        if timeout is None:
+            # kio names the field after Kafka's JSON minus "Ms" and decodes it to a timedelta.
+            timeout = request.rebalance_timeout
+        if not isinstance(timeout, int):
+            timeout = round(timeout.total_seconds() * 1000)
+        topology = None if request.topology is None else _topology_value(request.topology)
+        endpoint = request.user_endpoint
+        offsets = None
+        if request.task_offsets is not None:
+            offsets = {}
+            for o in request.task_offsets:
+                offsets.setdefault(o.subtopology_id, {})[o.partition] = o.offset
+        return cls(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            endpoint_information_epoch=request.endpoint_information_epoch,
+            instance_id=request.instance_id,
+            rack_id=request.rack_id,
+            rebalance_timeout_ms=timeout,
+            topology=topology,
+            active_tasks=_request_tasks(request.active_tasks),
+            standby_tasks=_request_tasks(request.standby_tasks),
+            warmup_tasks=_request_tasks(request.warmup_tasks),
+            process_id=request.process_id,
+            user_endpoint=None if endpoint is None else Endpoint(host=endpoint.host, port=endpoint.port),
+            client_tags=None if request.client_tags is None else {kv.key: kv.value for kv in request.client_tags},
+            task_offsets=offsets,
+            shutdown_application=request.shutdown_application,
+            uses_source_topic_regex=request.topology is not None and any(s.source_topic_regex for s in request.topology.subtopologies),
+        )
+
+    def owned(self) -> TasksTuple | None:
+        if self.active_tasks is None or self.standby_tasks is None or self.warmup_tasks is None:
+            return None
+        return TasksTuple(self.active_tasks, self.standby_tasks, self.warmup_tasks)
+
+
+def _request_tasks(entries: Iterable[Any] | None) -> Tasks | None:
+    return None if entries is None else tasks((t.subtopology_id, t.partitions) for t in entries)
+
+
+def _topic_info(info: Any) -> StreamsTopicInfo:
+    return StreamsTopicInfo(
+        name=info.name,
+        partitions=info.partitions,
+        replication_factor=info.replication_factor,
+        topic_configs=tuple(StreamsTopicConfig(key=c.key, value=c.value) for c in info.topic_configs),
+    )
+
+
+def _topology_value(topology: Any) -> StreamsGroupTopologyValue:
+    """convertToStreamsGroupTopologyRecord: the request's topology as the record stores it."""
+    return StreamsGroupTopologyValue(
+        epoch=topology.epoch,
+        subtopologies=tuple(
+            Subtopology(
+                subtopology_id=s.subtopology_id,
+                source_topics=tuple(s.source_topics),
+                source_topic_regex=tuple(s.source_topic_regex),
+                state_changelog_topics=tuple(_topic_info(t) for t in s.state_changelog_topics),
+                repartition_sink_topics=tuple(s.repartition_sink_topics),
+                repartition_source_topics=tuple(_topic_info(t) for t in s.repartition_source_topics),
+                copartition_groups=tuple(
+                    CopartitionGroup(
+                        source_topics=tuple(g.source_topics),
+                        source_topic_regex=tuple(g.source_topic_regex),
+                        repartition_source_topics=tuple(g.repartition_source_topics),
+                    )
+                    for g in s.copartition_groups
+                ),
+            )
+            for s in topology.subtopologies
+        ),
+    )
+
+
+class StreamsGroupManager:
+    """The streams groups of one ``__consumer_offsets`` partition.
+
+    ``is_other_group(group_id)`` tells whether a group of another type (classic, consumer, share) holds the id."""
+
+    def __init__(
+        self,
+        *,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 5000,
+        max_size: int = 2**31 - 1,
+        num_standby_replicas: int = 0,
+        acceptable_recovery_lag: int = 10000,
+        task_offset_interval_ms: int = 60000,
+        is_other_group: Callable[[str], bool] = lambda group_id: False,
+        group_configs: StreamsGroupConfigLookup | None = None,
+    ) -> None:
+        # group.streams.session.timeout.ms, .heartbeat.interval.ms, .max.size, .num.standby.replicas,
+        # .acceptable.recovery.lag, .task.offset.interval.ms.
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.max_size = max_size
+        self.num_standby_replicas = num_standby_replicas
+        self.acceptable_recovery_lag = acceptable_recovery_lag
+        self.task_offset_interval_ms = task_offset_interval_ms
+        self._is_other_group = is_other_group
+        self._group_configs = group_configs
+        self.groups: dict[str, StreamsGroup] = {}
+        # Soft state: the deadline of every armed timer, so a stale firing changes nothing.
+        self._deadlines: dict[tuple[str, ...], int] = {}
+        # Set by ``journal``: each group as it was before records first changed it since.
+        self._journal: dict[str, StreamsGroup | None] | None = None
+
+    def session_timeout_ms_of(self, group_id: str) -> int:
+        own = self._group_configs.streams_session_timeout_ms(group_id) if self._group_configs is not None else None
+        return self.session_timeout_ms if own is None else own
+
+    def heartbeat_interval_ms_of(self, group_id: str) -> int:
+        own = self._group_configs.streams_heartbeat_interval_ms(group_id) if self._group_configs is not None else None
+        return self.heartbeat_interval_ms if own is None else own
+
+    def assignment_configs(self, group_id: str) -> dict[str, str]:
+        """streamsGroupAssignmentConfigs: what the assignor runs with; a change of it is a rebalance."""
+        own = self._group_configs.streams_num_standby_replicas(group_id) if self._group_configs is not None else None
+        return {streams_assignor.NUM_STANDBY_REPLICAS_CONFIG: str(self.num_standby_replicas if own is None else own)}
+
+    # -- StreamsGroupHeartbeat ---------------------------------------------------------------------
+
+    def heartbeat(self, request: Any, topics: Topics, now_ms: int, *, client_id: str = "", client_host: str = "") -> StreamsGroupResult[StreamsGroupHeartbeatResponse]:
+        """``request``: a StreamsGroupHeartbeat (or kio's request); ``topics``: name -> (id, partition count)."""
+        hb = request if isinstance(request, StreamsGroupHeartbeat) else StreamsGroupHeartbeat.of(request)
+        try:
+            _validate(hb)
+            if hb.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(hb)
+            return self._heartbeat(hb, topics, now_ms, client_id, client_host)
+        except GroupError as e:
+            return StreamsGroupResult(response=StreamsGroupHeartbeatResponse(error_code=e.error_code, error_message=e.message))
+
+    def _heartbeat(self, hb: StreamsGroupHeartbeat, topics: Topics, now_ms: int, client_id: str, client_host: str) -> StreamsGroupResult[StreamsGroupHeartbeatResponse]:
+        joining = hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        group = self._streams_group(hb.group_id, create=joining)
+        if joining and len(group.members) >= self.max_size and hb.member_id not in group.members:
+            raise GroupError(GROUP_MAX_SIZE_REACHED, f"The streams group has reached its maximum capacity of {self.max_size} members.")
+        records: list[Record] = []
+        statuses: list[Status] = []
+        timers: list[TimerAction] = []
+        if hb.instance_id is None:
+            member = self._dynamic_member(group, hb, joining)
+            replaced = None
+        else:
+            member, replaced = self._static_member(group, hb, joining, records, timers)
+        known = hb.member_id in group.members or replaced is not None
+
+        # 1. The member, and the group epoch when it changed.
+        updated = replace(
+            member,
+            rack_id=hb.rack_id if hb.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=hb.rebalance_timeout_ms if hb.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            topology_epoch=hb.topology.epoch if hb.topology is not None else member.topology_epoch,
+            client_id=client_id,
+            client_host=client_host,
+            process_id=hb.process_id if hb.process_id is not None else member.process_id,
+            client_tags=dict(hb.client_tags) if hb.client_tags is not None else member.client_tags,
+            user_endpoint=hb.user_endpoint if hb.user_endpoint is not None else member.user_endpoint,
+        )
+        bump = updated.metadata() != member.metadata() or not known
+        if bump:
+            records.append(member_metadata_record(group.group_id, updated))
+
+        # 2. The topology.
+        topology = self._maybe_update_topology(group, hb.topology, records)
+        if updated.topology_epoch < topology.epoch:
+            statuses.append(Status(STALE_TOPOLOGY, f"The member's topology epoch {updated.topology_epoch} is behind the group's topology epoch {topology.epoch}."))
+
+        # 3. The topology against the topics that exist.
+        hash_ = metadata_hash(required_topics(topology), topics)
+        try:
+            configured = configure_topics(topology, topics)
+        except StreamsInvalidTopologyError as e:
+            raise GroupError(STREAMS_INVALID_TOPOLOGY, str(e)) from e
+        validated_epoch = -1
+        if configured.is_ready():
+            validated_epoch = topology.epoch
+            for owned in (hb.active_tasks, hb.standby_tasks, hb.warmup_tasks):
+                _throw_if_invalid_tasks(configured, owned)
+        configs = self.assignment_configs(group.group_id)
+        bump = bump or hash_ != group.metadata_hash or validated_epoch != group.validated_topology_epoch or configs != group.last_assignment_configs
+        group_epoch = group.group_epoch
+        if bump:
+            group_epoch += 1
+            records.append(metadata_record(group, group_epoch, hash_, validated_epoch, configs))
+
+        # 4. A new target when the group epoch moved past it.
+        members = dict(group.members)
+        previous_target = dict(group.target_assignment)
+        if replaced is not None:
+            # The instance's new member id takes the place, and the target, of its old one.
+            members.pop(replaced, None)
+            previous_target[updated.member_id] = previous_target.pop(replaced, TasksTuple())
+        members[updated.member_id] = updated
+        if group_epoch > group.target_assignment_epoch:
+            ready = configured if validated_epoch >= 0 else None
+            new_target = self._update_target_assignment(group, members, previous_target, ready, configs, group_epoch, now_ms, records)
+            target = new_target[updated.member_id]
+            target_epoch = group_epoch
+        else:
+            target_epoch = group.target_assignment_epoch
+            target = previous_target.get(updated.member_id, TasksTuple())
+
+        # 5. Reconciliation.
+        owners = OwnerLookup(group.current_active_process, group.current_standby_processes, group.current_warmup_processes)
+        try:
+            reconciled = next_member(updated, target_epoch, target, owners, hb.owned())
+        except FencedMemberError as e:
+            raise GroupError(FENCED_MEMBER_EPOCH, str(e)) from e
+        timers.append(ScheduleTimer(session_timeout_key(group.group_id, reconciled.member_id), now_ms + self.session_timeout_ms_of(group.group_id)))
+        if reconciled != updated or not known:
+            records.append(current_assignment_record(group.group_id, reconciled))
+            timers.append(_rebalance_timer(group.group_id, reconciled, now_ms))
+        result = self._apply(StreamsGroupResult(records, None, timers))
+        # The group may have been created by the records just replayed: its soft state goes there.
+        group = self.groups[hb.group_id]
+        group.configured_topology = configured
+        if hb.task_offsets is not None:
+            group.task_offsets[reconciled.member_id] = hb.task_offsets
+        if hb.shutdown_application:
+            group.shutdown_request_member_id = reconciled.member_id
+
+        response = StreamsGroupHeartbeatResponse(
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_ms_of(group.group_id),
+            acceptable_recovery_lag=self.acceptable_recovery_lag,
+            task_offset_interval_ms=self.task_offset_interval_ms,
+        )
+        if joining or reconciled.assigned != member.assigned:
+            assigned = reconciled.assigned
+            response = replace(
+                response,
+                active_tasks=_sorted_tasks(assigned.active_tasks()),
+                standby_tasks=_sorted_tasks(assigned.standby),
+                warmup_tasks=_sorted_tasks(assigned.warmup),
+            )
+            if reconciled.user_endpoint is not None:
+                group.endpoint_information_epoch += 1
+        if group.endpoint_information_epoch != hb.endpoint_information_epoch:
+            response = replace(response, partitions_by_user_endpoint=_endpoint_to_partitions(group, reconciled))
+        response = replace(response, endpoint_information_epoch=group.endpoint_information_epoch)
+        if configured.error is not None:
+            statuses.append(Status(configured.error.status, configured.error.message))
+            result.internal_topics = dict(configured.internal_topics_to_create)
+        if group.shutdown_request_member_id is not None:
+            statuses.append(
+                Status(
+                    SHUTDOWN_APPLICATION,
+                    f"Streams group member {group.shutdown_request_member_id} encountered a fatal error and requested a shutdown for the entire application.",
+                )
+            )
+        if statuses:
+            response = replace(response, status=tuple(statuses))
+        result.response = response
+        return result
+
+    def _maybe_update_topology(self, group: StreamsGroup, topology: StreamsGroupTopologyValue | None, records: list[Record]) -> StreamsGroupTopologyValue:
+        if topology is not None:
+            if group.topology is None:
+                records.append(topology_record(group.group_id, topology))
+                return topology
+            if group.topology.epoch > topology.epoch:
+                # A member with an older topology runs on the group's (it is told STALE_TOPOLOGY).
+                return group.topology
+            if group.topology != topology:
+                raise GroupError(INVALID_REQUEST, "Topology updates are not supported yet.")
+            return group.topology
+        if group.topology is None:
+            raise GroupError(UNKNOWN_SERVER_ERROR, "The topology is null and the group topology is also null.")
+        return group.topology
+
+    def _update_target_assignment(
+        self,
+        group: StreamsGroup,
+        members: Mapping[str, StreamsGroupMember],
+        previous_target: Mapping[str, TasksTuple],
+        configured: ConfiguredTopology | None,
+        configs: Mapping[str, str],
+        epoch: int,
+        now_ms: int,
+        records: list[Record],
+    ) -> dict[str, TasksTuple]:
+        """A new target for every member; only the members whose target changed get a record.
+        Before the topology is validated there are no tasks to assign."""
+        subtopologies: dict[str, streams_assignor.TopologySubtopology] = {}
+        if configured is not None and configured.subtopologies is not None:
+            subtopologies = {
+                s: streams_assignor.TopologySubtopology(c.num_tasks, bool(c.changelog_topics)) for s, c in sorted(configured.subtopologies.items())
+            }
+        specs = {}
+        for member_id, m in members.items():
+            previous = previous_target.get(member_id, TasksTuple())
+            specs[member_id] = streams_assignor.AssignmentMemberSpec(
+                process_id=m.process_id,
+                active_tasks=previous.active,
+                standby_tasks=previous.standby,
+                warmup_tasks=previous.warmup,
+                task_offsets=group.task_offsets.get(member_id, {}),
+            )
+        try:
+            assigned = streams_assignor.assign(specs, subtopologies, int(configs[streams_assignor.NUM_STANDBY_REPLICAS_CONFIG]))
+        except Exception as e:  # an assignor bug must not take the coordinator down
+            raise GroupError(UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment for epoch {epoch}: {e}") from e
+        new_target = {m: TasksTuple(a.active_tasks, a.standby_tasks, {}) for m, a in assigned.items()}
+        for member_id in sorted(new_target):
+            if previous_target.get(member_id) != new_target[member_id]:
+                records.append(target_assignment_record(group.group_id, member_id, new_target[member_id]))
+        records.append(target_assignment_epoch_record(group.group_id, epoch, now_ms))
+        return new_target
+
+    def _dynamic_member(self, group: StreamsGroup, hb: StreamsGroupHeartbeat, joining: bool) -> StreamsGroupMember:
+        member = group.members.get(hb.member_id)
+        if member is None:
+            if not joining:
+                raise GroupError(UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of group {group.group_id}.")
+            return StreamsGroupMember(hb.member_id)
+        _throw_if_member_epoch_is_invalid(member, hb)
+        return member
+
+    def _static_member(
+        self, group: StreamsGroup, hb: StreamsGroupHeartbeat, joining: bool, records: list[Record], timers: list[TimerAction]
+    ) -> tuple[StreamsGroupMember, str | None]:
+        """getOrMaybeCreateStaticStreamsGroupMember: the member and, when the instance comes back
+        under a new member id, the member id it replaces."""
+        assert hb.instance_id is not None
+        existing = group.static_member(hb.instance_id)
+        if not joining:
+            if existing is None:
+                raise GroupError(UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
+            _throw_if_instance_id_is_fenced(existing, hb.member_id, hb.instance_id)
+            _throw_if_member_epoch_is_invalid(existing, hb)
+            return existing, None
+        if existing is None:
+            return group.members.get(hb.member_id) or StreamsGroupMember(hb.member_id, instance_id=hb.instance_id), None
+        if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise GroupError(
+                UNRELEASED_INSTANCE_ID,
+                f"Static member {hb.member_id} with instance id {hb.instance_id} cannot join the group because the instance id "
+                f"is owned by {existing.member_id} member.",
+            )
+        # The instance comes back under a new member id: it takes over the previous member, tasks
+        # included, so that nothing moves.
+        replacement = replace(existing, member_id=hb.member_id, member_epoch=0, previous_member_epoch=0)
+        records.extend(member_tombstones(group.group_id, existing.member_id))
+        records.append(member_metadata_record(group.group_id, replacement))
+        records.append(target_assignment_record(group.group_id, hb.member_id, group.target_assignment.get(existing.member_id, TasksTuple())))
+        records.append(current_assignment_record(group.group_id, replacement))
+        timers.extend(_cancel_timers(group.group_id, existing.member_id))
+        return replacement, existing.member_id
+
+    def _streams_group(self, group_id: str, *, create: bool) -> StreamsGroup:
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        if self._is_other_group(group_id):
+            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
+        if not create:
+            raise GroupError(GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
+        return StreamsGroup(group_id)
+
+    # -- leaving and fencing -----------------------------------------------------------------------
+
+    def _leave(self, hb: StreamsGroupHeartbeat) -> StreamsGroupResult[StreamsGroupHeartbeatResponse]:
+        group = self._streams_group(hb.group_id, create=False)
+        response = StreamsGroupHeartbeatResponse(member_id=hb.member_id, member_epoch=hb.member_epoch, status=())
+        if hb.instance_id is None:
+            member = group.members.get(hb.member_id)
+            if member is None:
+                raise GroupError(UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of group {group.group_id}.")
+            return self._fence_member(group, member, response)
+        static = group.static_member(hb.instance_id)
+        if static is None:
+            raise GroupError(UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
+        _throw_if_instance_id_is_fenced(static, hb.member_id, hb.instance_id)
+        if hb.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            return self._fence_member(group, static, response)
+        # A static member that leaves for a while keeps its tasks (nobody else gets them) until its
+        # session times out or it comes back; the epochs of its active tasks go to 0, as Kafka's
+        # streamsGroupStaticMemberGroupLeave resets them.
+        active = {s: dict.fromkeys(ps, 0) for s, ps in static.assigned.active.items()}
+        leaving = replace(
+            static,
+            member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+            pending_revocation=AssignedTasks(),
+            assigned=replace(static.assigned, active=active),
+        )
+        return self._apply(
+            StreamsGroupResult([current_assignment_record(group.group_id, leaving)], replace(response, member_id=static.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH))
+        )
+
+    def _fence_member(self, group: StreamsGroup, member: StreamsGroupMember, response: Response | None) -> StreamsGroupResult[Response]:
+        """Remove the member and bump the group epoch; the others get a new target at their next
+        heartbeat. The last member leaving also moves the target epoch, so the empty group is settled."""
+        records = member_tombstones(group.group_id, member.member_id)
+        epoch = group.group_epoch + 1
+        records.append(metadata_record(group, epoch, group.metadata_hash, group.validated_topology_epoch, group.last_assignment_configs))
+        if len(group.members) == 1:
+            records.append(target_assignment_epoch_record(group.group_id, epoch, 0))
+        return self._apply(StreamsGroupResult(records, response, _cancel_timers(group.group_id, member.member_id)))
+
+    # -- timers ------------------------------------------------------------------------------------
+
+    def on_timer(self, key: tuple[str, ...], now_ms: int) -> StreamsGroupResult[None]:
+        """A member's session expired, or it did not revoke its tasks in time: it is fenced.
+        Stale or early firings change nothing."""
+        deadline = self._deadlines.get(key)
+        if deadline is None or len(key) != 3:
+            return StreamsGroupResult()
+        if now_ms < deadline:
+            return StreamsGroupResult(timers=[ScheduleTimer(key, deadline)])
+        del self._deadlines[key]
+        _, group_id, member_id = key
+        group = self.groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return StreamsGroupResult()
+        if key[0] == REBALANCE_TIMEOUT_TIMER and member.state is not MemberState.UNREVOKED_TASKS:
+            return StreamsGroupResult()
+        return self._fence_member(group, member, None)
+
+    def on_loaded(self, now_ms: int) -> StreamsGroupResult[None]:
+        """After replay every member gets a full session to reach the new coordinator."""
+        return self._apply(StreamsGroupResult(timers=[t for g in self.groups.values() for t in self._session_timers(g, now_ms)]))
+
+    def on_reverted(self, group_id: str, now_ms: int) -> StreamsGroupResult[None]:
+        """The group was taken back to before a write that failed: its members' sessions again, as
+        on load; the timers of members the write had added are cancelled."""
+        group = self.groups.get(group_id)
+        armed = {key for key in self._deadlines if key[1] == group_id}
+        timers: list[TimerAction] = self._session_timers(group, now_ms) if group is not None else []
+        timers.extend(CancelTimer(key) for key in sorted(armed - {t.key for t in timers}))
+        return self._apply(StreamsGroupResult(timers=timers))
+
+    def _session_timers(self, group: StreamsGroup, now_ms: int) -> list[TimerAction]:
+        deadline = now_ms + self.session_timeout_ms_of(group.group_id)
+        return [ScheduleTimer(session_timeout_key(group.group_id, member_id), deadline) for member_id in group.members]
+
+    # -- admin -------------------------------------------------------------------------------------
+
+    def list_groups(self) -> list[tuple[str, str]]:
+        return [(group_id, group.state.value) for group_id, group in self.groups.items()]
+
+    def delete_group(self, group_id: str) -> StreamsGroupResult[int]:
+        """DeleteGroups for a streams group: only an empty one goes (its internal topics stay, as in Kafka)."""
+        try:
+            group = self._streams_group(group_id, create=False)
+        except GroupError as e:
+            return StreamsGroupResult(response=e.error_code)
+        if group.state is not StreamsGroupState.EMPTY:
+            return StreamsGroupResult(response=NON_EMPTY_GROUP)
+        return self._apply(StreamsGroupResult(group_tombstones(group), NONE))
+
+    # -- records -----------------------------------------------------------------------------------
+
+    def journal(self) -> dict[str, StreamsGroup | None]:
+        """Keep, from now on, each group as it is before records next change it (None: it did not
+        exist), which is what reverts them if their write fails."""
+        self._journal = {}
+        return self._journal
+
+    def _apply(self, result: StreamsGroupResult[Response]) -> StreamsGroupResult[Response]:
+        if self._journal is not None:
+            for key, _ in result.records:
+                group_id = getattr(key, "group_id", None)
+                if group_id is not None and group_id not in self._journal:
+                    self._journal[group_id] = None if (group := self.groups.get(group_id)) is None else group.copy()
+        for key, value in result.records:
+            self.replay(key, value)
+        for timer in result.timers:
+            if isinstance(timer, ScheduleTimer):
+                self._deadlines[timer.key] = timer.deadline_ms
+            else:
+                self._deadlines.pop(timer.key, None)
+        return result
+
+    def replay(self, key: object, value: object | None) -> None:
+        """Apply one record of the partition; records of other kinds are ignored."""
+        match key:
+            case StreamsGroupMetadataKey(group_id=group_id):
+                if isinstance(value, StreamsGroupMetadataValue):
+                    group = self._persisted_group(group_id)
+                    group.group_epoch, group.metadata_hash = value.epoch, value.metadata_hash
+                    group.validated_topology_epoch = value.validated_topology_epoch
+                    configs = value.last_assignment_configs
+                    group.last_assignment_configs = None if configs is None else {c.key: c.value for c in configs}
+                    group.stored_description_topology_epoch = value.stored_description_topology_epoch
+                    group.failed_description_topology_epoch = value.failed_description_topology_epoch
+                else:
+                    self.groups.pop(group_id, None)
+            case StreamsGroupTopologyKey(group_id=group_id):
+                if isinstance(value, StreamsGroupTopologyValue):
+                    self._persisted_group(group_id).topology = value
+                elif group_id in self.groups:
+                    self.groups[group_id].topology = None
+            case StreamsGroupMemberMetadataKey(group_id=group_id, member_id=member_id):
+                if isinstance(value, StreamsGroupMemberMetadataValue):
+                    group = self._persisted_group(group_id)
+                    old = group.members.get(member_id) or StreamsGroupMember(member_id)
+                    group.update_member(
+                        replace(
+                            old,
+                            instance_id=value.instance_id,
+                            rack_id=value.rack_id,
+                            client_id=value.client_id,
+                            client_host=value.client_host,
+                            rebalance_timeout_ms=value.rebalance_timeout_ms,
+                            topology_epoch=value.topology_epoch,
+                            process_id=value.process_id,
+                            user_endpoint=value.user_endpoint,
+                            client_tags={kv.key: kv.value for kv in value.client_tags},
+                        )
+                    )
+                elif group_id in self.groups:
+                    self.groups[group_id].remove_member(member_id)
+            case StreamsGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id):
+                if isinstance(value, StreamsGroupTargetAssignmentMemberValue):
+                    self._persisted_group(group_id).target_assignment[member_id] = TasksTuple(
+                        tasks((t.subtopology_id, t.partitions) for t in value.active_tasks),
+                        tasks((t.subtopology_id, t.partitions) for t in value.standby_tasks),
+                        tasks((t.subtopology_id, t.partitions) for t in value.warmup_tasks),
+                    )
+                elif group_id in self.groups:
+                    self.groups[group_id].target_assignment.pop(member_id, None)
+            case StreamsGroupTargetAssignmentMetadataKey(group_id=group_id):
+                if isinstance(value, StreamsGroupTargetAssignmentMetadataValue):
+                    self._persisted_group(group_id).target_assignment_epoch = value.assignment_epoch
+                elif group_id in self.groups:
+                    self.groups[group_id].target_assignment_epoch = 0
+            case StreamsGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id):
+                if isinstance(value, StreamsGroupCurrentMemberAssignmentValue):
+                    group = self._persisted_group(group_id)
+                    old = group.members.get(member_id) or StreamsGroupMember(member_id)
+                    group.update_member(
+                        replace(
+                            old,
+                            member_epoch=value.member_epoch,
+                            previous_member_epoch=value.previous_member_epoch,
+                            state=MemberState.from_value(value.state),
+                            assigned=_assigned_from_record(value.active_tasks, value.standby_tasks, value.warmup_tasks, value.member_epoch),
+                            pending_revocation=_assigned_from_record(
+                                value.active_tasks_pending_revocation, value.standby_tasks_pending_revocation, value.warmup_tasks_pending_revocation, value.member_epoch
+                            ),
+                        )
+                    )
+                elif group_id in self.groups and member_id in self.groups[group_id].members:
+                    group = self.groups[group_id]
+                    group.update_member(
+                        replace(
+                            group.members[member_id],
+                            member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                            previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                            assigned=AssignedTasks(),
+                            pending_revocation=AssignedTasks(),
+                        )
+                    )
+
+    def _persisted_group(self, group_id: str) -> StreamsGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = StreamsGroup(group_id)
+        return group
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _cancel_timers(group_id: str, member_id: str) -> list[TimerAction]:
+    return [CancelTimer(session_timeout_key(group_id, member_id)), CancelTimer(rebalance_timeout_key(group_id, member_id))]
+
+
+def _throw_if_instance_id_is_fenced(member: StreamsGroupMember, member_id: str, instance_id: str) -> None:
+    if member.member_id != member_id:
+        raise GroupError(FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} was fenced by member {member.member_id}.")
+
+
+def _assigned_from_record(active: Iterable[Any], standby: Iterable[Any], warmup: Iterable[Any], member_epoch: int) -> AssignedTasks:
+    return AssignedTasks(
+        active_from_record(active, member_epoch),
+        tasks((t.subtopology_id, t.partitions) for t in standby),
+        tasks((t.subtopology_id, t.partitions) for t in warmup),
+    )
+
+
+def _sorted_tasks(tasks_: Tasks) -> dict[str, tuple[int, ...]]:
+    return {s: tuple(sorted(ps)) for s, ps in sorted(tasks_.items())}
+
+
+def _rebalance_timer(group_id: str, member: StreamsGroupMember, now_ms: int) -> TimerAction:
+    """Armed when the member's assignment moves and it has tasks to revoke: it is fenced if it
+    does not revoke them within its rebalance timeout; cancelled once it has."""
+    key = rebalance_timeout_key(group_id, member.member_id)
+    if member.state is MemberState.UNREVOKED_TASKS:
+        return ScheduleTimer(key, now_ms + member.rebalance_timeout_ms)
+    return CancelTimer(key)
+
+
+def _endpoint_to_partitions(group: StreamsGroup, updated: StreamsGroupMember) -> tuple[EndpointToPartitions, ...]:
+    """Kafka's EndpointToPartitionsManager: for each member with a user endpoint, the partitions of
+    its tasks' input topics (active and standby), the updated member last."""
+    configured = group.configured_topology
+    if configured is None or configured.subtopologies is None:
+        return ()
+    subtopologies = configured.subtopologies
+    ordered = [m for m_id, m in group.members.items() if m_id != updated.member_id] + [updated]
+    out = []
+    for member in ordered:
+        if member.user_endpoint is None:
+            continue
+
+        def partitions(role: Tasks) -> dict[str, tuple[int, ...]]:
+            by_topic: dict[str, set[int]] = {}
+            for s, ps in role.items():
+                sub = subtopologies.get(s)
+                if sub is None:
+                    continue
+                for topic in sorted(sub.source_topics | set(sub.repartition_source_topics)):
+                    by_topic.setdefault(topic, set()).update(ps)
+            return {t: tuple(sorted(ps)) for t, ps in sorted(by_topic.items())}
+
+        out.append(EndpointToPartitions(member.user_endpoint, partitions(member.assigned.active_tasks()), partitions(member.assigned.standby)))
+    return tuple(out)
+
+
+def _validate(hb: StreamsGroupHeartbeat) -> None:
+    """Kafka 4.4's throwIfStreamsGroupHeartbeatRequestIsInvalid (and its unsupported-features check)."""
+    _throw_if_empty_string(hb.member_id, "MemberId can't be empty.")
+    _throw_if_empty_string(hb.group_id, "GroupId can't be empty.")
+    _throw_if_empty_string(hb.instance_id, "InstanceId can't be empty.")
+    _throw_if_empty_string(hb.rack_id, "RackId can't be empty.")
+    if hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+        if hb.rebalance_timeout_ms == -1:
+            raise GroupError(INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+        for owned, name in ((hb.active_tasks, "ActiveTasks"), (hb.standby_tasks, "StandbyTasks"), (hb.warmup_tasks, "WarmupTasks")):
+            if owned is None or owned:
+                raise GroupError(INVALID_REQUEST, f"{name} must be empty when (re-)joining.")
+        if hb.topology is None:
+            raise GroupError(INVALID_REQUEST, "Topology must be non-null when (re-)joining.")
+        for s in hb.topology.subtopologies:
+            for changelog in s.state_changelog_topics:
+                if changelog.partitions != 0:
+                    raise GroupError(
+                        STREAMS_INVALID_TOPOLOGY, f"Changelog topic {changelog.name} must have an undefined partition count, but it is set to {changelog.partitions}."
+                    )
+    elif hb.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if hb.instance_id is None:
+            raise GroupError(INVALID_REQUEST, "InstanceId can't be null.")
+    elif hb.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        raise GroupError(INVALID_REQUEST, f"MemberEpoch is {hb.member_epoch}, but must be greater than or equal to -2.")
+    if (hb.active_tasks, hb.standby_tasks, hb.warmup_tasks) != (None, None, None) and None in (hb.active_tasks, hb.standby_tasks, hb.warmup_tasks):
+        raise GroupError(INVALID_REQUEST, "If one task-type is non-null, all must be non-null.")
+    if hb.member_epoch != JOIN_GROUP_MEMBER_EPOCH and hb.topology is not None:
+        raise GroupError(INVALID_REQUEST, "Topology can only be provided when (re-)joining.")
+    if hb.uses_source_topic_regex:
+        raise GroupError(INVALID_REQUEST, "Regular expressions for source topics are not supported yet.")
+
+
+def _throw_if_empty_string(value: str | None, message: str) -> None:
+    if value is not None and not value.strip():
+        raise GroupError(INVALID_REQUEST, message)
+
+
+def _throw_if_member_epoch_is_invalid(member: StreamsGroupMember, hb: StreamsGroupHeartbeat) -> None:
+    # Epoch 0 rejoins; the previous epoch is accepted because the response that bumped it may be
+    # lost, as long as the member owns nothing it was not given.
+    received = hb.member_epoch
+    if received == JOIN_GROUP_MEMBER_EPOCH:
+        return
+    if received > member.member_epoch:
+        raise GroupError(
+            FENCED_MEMBER_EPOCH,
+            f"The streams group member has a greater member epoch ({received}) than the one known by the group "
+            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+    if received < member.member_epoch and (
+        received != member.previous_member_epoch
+        or not _is_subset(hb.active_tasks, member.assigned.active_tasks())
+        or not _is_subset(hb.standby_tasks, member.assigned.standby)
+        or not _is_subset(hb.warmup_tasks, member.assigned.warmup)
+    ):
+        raise GroupError(
+            FENCED_MEMBER_EPOCH,
+            f"The streams group member has a smaller member epoch ({received}) than the one known by the group "
+            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
+        )
+
+
+def _is_subset(owned: Tasks | None, assigned: Tasks) -> bool:
+    if owned is None:
+        return False
+    return all(ps <= assigned.get(s, frozenset()) for s, ps in owned.items())
+
+
+def _throw_if_invalid_tasks(configured: ConfiguredTopology, owned: Tasks | None) -> None:
+    """throwIfRequestContainsInvalidTasks: owned tasks must exist in the configured topology."""
+    assert configured.subtopologies is not None
+    for s, ps in sorted((owned or {}).items()):
+        sub = configured.subtopologies.get(s)
+        if sub is None:
+            raise GroupError(STREAMS_INVALID_TOPOLOGY, f"Subtopology {s} does not exist in the topology.")
+        for p in sorted(ps):
+            if p < 0 or p >= sub.num_tasks:
+                raise GroupError(STREAMS_INVALID_TOPOLOGY, f"Task {p} for subtopology {s} is invalid. Number of tasks for this subtopology: {sub.num_tasks}")
