@@ -34,6 +34,7 @@ from broker.default_state_persister import DefaultStatePersister
 from broker.group_coordinator import GroupCoordinator
 from broker.handlers.acls import DescribeAclsHandler, create_acls, delete_acls
 from broker.handlers.admin_configs import DescribeConfigsHandler
+from broker.handlers.alter_replica_log_dirs import AlterReplicaLogDirsHandler
 from broker.handlers.api_versions import FeatureInfo, NodeIdentity, api_versions_answer
 from broker.client_metrics_manager import ClientMetricsManager
 from broker.handlers.list_config_resources import ListConfigResourcesHandler
@@ -63,6 +64,12 @@ from broker.handlers.share_group_state import (
     WriteShareGroupStateHandler,
 )
 from broker.handlers.share_groups import ShareGroupDescribeHandler, ShareGroupHeartbeatHandler
+from broker.handlers.share_group_offsets import (
+    AlterShareGroupOffsetsHandler,
+    DeleteShareGroupOffsetsHandler,
+    DescribeShareGroupOffsetsHandler,
+    PartitionLatestOffsets,
+)
 from broker.handlers.groups import (
     ConsumerGroupDescribeHandler,
     ConsumerGroupHeartbeatHandler,
@@ -340,6 +347,9 @@ class BrokerServer:
             ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(self.metadata, self.dynamic_config, self.log_manager.describe_cleaning, self.auth),
             ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(self.metadata, self.auth),
             ApiKey.DELETE_RECORDS: DeleteRecordsHandler(self.replica_manager, self.metadata, self.auth),
+            ApiKey.ALTER_REPLICA_LOG_DIRS: AlterReplicaLogDirsHandler(
+                self.replica_manager, self.metadata, self.auth, lambda: self.dynamic_config.config.cordoned_log_dir_paths
+            ),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochHandler(self.replica_manager, self.metadata, self.auth),
             ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(
                 self.replica_manager, cfg, self.auth, lambda: self._cordoned_log_dirs_supported() and self._is_log_dir_cordoned()
@@ -364,6 +374,14 @@ class BrokerServer:
             ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.SHARE_GROUP_DESCRIBE: ShareGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: DescribeShareGroupOffsetsHandler(
+                self.group_coordinator,
+                self.metadata,
+                PartitionLatestOffsets(self.metadata, self.replica_manager, self._shared.inter_broker_network, cfg.inter_broker_listener.name),
+                self.auth,
+            ),
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS: AlterShareGroupOffsetsHandler(self.group_coordinator, self.metadata, self.auth),
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS: DeleteShareGroupOffsetsHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.INITIALIZE_SHARE_GROUP_STATE: InitializeShareGroupStateHandler(self.share_coordinator, self.auth),
             ApiKey.READ_SHARE_GROUP_STATE: ReadShareGroupStateHandler(self.share_coordinator, self.auth),
             ApiKey.WRITE_SHARE_GROUP_STATE: WriteShareGroupStateHandler(self.share_coordinator, self.auth),

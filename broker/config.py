@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, NamedTuple
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from broker.channel_builders import node_links_problem
 from broker.kafka_config_defs import KAFKA_BROKER_CONFIGS
@@ -121,6 +121,29 @@ def _raw(data: Mapping[str, Any], name: str) -> Any:
     """A value as given to BrokerConfig, under its Kafka name or its field name."""
     alias = BrokerConfig.model_fields[name].alias or name
     return data.get(alias, data.get(name))
+
+
+# Kafka 4.4's ConfigDef ranges of the group.share.* settings (GroupCoordinatorConfig,
+# ShareGroupConfig): field -> (at least, no more than).
+_SHARE_GROUP_RANGES: dict[str, tuple[int, int | None]] = {
+    "group_share_session_timeout_ms": (1, None),
+    "group_share_min_session_timeout_ms": (1, None),
+    "group_share_max_session_timeout_ms": (1, None),
+    "group_share_heartbeat_interval_ms": (1, None),
+    "group_share_min_heartbeat_interval_ms": (1, None),
+    "group_share_max_heartbeat_interval_ms": (1, None),
+    "group_share_max_size": (1, 1000),
+    "group_share_record_lock_duration_ms": (1000, 3600000),
+    "group_share_min_record_lock_duration_ms": (1000, 30000),
+    "group_share_max_record_lock_duration_ms": (30000, 3600000),
+    "group_share_delivery_count_limit": (2, 10),
+    "group_share_min_delivery_count_limit": (2, 5),
+    "group_share_max_delivery_count_limit": (5, 25),
+    "group_share_partition_max_record_locks": (100, 10000),
+    "group_share_min_partition_max_record_locks": (100, 2000),
+    "group_share_max_partition_max_record_locks": (2000, 10000),
+    "group_share_max_share_sessions": (1, None),
+}
 
 
 class BrokerConfig(BaseModel):
@@ -368,6 +391,26 @@ class BrokerConfig(BaseModel):
     group_consumer_min_heartbeat_interval_ms: int = Field(5000, alias="group.consumer.min.heartbeat.interval.ms", ge=1)
     group_consumer_max_heartbeat_interval_ms: int = Field(15000, alias="group.consumer.max.heartbeat.interval.ms", ge=1)
     group_consumer_max_size: int = Field(2**31 - 1, alias="group.consumer.max.size", ge=1)
+    # KIP-932 share groups (ranges in _SHARE_GROUP_RANGES). The min/max pairs bound what a group's
+    # own share.* configs may set (broker/share/share_group_configs.py).
+    group_share_session_timeout_ms: int = Field(45000, alias="group.share.session.timeout.ms")
+    group_share_min_session_timeout_ms: int = Field(45000, alias="group.share.min.session.timeout.ms")
+    group_share_max_session_timeout_ms: int = Field(60000, alias="group.share.max.session.timeout.ms")
+    group_share_heartbeat_interval_ms: int = Field(5000, alias="group.share.heartbeat.interval.ms")
+    group_share_min_heartbeat_interval_ms: int = Field(5000, alias="group.share.min.heartbeat.interval.ms")
+    group_share_max_heartbeat_interval_ms: int = Field(15000, alias="group.share.max.heartbeat.interval.ms")
+    group_share_max_size: int = Field(200, alias="group.share.max.size")
+    group_share_record_lock_duration_ms: int = Field(30000, alias="group.share.record.lock.duration.ms")
+    group_share_min_record_lock_duration_ms: int = Field(15000, alias="group.share.min.record.lock.duration.ms")
+    group_share_max_record_lock_duration_ms: int = Field(60000, alias="group.share.max.record.lock.duration.ms")
+    group_share_delivery_count_limit: int = Field(5, alias="group.share.delivery.count.limit")
+    group_share_min_delivery_count_limit: int = Field(2, alias="group.share.min.delivery.count.limit")
+    group_share_max_delivery_count_limit: int = Field(10, alias="group.share.max.delivery.count.limit")
+    group_share_partition_max_record_locks: int = Field(2000, alias="group.share.partition.max.record.locks")
+    group_share_min_partition_max_record_locks: int = Field(100, alias="group.share.min.partition.max.record.locks")
+    group_share_max_partition_max_record_locks: int = Field(4000, alias="group.share.max.partition.max.record.locks")
+    # The share sessions (ShareFetch) one broker keeps.
+    group_share_max_share_sessions: int = Field(2000, alias="group.share.max.share.sessions")
     producer_id_expiration_ms: int = Field(86400000, alias="producer.id.expiration.ms", ge=1)
     producer_id_expiration_check_interval_ms: int = Field(600000, alias="producer.id.expiration.check.interval.ms", ge=1)
     transaction_state_log_num_partitions: int = Field(50, alias="transaction.state.log.num.partitions", ge=1)
@@ -567,6 +610,45 @@ class BrokerConfig(BaseModel):
             )
         if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
             raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+        return self
+
+    @field_validator(*_SHARE_GROUP_RANGES)
+    @classmethod
+    def _share_group_range(cls, value: int, info: ValidationInfo) -> int:
+        """Kafka's ConfigDef range of a group.share.* setting, in its words."""
+        assert info.field_name is not None
+        low, high = _SHARE_GROUP_RANGES[info.field_name]
+        if value < low:
+            raise ValueError(f"Value must be at least {low}")
+        if high is not None and value > high:
+            raise ValueError(f"Value must be no more than {high}")
+        return value
+
+    @model_validator(mode="after")
+    def _share_group_bounds(self) -> "BrokerConfig":
+        """Kafka 4.4's start-up checks, in its order: GroupCoordinatorConfig's (membership), then
+        ShareGroupConfig's (delivery); each value within its min and max."""
+        checks = (
+            ("group.share.max.heartbeat.interval.ms", ">=", "group.share.min.heartbeat.interval.ms"),
+            ("group.share.heartbeat.interval.ms", ">=", "group.share.min.heartbeat.interval.ms"),
+            ("group.share.heartbeat.interval.ms", "<=", "group.share.max.heartbeat.interval.ms"),
+            ("group.share.max.session.timeout.ms", ">=", "group.share.min.session.timeout.ms"),
+            ("group.share.session.timeout.ms", ">=", "group.share.min.session.timeout.ms"),
+            ("group.share.session.timeout.ms", "<=", "group.share.max.session.timeout.ms"),
+            ("group.share.heartbeat.interval.ms", "<", "group.share.session.timeout.ms"),
+            ("group.share.max.delivery.count.limit", ">=", "group.share.delivery.count.limit"),
+            ("group.share.delivery.count.limit", ">=", "group.share.min.delivery.count.limit"),
+            ("group.share.max.partition.max.record.locks", ">=", "group.share.partition.max.record.locks"),
+            ("group.share.partition.max.record.locks", ">=", "group.share.min.partition.max.record.locks"),
+            ("group.share.record.lock.duration.ms", ">=", "group.share.min.record.lock.duration.ms"),
+            ("group.share.max.record.lock.duration.ms", ">=", "group.share.record.lock.duration.ms"),
+            ("group.share.max.share.sessions", ">=", "group.share.max.size"),
+        )
+        words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+        for left, op, right in checks:
+            a, b = getattr(self, _FIELDS_BY_ALIAS[left]), getattr(self, _FIELDS_BY_ALIAS[right])
+            if not (a >= b if op == ">=" else a <= b if op == "<=" else a < b):
+                raise ValueError(f"{left} must be {words[op]} {right}")
         return self
 
     @model_validator(mode="after")

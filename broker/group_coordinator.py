@@ -9,12 +9,16 @@ and completes the waiting requests once the write is replicated (or failed).
 A share group heartbeat may also find subscribed partitions with no share-group state yet:
 once its records are written, the coordinator asks the share coordinator to initialize them
 (InitializeShareGroupState) and writes the outcome, as Kafka's GroupCoordinatorService does.
+The share group offsets admin APIs (describe, alter, delete, and DeleteGroups of a share group)
+go the same way through the persister (Kafka's Persister: broker/default_state_persister.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, Awaitable, Protocol
 
@@ -27,7 +31,19 @@ from broker.coordinator.coordinator_runtime import WRITE_ERRORS, CoordinatorNotA
 from broker.group.coordinator_records import OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
 from broker.group.group_config import GroupConfigBounds, GroupConfigManager
 from broker.group.group_coordinator_shard import GroupCoordinatorShard, GroupSnapshot
-from broker.group.share_group_manager import InitializeShareGroupState, ShareGroupResult
+from broker.group.share_group_manager import (
+    AlterShareGroupOffsets,
+    AlteredTopic,
+    DeletedTopic,
+    DescribedPartitionOffsets,
+    DescribedShareGroupOffsets,
+    DescribedTopicOffsets,
+    InitializeShareGroupState,
+    ShareGroupResult,
+    described_partition,
+    lag_computable,
+)
+from broker.share.share_group_configs import ShareGroupConfigs
 from broker.group.group_metadata_manager import (
     CancelTimer,
     CoordinatorResult,
@@ -73,6 +89,63 @@ class ShareGroupStateInitializer(Protocol):
     def initialize_share_group_state(self, request: InitializeShareGroupState) -> Awaitable[bool]: ...
 
 
+class StateSummary(Protocol):
+    error: int
+    start_offset: int
+    leader_epoch: int
+    delivery_complete_count: int
+
+
+SharePartition = tuple[uuid.UUID, int]
+
+
+class ShareGroupStatePersister(ShareGroupStateInitializer, Protocol):
+    """Kafka's Persister as the share group offsets admin APIs use it (broker/default_state_persister.py):
+    each share partition's error, or its state summary."""
+
+    def initialize_state(self, group_id: str, state_epoch: int, start_offsets: Mapping[SharePartition, int]) -> Awaitable[dict[SharePartition, int]]: ...
+
+    def read_state_summary(self, group_id: str, partitions: Mapping[uuid.UUID, Sequence[int]]) -> Awaitable[Mapping[SharePartition, StateSummary]]: ...
+
+    def delete_state(self, group_id: str, partitions: Mapping[uuid.UUID, Sequence[int]]) -> Awaitable[dict[SharePartition, int]]: ...
+
+
+class LatestOffsets(Protocol):
+    """Kafka's PartitionMetadataClient.listLatestOffsets: each (topic, partition)'s (error, high watermark)."""
+
+    def __call__(self, partitions: Iterable[tuple[str, int]]) -> Awaitable[dict[tuple[str, int], tuple[int, int]]]: ...
+
+
+# Errors.message() of the errors the share group offsets APIs answer with: Kafka sends an error's
+# default message where it has none of its own.
+ERROR_MESSAGES: dict[int, str] = {
+    ErrorCode.unknown_server_error: "The server experienced an unexpected error when processing the request.",
+    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
+    ErrorCode.leader_not_available: "There is no leader for this topic-partition as we are in the middle of a leadership election.",
+    ErrorCode.not_leader_or_follower: "For requests intended only for the leader, this error indicates that the broker is not the current leader. "
+    "For requests intended for any replica, this error indicates that the broker is not a replica of the topic partition.",
+    ErrorCode.request_timed_out: "The request timed out.",
+    ErrorCode.coordinator_load_in_progress: "The coordinator is loading and hence can't process requests.",
+    ErrorCode.coordinator_not_available: "The coordinator is not available.",
+    ErrorCode.not_coordinator: "This is not the correct coordinator.",
+    ErrorCode.invalid_group_id: "The group id is invalid.",
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.unsupported_version: "The version of API is not supported.",
+    ErrorCode.invalid_request: "This most likely occurs because of a request being malformed by the client library or the message was sent to an "
+    "incompatible broker. See the broker logs for more details.",
+    ErrorCode.kafka_storage_error: "Disk error when trying to access log file on the disk.",
+    ErrorCode.non_empty_group: "The group is not empty.",
+    ErrorCode.group_id_not_found: "The group id does not exist.",
+    ErrorCode.fenced_leader_epoch: "The leader epoch in the request is older than the epoch on the broker.",
+    ErrorCode.fenced_state_epoch: "The coordinator rejected the request because the state epoch did not match.",
+}
+
+
+def error_message(error: int) -> str | None:
+    return ERROR_MESSAGES.get(error) if error else None
+
+
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, controller: AutoTopicCreationManager, metadata: MetadataCache, replica_manager: ReplicaManager) -> None:
         self._config = config
@@ -94,7 +167,7 @@ class GroupCoordinator:
         self._timers: dict[tuple[str, ...], asyncio.TimerHandle] = {}
         # None until kbroker has a share coordinator: share partitions then stay initializing and
         # are never assigned.
-        self.share_state_initializer: ShareGroupStateInitializer | None = None
+        self.share_state_initializer: ShareGroupStatePersister | None = None
         self._initializing: set[asyncio.Task[None]] = set()
 
     # -- partitions and loading --------------------------------------------------------------------
@@ -129,6 +202,10 @@ class GroupCoordinator:
             consumer_heartbeat_interval_ms=self._config.group_consumer_heartbeat_interval_ms,
             consumer_max_size=self._config.group_consumer_max_size,
             group_configs=self.group_configs,
+            share_session_timeout_ms=self._config.group_share_session_timeout_ms,
+            share_heartbeat_interval_ms=self._config.group_share_heartbeat_interval_ms,
+            share_max_size=self._config.group_share_max_size,
+            share_group_configs=ShareGroupConfigs.of_metadata(self._config, self._metadata),
         )
         partition = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, index)
         if partition is not None:
@@ -270,6 +347,201 @@ class GroupCoordinator:
         else:
             outcome = shard.share_groups.uninitialize_share_group_state(request.group_id, request.partitions)
         self.execute(request.group_id, CoordinatorResult(records=outcome.records, timers=outcome.timers), before)
+
+    # -- share group offsets (Kafka's describeShareGroupOffsets, alterShareGroupOffsets, -------------
+    # -- deleteShareGroupOffsets and deleteGroups of share groups) ---------------------------------------
+
+    async def describe_share_group_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None, latest_offsets: LatestOffsets) -> DescribedShareGroupOffsets:
+        """Each share partition's start offset and lag, from the share coordinator's state summary;
+        ``topics`` None: every partition the group has initialized (which only the group's
+        coordinator knows). A topic that does not exist is answered with start offsets -1."""
+        image = self._metadata.image
+        ids = {name: topic.topic_id for name, topic in image.topics.items()}
+        names = {topic_id: name for name, topic_id in ids.items()}
+        unknown: list[DescribedTopicOffsets] = []
+        wanted: dict[uuid.UUID, list[int]] = {}
+        if topics is None:
+            try:
+                shard = self.shard_for(group_id)
+            except CoordinatorNotAvailable as e:
+                return DescribedShareGroupOffsets(e.error_code, error_message(e.error_code))
+            wanted = {t: sorted(ps) for t, ps in shard.share_groups.initialized_partitions(group_id).items() if t in names}
+        else:
+            for name, partitions in topics:
+                if name in ids:
+                    wanted.setdefault(ids[name], []).extend(partitions)
+                else:
+                    unknown.append(DescribedTopicOffsets(name, None, tuple(DescribedPartitionOffsets(p, start_offset=-1) for p in partitions)))
+        if not wanted:
+            return DescribedShareGroupOffsets(topics=tuple(unknown))
+        try:
+            summaries = await self._persister().read_state_summary(group_id, wanted)
+        except Exception:  # the persister's failure is the request's, not the coordinator's
+            log.exception("group_coordinator.share_state_summary_failed", group=group_id)
+            return DescribedShareGroupOffsets(ErrorCode.unknown_server_error, error_message(ErrorCode.unknown_server_error))
+        computable = [(names[t], p) for (t, p), s in summaries.items() if lag_computable(s.error, s.start_offset, s.delivery_complete_count)]
+        ends = await latest_offsets(computable) if computable else {}
+        described = []
+        for topic_id, partitions in wanted.items():
+            offsets = []
+            for p in partitions:
+                s = summaries[(topic_id, p)]
+                d = described_partition(p, s.error, s.start_offset, s.leader_epoch, s.delivery_complete_count, ends.get((names[topic_id], p)))
+                offsets.append(replace(d, error_message=error_message(d.error_code)))
+            described.append(DescribedTopicOffsets(names[topic_id], topic_id, tuple(offsets)))
+        return DescribedShareGroupOffsets(topics=tuple(described + unknown))
+
+    async def alter_share_group_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[tuple[int, int]]]]) -> AlterShareGroupOffsets:
+        """An empty share group's start offsets set: the partitions are recorded as initializing,
+        initialized on the share coordinator at the new offsets, then recorded as initialized
+        (those that failed, as not initializing), as Kafka's persisterInitialize."""
+        if not group_id:
+            return AlterShareGroupOffsets(ErrorCode.invalid_group_id, error_message(ErrorCode.invalid_group_id))
+        try:
+            shard = self.shard_for(group_id)
+        except CoordinatorNotAvailable as e:
+            return AlterShareGroupOffsets(e.error_code, error_message(e.error_code))
+        before = shard.snapshot([group_id])
+        result = shard.share_groups.alter_offsets(group_id, topics, topic_partition_counts(self._metadata.image))
+        altered = result.response
+        assert altered is not None
+        if altered.error_code:
+            return altered
+        error = await self._written(self.execute(group_id, CoordinatorResult(records=result.records), before))
+        if error:
+            return AlterShareGroupOffsets(error, error_message(error))
+        if not altered.start_offsets:
+            return altered
+        try:
+            errors = await self._persister().initialize_state(group_id, altered.state_epoch, altered.start_offsets)
+        except Exception:  # the persister's failure is the request's, not the coordinator's
+            log.exception("group_coordinator.share_state_initialize_failed", group=group_id)
+            errors = dict.fromkeys(altered.start_offsets, int(ErrorCode.unknown_server_error))
+        done: dict[uuid.UUID, set[int]] = {}
+        failed: dict[uuid.UUID, set[int]] = {}
+        for (topic_id, p), code in errors.items():
+            (failed if code else done).setdefault(topic_id, set()).add(p)
+        await self._settle_share_group_initialization(group_id, done, failed)
+        return replace(
+            altered,
+            topics=tuple(
+                AlteredTopic(
+                    t.topic_name,
+                    t.topic_id,
+                    tuple(
+                        replace(o, error_code=code, error_message=error_message(code))
+                        if t.topic_id is not None and (code := errors.get((t.topic_id, o.partition), 0))
+                        else o
+                        for o in t.partitions
+                    ),
+                )
+                for t in altered.topics
+            ),
+        )
+
+    async def delete_share_group_offsets(self, group_id: str, topic_names: Sequence[str]) -> tuple[int, str | None, tuple[DeletedTopic, ...]]:
+        """An empty share group forgets topics: their share-group state is deleted on the share
+        coordinator, then the group records them no longer deleting. The group-level error and
+        message, and each topic's outcome (deleted ones first, as Kafka answers)."""
+        if not group_id:
+            return ErrorCode.invalid_group_id, error_message(ErrorCode.invalid_group_id), ()
+        try:
+            shard = self.shard_for(group_id)
+        except CoordinatorNotAvailable as e:
+            return e.error_code, error_message(e.error_code), ()
+        topics = topic_partition_counts(self._metadata.image)
+        before = shard.snapshot([group_id])
+        result = shard.share_groups.delete_offsets(group_id, topic_names, topics)
+        plan = result.response
+        assert plan is not None
+        if plan.error_code:
+            return plan.error_code, plan.error_message, ()
+        error = await self._written(self.execute(group_id, CoordinatorResult(records=result.records), before))
+        if error:
+            return error, error_message(error), ()
+        if not plan.to_delete:
+            return 0, None, plan.refused
+        try:
+            errors = await self._persister().delete_state(group_id, {t: sorted(ps) for t, (_, ps) in plan.to_delete.items()})
+        except Exception:  # the persister's failure is the request's, not the coordinator's
+            log.exception("group_coordinator.share_state_delete_failed", group=group_id)
+            return ErrorCode.unknown_server_error, error_message(ErrorCode.unknown_server_error), ()
+        refused = list(plan.refused)
+        deleted: list[DeletedTopic] = []
+        for topic_id, (name, _) in plan.to_delete.items():
+            code = next((c for (t, _), c in errors.items() if t == topic_id and c), 0)
+            (refused if code else deleted).append(DeletedTopic(name, topic_id, code, error_message(code)))
+        if deleted:
+            try:
+                shard = self.shard_for(group_id)
+            except CoordinatorNotAvailable as e:
+                return e.error_code, error_message(e.error_code), ()
+            before = shard.snapshot([group_id])
+            completed = shard.share_groups.complete_delete_offsets(group_id, [t.topic_id for t in deleted if t.topic_id is not None], topics)
+            error = await self._written(self.execute(group_id, CoordinatorResult(records=completed.records), before))
+            if error:
+                return error, error_message(error), ()
+        return 0, None, tuple(deleted + refused)
+
+    async def delete_share_group(self, group_id: str) -> int:
+        """DeleteGroups of a share group: only an empty one goes; its share partitions' state is
+        deleted on the share coordinator first (recorded as deleting meanwhile), then the group and
+        its records, as any group's."""
+        try:
+            shard = self.shard_for(group_id)
+        except CoordinatorNotAvailable as e:
+            return e.error_code
+        before = shard.snapshot([group_id])
+        result = shard.share_groups.delete_group_state(group_id, topic_partition_counts(self._metadata.image))
+        plan = result.response
+        assert plan is not None
+        if plan.error_code:
+            return plan.error_code
+        error = await self._written(self.execute(group_id, CoordinatorResult(records=result.records), before))
+        if error:
+            return error
+        if plan.to_delete:
+            try:
+                errors = await self._persister().delete_state(group_id, {t: sorted(ps) for t, ps in plan.to_delete.items()})
+            except Exception:  # the persister's failure is the request's, not the coordinator's
+                log.exception("group_coordinator.share_state_delete_failed", group=group_id)
+                return ErrorCode.unknown_server_error
+            failed = [code for code in errors.values() if code]
+            if failed:
+                log.warning("group_coordinator.share_group_delete_failed", group=group_id, error=ErrorCode(failed[0]).name)
+                return failed[0]
+        try:
+            shard = self.shard_for(group_id)
+        except CoordinatorNotAvailable as e:
+            return e.error_code
+        before = shard.snapshot([group_id])
+        errors_by_group, deleted = shard.delete_groups([group_id], now_ms())
+        return errors_by_group[group_id] or await self._written(self.execute(group_id, deleted, before))
+
+    def _persister(self) -> ShareGroupStatePersister:
+        if self.share_state_initializer is None:
+            raise RuntimeError("no share group state persister")
+        return self.share_state_initializer
+
+    async def _settle_share_group_initialization(self, group_id: str, done: Mapping[uuid.UUID, Iterable[int]], failed: Mapping[uuid.UUID, Iterable[int]]) -> None:
+        """Kafka's handlePersisterInitializeResponse: initialized partitions become assignable, the
+        others stop initializing (a later heartbeat asks again)."""
+        try:
+            shard = self.shard_for(group_id)
+        except CoordinatorNotAvailable:
+            return  # the partition moved: the new coordinator's heartbeats ask again
+        before = shard.snapshot([group_id])
+        records = []
+        if done:
+            records += shard.share_groups.initialize_share_group_state(group_id, done).records
+        if failed:
+            records += shard.share_groups.uninitialize_share_group_state(group_id, failed).records
+        if records:
+            await self._written(self.execute(group_id, CoordinatorResult(records=records), before))
+
+    @staticmethod
+    async def _written(written: Written) -> int:
+        return await written if isinstance(written, asyncio.Future) else written
 
     def _execute(self, index: int, result: CoordinatorResult, before: GroupSnapshot | None = None) -> Written:
         """Write the records and arm the timers; answer once the records are replicated.

@@ -101,7 +101,7 @@ def parse_topics_to_move(text: str) -> list[str]:
 def parse_reassignment(text: str) -> list[tuple[TopicPartition, list[int]]]:
     """--reassignment-json-file: {"version": 1, "partitions": [{"topic", "partition", "replicas", "log_dirs"?}]},
     in file order, repeats kept for the caller to refuse. Log directories other than "any" need
-    AlterReplicaLogDirs, which kbroker does not serve."""
+    AlterReplicaLogDirs, which a kbroker node (one log dir) answers but has no other dir to move to."""
     data = _json(text)
     _check_version(data)
     parts: list[tuple[TopicPartition, list[int]]] = []

@@ -50,6 +50,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -93,6 +94,9 @@ class ApiKey(IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
@@ -168,6 +172,8 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.ALTER_CONFIGS, 0, 2, 2),
         # v5 (KIP-1066): IsCordoned per log dir.
         ApiRange(ApiKey.DESCRIBE_LOG_DIRS, 1, 5, 2),
+        # One log dir per node: a replica is always in the dir it names already (docs/configuration.md).
+        ApiRange(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2, 2),
         ApiRange(ApiKey.CREATE_PARTITIONS, 0, 3, 2),
         # v3: a per-group ErrorMessage (protocol/schema/: kio 0.6.5 has no v3).
         ApiRange(ApiKey.DELETE_GROUPS, 0, 3, 2),
@@ -271,8 +277,7 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
 }
 
 # APIs Kafka 4.4 serves that kbroker serves only with unstable.api.versions.enable, because its
-# implementation is not complete (broker/broker_server.py): KIP-932's share groups, whose members
-# are assigned partitions but cannot fetch from them yet (no ShareFetch/ShareAcknowledge). Kafka
+# implementation is not complete (broker/broker_server.py): KIP-932's share groups. Kafka
 # 4.4's versions (ShareGroupHeartbeat/Describe v0, KIP-932's early access, is gone); the share
 # coordinator's own APIs, which share partition leaders send, are served by every Kafka 4.4 broker.
 UNRELEASED_APIS: dict[int, ApiRange] = {
@@ -286,6 +291,10 @@ UNRELEASED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 1, 0),
         ApiRange(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, 0),
         ApiRange(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 1, 0),
+        # v1 (KIP-1226): each share partition's lag.
+        ApiRange(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, 0),
+        ApiRange(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, 0),
+        ApiRange(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, 0),
     )
 }
 

@@ -39,7 +39,7 @@ from broker.group.group_metadata_manager import (
 from broker.group.offset_metadata_manager import OffsetMetadataManager
 from broker.group.share_group import SHARE_PROTOCOL_TYPE, ShareGroup
 from broker.group.share_group_manager import SESSION_TIMEOUT_TIMER as SHARE_SESSION_TIMEOUT_TIMER
-from broker.group.share_group_manager import ShareGroupManager
+from broker.group.share_group_manager import ShareGroupConfigLookup, ShareGroupManager
 
 CLASSIC_GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
@@ -92,6 +92,7 @@ class GroupCoordinatorShard:
         share_session_timeout_ms: int = 45000,
         share_heartbeat_interval_ms: int = 5000,
         share_max_size: int = 200,
+        share_group_configs: ShareGroupConfigLookup | None = None,
     ) -> None:
         self.groups = GroupMetadataManager(config, is_other_protocol_group=lambda g: g in self.consumer_groups.groups or g in self.share_groups.groups)
         self.consumer_groups = ConsumerGroupManager(
@@ -107,6 +108,7 @@ class GroupCoordinatorShard:
             heartbeat_interval_ms=share_heartbeat_interval_ms,
             max_size=share_max_size,
             is_other_group=lambda g: self.groups.group(g) is not None or g in self.consumer_groups.groups,
+            group_configs=share_group_configs,
         )
         self.offsets = OffsetMetadataManager(
             self.groups, metadata_max_bytes=offset_metadata_max_bytes, retention_ms=offsets_retention_ms, consumer_groups=self.consumer_groups

@@ -80,6 +80,9 @@ class ShareGroup:
     initializing: TopicPartitionsByName = field(default_factory=dict)
     initialized: TopicPartitionsByName = field(default_factory=dict)
     deleting: dict[uuid.UUID, str] = field(default_factory=dict)
+    # Whether the group has a ShareGroupStatePartitionMetadata record at all: Kafka deletes no
+    # offsets of a group without one, not even to say there are none.
+    has_state_metadata: bool = False
 
     @property
     def state(self) -> ShareGroupState:

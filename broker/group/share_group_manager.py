@@ -16,12 +16,17 @@ One heartbeat:
    initializing and handed out in ``ShareGroupResult.initialize``: the shell sends them to the share
    coordinator (InitializeShareGroupState) and reports back with ``initialize_share_group_state``
    (or ``uninitialize_share_group_state`` on failure). Only initialized partitions are assigned.
+
+The offsets admin APIs (alterShareGroupOffsets, initiate/completeDeleteShareGroupOffsets,
+sharePartitionDeleteRequests for DeleteGroups) take the same two steps around the share
+coordinator: record the partitions as initializing or deleting, let the shell call the persister,
+then record the outcome. Each refuses a group with members.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -63,6 +68,7 @@ from broker.group.share_group import (
 
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
+UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_MEMBER_ID = 25
 INVALID_REQUEST = 42
 NON_EMPTY_GROUP = 68
@@ -77,6 +83,13 @@ LEAVE_GROUP_MEMBER_EPOCH = -1
 UNINITIALIZED_START_OFFSET = -1
 
 SESSION_TIMEOUT_TIMER = "share-session-timeout"
+
+# Kafka's messages (Errors' defaults and GroupMetadataManager's), which its tools print.
+NON_EMPTY_GROUP_MESSAGE = "The group is not empty."
+UNKNOWN_TOPIC_OR_PARTITION_MESSAGE = "This server does not host this topic-partition."
+NO_OFFSETS_TO_DELETE_MESSAGE = "There is no offset information to delete."
+# The name Kafka records for a deleting topic no longer in the metadata (attachTopicName).
+UNKNOWN_TOPIC_NAME = "<UNKNOWN>"
 
 Topics = Mapping[str, tuple[uuid.UUID, int]]
 TimerAction = ScheduleTimer | CancelTimer
@@ -153,6 +166,110 @@ class DescribedShareGroup:
     assignment_epoch: int = 0
     assignor_name: str = ""
     members: tuple[DescribedShareGroupMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOutcome:
+    partition: int
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlteredTopic:
+    """One topic of an AlterShareGroupOffsets answer; ``topic_id`` None for a topic that does not exist."""
+
+    topic_name: str
+    topic_id: uuid.UUID | None
+    partitions: tuple[PartitionOutcome, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterShareGroupOffsets:
+    """What GroupMetadataManager.alterShareGroupOffsets decides: the answer, and the share
+    partitions to initialize (InitializeShareGroupState at ``state_epoch``) at their new start offsets."""
+
+    error_code: int = NONE
+    error_message: str | None = None
+    topics: tuple[AlteredTopic, ...] = ()
+    state_epoch: int = 0
+    start_offsets: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedTopic:
+    """One topic of a DeleteShareGroupOffsets answer; ``topic_id`` None where Kafka sends the zero id."""
+
+    topic_name: str
+    topic_id: uuid.UUID | None
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteShareGroupOffsets:
+    """GroupCoordinatorShard.initiateDeleteShareGroupOffsets: a group-level error, or the topics
+    refused and the share partitions whose state the persister is to delete (by topic id, with the
+    topic's name for the answer)."""
+
+    error_code: int = NONE
+    error_message: str | None = None
+    refused: tuple[DeletedTopic, ...] = ()
+    to_delete: dict[uuid.UUID, tuple[str, frozenset[int]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedPartitionOffsets:
+    """One partition of a DescribeShareGroupOffsets answer, with Kafka's defaults."""
+
+    partition: int
+    start_offset: int = 0
+    leader_epoch: int = 0
+    lag: int = -1
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedTopicOffsets:
+    topic_name: str
+    topic_id: uuid.UUID | None  # None: the zero id Kafka sends for a topic it does not know
+    partitions: tuple[DescribedPartitionOffsets, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedShareGroupOffsets:
+    error_code: int = NONE
+    error_message: str | None = None
+    topics: tuple[DescribedTopicOffsets, ...] = ()
+
+
+def lag_computable(error: int, start_offset: int, delivery_complete_count: int) -> bool:
+    """GroupCoordinatorService.shouldComputeSharePartitionLag: the share partition has a start
+    offset and the share coordinator gave its delivery-complete count."""
+    return error == NONE and start_offset != UNINITIALIZED_START_OFFSET and delivery_complete_count != -1
+
+
+def described_partition(partition: int, error: int, start_offset: int, leader_epoch: int, delivery_complete_count: int, end: tuple[int, int] | None) -> DescribedPartitionOffsets:
+    """GroupCoordinatorService.computeShareGroupLagAndBuildResponse for one share partition read
+    from the share coordinator, ``end`` the partition's (error, high watermark) where the lag is
+    computable: the lag is the records from the start offset to the high watermark, less those
+    already delivered for good. A failed read is told as start offset -1 and no error, as Kafka does."""
+    if end is None or not lag_computable(error, start_offset, delivery_complete_count):
+        return DescribedPartitionOffsets(partition, start_offset if error == NONE else UNINITIALIZED_START_OFFSET, leader_epoch if error == NONE else 0)
+    end_error, end_offset = end
+    if end_error != NONE:
+        return DescribedPartitionOffsets(partition, error_code=end_error)
+    return DescribedPartitionOffsets(partition, start_offset, leader_epoch, end_offset - start_offset - delivery_complete_count)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteShareGroupState:
+    """DeleteGroups of a share group, before its tombstones (sharePartitionDeleteRequests): an
+    error, or the share partitions whose state the persister is to delete (none: nothing to delete)."""
+
+    error_code: int = NONE
+    to_delete: dict[uuid.UUID, frozenset[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,6 +527,133 @@ class ShareGroupManager:
                     del initializing[topic_id]
         return self._apply(ShareGroupResult([state_partition_metadata_record(group_id, initializing, group.initialized, group.deleting)]))
 
+    # -- share group offsets (kafka-share-groups --reset-offsets, --delete-offsets, --delete) -------
+
+    def initialized_partitions(self, group_id: str) -> dict[uuid.UUID, frozenset[int]]:
+        """Kafka's initializedShareGroupPartitions: what describing all of a group's offsets reads;
+        nothing, and no error, for a group that does not exist."""
+        group = self.groups.get(group_id)
+        return {} if group is None else {t: ps for t, (_, ps) in group.initialized.items()}
+
+    def alter_offsets(self, group_id: str, topics: Iterable[tuple[str, Sequence[tuple[int, int]]]], topic_metadata: Topics) -> ShareGroupResult[AlterShareGroupOffsets]:
+        """GroupMetadataManager.alterShareGroupOffsets: only an empty group's start offsets move (the
+        group is created if it does not exist). ``topics``: (name, ((partition, start offset), ...)).
+        The partitions that exist become initializing; the shell initializes them on the share
+        coordinator and reports back with ``initialize_share_group_state``."""
+        try:
+            group = self._share_group(group_id, create=True)
+        except GroupError as e:
+            return ShareGroupResult(response=AlterShareGroupOffsets(e.error_code, e.message))
+        if group.members:
+            return ShareGroupResult(response=AlterShareGroupOffsets(NON_EMPTY_GROUP, NON_EMPTY_GROUP_MESSAGE))
+        answered: list[AlteredTopic] = []
+        start_offsets: dict[tuple[uuid.UUID, int], int] = {}
+        initializing: TopicPartitionsByName = {}
+        for name, partitions in topics:
+            if name not in topic_metadata:
+                unknown = tuple(PartitionOutcome(p, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION_MESSAGE) for p, _ in partitions)
+                answered.append(AlteredTopic(name, None, unknown))
+                continue
+            topic_id, num_partitions = topic_metadata[name]
+            outcomes = []
+            for p, offset in partitions:
+                if p < num_partitions:
+                    outcomes.append(PartitionOutcome(p))
+                    start_offsets[(topic_id, p)] = offset
+                else:
+                    outcomes.append(PartitionOutcome(p, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION_MESSAGE))
+            valid = frozenset(p for p, _ in partitions if p < num_partitions)
+            if valid:
+                initializing[topic_id] = (name, initializing.get(topic_id, (name, frozenset()))[1] | valid)
+            answered.append(AlteredTopic(name, topic_id, tuple(outcomes)))
+        records = []
+        if initializing:
+            # Kafka's addInitializingTopicsRecords: a topic initialized again is no longer deleting.
+            merged = dict(group.initializing)
+            for topic_id, (name, ps) in initializing.items():
+                merged[topic_id] = (name, merged.get(topic_id, (name, frozenset()))[1] | ps)
+            deleting = {t: n for t, n in group.deleting.items() if t not in initializing}
+            records.append(state_partition_metadata_record(group_id, merged, group.initialized, deleting))
+        return self._apply(ShareGroupResult(records, AlterShareGroupOffsets(topics=tuple(answered), state_epoch=group.group_epoch, start_offsets=start_offsets)))
+
+    def delete_offsets(self, group_id: str, topic_names: Iterable[str], topic_metadata: Topics) -> ShareGroupResult[DeleteShareGroupOffsets]:
+        """GroupCoordinatorShard.initiateDeleteShareGroupOffsets: an empty group's initialized
+        topics asked for move to deleting; the shell deletes their state and then calls
+        ``complete_delete_offsets``. A topic already deleting is deleted again (all its partitions)."""
+        try:
+            group = self._existing_share_group(group_id)
+        except GroupError as e:
+            return ShareGroupResult(response=DeleteShareGroupOffsets(e.error_code, e.message))
+        if group.members:
+            return ShareGroupResult(response=DeleteShareGroupOffsets(NON_EMPTY_GROUP, NON_EMPTY_GROUP_MESSAGE))
+        if not group.has_state_metadata:
+            return ShareGroupResult(response=DeleteShareGroupOffsets())
+        initialized = dict(group.initialized)
+        deleting = set(group.deleting)
+        refused: list[DeletedTopic] = []
+        to_delete: dict[uuid.UUID, tuple[str, frozenset[int]]] = {}
+        for name in topic_names:
+            if name not in topic_metadata:
+                refused.append(DeletedTopic(name, None, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION_MESSAGE))
+                continue
+            topic_id, num_partitions = topic_metadata[name]
+            if topic_id in initialized:
+                to_delete[topic_id] = (name, initialized.pop(topic_id)[1])
+                deleting.add(topic_id)
+            elif topic_id in deleting:
+                to_delete[topic_id] = (name, frozenset(range(num_partitions)))
+            else:
+                refused.append(DeletedTopic(name, None, UNKNOWN_TOPIC_OR_PARTITION, NO_OFFSETS_TO_DELETE_MESSAGE))
+        names = _names_by_id(topic_metadata)
+        record = state_partition_metadata_record(group_id, group.initializing, initialized, {t: names.get(t, UNKNOWN_TOPIC_NAME) for t in deleting})
+        return self._apply(ShareGroupResult([record], DeleteShareGroupOffsets(refused=tuple(refused), to_delete=to_delete)))
+
+    def complete_delete_offsets(self, group_id: str, deleted: Iterable[uuid.UUID], topic_metadata: Topics) -> ShareGroupResult[None]:
+        """GroupMetadataManager.completeDeleteShareGroupOffsets: topics whose state is deleted are
+        no longer deleting."""
+        group = self.groups.get(group_id)
+        if group is None or not group.has_state_metadata:
+            return ShareGroupResult()
+        gone = set(deleted)
+        names = _names_by_id(topic_metadata)
+        deleting = {t: names.get(t, UNKNOWN_TOPIC_NAME) for t in group.deleting if t not in gone}
+        return self._apply(ShareGroupResult([state_partition_metadata_record(group_id, group.initializing, group.initialized, deleting)]))
+
+    def delete_group_state(self, group_id: str, topic_metadata: Topics) -> ShareGroupResult[DeleteShareGroupState]:
+        """DeleteGroups of a share group, first step (GroupCoordinatorShard.sharePartitionDeleteRequests,
+        GroupMetadataManager.shareGroupBuildPartitionDeleteRequest): an empty group's initialized,
+        initializing and deleting partitions all become deleting; the shell deletes their state,
+        then the group (``delete_group``)."""
+        try:
+            group = self._existing_share_group(group_id)
+        except GroupError as e:
+            return ShareGroupResult(response=DeleteShareGroupState(e.error_code))
+        if group.state is not ShareGroupState.EMPTY:
+            return ShareGroupResult(response=DeleteShareGroupState(NON_EMPTY_GROUP))
+        if not group.has_state_metadata:
+            return ShareGroupResult(response=DeleteShareGroupState())
+        to_delete: TopicPartitionsByName = {}
+        for topics in (group.initialized, group.initializing):
+            for topic_id, (name, ps) in topics.items():
+                to_delete[topic_id] = (name, to_delete.get(topic_id, (name, frozenset()))[1] | ps)
+        ids = {topic_id: (name, count) for name, (topic_id, count) in topic_metadata.items()}
+        for topic_id in group.deleting:
+            # A topic deleted since has no share partitions left to delete.
+            if topic_id in ids:
+                name, count = ids[topic_id]
+                to_delete[topic_id] = (name, to_delete.get(topic_id, (name, frozenset()))[1] | frozenset(range(count)))
+        record = state_partition_metadata_record(group_id, {}, {}, {t: name for t, (name, _) in to_delete.items()})
+        return self._apply(ShareGroupResult([record], DeleteShareGroupState(to_delete={t: ps for t, (_, ps) in to_delete.items() if ps})))
+
+    def _existing_share_group(self, group_id: str) -> ShareGroup:
+        """GroupMetadataManager.shareGroup, with its messages (the heartbeat's differ)."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        if self._is_other_group(group_id):
+            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+
     # -- metadata, admin ---------------------------------------------------------------------------
 
     def on_metadata_change(self, topics: Topics) -> ShareGroupResult[None]:
@@ -426,7 +670,7 @@ class ShareGroupManager:
         described = []
         for group_id in group_ids:
             try:
-                group = self._share_group(group_id, create=False)
+                group = self._existing_share_group(group_id)
             except GroupError as e:
                 described.append(DescribedShareGroup(group_id, error_code=e.error_code, error_message=e.message))
                 continue
@@ -556,9 +800,11 @@ class ShareGroupManager:
                     group.initializing = {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.initializing_topics}
                     group.initialized = {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.initialized_topics}
                     group.deleting = {t.topic_id: t.topic_name for t in value.deleting_topics}
+                    group.has_state_metadata = True
                 elif group_id in self.groups:
                     group = self.groups[group_id]
                     group.initializing, group.initialized, group.deleting = {}, {}, {}
+                    group.has_state_metadata = False
 
     def _persisted_group(self, group_id: str) -> ShareGroup:
         group = self.groups.get(group_id)
@@ -626,6 +872,10 @@ def _initialized_assignment_pending(group: ShareGroup, members: Mapping[str, Sha
         for topic_id, ps in partitions.items():
             in_target.setdefault(topic_id, set()).update(ps)
     return any(topic_id in subscribed and in_target.get(topic_id, set()) != set(ps) for topic_id, (_, ps) in group.initialized.items())
+
+
+def _names_by_id(topics: Topics) -> dict[uuid.UUID, str]:
+    return {topic_id: name for name, (topic_id, _) in topics.items()}
 
 
 def _to_initialize(group: ShareGroup, subscribed: Iterable[str], topics: Topics) -> TopicPartitionsByName:

@@ -826,6 +826,10 @@ class DeleteGroupsHandler:
             except CoordinatorNotAvailable as e:
                 codes[group_id] = e.error_code
                 continue
+            if group_id in shard.share_groups.groups:
+                # Its share partitions' state on the share coordinator goes first.
+                codes[group_id] = asyncio.ensure_future(self._coordinator.delete_share_group(group_id))
+                continue
             before = shard.snapshot([group_id])
             errors, result = shard.delete_groups([group_id], now_ms())
             codes[group_id] = errors[group_id] or self._coordinator.execute(group_id, result, before)

@@ -114,7 +114,7 @@ def test_two_members_join_a_share_group(share_node: BrokerProcess) -> None:
     assert set(members) == {first, second}
     assert all(m.member_epoch == epoch + 1 and m.subscribed_topic_names == (TOPIC,) and m.client_id == "wire-test" for m in members.values())
     assert sorted(p for m in members.values() for t in m.assignment.topic_partitions for p in t.partitions) == [0, 1]
-    assert (unknown.group_id, unknown.error_code, unknown.error_message) == ("nobody", ErrorCode.group_id_not_found, "Share group nobody not found.")
+    assert (unknown.group_id, unknown.error_code, unknown.error_message) == ("nobody", ErrorCode.group_id_not_found, "Group nobody not found.")
 
     listed = request(bs, list_groups_v5.ListGroupsRequest(states_filter=(), types_filter=("share",)))
     assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups] == [(GROUP, "share", "Stable", "share")]
@@ -127,8 +127,8 @@ def test_two_members_join_a_share_group(share_node: BrokerProcess) -> None:
 
 
 def test_kafka_share_groups_tool_lists_and_describes_members(share_node: BrokerProcess, kafka_lib: Path) -> None:
-    """Kafka 4.4's kafka-share-groups.sh: --list, --describe --state and --members work; --describe
-    of the offsets needs DescribeShareGroupOffsets, which kbroker does not serve yet."""
+    """Kafka 4.4's kafka-share-groups.sh: --list, --describe --state and --members; --describe of
+    the offsets (DescribeShareGroupOffsets) is tests/integration/test_share_group_offsets_wire.py's."""
     bs = share_node.bootstrap
     create_topic(bs, TOPIC, partitions=2)
     member = str(uuid.uuid4())
@@ -149,8 +149,6 @@ def test_kafka_share_groups_tool_lists_and_describes_members(share_node: BrokerP
     assert state.returncode == 0
     [header, row] = state.stdout.splitlines()[1:]
     assert header.split() == ["GROUP", "COORDINATOR", "(ID)", "STATE", "#MEMBERS"] and row.split()[-2:] == ["Stable", "1"]
-    offsets = tool("--describe", "--group", GROUP)
-    assert "The node does not support DESCRIBE_SHARE_GROUP_OFFSETS" in offsets.stdout
 
 
 def test_share_groups_refused_until_share_version_is_finalized(broker_factory: StartBroker) -> None:
