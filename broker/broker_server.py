@@ -63,6 +63,13 @@ from broker.handlers.share_group_state import (
     ReadShareGroupStateSummaryHandler,
     WriteShareGroupStateHandler,
 )
+from broker.handlers.share_fetch import (
+    ReplicaManagerLogReader,
+    ShareAcknowledgeHandler,
+    ShareFetchHandler,
+    group_share_settings,
+    release_on_disconnect,
+)
 from broker.handlers.share_groups import ShareGroupDescribeHandler, ShareGroupHeartbeatHandler
 from broker.handlers.share_group_offsets import (
     AlterShareGroupOffsetsHandler,
@@ -113,6 +120,9 @@ from broker.producer_id_manager import ControllerProducerIdAllocator, ProducerId
 from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replication_quota_manager import ReplicationQuotaManager
 from broker.replica_manager import ReplicaManager
+from broker.share.share_group_configs import ShareGroupConfigs
+from broker.share.share_partition_manager import SharePartitionManager
+from broker.share.share_session_cache import ShareSessionCache
 from broker.share_coordinator.share_coordinator_service import ShareCoordinatorService
 from broker.shared_server import SharedServer
 from broker.transaction.transaction_coordinator import TransactionCoordinator
@@ -198,11 +208,17 @@ class BrokerServer:
         self.txn_state_manager = TransactionStateManager(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
         self.share_coordinator = ShareCoordinatorService(cfg, self.auto_topic_creation, self.metadata, self.replica_manager)
         # Share groups' partitions become assignable once their share coordinator has initialized them.
-        self.group_coordinator.share_state_initializer = DefaultStatePersister(
+        self.group_coordinator.share_state_initializer = share_persister = DefaultStatePersister(
             self.metadata,
             shared.inter_broker_network,
             self.share_coordinator.config.state_topic_num_partitions,
             inter_broker_listener_name=cfg.inter_broker_listener.name,
+        )
+        # KIP-932's ShareFetch/ShareAcknowledge: share sessions, and the share partitions this node leads.
+        self.share_sessions = ShareSessionCache(cfg.group_share_max_share_sessions)
+        self.share_settings = group_share_settings(ShareGroupConfigs.of_metadata(cfg, self.metadata))
+        self.share_partition_manager = SharePartitionManager(
+            cfg.node_id, ReplicaManagerLogReader(self.replica_manager, self.metadata), share_persister, self.share_settings, self.replica_manager.fetch_purgatory
         )
         self.txn_marker_writer = TransactionMarkerWriter(self.replica_manager, self.metadata, self.group_coordinator)
         self.txn_markers = TransactionMarkerChannelManager(
@@ -283,6 +299,7 @@ class BrokerServer:
             self.group_coordinator,
             self.txn_state_manager,
             self.share_coordinator,
+            self.share_partition_manager,
             ClientMetricsPublisher(self.client_metrics),
         )
         for publisher in self._publishers:
@@ -382,6 +399,8 @@ class BrokerServer:
             ),
             ApiKey.ALTER_SHARE_GROUP_OFFSETS: AlterShareGroupOffsetsHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.DELETE_SHARE_GROUP_OFFSETS: DeleteShareGroupOffsetsHandler(self.group_coordinator, self.metadata, self.auth),
+            ApiKey.SHARE_FETCH: ShareFetchHandler(self.share_partition_manager, self.share_sessions, self.metadata, self.auth, self.share_settings),
+            ApiKey.SHARE_ACKNOWLEDGE: ShareAcknowledgeHandler(self.share_partition_manager, self.share_sessions, self.metadata, self.auth, self.share_settings),
             ApiKey.INITIALIZE_SHARE_GROUP_STATE: InitializeShareGroupStateHandler(self.share_coordinator, self.auth),
             ApiKey.READ_SHARE_GROUP_STATE: ReadShareGroupStateHandler(self.share_coordinator, self.auth),
             ApiKey.WRITE_SHARE_GROUP_STATE: WriteShareGroupStateHandler(self.share_coordinator, self.auth),
@@ -449,7 +468,7 @@ class BrokerServer:
                 quotas=quotas,
                 request_metrics=request_metrics,
                 # As Kafka's SocketServer tells ClientMetricsManager: a closed connection's client instance goes.
-                disconnect_listeners=(self.client_metrics.connection_closed,),
+                disconnect_listeners=(self.client_metrics.connection_closed, release_on_disconnect(self.share_sessions, self.share_partition_manager)),
             )
             await server.start()
             self.socket_servers.append(server)
@@ -606,6 +625,7 @@ class BrokerServer:
         await self.alter_partition_manager.shutdown()
         self.group_coordinator.shutdown()
         self.txn_state_manager.shutdown()
+        await self.share_partition_manager.shutdown()
         self.share_coordinator.shutdown()
         self.txn_markers.shutdown()
         self.add_partitions_to_txn_manager.shutdown()

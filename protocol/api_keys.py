@@ -89,6 +89,8 @@ class ApiKey(IntEnum):
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
     INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
@@ -285,6 +287,9 @@ UNRELEASED_APIS: dict[int, ApiRange] = {
     for r in (
         ApiRange(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, 0),
         ApiRange(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, 0),
+        # v2 (KIP-1222): ShareAcquireMode and IsRenewAck; acknowledge type 4 (Renew) is refused.
+        ApiRange(ApiKey.SHARE_FETCH, 1, 2, 0),
+        ApiRange(ApiKey.SHARE_ACKNOWLEDGE, 1, 2, 0),
         ApiRange(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0, 0),
         ApiRange(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, 0),
         # v1 (KIP-1226, Kafka 4.2): the delivery-complete count.
