@@ -440,6 +440,10 @@ class BrokerConfig(BaseModel):
     share_coordinator_state_topic_segment_bytes: int = Field(104857600, alias="share.coordinator.state.topic.segment.bytes", ge=1)
     share_coordinator_snapshot_update_records_per_snapshot: int = Field(500, alias="share.coordinator.snapshot.update.records.per.snapshot", ge=0, le=500)
     share_coordinator_write_timeout_ms: int = Field(5000, alias="share.coordinator.write.timeout.ms", ge=1)
+    # Internal in Kafka, as these: how often the coordinator prunes __share_group_state
+    # (DeleteRecords) and snapshots the share partitions nobody wrote for that long.
+    share_coordinator_state_topic_prune_interval_ms: int = Field(300000, alias="share.coordinator.state.topic.prune.interval.ms", ge=1)
+    share_coordinator_cold_partition_snapshot_interval_ms: int = Field(300000, alias="share.coordinator.cold.partition.snapshot.interval.ms", ge=1)
     # KIP-714: the largest PushTelemetry payload (compressed) a client may send; GetTelemetrySubscriptions
     # tells the clients. Static, as in Kafka (KafkaConfig reads it once for its ClientMetricsManager).
     telemetry_max_bytes: int = Field(1048576, alias="telemetry.max.bytes", ge=1)

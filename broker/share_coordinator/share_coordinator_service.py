@@ -8,38 +8,52 @@ requests before they reach the shard: it runs on the loaded shard, the records i
 replayed at once (so the next operation sees them) and appended with acks=all, and its answer is
 given once they are replicated. A write that fails takes the shard back to its state before the
 operation, and is answered with Kafka's CoordinatorOperationExceptionHelper error (WRITE_ERRORS).
+
+While the cluster's share.version has share groups, two periodic jobs run over the loaded shards,
+as Kafka 4.4's: every ``share.coordinator.state.topic.prune.interval.ms`` each partition's records
+below its last redundant offset are deleted (``record_pruner``), and every
+``share.coordinator.cold.partition.snapshot.interval.ms`` the share partitions nobody wrote for that
+long are snapshotted, so that they stop holding the pruning back. A deleted topic's share
+partitions get tombstones, as Kafka's onTopicsDeleted writes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Iterable
+from functools import partial
 from typing import Callable, TypeVar
 
 import structlog
+from kio.schema.errors import ErrorCode
 
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.config import BrokerConfig
 from broker.coordinator.coordinator_runtime import WRITE_ERRORS, CoordinatorNotAvailable, CoordinatorRuntime, now_ms
 from broker.group.coordinator_records import UnknownRecordType
+from broker.group.share_version import share_groups_enabled
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
 from broker.replica_manager import ReplicaManager
 from broker.share_coordinator import share_partition_key
 from broker.share_coordinator.config import STATE_TOPIC, ShareCoordinatorConfig
+from broker.share_coordinator.record_pruner import RecordPruner
 from broker.share_coordinator.records import ShareCoordinatorRecord, decode_record, encode_record
 from broker.share_coordinator.share_coordinator_shard import (
     PartitionResult,
     ReadStateResult,
     ReadStateSummaryResult,
     ShareCoordinatorResult,
+    ShardSnapshot,
     ShareCoordinatorShard,
     WriteStateData,
 )
 from broker.share_coordinator.share_partition_key import SharePartitionKey
 from protocol.record_batch import BatchHeader
 from protocol.records import Record, build_batch
+from storage.errors import StorageError
 
 log = structlog.get_logger(__name__)
 
@@ -56,6 +70,8 @@ def share_coordinator_config(cfg: BrokerConfig) -> ShareCoordinatorConfig:
         state_topic_segment_bytes=cfg.share_coordinator_state_topic_segment_bytes,
         snapshot_update_records_per_snapshot=cfg.share_coordinator_snapshot_update_records_per_snapshot,
         write_timeout_ms=cfg.share_coordinator_write_timeout_ms,
+        state_topic_prune_interval_ms=cfg.share_coordinator_state_topic_prune_interval_ms,
+        cold_partition_snapshot_interval_ms=cfg.share_coordinator_cold_partition_snapshot_interval_ms,
     )
 
 
@@ -77,10 +93,13 @@ class ShareCoordinatorService:
         self.config = share_coordinator_config(config)
         self._creator = creator
         self._metadata = metadata
+        self._rm = replica_manager
         self.runtime: CoordinatorRuntime[ShareCoordinatorShard] = CoordinatorRuntime(
             STATE_TOPIC, self.config.state_topic_num_partitions, metadata, replica_manager, self
         )
         self.shards = self.runtime.shards
+        self._pruner = RecordPruner()
+        self._periodic_jobs: list[asyncio.Task[None]] = []  # running while share groups are enabled
 
     def partition_for(self, key: SharePartitionKey) -> int:
         return share_partition_key.partition_for(key, self.config.state_topic_num_partitions)
@@ -94,11 +113,24 @@ class ShareCoordinatorService:
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """A MetadataPublisher: the runtime loads and unloads the partitions this node leads; the
-        shards check share partitions against the new image's topics."""
+        shards check share partitions against the new image's topics, and drop the state of the
+        deleted ones; the periodic jobs follow share.version."""
         self.runtime.on_metadata_update(delta, image)
         if delta.topics_delta is not None:
             for shard in self.shards.values():
                 shard.on_metadata_update(self._partition_count)
+            deleted = set(delta.topics_delta.deleted_topic_ids)
+            if deleted:
+                self._write_all("on-topics-deleted", lambda shard: shard.maybe_cleanup_share_state(deleted))
+        enabled = share_groups_enabled(image.features)
+        if enabled and not self._periodic_jobs:
+            loop = asyncio.get_running_loop()
+            self._periodic_jobs = [
+                loop.create_task(self._every(self.config.state_topic_prune_interval_ms, self._prune_records), name="share-coordinator-prune"),
+                loop.create_task(self._every(self.config.cold_partition_snapshot_interval_ms, self._snapshot_cold_partitions), name="share-coordinator-cold-snapshots"),
+            ]
+        elif not enabled:
+            self._stop_periodic_jobs()
 
     def _partition_count(self, topic_id: uuid.UUID) -> int | None:
         topic = self._metadata.image.topics_by_id.get(topic_id)
@@ -125,7 +157,9 @@ class ShareCoordinatorService:
         log.info("share_coordinator.loaded", partition=index, share_partitions=len(shard.share_states))
 
     def on_unloaded(self, index: int, shard: ShareCoordinatorShard) -> None:
-        """Nothing waits in a share coordinator shard: its writes in flight fail with the runtime's NOT_COORDINATOR."""
+        """Nothing waits in a share coordinator shard: its writes in flight fail with the runtime's
+        NOT_COORDINATOR. Its pruning starts afresh on a later leadership, as Kafka's onResignation."""
+        self._pruner.forget(index)
 
     # -- the operations, one share partition each ------------------------------------------------------
 
@@ -161,23 +195,101 @@ class ShareCoordinatorService:
             return failed(e.error_code)
         before = shard.snapshot([key])
         result = operation(shard)
-        records = result.records
+
+        def settle(error: int) -> T:
+            return failed(WRITE_ERRORS.get(error, error)) if error else result.response
+
+        return self._append(self.partition_for(key), shard, result.records, before, settle)
+
+    def _append(self, index: int, shard: ShareCoordinatorShard, records: list[ShareCoordinatorRecord], before: ShardSnapshot, settle: Callable[[int], T]) -> Answer[T]:
+        """Write the records a shard made: replayed once in the log, taken back to ``before`` if the write fails."""
 
         def appended(base_offset: int) -> None:
             for i, record in enumerate(records):
                 shard.replay(record, base_offset + i)
 
-        def settle(error: int) -> T:
-            return failed(WRITE_ERRORS.get(error, error)) if error else result.response
+        return self.runtime.write(index, _batch(records), self.config.write_timeout_ms, settle, lambda error: shard.revert(before), appended)
 
-        return self.runtime.write(self.partition_for(key), _batch(records), self.config.write_timeout_ms, settle, lambda error: shard.revert(before), appended)
+    def _write_all(self, operation: str, records_of: Callable[[ShareCoordinatorShard], list[ShareCoordinatorRecord]]) -> list[asyncio.Future[int]]:
+        """Kafka's scheduleWriteAllOperation: the records each loaded shard makes, written to its
+        partition; returns the writes still waiting for their followers."""
+        waiting = []
+        for index, shard in list(self.shards.items()):
+            records = records_of(shard)
+            if records:
+                before = shard.snapshot(_keys(records))
+                answer = self._append(index, shard, records, before, partial(_logged, operation, index))
+                if isinstance(answer, asyncio.Future):
+                    waiting.append(answer)
+        return waiting
+
+    # -- the periodic jobs -----------------------------------------------------------------------------
+
+    @staticmethod
+    async def _every(interval_ms: int, job: Callable[[], Awaitable[None]]) -> None:
+        """Kafka's timer tasks: the next round is scheduled once this one is done."""
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await job()
+            except Exception:  # noqa: BLE001 - a failed round is logged, and the next one runs, as Kafka's
+                log.exception("share_coordinator.periodic_job_failed", job=job.__name__)
+
+    async def _snapshot_cold_partitions(self) -> None:
+        await asyncio.gather(*self._write_all("snapshot-cold-partitions", lambda shard: shard.snapshot_cold_partitions()))
+
+    async def _prune_records(self) -> None:
+        await asyncio.gather(*(self._prune(index, shard) for index, shard in list(self.shards.items())))
+
+    async def _prune(self, index: int, shard: ShareCoordinatorShard) -> None:
+        """Kafka's performRecordPruning: the shard's last redundant offset, acted on once the
+        partition's writes up to it are committed (a write of no records waits for them)."""
+        offset = shard.last_redundant_offset()
+        if offset is None:
+            return
+        committed = self.runtime.write(index, None, self.config.write_timeout_ms, lambda error: error)
+        error = await committed if isinstance(committed, asyncio.Future) else committed
+        partition = self._rm.get_partition(STATE_TOPIC, index)
+        if error or partition is None or self.shards.get(index) is not shard:
+            return  # resigned meanwhile, or a write before it failed: the next round looks again
+        target = self._pruner.prune_offset(index, offset, partition.high_watermark)
+        if target is None:
+            return
+        if not partition.log.config.deletes:
+            # Kafka's deleteRecordsOnLeader refuses a topic whose cleanup.policy lacks delete.
+            log.error("share_coordinator.prune_failed", partition=index, offset=target, error="POLICY_VIOLATION")
+            return
+        try:
+            partition.delete_records_on_leader(target)
+        except StorageError as e:
+            log.error("share_coordinator.prune_failed", partition=index, offset=target, error=ErrorCode(e.error_code).name)
+            return
+        self._rm.fetch_purgatory.touch(partition.key)
+        self._pruner.pruned(index, target)
+        log.info("share_coordinator.pruned", partition=index, offset=target)
+
+    def _stop_periodic_jobs(self) -> None:
+        for task in self._periodic_jobs:
+            task.cancel()
+        self._periodic_jobs = []
 
     def shutdown(self) -> None:
+        self._stop_periodic_jobs()
         self.runtime.shutdown()
 
 
 def _partition_error(error: int) -> PartitionResult:
     return PartitionResult(error_code=error)
+
+
+def _logged(operation: str, index: int, error: int) -> int:
+    if error:
+        log.warning("share_coordinator.write_failed", operation=operation, partition=index, error=ErrorCode(error).name)
+    return error
+
+
+def _keys(records: Iterable[ShareCoordinatorRecord]) -> set[SharePartitionKey]:
+    return {SharePartitionKey(r.key.group_id, r.key.topic_id, r.key.partition) for r in records}
 
 
 def _batch(records: list[ShareCoordinatorRecord]) -> bytes | None:

@@ -16,6 +16,7 @@ from broker.share.persister import PersisterStateBatch
 from broker.share.record_state import RecordState
 from broker.share_coordinator.config import ShareCoordinatorConfig
 from broker.share_coordinator.offsets_manager import ShareCoordinatorOffsetsManager
+from broker.share_coordinator.record_pruner import RecordPruner
 from broker.share_coordinator.records import (
     ShareCoordinatorRecord,
     ShareSnapshotKey,
@@ -507,3 +508,17 @@ def test_config_defaults_and_bounds() -> None:
         ShareCoordinatorConfig(snapshot_update_records_per_snapshot=501)
     with pytest.raises(ValueError):
         ShareCoordinatorConfig(state_topic_num_partitions=0)
+
+
+def test_the_pruner_deletes_below_a_committed_last_redundant_offset_once() -> None:
+    pruner = RecordPruner()
+    assert pruner.prune_offset(0, None, 10) is None  # no snapshot yet
+    assert pruner.prune_offset(0, 11, 10) is None  # not committed: a later round
+    assert pruner.prune_offset(0, 10, 10) == 10
+    pruner.pruned(0, 10)
+    assert pruner.prune_offset(0, 10, 20) is None  # already pruned to it
+    assert pruner.prune_offset(1, 10, 20) == 10  # each partition on its own
+    assert pruner.prune_offset(0, 15, 20) == 15
+    pruner.forget(0)  # resigned: a later leadership prunes afresh
+    pruner.pruned(1, 10)
+    assert (pruner.prune_offset(0, 10, 20), pruner.prune_offset(1, 10, 20)) == (10, None)

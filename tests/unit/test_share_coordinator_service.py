@@ -20,9 +20,9 @@ from broker.handlers.groups import FindCoordinatorHandler
 from broker.handlers.share_group_state import ReadShareGroupStateHandler
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
-from broker.metadata.metadata_delta import apply_records
+from broker.metadata.metadata_delta import MetadataDelta, apply_records
 from broker.metadata.metadata_image import MetadataImage
-from broker.metadata.metadata_records import MetadataRecord, PartitionRecord, TopicRecord
+from broker.metadata.metadata_records import FeatureLevelRecord, MetadataRecord, PartitionRecord, TopicRecord
 from broker.network import ClientInfo
 from broker.share_coordinator.config import STATE_TOPIC
 from broker.share_coordinator.share_coordinator_service import ShareCoordinatorService, state_topic_configs
@@ -157,3 +157,28 @@ def test_find_coordinator_share_answers_the_state_partitions_leader() -> None:
     # Key type SHARE is FindCoordinator v6's (KIP-932): Kafka refuses it in older versions.
     old = find(s, FindV5(key_type=2, coordinator_keys=keys[:1]), 5)
     assert [(c.error_code, c.node_id) for c in old.coordinators] == [(ErrorCode.invalid_request, -1)]
+
+
+def test_the_periodic_jobs_run_while_share_groups_are_enabled() -> None:
+    """Kafka's setupPeriodicJobs: pruning and cold-partition snapshots follow share.version."""
+    s = service({0: 2})
+
+    def share_version(level: int) -> MetadataDelta:
+        delta = MetadataDelta(s.runtime._metadata.image)
+        delta.replay(FeatureLevelRecord(name="share.version", feature_level=level))
+        return delta
+
+    async def jobs() -> list[tuple[str, ...]]:
+        seen = []
+        for level in (1, 1, 0, 1):
+            delta = share_version(level)
+            s.on_metadata_update(delta, delta.apply(1))
+            seen.append(tuple(sorted(t.get_name() for t in s._periodic_jobs if not t.done())))
+        running = list(s._periodic_jobs)
+        s.shutdown()
+        await asyncio.sleep(0)
+        seen.append(tuple(t.get_name() for t in running if not t.cancelled()))
+        return seen
+
+    both = ("share-coordinator-cold-snapshots", "share-coordinator-prune")
+    assert asyncio.run(jobs()) == [both, both, (), both, ()]
