@@ -31,7 +31,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 from broker.group.assignors import (
     ASSIGNORS,
@@ -69,8 +69,22 @@ from broker.group.current_assignment_builder import (
     reconcile,
 )
 
-# The timer actions are the classic groups' own, so the shell arms both kinds alike.
-from broker.group.group_metadata_manager import CancelTimer, ScheduleTimer
+# The timer actions of this module's results, for its callers.
+from broker.group.group_metadata_manager import CancelTimer, ScheduleTimer  # noqa: F401
+from broker.group.modern_group_manager import (
+    DescribedTopicPartitions,
+    GroupError,
+    GroupResult,
+    ModernGroupManager,
+    Record,
+    Response,
+    TimerAction,
+    is_subset,
+    throw_if_empty_string,
+    throw_if_instance_id_is_fenced,
+    throw_if_member_epoch_is_invalid,
+    timer_key,
+)
 
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
@@ -103,21 +117,17 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
 SESSION_TIMEOUT_TIMER = "consumer-session-timeout"
 REBALANCE_TIMEOUT_TIMER = "consumer-rebalance-timeout"
 
-Record = tuple[object, object | None]
-TimerAction = ScheduleTimer | CancelTimer
-Response = TypeVar("Response")
-
 CommitPartitionValidator = Callable[[str, uuid.UUID | None, int], None]
 """Kafka's CommitPartitionValidator: checks one committed partition (topic name, topic id,
 partition) and raises ``GroupError`` when the member may not commit it."""
 
 
 def session_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
-    return (SESSION_TIMEOUT_TIMER, group_id, member_id)
+    return timer_key(SESSION_TIMEOUT_TIMER, group_id, member_id)
 
 
 def rebalance_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
-    return (REBALANCE_TIMEOUT_TIMER, group_id, member_id)
+    return timer_key(REBALANCE_TIMEOUT_TIMER, group_id, member_id)
 
 
 def kafka_member_id() -> str:
@@ -149,13 +159,6 @@ class ConsumerGroupHeartbeatResponse:
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
     assignment: dict[uuid.UUID, tuple[int, ...]] | None = None
-
-
-@dataclass(slots=True)
-class GroupResult(Generic[Response]):
-    records: list[Record] = field(default_factory=list)
-    response: Response | None = None
-    timers: list[TimerAction] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,13 +298,6 @@ class ConsumerGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class DescribedTopicPartitions:
-    topic_id: uuid.UUID
-    topic_name: str
-    partitions: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class DescribedConsumerGroupMember:
     member_id: str
     instance_id: str | None
@@ -327,13 +323,6 @@ class DescribedConsumerGroup:
     assignment_epoch: int = 0
     assignor_name: str = ""
     members: tuple[DescribedConsumerGroupMember, ...] = ()
-
-
-class GroupError(Exception):
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,7 +371,7 @@ class _Heartbeat:
         )
 
 
-class ConsumerGroupManager:
+class ConsumerGroupManager(ModernGroupManager[ConsumerGroup]):
     """The consumer-protocol groups of one ``__consumer_offsets`` partition.
 
     ``is_other_group(group_id)`` tells whether a group of another type (classic, share) holds the id;
@@ -390,6 +379,12 @@ class ConsumerGroupManager:
     empty and returns its tombstones (None when it is not empty), so that a consumer
     group can take the id over as in Kafka.
     """
+
+    group_type = ConsumerGroup
+    member_type = ConsumerGroupMember
+    type_name = "consumer"
+    session_timeout_timer = SESSION_TIMEOUT_TIMER
+    rebalance_timeout_timer = REBALANCE_TIMEOUT_TIMER
 
     def __init__(
         self,
@@ -406,6 +401,7 @@ class ConsumerGroupManager:
         unknown = [name for name in assignors if name not in ASSIGNORS]
         if unknown or not assignors:
             raise ValueError(f"group.consumer.assignors: unknown or missing assignors {unknown}; known: {sorted(ASSIGNORS)}")
+        super().__init__(is_other_group=is_other_group)
         # The broker's settings; a group's own configs (kafka-configs --entity-type groups) win.
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -413,15 +409,8 @@ class ConsumerGroupManager:
         self.max_size = max_size
         self.assignors: dict[str, PartitionAssignor] = {name: ASSIGNORS[name] for name in assignors}
         self.default_assignor = assignors[0]
-        self._is_other_group = is_other_group
         self._delete_empty_classic_group = delete_empty_classic_group
         self._new_member_id = new_member_id
-        self.groups: dict[str, ConsumerGroup] = {}
-        # Soft state, never persisted: the deadline of every armed timer, kept in step with
-        # the timer actions handed out, so that a stale or early firing changes nothing.
-        self._deadlines: dict[tuple[str, ...], int] = {}
-        # Set by ``journal``: each group as it was before records first changed it since.
-        self._journal: dict[str, ConsumerGroup | None] | None = None
         self._resolver = _RegexResolver({})
 
     def session_timeout_ms_of(self, group_id: str) -> int:
@@ -463,10 +452,10 @@ class ConsumerGroupManager:
 
     def _validate(self, hb: _Heartbeat) -> None:
         if hb.version >= CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION or hb.member_epoch > 0 or hb.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            _throw_if_empty_string(hb.member_id, "MemberId can't be empty.")
-        _throw_if_empty_string(hb.group_id, "GroupId can't be empty.")
-        _throw_if_empty_string(hb.instance_id, "InstanceId can't be empty.")
-        _throw_if_empty_string(hb.rack_id, "RackId can't be empty.")
+            throw_if_empty_string(hb.member_id, "MemberId can't be empty.")
+        throw_if_empty_string(hb.group_id, "GroupId can't be empty.")
+        throw_if_empty_string(hb.instance_id, "InstanceId can't be empty.")
+        throw_if_empty_string(hb.rack_id, "RackId can't be empty.")
         if hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
             if hb.rebalance_timeout_ms == -1:
                 raise GroupError(INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
@@ -558,9 +547,9 @@ class ConsumerGroupManager:
             if next_assignment != updated.assignment:
                 updated = replace(updated, assignment=next_assignment)
                 records.append(_current_assignment_record(group.group_id, updated))
-                timers.append(_rebalance_timer(group.group_id, updated, now_ms))
+                timers.append(self._rebalance_timer(group.group_id, updated, now_ms))
 
-        timers.append(ScheduleTimer(session_timeout_key(group.group_id, updated.member_id), now_ms + self.session_timeout_ms_of(group.group_id)))
+        timers.append(self._session_timer(group.group_id, updated.member_id, now_ms))
 
         # The assignment goes out when it changed, or on a full request: a join, or a client
         # that resends every field after an error. Otherwise the client already has it.
@@ -613,7 +602,7 @@ class ConsumerGroupManager:
         if not joining:
             if existing is None:
                 raise GroupError(UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
-            _throw_if_instance_id_is_fenced(existing, member_id, hb.instance_id)
+            throw_if_instance_id_is_fenced(existing, member_id, hb.instance_id)
             _throw_if_member_epoch_is_invalid(existing, hb.member_epoch, hb.owned_partitions)
             return existing
         if existing is None:
@@ -631,7 +620,7 @@ class ConsumerGroupManager:
         records.append(_member_metadata_record(group.group_id, replacement))
         records.append(_target_assignment_record(group.group_id, member_id, group.target_assignment.get(existing.member_id, {})))
         records.append(_current_assignment_record(group.group_id, replacement))
-        timers.extend(_cancel_timers(group.group_id, existing.member_id))
+        timers.extend(self._cancel_timers(group.group_id, existing.member_id))
         return replacement
 
     def _update_target_assignment(
@@ -685,28 +674,20 @@ class ConsumerGroupManager:
     # -- leaving and fencing -----------------------------------------------------------------------
 
     def _leave(self, hb: _Heartbeat) -> GroupResult[ConsumerGroupHeartbeatResponse]:
-        group = self._consumer_group(hb.group_id)
+        group = self._existing_group(hb.group_id)
         response = ConsumerGroupHeartbeatResponse(member_id=hb.member_id, member_epoch=hb.member_epoch)
-        if hb.instance_id is None:
-            member = group.members.get(hb.member_id)
-            if member is None:
-                raise GroupError(UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of group {group.group_id}.")
+        member: ConsumerGroupMember = self._leaving_member(group, hb.member_id, hb.instance_id)
+        if hb.instance_id is None or hb.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             return self._fence_member(group, member, response)
-        static = group.static_member(hb.instance_id)
-        if static is None:
-            raise GroupError(UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
-        _throw_if_instance_id_is_fenced(static, hb.member_id, hb.instance_id)
-        if hb.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            return self._fence_member(group, static, response)
         # A static member that leaves for a while keeps its partitions (nobody else gets
         # them) until its session times out or it comes back. Their assignment epochs go to 0,
         # as Kafka's consumerGroupStaticMemberGroupLeave resets them: the instance that comes
         # back starts over at epoch 0 and may commit them from its first epoch on.
-        assigned = static.assigned_partitions
+        assigned = member.assigned_partitions
         leaving = replace(
-            static,
+            member,
             assignment=replace(
-                static.assignment,
+                member.assignment,
                 member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                 partitions_pending_revocation={},
                 assignment_epochs={topic_id: dict.fromkeys(ps, 0) for topic_id, ps in assigned.items()},
@@ -715,7 +696,7 @@ class ConsumerGroupManager:
         return self._apply(
             GroupResult(
                 [_current_assignment_record(group.group_id, leaving)],
-                ConsumerGroupHeartbeatResponse(member_id=static.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH),
+                ConsumerGroupHeartbeatResponse(member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH),
             )
         )
 
@@ -734,46 +715,17 @@ class ConsumerGroupManager:
         if subscription_metadata != group.subscription_metadata:
             records.append(_partition_metadata_record(group.group_id, subscription_metadata))
         records.append((ConsumerGroupMetadataKey(group_id=group.group_id), ConsumerGroupMetadataValue(epoch=group.group_epoch + 1)))
-        return self._apply(GroupResult(records, response, _cancel_timers(group.group_id, member.member_id)))
+        return self._apply(GroupResult(records, response, self._cancel_timers(group.group_id, member.member_id)))
 
     # -- timers ------------------------------------------------------------------------------------
 
-    def on_timer(self, key: tuple[str, ...], now_ms: int) -> GroupResult[None]:
-        """A timer fired; keys this manager no longer armed are ignored, and one that fires
-        before its deadline (clock rounding, a newer deadline) is armed again."""
-        deadline = self._deadlines.get(key)
-        if deadline is None or len(key) != 3:
-            return GroupResult()
-        if now_ms < deadline:
-            return GroupResult(timers=[ScheduleTimer(key, deadline)])
-        del self._deadlines[key]
-        kind, group_id, member_id = key
-        group = self.groups.get(group_id)
-        member = None if group is None else group.members.get(member_id)
-        if group is None or member is None:
-            return GroupResult()
-        # The rebalance timeout only matters while the member still has partitions to revoke.
-        if kind == REBALANCE_TIMEOUT_TIMER and member.state is not MemberState.UNREVOKED_PARTITIONS:
-            return GroupResult()
-        return self._fence_member(group, member, None)
-
-    def on_loaded(self, now_ms: int) -> GroupResult[None]:
-        """After replay: every member gets a fresh session, and members that were revoking
-        partitions a fresh rebalance timeout, as Kafka's onLoaded does."""
-        return self._apply(GroupResult(timers=[t for group in self.groups.values() for t in self._member_timers(group, now_ms)]))
+    def _revoking(self, member: ConsumerGroupMember) -> bool:
+        return member.state is MemberState.UNREVOKED_PARTITIONS
 
     def on_reverted(self, group_id: str, now_ms: int) -> GroupResult[None]:
         """The group was taken back to before a write that failed: its members' timers again, as on load."""
         group = self.groups.get(group_id)
         return self._apply(GroupResult(timers=self._member_timers(group, now_ms) if group is not None else []))
-
-    def _member_timers(self, group: ConsumerGroup, now_ms: int) -> list[TimerAction]:
-        timers: list[TimerAction] = []
-        for member in group.members.values():
-            timers.append(ScheduleTimer(session_timeout_key(group.group_id, member.member_id), now_ms + self.session_timeout_ms_of(group.group_id)))
-            if member.state is MemberState.UNREVOKED_PARTITIONS:
-                timers.append(_rebalance_timer(group.group_id, member, now_ms))
-        return timers
 
     # -- metadata, admin ---------------------------------------------------------------------------
 
@@ -794,7 +746,7 @@ class ConsumerGroupManager:
         described = []
         for group_id in group_ids:
             try:
-                group = self._consumer_group(group_id)
+                group = self._existing_group(group_id)
             except GroupError as e:
                 described.append(DescribedConsumerGroup(group_id, error_code=e.error_code, error_message=e.message))
                 continue
@@ -824,24 +776,13 @@ class ConsumerGroupManager:
             )
         return described
 
-    def list_groups(self) -> list[tuple[str, str]]:
-        return [(group_id, group.state.value) for group_id, group in self.groups.items()]
-
-    def delete_group(self, group_id: str) -> GroupResult[int]:
-        """DeleteGroups for a consumer group: only an empty one goes. The response is the
-        error code; the group's committed offsets are the offset manager's to delete."""
-        try:
-            group = self._consumer_group(group_id)
-        except GroupError as e:
-            return GroupResult(response=e.error_code)
-        if group.state is not ConsumerGroupState.EMPTY:
-            return GroupResult(response=NON_EMPTY_GROUP)
-        records: list[Record] = [
-            (ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id), None),
-            (ConsumerGroupPartitionMetadataKey(group_id=group_id), None),
-            (ConsumerGroupMetadataKey(group_id=group_id), None),
+    def _group_tombstones(self, group: ConsumerGroup) -> list[Record]:
+        """The group's committed offsets are the offset manager's to delete."""
+        return [
+            (ConsumerGroupTargetAssignmentMetadataKey(group_id=group.group_id), None),
+            (ConsumerGroupPartitionMetadataKey(group_id=group.group_id), None),
+            (ConsumerGroupMetadataKey(group_id=group.group_id), None),
         ]
-        return self._apply(GroupResult(records, NONE))
 
     # -- what the committed offsets need (offset_metadata_manager.ConsumerGroupOffsets) -----------
 
@@ -899,38 +840,7 @@ class ConsumerGroupManager:
             return None
         return set(group.subscribed_topic_names) | set(group.subscription_metadata)
 
-    def _consumer_group(self, group_id: str) -> ConsumerGroup:
-        group = self.groups.get(group_id)
-        if group is not None:
-            return group
-        if self._is_other_group(group_id):
-            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-
     # -- records -----------------------------------------------------------------------------------
-
-    def journal(self) -> dict[str, ConsumerGroup | None]:
-        """Keep, from now on, each group as it is before records next change it (None: it did
-        not exist), which is what reverts them if their write fails. A heartbeat that changes
-        nothing costs no copy."""
-        self._journal = {}
-        return self._journal
-
-    def _apply(self, result: GroupResult[Response]) -> GroupResult[Response]:
-        """The state moves only here, once nothing can fail any more."""
-        if self._journal is not None:
-            for key, _ in result.records:
-                group_id = getattr(key, "group_id", None)
-                if group_id is not None and group_id not in self._journal:
-                    self._journal[group_id] = None if (group := self.groups.get(group_id)) is None else group.copy()
-        for key, value in result.records:
-            self.replay(key, value)
-        for timer in result.timers:
-            if isinstance(timer, ScheduleTimer):
-                self._deadlines[timer.key] = timer.deadline_ms
-            else:
-                self._deadlines.pop(timer.key, None)
-        return result
 
     def replay(self, key: object, value: object | None) -> None:
         """Apply one record of the partition; records of other kinds are ignored."""
@@ -949,36 +859,28 @@ class ConsumerGroupManager:
                     self.groups[group_id].subscription_metadata = {}
             case ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id):
                 if isinstance(value, ConsumerGroupMemberMetadataValue):
-                    group = self._persisted_group(group_id)
-                    old = group.members.get(member_id) or ConsumerGroupMember(member_id)
-                    group.update_member(
-                        replace(
-                            old,
-                            instance_id=value.instance_id,
-                            rack_id=value.rack_id,
-                            client_id=value.client_id,
-                            client_host=value.client_host,
-                            subscribed_topic_names=frozenset(value.subscribed_topic_names),
-                            subscribed_topic_regex=value.subscribed_topic_regex,
-                            rebalance_timeout_ms=value.rebalance_timeout_ms,
-                            server_assignor_name=value.server_assignor,
-                        )
+                    self._replay_member(
+                        group_id,
+                        member_id,
+                        instance_id=value.instance_id,
+                        rack_id=value.rack_id,
+                        client_id=value.client_id,
+                        client_host=value.client_host,
+                        subscribed_topic_names=frozenset(value.subscribed_topic_names),
+                        subscribed_topic_regex=value.subscribed_topic_regex,
+                        rebalance_timeout_ms=value.rebalance_timeout_ms,
+                        server_assignor_name=value.server_assignor,
                     )
-                elif group_id in self.groups:
-                    self.groups[group_id].remove_member(member_id)
+                else:
+                    self._replay_member_tombstone(group_id, member_id)
             case ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id):
-                if isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
-                    self._persisted_group(group_id).target_assignment[member_id] = _partitions(value.topic_partitions)
-                elif group_id in self.groups:
-                    self.groups[group_id].target_assignment.pop(member_id, None)
+                target = _partitions(value.topic_partitions) if isinstance(value, ConsumerGroupTargetAssignmentMemberValue) else None
+                self._replay_target_assignment(group_id, member_id, target)
             case ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id):
-                if isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
-                    self._persisted_group(group_id).target_assignment_epoch = value.assignment_epoch
-                elif group_id in self.groups:
-                    self.groups[group_id].target_assignment_epoch = 0
+                epoch = value.assignment_epoch if isinstance(value, ConsumerGroupTargetAssignmentMetadataValue) else None
+                self._replay_target_assignment_epoch(group_id, epoch)
             case ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id):
                 if isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
-                    group = self._persisted_group(group_id)
                     current = CurrentAssignment(
                         member_epoch=value.member_epoch,
                         previous_member_epoch=value.previous_member_epoch,
@@ -987,69 +889,17 @@ class ConsumerGroupManager:
                         partitions_pending_revocation=_partitions(value.partitions_pending_revocation),
                         assignment_epochs=_assignment_epochs(value.member_epoch, value.assigned_partitions, value.partitions_pending_revocation),
                     )
-                    group.update_member(replace(group.members.get(member_id) or ConsumerGroupMember(member_id), assignment=current))
-                elif group_id in self.groups and member_id in self.groups[group_id].members:
-                    group = self.groups[group_id]
+                    self._replay_member(group_id, member_id, assignment=current)
+                else:
                     left = CurrentAssignment(LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH, MemberState.STABLE)
-                    group.update_member(replace(group.members[member_id], assignment=left))
-
-    def _persisted_group(self, group_id: str) -> ConsumerGroup:
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = ConsumerGroup(group_id)
-        return group
+                    self._replay_assignment_tombstone(group_id, member_id, assignment=left)
 
 
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _rebalance_timer(group_id: str, member: ConsumerGroupMember, now_ms: int) -> TimerAction:
-    """Armed while the member has partitions to revoke: it is fenced if it does not revoke
-    them within its rebalance timeout."""
-    key = rebalance_timeout_key(group_id, member.member_id)
-    if member.state is MemberState.UNREVOKED_PARTITIONS:
-        return ScheduleTimer(key, now_ms + member.rebalance_timeout_ms)
-    return CancelTimer(key)
-
-
-def _cancel_timers(group_id: str, member_id: str) -> list[TimerAction]:
-    return [CancelTimer(session_timeout_key(group_id, member_id)), CancelTimer(rebalance_timeout_key(group_id, member_id))]
-
-
-def _throw_if_empty_string(value: str | None, message: str) -> None:
-    if value is not None and not value.strip():
-        raise GroupError(INVALID_REQUEST, message)
-
-
 def _throw_if_member_epoch_is_invalid(member: ConsumerGroupMember, received_epoch: int, owned: Partitions | None) -> None:
-    # Epoch 0 is a rejoin after fencing, as KIP-848 specifies (KAFKA-19233).
-    if received_epoch == JOIN_GROUP_MEMBER_EPOCH:
-        return
-    if received_epoch > member.member_epoch:
-        raise GroupError(
-            FENCED_MEMBER_EPOCH,
-            f"The consumer group member has a greater member epoch ({received_epoch}) than the one known by the group "
-            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-        )
-    # The response that bumped the epoch may have been lost: the previous epoch is
-    # accepted as long as the member owns nothing it should not.
-    if received_epoch < member.member_epoch and (received_epoch != member.previous_member_epoch or not _is_subset(owned, member.assigned_partitions)):
-        raise GroupError(
-            FENCED_MEMBER_EPOCH,
-            f"The consumer group member has a smaller member epoch ({received_epoch}) than the one known by the group "
-            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-        )
-
-
-def _throw_if_instance_id_is_fenced(member: ConsumerGroupMember, member_id: str, instance_id: str) -> None:
-    if member.member_id != member_id:
-        raise GroupError(FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} was fenced by member {member.member_id}.")
-
-
-def _is_subset(owned: Partitions | None, assigned: Partitions) -> bool:
-    if owned is None:
-        return False
-    return all(partitions <= assigned.get(topic_id, frozenset()) for topic_id, partitions in owned.items())
+    throw_if_member_epoch_is_invalid("consumer", member, received_epoch, lambda: is_subset(owned, member.assigned_partitions))
 
 
 class _RegexResolver:

@@ -119,81 +119,69 @@ class GroupMetadataKey:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerGroupMetadataKey:
+class GroupIdKey:
+    """The body of a key that names a group (KIP-848, KIP-932 and KIP-1071 records). Each record's
+    key is a subclass that adds nothing: the class tells the record type, the body is the same."""
+
     FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"),)
     group_id: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerGroupPartitionMetadataKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"),)
-    group_id: str
+class GroupMemberKey:
+    """The body of a key that names a member of a group, likewise."""
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerGroupMemberMetadataKey:
     FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"), Field("member_id", "string"))
     group_id: str
     member_id: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerGroupTargetAssignmentMetadataKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"),)
-    group_id: str
+class ConsumerGroupMetadataKey(GroupIdKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerGroupTargetAssignmentMemberKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"), Field("member_id", "string"))
-    group_id: str
-    member_id: str
+class ConsumerGroupPartitionMetadataKey(GroupIdKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConsumerGroupCurrentMemberAssignmentKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"), Field("member_id", "string"))
-    group_id: str
-    member_id: str
+class ConsumerGroupMemberMetadataKey(GroupMemberKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShareGroupMemberMetadataKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"), Field("member_id", "string"))
-    group_id: str
-    member_id: str
+class ConsumerGroupTargetAssignmentMetadataKey(GroupIdKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShareGroupMetadataKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"),)
-    group_id: str
+class ConsumerGroupTargetAssignmentMemberKey(GroupMemberKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShareGroupTargetAssignmentMetadataKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"),)
-    group_id: str
+class ConsumerGroupCurrentMemberAssignmentKey(GroupMemberKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShareGroupTargetAssignmentMemberKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"), Field("member_id", "string"))
-    group_id: str
-    member_id: str
+class ShareGroupMemberMetadataKey(GroupMemberKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShareGroupCurrentMemberAssignmentKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"), Field("member_id", "string"))
-    group_id: str
-    member_id: str
+class ShareGroupMetadataKey(GroupIdKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShareGroupStatePartitionMetadataKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = (Field("group_id", "string"),)
-    group_id: str
+class ShareGroupTargetAssignmentMetadataKey(GroupIdKey):
+    __slots__ = ()
+
+
+class ShareGroupTargetAssignmentMemberKey(GroupMemberKey):
+    __slots__ = ()
+
+
+class ShareGroupCurrentMemberAssignmentKey(GroupMemberKey):
+    __slots__ = ()
+
+
+class ShareGroupStatePartitionMetadataKey(GroupIdKey):
+    __slots__ = ()
 
 
 # -- nested structs -----------------------------------------------------------------------------------
@@ -614,7 +602,9 @@ def _short_string(writer: Writer) -> Writer:
     return write
 
 
-_FIXED: dict[str, tuple[Reader, Writer]] = {
+# Kinds whose codec is the same at every version and flexibility: the fixed-size ones, and those
+# that users of the codec add (``register_kind``).
+_KINDS: dict[str, tuple[Reader, Writer]] = {
     "int8": (read_int8, write_int8),
     "int16": (read_int16, write_int16),
     "int32": (read_int32, write_int32),
@@ -650,7 +640,9 @@ def _array_reader(name: str, item_reader: Reader, flexible: bool) -> Reader:
     return read
 
 
-def _struct_codec(cls: type[Any], version: int, flexible: bool) -> tuple[Reader, Writer]:
+def struct_codec(cls: type[Any], version: int, flexible: bool) -> tuple[Reader, Writer]:
+    """The reader and writer of a struct of ``cls`` inside a value of this version and flexibility."""
+
     def read(buf: Any, offset: int) -> tuple[Any, int]:
         return _read_body(cls, version, flexible, buf, offset)
 
@@ -708,10 +700,10 @@ def _codec(f: Field, version: int, flexible: bool) -> tuple[Reader, Writer]:
         writer = (compact_array_writer if flexible else legacy_array_writer)(item_writer)
         return _nullable_array(reader, writer, flexible) if f.nullable else (reader, writer)
     if f.kind in _STRUCTS:
-        reader, writer = _struct_codec(_STRUCTS[f.kind], version, flexible)
+        reader, writer = struct_codec(_STRUCTS[f.kind], version, flexible)
         return _nullable_tagged_struct(reader, writer) if f.nullable else (reader, writer)
-    if f.kind in _FIXED:
-        return _FIXED[f.kind]
+    if f.kind in _KINDS:
+        return _KINDS[f.kind]
     return _VARIABLE[(f.kind, f.nullable, flexible)]
 
 
@@ -833,6 +825,12 @@ def _default_version(value: CoordinatorValue) -> int:
 def register_structs(*classes: type[Any]) -> None:
     """Make nested structs known by class name to the ``[]Name`` and ``Name`` field kinds."""
     _STRUCTS.update({cls.__name__: cls for cls in classes})
+
+
+def register_kind(kind: str, reader: Reader, writer: Writer) -> None:
+    """Make a field kind (and ``[]kind``) known whose codec is the same at every version and
+    flexibility. A kind already known keeps its codec."""
+    _KINDS.setdefault(kind, (reader, writer))
 
 
 def encode_versioned(prefix: int, body: Any, version: int, flexible: bool) -> bytes:

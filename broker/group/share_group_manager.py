@@ -28,7 +28,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 from broker.group import share_assignor
 from broker.group.coordinator_records import (
@@ -45,9 +45,18 @@ from broker.group.coordinator_records import (
     ShareGroupTargetAssignmentMetadataKey,
     ShareGroupTargetAssignmentMetadataValue,
 )
-from broker.group.consumer_group import GroupError
 from broker.group.current_assignment_builder import MemberState
-from broker.group.group_metadata_manager import CancelTimer, ScheduleTimer
+from broker.group.modern_group_manager import (
+    DescribedTopicPartitions,
+    GroupError,
+    GroupResult,
+    ModernGroupManager,
+    Response,
+    TimerAction,
+    throw_if_empty_string,
+    throw_if_member_epoch_is_invalid,
+    timer_key,
+)
 from broker.group.share_group import (
     Record,
     ShareGroup,
@@ -92,12 +101,10 @@ NO_OFFSETS_TO_DELETE_MESSAGE = "There is no offset information to delete."
 UNKNOWN_TOPIC_NAME = "<UNKNOWN>"
 
 Topics = Mapping[str, tuple[uuid.UUID, int]]
-TimerAction = ScheduleTimer | CancelTimer
-Response = TypeVar("Response")
 
 
 def session_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
-    return (SESSION_TIMEOUT_TIMER, group_id, member_id)
+    return timer_key(SESSION_TIMEOUT_TIMER, group_id, member_id)
 
 
 class ShareGroupConfigLookup(Protocol):
@@ -129,18 +136,8 @@ class InitializeShareGroupState:
 
 
 @dataclass(slots=True)
-class ShareGroupResult(Generic[Response]):
-    records: list[Record] = field(default_factory=list)
-    response: Response | None = None
-    timers: list[TimerAction] = field(default_factory=list)
+class ShareGroupResult(GroupResult[Response]):
     initialize: InitializeShareGroupState | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DescribedTopicPartitions:
-    topic_id: uuid.UUID
-    topic_name: str
-    partitions: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,10 +285,16 @@ class ShareGroupHeartbeat:
         return cls(request.group_id, request.member_id, request.member_epoch, request.rack_id, None if names is None else tuple(names))
 
 
-class ShareGroupManager:
+class ShareGroupManager(ModernGroupManager[ShareGroup]):
     """The share groups of one ``__consumer_offsets`` partition.
 
     ``is_other_group(group_id)`` tells whether a group of another type (classic, consumer) holds the id."""
+
+    group_type = ShareGroup
+    member_type = ShareGroupMember
+    result_type = ShareGroupResult
+    type_name = "share"
+    session_timeout_timer = SESSION_TIMEOUT_TIMER
 
     def __init__(
         self,
@@ -302,20 +305,15 @@ class ShareGroupManager:
         is_other_group: Callable[[str], bool] = lambda group_id: False,
         group_configs: ShareGroupConfigLookup | None = None,
     ) -> None:
+        super().__init__(is_other_group=is_other_group)
         # group.share.session.timeout.ms, group.share.heartbeat.interval.ms, group.share.max.size.
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
-        self._is_other_group = is_other_group
         self._group_configs = group_configs
-        self.groups: dict[str, ShareGroup] = {}
-        # Soft state: the deadline of every armed session timer, so a stale firing changes nothing.
-        self._deadlines: dict[tuple[str, ...], int] = {}
         # The topics last seen (heartbeats and metadata changes bring them): what a fenced
         # member's leaving is hashed against.
         self._topics: Topics = {}
-        # Set by ``journal``: each group as it was before records first changed it since.
-        self._journal: dict[str, ShareGroup | None] | None = None
 
     def session_timeout_ms_of(self, group_id: str) -> int:
         own = self._group_configs.share_session_timeout_ms(group_id) if self._group_configs is not None else None
@@ -340,7 +338,7 @@ class ShareGroupManager:
 
     def _heartbeat(self, hb: ShareGroupHeartbeat, topics: Topics, now_ms: int, client_id: str, client_host: str) -> ShareGroupResult[ShareGroupHeartbeatResponse]:
         joining = hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        group = self._share_group(hb.group_id, create=joining)
+        group = self._group(hb.group_id, create=joining)
         if len(group.members) >= self.max_size and hb.member_id not in group.members:
             raise GroupError(GROUP_MAX_SIZE_REACHED, f"The share group has reached its maximum capacity of {self.max_size} members.")
         member = group.members.get(hb.member_id)
@@ -349,7 +347,7 @@ class ShareGroupManager:
                 raise GroupError(UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of group {group.group_id}.")
             member = ShareGroupMember(hb.member_id)
         else:
-            _throw_if_member_epoch_is_invalid(member, hb.member_epoch)
+            throw_if_member_epoch_is_invalid("share", member, hb.member_epoch)
         records: list[Record] = []
 
         # 1. The member's subscription, and the group epoch when it or the topics changed.
@@ -399,7 +397,7 @@ class ShareGroupManager:
                 initializing[topic_id] = (name, initializing.get(topic_id, (name, frozenset()))[1] | ps)
             records.append(state_partition_metadata_record(group.group_id, initializing, group.initialized, group.deleting))
 
-        timers: list[TimerAction] = [ScheduleTimer(session_timeout_key(group.group_id, reconciled.member_id), now_ms + self.session_timeout_ms_of(group.group_id))]
+        timers: list[TimerAction] = [self._session_timer(group.group_id, reconciled.member_id, now_ms)]
         assignment = None
         if joining or reconciled.assigned_partitions != member.assigned_partitions:
             assignment = {t: tuple(sorted(ps)) for t, ps in sorted(reconciled.assigned_partitions.items())}
@@ -429,20 +427,10 @@ class ShareGroupManager:
         records.append(target_assignment_epoch_record(group.group_id, epoch, now_ms))
         return new_target
 
-    def _share_group(self, group_id: str, *, create: bool) -> ShareGroup:
-        group = self.groups.get(group_id)
-        if group is not None:
-            return group
-        if self._is_other_group(group_id):
-            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        if not create:
-            raise GroupError(GROUP_ID_NOT_FOUND, f"Share group {group_id} not found.")
-        return ShareGroup(group_id)
-
     # -- leaving and fencing -----------------------------------------------------------------------
 
     def _leave(self, hb: ShareGroupHeartbeat) -> ShareGroupResult[ShareGroupHeartbeatResponse]:
-        group = self._share_group(hb.group_id, create=False)
+        group = self._group(hb.group_id, create=False)
         member = group.members.get(hb.member_id)
         if member is None:
             raise GroupError(UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of group {group.group_id}.")
@@ -454,41 +442,7 @@ class ShareGroupManager:
         records = member_tombstones(group.group_id, member.member_id)
         hash_ = metadata_hash(_subscribed_after(group, member, None), self._topics)
         records.append(epoch_record(group.group_id, group.group_epoch + 1, hash_))
-        return self._apply(ShareGroupResult(records, response, [CancelTimer(session_timeout_key(group.group_id, member.member_id))]))
-
-    # -- timers ------------------------------------------------------------------------------------
-
-    def on_timer(self, key: tuple[str, ...], now_ms: int) -> ShareGroupResult[None]:
-        """A member's session expired: it is fenced. Stale or early firings change nothing."""
-        deadline = self._deadlines.get(key)
-        if deadline is None or len(key) != 3:
-            return ShareGroupResult()
-        if now_ms < deadline:
-            return ShareGroupResult(timers=[ScheduleTimer(key, deadline)])
-        del self._deadlines[key]
-        _, group_id, member_id = key
-        group = self.groups.get(group_id)
-        member = None if group is None else group.members.get(member_id)
-        if group is None or member is None:
-            return ShareGroupResult()
-        return self._fence_member(group, member, None)
-
-    def on_loaded(self, now_ms: int) -> ShareGroupResult[None]:
-        """After replay every member gets a full session to reach the new coordinator."""
-        return self._apply(ShareGroupResult(timers=[t for g in self.groups.values() for t in self._session_timers(g, now_ms)]))
-
-    def on_reverted(self, group_id: str, now_ms: int) -> ShareGroupResult[None]:
-        """The group was taken back to before a write that failed: its members' sessions again, as
-        on load; the timers of members the write had added are cancelled."""
-        group = self.groups.get(group_id)
-        armed = {key for key in self._deadlines if key[1] == group_id}
-        timers: list[TimerAction] = self._session_timers(group, now_ms) if group is not None else []
-        timers.extend(CancelTimer(key) for key in sorted(armed - {t.key for t in timers}))
-        return self._apply(ShareGroupResult(timers=timers))
-
-    def _session_timers(self, group: ShareGroup, now_ms: int) -> list[TimerAction]:
-        deadline = now_ms + self.session_timeout_ms_of(group.group_id)
-        return [ScheduleTimer(session_timeout_key(group.group_id, member_id), deadline) for member_id in group.members]
+        return self._apply(ShareGroupResult(records, response, self._cancel_timers(group.group_id, member.member_id)))
 
     # -- share-group state initialization ----------------------------------------------------------
 
@@ -541,7 +495,7 @@ class ShareGroupManager:
         The partitions that exist become initializing; the shell initializes them on the share
         coordinator and reports back with ``initialize_share_group_state``."""
         try:
-            group = self._share_group(group_id, create=True)
+            group = self._group(group_id, create=True)
         except GroupError as e:
             return ShareGroupResult(response=AlterShareGroupOffsets(e.error_code, e.message))
         if group.members:
@@ -581,7 +535,7 @@ class ShareGroupManager:
         topics asked for move to deleting; the shell deletes their state and then calls
         ``complete_delete_offsets``. A topic already deleting is deleted again (all its partitions)."""
         try:
-            group = self._existing_share_group(group_id)
+            group = self._existing_group(group_id)
         except GroupError as e:
             return ShareGroupResult(response=DeleteShareGroupOffsets(e.error_code, e.message))
         if group.members:
@@ -625,7 +579,7 @@ class ShareGroupManager:
         initializing and deleting partitions all become deleting; the shell deletes their state,
         then the group (``delete_group``)."""
         try:
-            group = self._existing_share_group(group_id)
+            group = self._existing_group(group_id)
         except GroupError as e:
             return ShareGroupResult(response=DeleteShareGroupState(e.error_code))
         if group.state is not ShareGroupState.EMPTY:
@@ -645,15 +599,6 @@ class ShareGroupManager:
         record = state_partition_metadata_record(group_id, {}, {}, {t: name for t, (name, _) in to_delete.items()})
         return self._apply(ShareGroupResult([record], DeleteShareGroupState(to_delete={t: ps for t, (_, ps) in to_delete.items() if ps})))
 
-    def _existing_share_group(self, group_id: str) -> ShareGroup:
-        """GroupMetadataManager.shareGroup, with its messages (the heartbeat's differ)."""
-        group = self.groups.get(group_id)
-        if group is not None:
-            return group
-        if self._is_other_group(group_id):
-            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-
     # -- metadata, admin ---------------------------------------------------------------------------
 
     def on_metadata_change(self, topics: Topics) -> ShareGroupResult[None]:
@@ -670,7 +615,7 @@ class ShareGroupManager:
         described = []
         for group_id in group_ids:
             try:
-                group = self._existing_share_group(group_id)
+                group = self._existing_group(group_id)
             except GroupError as e:
                 described.append(DescribedShareGroup(group_id, error_code=e.error_code, error_message=e.message))
                 continue
@@ -703,42 +648,11 @@ class ShareGroupManager:
             )
         return described
 
-    def list_groups(self) -> list[tuple[str, str]]:
-        return [(group_id, group.state.value) for group_id, group in self.groups.items()]
-
-    def delete_group(self, group_id: str) -> ShareGroupResult[int]:
-        """DeleteGroups for a share group: only an empty one goes (its share-group state on the share
-        coordinator is the shell's to delete first, as Kafka's DeleteShareGroupState)."""
-        try:
-            group = self._share_group(group_id, create=False)
-        except GroupError as e:
-            return ShareGroupResult(response=e.error_code)
-        if group.state is not ShareGroupState.EMPTY:
-            return ShareGroupResult(response=NON_EMPTY_GROUP)
-        return self._apply(ShareGroupResult(group_tombstones(group), NONE))
+    def _group_tombstones(self, group: ShareGroup) -> list[Record]:
+        """Its share-group state on the share coordinator is the shell's to delete first, as Kafka's DeleteShareGroupState."""
+        return group_tombstones(group)
 
     # -- records -----------------------------------------------------------------------------------
-
-    def journal(self) -> dict[str, ShareGroup | None]:
-        """Keep, from now on, each group as it is before records next change it (None: it did not
-        exist), which is what reverts them if their write fails."""
-        self._journal = {}
-        return self._journal
-
-    def _apply(self, result: ShareGroupResult[Response]) -> ShareGroupResult[Response]:
-        if self._journal is not None:
-            for key, _ in result.records:
-                group_id = getattr(key, "group_id", None)
-                if group_id is not None and group_id not in self._journal:
-                    self._journal[group_id] = None if (group := self.groups.get(group_id)) is None else group.copy()
-        for key, value in result.records:
-            self.replay(key, value)
-        for timer in result.timers:
-            if isinstance(timer, ScheduleTimer):
-                self._deadlines[timer.key] = timer.deadline_ms
-            else:
-                self._deadlines.pop(timer.key, None)
-        return result
 
     def replay(self, key: object, value: object | None) -> None:
         """Apply one record of the partition; records of other kinds are ignored."""
@@ -751,48 +665,35 @@ class ShareGroupManager:
                     self.groups.pop(group_id, None)
             case ShareGroupMemberMetadataKey(group_id=group_id, member_id=member_id):
                 if isinstance(value, ShareGroupMemberMetadataValue):
-                    group = self._persisted_group(group_id)
-                    old = group.members.get(member_id) or ShareGroupMember(member_id)
-                    group.update_member(
-                        replace(
-                            old,
-                            rack_id=value.rack_id,
-                            client_id=value.client_id,
-                            client_host=value.client_host,
-                            subscribed_topic_names=frozenset(value.subscribed_topic_names),
-                        )
+                    self._replay_member(
+                        group_id,
+                        member_id,
+                        rack_id=value.rack_id,
+                        client_id=value.client_id,
+                        client_host=value.client_host,
+                        subscribed_topic_names=frozenset(value.subscribed_topic_names),
                     )
-                elif group_id in self.groups:
-                    self.groups[group_id].remove_member(member_id)
+                else:
+                    self._replay_member_tombstone(group_id, member_id)
             case ShareGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id):
-                if isinstance(value, ShareGroupTargetAssignmentMemberValue):
-                    self._persisted_group(group_id).target_assignment[member_id] = {
-                        tp.topic_id: frozenset(tp.partitions) for tp in value.topic_partitions if tp.partitions
-                    }
-                elif group_id in self.groups:
-                    self.groups[group_id].target_assignment.pop(member_id, None)
+                target = _partitions(value.topic_partitions) if isinstance(value, ShareGroupTargetAssignmentMemberValue) else None
+                self._replay_target_assignment(group_id, member_id, target)
             case ShareGroupTargetAssignmentMetadataKey(group_id=group_id):
-                if isinstance(value, ShareGroupTargetAssignmentMetadataValue):
-                    self._persisted_group(group_id).target_assignment_epoch = value.assignment_epoch
-                elif group_id in self.groups:
-                    self.groups[group_id].target_assignment_epoch = 0
+                epoch = value.assignment_epoch if isinstance(value, ShareGroupTargetAssignmentMetadataValue) else None
+                self._replay_target_assignment_epoch(group_id, epoch)
             case ShareGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id):
                 if isinstance(value, ShareGroupCurrentMemberAssignmentValue):
-                    group = self._persisted_group(group_id)
-                    old = group.members.get(member_id) or ShareGroupMember(member_id)
-                    group.update_member(
-                        replace(
-                            old,
-                            member_epoch=value.member_epoch,
-                            previous_member_epoch=value.previous_member_epoch,
-                            state=MemberState.from_value(value.state),
-                            assigned_partitions={tp.topic_id: frozenset(tp.partitions) for tp in value.assigned_partitions if tp.partitions},
-                        )
+                    self._replay_member(
+                        group_id,
+                        member_id,
+                        member_epoch=value.member_epoch,
+                        previous_member_epoch=value.previous_member_epoch,
+                        state=MemberState.from_value(value.state),
+                        assigned_partitions=_partitions(value.assigned_partitions),
                     )
-                elif group_id in self.groups and member_id in self.groups[group_id].members:
-                    group = self.groups[group_id]
-                    group.update_member(
-                        replace(group.members[member_id], member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH, assigned_partitions={})
+                else:
+                    self._replay_assignment_tombstone(
+                        group_id, member_id, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH, assigned_partitions={}
                     )
             case ShareGroupStatePartitionMetadataKey(group_id=group_id):
                 if isinstance(value, ShareGroupStatePartitionMetadataValue):
@@ -806,49 +707,20 @@ class ShareGroupManager:
                     group.initializing, group.initialized, group.deleting = {}, {}, {}
                     group.has_state_metadata = False
 
-    def _persisted_group(self, group_id: str) -> ShareGroup:
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = ShareGroup(group_id)
-        return group
-
 
 # -- helpers ---------------------------------------------------------------------------------------
 
 
 def _validate(hb: ShareGroupHeartbeat) -> None:
     """Kafka 4.4's throwIfShareGroupHeartbeatRequestIsInvalid."""
-    _throw_if_empty_string(hb.member_id, "MemberId can't be empty.")
-    _throw_if_empty_string(hb.group_id, "GroupId can't be empty.")
-    _throw_if_empty_string(hb.rack_id, "RackId can't be empty.")
+    throw_if_empty_string(hb.member_id, "MemberId can't be empty.")
+    throw_if_empty_string(hb.group_id, "GroupId can't be empty.")
+    throw_if_empty_string(hb.rack_id, "RackId can't be empty.")
     if hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
         if not hb.subscribed_topic_names:
             raise GroupError(INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
     elif hb.member_epoch < LEAVE_GROUP_MEMBER_EPOCH:
         raise GroupError(INVALID_REQUEST, "MemberEpoch is invalid.")
-
-
-def _throw_if_empty_string(value: str | None, message: str) -> None:
-    if value is not None and not value.strip():
-        raise GroupError(INVALID_REQUEST, message)
-
-
-def _throw_if_member_epoch_is_invalid(member: ShareGroupMember, received_epoch: int) -> None:
-    # Epoch 0 rejoins; the previous epoch is accepted because the response that bumped it may be lost.
-    if received_epoch == JOIN_GROUP_MEMBER_EPOCH:
-        return
-    if received_epoch > member.member_epoch:
-        raise GroupError(
-            FENCED_MEMBER_EPOCH,
-            f"The share group member has a greater member epoch ({received_epoch}) than the one known by the group "
-            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-        )
-    if received_epoch < member.member_epoch and received_epoch != member.previous_member_epoch:
-        raise GroupError(
-            FENCED_MEMBER_EPOCH,
-            f"The share group member has a smaller member epoch ({received_epoch}) than the one known by the group "
-            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-        )
 
 
 def _subscribed_after(group: ShareGroup, old: ShareGroupMember, new: ShareGroupMember | None) -> set[str]:
@@ -872,6 +744,10 @@ def _initialized_assignment_pending(group: ShareGroup, members: Mapping[str, Sha
         for topic_id, ps in partitions.items():
             in_target.setdefault(topic_id, set()).update(ps)
     return any(topic_id in subscribed and in_target.get(topic_id, set()) != set(ps) for topic_id, (_, ps) in group.initialized.items())
+
+
+def _partitions(topic_partitions: Iterable[Any]) -> dict[uuid.UUID, frozenset[int]]:
+    return {tp.topic_id: frozenset(tp.partitions) for tp in topic_partitions if tp.partitions}
 
 
 def _names_by_id(topics: Topics) -> dict[uuid.UUID, str]:

@@ -25,11 +25,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 from broker.group import streams_assignor
-from broker.group.consumer_group import GroupError
-from broker.group.group_metadata_manager import CancelTimer, ScheduleTimer
+from broker.group.modern_group_manager import (
+    GroupError,
+    GroupResult,
+    ModernGroupManager,
+    Response,
+    TimerAction,
+    is_subset,
+    throw_if_empty_string,
+    throw_if_instance_id_is_fenced,
+    throw_if_member_epoch_is_invalid,
+    timer_key,
+)
 from broker.group.share_group import metadata_hash
 from broker.group.streams_group import (
     SHUTDOWN_APPLICATION,
@@ -43,7 +53,6 @@ from broker.group.streams_group import (
     Record,
     StreamsGroup,
     StreamsGroupMember,
-    StreamsGroupState,
     StreamsInvalidTopologyError,
     Tasks,
     TasksTuple,
@@ -101,16 +110,13 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 SESSION_TIMEOUT_TIMER = "streams-session-timeout"
 REBALANCE_TIMEOUT_TIMER = "streams-rebalance-timeout"
 
-TimerAction = ScheduleTimer | CancelTimer
-Response = TypeVar("Response")
-
 
 def session_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
-    return (SESSION_TIMEOUT_TIMER, group_id, member_id)
+    return timer_key(SESSION_TIMEOUT_TIMER, group_id, member_id)
 
 
 def rebalance_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
-    return (REBALANCE_TIMEOUT_TIMER, group_id, member_id)
+    return timer_key(REBALANCE_TIMEOUT_TIMER, group_id, member_id)
 
 
 class StreamsGroupConfigLookup(Protocol):
@@ -159,10 +165,7 @@ class StreamsGroupHeartbeatResponse:
 
 
 @dataclass(slots=True)
-class StreamsGroupResult(Generic[Response]):
-    records: list[Record] = field(default_factory=list)
-    response: Response | None = None
-    timers: list[TimerAction] = field(default_factory=list)
+class StreamsGroupResult(GroupResult[Response]):
     internal_topics: dict[str, InternalTopic] = field(default_factory=dict)  # for the shell to create
 
 
@@ -268,10 +271,17 @@ def _topology_value(topology: Any) -> StreamsGroupTopologyValue:
     )
 
 
-class StreamsGroupManager:
+class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
     """The streams groups of one ``__consumer_offsets`` partition.
 
     ``is_other_group(group_id)`` tells whether a group of another type (classic, consumer, share) holds the id."""
+
+    group_type = StreamsGroup
+    member_type = StreamsGroupMember
+    result_type = StreamsGroupResult
+    type_name = "streams"
+    session_timeout_timer = SESSION_TIMEOUT_TIMER
+    rebalance_timeout_timer = REBALANCE_TIMEOUT_TIMER
 
     def __init__(
         self,
@@ -285,6 +295,7 @@ class StreamsGroupManager:
         is_other_group: Callable[[str], bool] = lambda group_id: False,
         group_configs: StreamsGroupConfigLookup | None = None,
     ) -> None:
+        super().__init__(is_other_group=is_other_group)
         # group.streams.session.timeout.ms, .heartbeat.interval.ms, .max.size, .num.standby.replicas,
         # .acceptable.recovery.lag, .task.offset.interval.ms.
         self.session_timeout_ms = session_timeout_ms
@@ -293,13 +304,7 @@ class StreamsGroupManager:
         self.num_standby_replicas = num_standby_replicas
         self.acceptable_recovery_lag = acceptable_recovery_lag
         self.task_offset_interval_ms = task_offset_interval_ms
-        self._is_other_group = is_other_group
         self._group_configs = group_configs
-        self.groups: dict[str, StreamsGroup] = {}
-        # Soft state: the deadline of every armed timer, so a stale firing changes nothing.
-        self._deadlines: dict[tuple[str, ...], int] = {}
-        # Set by ``journal``: each group as it was before records first changed it since.
-        self._journal: dict[str, StreamsGroup | None] | None = None
 
     def session_timeout_ms_of(self, group_id: str) -> int:
         own = self._group_configs.streams_session_timeout_ms(group_id) if self._group_configs is not None else None
@@ -329,7 +334,7 @@ class StreamsGroupManager:
 
     def _heartbeat(self, hb: StreamsGroupHeartbeat, topics: Topics, now_ms: int, client_id: str, client_host: str) -> StreamsGroupResult[StreamsGroupHeartbeatResponse]:
         joining = hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        group = self._streams_group(hb.group_id, create=joining)
+        group = self._group(hb.group_id, create=joining)
         if joining and len(group.members) >= self.max_size and hb.member_id not in group.members:
             raise GroupError(GROUP_MAX_SIZE_REACHED, f"The streams group has reached its maximum capacity of {self.max_size} members.")
         records: list[Record] = []
@@ -404,10 +409,10 @@ class StreamsGroupManager:
             reconciled = next_member(updated, target_epoch, target, owners, hb.owned())
         except FencedMemberError as e:
             raise GroupError(FENCED_MEMBER_EPOCH, str(e)) from e
-        timers.append(ScheduleTimer(session_timeout_key(group.group_id, reconciled.member_id), now_ms + self.session_timeout_ms_of(group.group_id)))
+        timers.append(self._session_timer(group.group_id, reconciled.member_id, now_ms))
         if reconciled != updated or not known:
             records.append(current_assignment_record(group.group_id, reconciled))
-            timers.append(_rebalance_timer(group.group_id, reconciled, now_ms))
+            timers.append(self._rebalance_timer(group.group_id, reconciled, now_ms))
         result = self._apply(StreamsGroupResult(records, None, timers))
         # The group may have been created by the records just replayed: its soft state goes there.
         group = self.groups[hb.group_id]
@@ -525,7 +530,7 @@ class StreamsGroupManager:
         if not joining:
             if existing is None:
                 raise GroupError(UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
-            _throw_if_instance_id_is_fenced(existing, hb.member_id, hb.instance_id)
+            throw_if_instance_id_is_fenced(existing, hb.member_id, hb.instance_id)
             _throw_if_member_epoch_is_invalid(existing, hb)
             return existing, None
         if existing is None:
@@ -543,47 +548,29 @@ class StreamsGroupManager:
         records.append(member_metadata_record(group.group_id, replacement))
         records.append(target_assignment_record(group.group_id, hb.member_id, group.target_assignment.get(existing.member_id, TasksTuple())))
         records.append(current_assignment_record(group.group_id, replacement))
-        timers.extend(_cancel_timers(group.group_id, existing.member_id))
+        timers.extend(self._cancel_timers(group.group_id, existing.member_id))
         return replacement, existing.member_id
-
-    def _streams_group(self, group_id: str, *, create: bool) -> StreamsGroup:
-        group = self.groups.get(group_id)
-        if group is not None:
-            return group
-        if self._is_other_group(group_id):
-            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a streams group.")
-        if not create:
-            raise GroupError(GROUP_ID_NOT_FOUND, f"Streams group {group_id} not found.")
-        return StreamsGroup(group_id)
 
     # -- leaving and fencing -----------------------------------------------------------------------
 
     def _leave(self, hb: StreamsGroupHeartbeat) -> StreamsGroupResult[StreamsGroupHeartbeatResponse]:
-        group = self._streams_group(hb.group_id, create=False)
+        group = self._group(hb.group_id, create=False)
         response = StreamsGroupHeartbeatResponse(member_id=hb.member_id, member_epoch=hb.member_epoch, status=())
-        if hb.instance_id is None:
-            member = group.members.get(hb.member_id)
-            if member is None:
-                raise GroupError(UNKNOWN_MEMBER_ID, f"Member {hb.member_id} is not a member of group {group.group_id}.")
+        member: StreamsGroupMember = self._leaving_member(group, hb.member_id, hb.instance_id)
+        if hb.instance_id is None or hb.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             return self._fence_member(group, member, response)
-        static = group.static_member(hb.instance_id)
-        if static is None:
-            raise GroupError(UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
-        _throw_if_instance_id_is_fenced(static, hb.member_id, hb.instance_id)
-        if hb.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            return self._fence_member(group, static, response)
         # A static member that leaves for a while keeps its tasks (nobody else gets them) until its
         # session times out or it comes back; the epochs of its active tasks go to 0, as Kafka's
         # streamsGroupStaticMemberGroupLeave resets them.
-        active = {s: dict.fromkeys(ps, 0) for s, ps in static.assigned.active.items()}
+        active = {s: dict.fromkeys(ps, 0) for s, ps in member.assigned.active.items()}
         leaving = replace(
-            static,
+            member,
             member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
             pending_revocation=AssignedTasks(),
-            assigned=replace(static.assigned, active=active),
+            assigned=replace(member.assigned, active=active),
         )
         return self._apply(
-            StreamsGroupResult([current_assignment_record(group.group_id, leaving)], replace(response, member_id=static.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH))
+            StreamsGroupResult([current_assignment_record(group.group_id, leaving)], replace(response, member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH))
         )
 
     def _fence_member(self, group: StreamsGroup, member: StreamsGroupMember, response: Response | None) -> StreamsGroupResult[Response]:
@@ -594,82 +581,25 @@ class StreamsGroupManager:
         records.append(metadata_record(group, epoch, group.metadata_hash, group.validated_topology_epoch, group.last_assignment_configs))
         if len(group.members) == 1:
             records.append(target_assignment_epoch_record(group.group_id, epoch, 0))
-        return self._apply(StreamsGroupResult(records, response, _cancel_timers(group.group_id, member.member_id)))
+        return self._apply(StreamsGroupResult(records, response, self._cancel_timers(group.group_id, member.member_id)))
 
     # -- timers ------------------------------------------------------------------------------------
 
-    def on_timer(self, key: tuple[str, ...], now_ms: int) -> StreamsGroupResult[None]:
-        """A member's session expired, or it did not revoke its tasks in time: it is fenced.
-        Stale or early firings change nothing."""
-        deadline = self._deadlines.get(key)
-        if deadline is None or len(key) != 3:
-            return StreamsGroupResult()
-        if now_ms < deadline:
-            return StreamsGroupResult(timers=[ScheduleTimer(key, deadline)])
-        del self._deadlines[key]
-        _, group_id, member_id = key
-        group = self.groups.get(group_id)
-        member = None if group is None else group.members.get(member_id)
-        if group is None or member is None:
-            return StreamsGroupResult()
-        if key[0] == REBALANCE_TIMEOUT_TIMER and member.state is not MemberState.UNREVOKED_TASKS:
-            return StreamsGroupResult()
-        return self._fence_member(group, member, None)
+    def _revoking(self, member: StreamsGroupMember) -> bool:
+        return member.state is MemberState.UNREVOKED_TASKS
 
-    def on_loaded(self, now_ms: int) -> StreamsGroupResult[None]:
-        """After replay every member gets a full session to reach the new coordinator."""
-        return self._apply(StreamsGroupResult(timers=[t for g in self.groups.values() for t in self._session_timers(g, now_ms)]))
-
-    def on_reverted(self, group_id: str, now_ms: int) -> StreamsGroupResult[None]:
-        """The group was taken back to before a write that failed: its members' sessions again, as
-        on load; the timers of members the write had added are cancelled."""
-        group = self.groups.get(group_id)
-        armed = {key for key in self._deadlines if key[1] == group_id}
-        timers: list[TimerAction] = self._session_timers(group, now_ms) if group is not None else []
-        timers.extend(CancelTimer(key) for key in sorted(armed - {t.key for t in timers}))
-        return self._apply(StreamsGroupResult(timers=timers))
-
-    def _session_timers(self, group: StreamsGroup, now_ms: int) -> list[TimerAction]:
-        deadline = now_ms + self.session_timeout_ms_of(group.group_id)
-        return [ScheduleTimer(session_timeout_key(group.group_id, member_id), deadline) for member_id in group.members]
+    def _member_timers(self, group: StreamsGroup, now_ms: int) -> list[TimerAction]:
+        """A fresh session for every member. Kafka 4.4's onLoaded also re-arms the rebalance
+        timeout of a member still revoking tasks; not done here yet."""
+        return [self._session_timer(group.group_id, member_id, now_ms) for member_id in group.members]
 
     # -- admin -------------------------------------------------------------------------------------
 
-    def list_groups(self) -> list[tuple[str, str]]:
-        return [(group_id, group.state.value) for group_id, group in self.groups.items()]
-
-    def delete_group(self, group_id: str) -> StreamsGroupResult[int]:
-        """DeleteGroups for a streams group: only an empty one goes (its internal topics stay, as in Kafka)."""
-        try:
-            group = self._streams_group(group_id, create=False)
-        except GroupError as e:
-            return StreamsGroupResult(response=e.error_code)
-        if group.state is not StreamsGroupState.EMPTY:
-            return StreamsGroupResult(response=NON_EMPTY_GROUP)
-        return self._apply(StreamsGroupResult(group_tombstones(group), NONE))
+    def _group_tombstones(self, group: StreamsGroup) -> list[Record]:
+        """Its internal topics stay, as in Kafka."""
+        return group_tombstones(group)
 
     # -- records -----------------------------------------------------------------------------------
-
-    def journal(self) -> dict[str, StreamsGroup | None]:
-        """Keep, from now on, each group as it is before records next change it (None: it did not
-        exist), which is what reverts them if their write fails."""
-        self._journal = {}
-        return self._journal
-
-    def _apply(self, result: StreamsGroupResult[Response]) -> StreamsGroupResult[Response]:
-        if self._journal is not None:
-            for key, _ in result.records:
-                group_id = getattr(key, "group_id", None)
-                if group_id is not None and group_id not in self._journal:
-                    self._journal[group_id] = None if (group := self.groups.get(group_id)) is None else group.copy()
-        for key, value in result.records:
-            self.replay(key, value)
-        for timer in result.timers:
-            if isinstance(timer, ScheduleTimer):
-                self._deadlines[timer.key] = timer.deadline_ms
-            else:
-                self._deadlines.pop(timer.key, None)
-        return result
 
     def replay(self, key: object, value: object | None) -> None:
         """Apply one record of the partition; records of other kinds are ignored."""
@@ -692,83 +622,58 @@ class StreamsGroupManager:
                     self.groups[group_id].topology = None
             case StreamsGroupMemberMetadataKey(group_id=group_id, member_id=member_id):
                 if isinstance(value, StreamsGroupMemberMetadataValue):
-                    group = self._persisted_group(group_id)
-                    old = group.members.get(member_id) or StreamsGroupMember(member_id)
-                    group.update_member(
-                        replace(
-                            old,
-                            instance_id=value.instance_id,
-                            rack_id=value.rack_id,
-                            client_id=value.client_id,
-                            client_host=value.client_host,
-                            rebalance_timeout_ms=value.rebalance_timeout_ms,
-                            topology_epoch=value.topology_epoch,
-                            process_id=value.process_id,
-                            user_endpoint=value.user_endpoint,
-                            client_tags={kv.key: kv.value for kv in value.client_tags},
-                        )
+                    self._replay_member(
+                        group_id,
+                        member_id,
+                        instance_id=value.instance_id,
+                        rack_id=value.rack_id,
+                        client_id=value.client_id,
+                        client_host=value.client_host,
+                        rebalance_timeout_ms=value.rebalance_timeout_ms,
+                        topology_epoch=value.topology_epoch,
+                        process_id=value.process_id,
+                        user_endpoint=value.user_endpoint,
+                        client_tags={kv.key: kv.value for kv in value.client_tags},
                     )
-                elif group_id in self.groups:
-                    self.groups[group_id].remove_member(member_id)
+                else:
+                    self._replay_member_tombstone(group_id, member_id)
             case StreamsGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id):
+                target = None
                 if isinstance(value, StreamsGroupTargetAssignmentMemberValue):
-                    self._persisted_group(group_id).target_assignment[member_id] = TasksTuple(
+                    target = TasksTuple(
                         tasks((t.subtopology_id, t.partitions) for t in value.active_tasks),
                         tasks((t.subtopology_id, t.partitions) for t in value.standby_tasks),
                         tasks((t.subtopology_id, t.partitions) for t in value.warmup_tasks),
                     )
-                elif group_id in self.groups:
-                    self.groups[group_id].target_assignment.pop(member_id, None)
+                self._replay_target_assignment(group_id, member_id, target)
             case StreamsGroupTargetAssignmentMetadataKey(group_id=group_id):
-                if isinstance(value, StreamsGroupTargetAssignmentMetadataValue):
-                    self._persisted_group(group_id).target_assignment_epoch = value.assignment_epoch
-                elif group_id in self.groups:
-                    self.groups[group_id].target_assignment_epoch = 0
+                epoch = value.assignment_epoch if isinstance(value, StreamsGroupTargetAssignmentMetadataValue) else None
+                self._replay_target_assignment_epoch(group_id, epoch)
             case StreamsGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id):
                 if isinstance(value, StreamsGroupCurrentMemberAssignmentValue):
-                    group = self._persisted_group(group_id)
-                    old = group.members.get(member_id) or StreamsGroupMember(member_id)
-                    group.update_member(
-                        replace(
-                            old,
-                            member_epoch=value.member_epoch,
-                            previous_member_epoch=value.previous_member_epoch,
-                            state=MemberState.from_value(value.state),
-                            assigned=_assigned_from_record(value.active_tasks, value.standby_tasks, value.warmup_tasks, value.member_epoch),
-                            pending_revocation=_assigned_from_record(
-                                value.active_tasks_pending_revocation, value.standby_tasks_pending_revocation, value.warmup_tasks_pending_revocation, value.member_epoch
-                            ),
-                        )
+                    self._replay_member(
+                        group_id,
+                        member_id,
+                        member_epoch=value.member_epoch,
+                        previous_member_epoch=value.previous_member_epoch,
+                        state=MemberState.from_value(value.state),
+                        assigned=_assigned_from_record(value.active_tasks, value.standby_tasks, value.warmup_tasks, value.member_epoch),
+                        pending_revocation=_assigned_from_record(
+                            value.active_tasks_pending_revocation, value.standby_tasks_pending_revocation, value.warmup_tasks_pending_revocation, value.member_epoch
+                        ),
                     )
-                elif group_id in self.groups and member_id in self.groups[group_id].members:
-                    group = self.groups[group_id]
-                    group.update_member(
-                        replace(
-                            group.members[member_id],
-                            member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                            previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                            assigned=AssignedTasks(),
-                            pending_revocation=AssignedTasks(),
-                        )
+                else:
+                    self._replay_assignment_tombstone(
+                        group_id,
+                        member_id,
+                        member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                        previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                        assigned=AssignedTasks(),
+                        pending_revocation=AssignedTasks(),
                     )
-
-    def _persisted_group(self, group_id: str) -> StreamsGroup:
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = StreamsGroup(group_id)
-        return group
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-
-def _cancel_timers(group_id: str, member_id: str) -> list[TimerAction]:
-    return [CancelTimer(session_timeout_key(group_id, member_id)), CancelTimer(rebalance_timeout_key(group_id, member_id))]
-
-
-def _throw_if_instance_id_is_fenced(member: StreamsGroupMember, member_id: str, instance_id: str) -> None:
-    if member.member_id != member_id:
-        raise GroupError(FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} was fenced by member {member.member_id}.")
 
 
 def _assigned_from_record(active: Iterable[Any], standby: Iterable[Any], warmup: Iterable[Any], member_epoch: int) -> AssignedTasks:
@@ -781,15 +686,6 @@ def _assigned_from_record(active: Iterable[Any], standby: Iterable[Any], warmup:
 
 def _sorted_tasks(tasks_: Tasks) -> dict[str, tuple[int, ...]]:
     return {s: tuple(sorted(ps)) for s, ps in sorted(tasks_.items())}
-
-
-def _rebalance_timer(group_id: str, member: StreamsGroupMember, now_ms: int) -> TimerAction:
-    """Armed when the member's assignment moves and it has tasks to revoke: it is fenced if it
-    does not revoke them within its rebalance timeout; cancelled once it has."""
-    key = rebalance_timeout_key(group_id, member.member_id)
-    if member.state is MemberState.UNREVOKED_TASKS:
-        return ScheduleTimer(key, now_ms + member.rebalance_timeout_ms)
-    return CancelTimer(key)
 
 
 def _endpoint_to_partitions(group: StreamsGroup, updated: StreamsGroupMember) -> tuple[EndpointToPartitions, ...]:
@@ -821,10 +717,10 @@ def _endpoint_to_partitions(group: StreamsGroup, updated: StreamsGroupMember) ->
 
 def _validate(hb: StreamsGroupHeartbeat) -> None:
     """Kafka 4.4's throwIfStreamsGroupHeartbeatRequestIsInvalid (and its unsupported-features check)."""
-    _throw_if_empty_string(hb.member_id, "MemberId can't be empty.")
-    _throw_if_empty_string(hb.group_id, "GroupId can't be empty.")
-    _throw_if_empty_string(hb.instance_id, "InstanceId can't be empty.")
-    _throw_if_empty_string(hb.rack_id, "RackId can't be empty.")
+    throw_if_empty_string(hb.member_id, "MemberId can't be empty.")
+    throw_if_empty_string(hb.group_id, "GroupId can't be empty.")
+    throw_if_empty_string(hb.instance_id, "InstanceId can't be empty.")
+    throw_if_empty_string(hb.rack_id, "RackId can't be empty.")
     if hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
         if hb.rebalance_timeout_ms == -1:
             raise GroupError(INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
@@ -852,40 +748,12 @@ def _validate(hb: StreamsGroupHeartbeat) -> None:
         raise GroupError(INVALID_REQUEST, "Regular expressions for source topics are not supported yet.")
 
 
-def _throw_if_empty_string(value: str | None, message: str) -> None:
-    if value is not None and not value.strip():
-        raise GroupError(INVALID_REQUEST, message)
-
-
 def _throw_if_member_epoch_is_invalid(member: StreamsGroupMember, hb: StreamsGroupHeartbeat) -> None:
-    # Epoch 0 rejoins; the previous epoch is accepted because the response that bumped it may be
-    # lost, as long as the member owns nothing it was not given.
-    received = hb.member_epoch
-    if received == JOIN_GROUP_MEMBER_EPOCH:
-        return
-    if received > member.member_epoch:
-        raise GroupError(
-            FENCED_MEMBER_EPOCH,
-            f"The streams group member has a greater member epoch ({received}) than the one known by the group "
-            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-        )
-    if received < member.member_epoch and (
-        received != member.previous_member_epoch
-        or not _is_subset(hb.active_tasks, member.assigned.active_tasks())
-        or not _is_subset(hb.standby_tasks, member.assigned.standby)
-        or not _is_subset(hb.warmup_tasks, member.assigned.warmup)
-    ):
-        raise GroupError(
-            FENCED_MEMBER_EPOCH,
-            f"The streams group member has a smaller member epoch ({received}) than the one known by the group "
-            f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.",
-        )
+    def owns_only_what_it_was_given() -> bool:
+        assigned = member.assigned
+        return is_subset(hb.active_tasks, assigned.active_tasks()) and is_subset(hb.standby_tasks, assigned.standby) and is_subset(hb.warmup_tasks, assigned.warmup)
 
-
-def _is_subset(owned: Tasks | None, assigned: Tasks) -> bool:
-    if owned is None:
-        return False
-    return all(ps <= assigned.get(s, frozenset()) for s, ps in owned.items())
+    throw_if_member_epoch_is_invalid("streams", member, hb.member_epoch, owns_only_what_it_was_given)
 
 
 def _throw_if_invalid_tasks(configured: ConfiguredTopology, owned: Tasks | None) -> None:

@@ -15,7 +15,6 @@ null and 1 for present (StreamsGroupMemberMetadataValue.UserEndpoint).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
@@ -23,15 +22,20 @@ from kio.serial.readers import read_int8, read_uint16
 from kio.serial.writers import Writable, write_int8, write_uint16
 from kio.static.primitive import i8
 
-from broker.group import coordinator_records as _codec
 from broker.group.coordinator_records import (
     CoordinatorRecordError,
     Field,
+    GroupIdKey,
+    GroupMemberKey,
+    Reader,
     UnknownRecordType,
+    Writer,
     decode_body,
     encode_versioned,
     read_version,
+    register_kind,
     register_structs,
+    struct_codec,
 )
 
 STREAMS_GROUP_METADATA = 17
@@ -44,50 +48,32 @@ RECORD_TYPES = frozenset({17, 19, 20, 21, 22, 23})
 VALUE_VERSION = 0
 NO_TOPOLOGY_EPOCH = -1  # the JSON default of the metadata's topology epochs
 
-_GROUP_KEY = (Field("group_id", "string"),)
-_MEMBER_KEY = (Field("group_id", "string"), Field("member_id", "string"))
-
 
 # -- keys -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamsGroupMetadataKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = _GROUP_KEY
-    group_id: str
+class StreamsGroupMetadataKey(GroupIdKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamsGroupTopologyKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = _GROUP_KEY
-    group_id: str
+class StreamsGroupTopologyKey(GroupIdKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamsGroupMemberMetadataKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = _MEMBER_KEY
-    group_id: str
-    member_id: str
+class StreamsGroupMemberMetadataKey(GroupMemberKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamsGroupTargetAssignmentMetadataKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = _GROUP_KEY
-    group_id: str
+class StreamsGroupTargetAssignmentMetadataKey(GroupIdKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamsGroupTargetAssignmentMemberKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = _MEMBER_KEY
-    group_id: str
-    member_id: str
+class StreamsGroupTargetAssignmentMemberKey(GroupMemberKey):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamsGroupCurrentMemberAssignmentKey:
-    FIELDS: ClassVar[tuple[Field, ...]] = _MEMBER_KEY
-    group_id: str
-    member_id: str
+class StreamsGroupCurrentMemberAssignmentKey(GroupMemberKey):
+    __slots__ = ()
 
 
 # -- nested structs -----------------------------------------------------------------------------------
@@ -335,9 +321,6 @@ _WRITTEN_RECORD_TYPE: dict[type[Any], int] = {key: record_type for record_type, 
 
 # -- the two extra kinds ------------------------------------------------------------------------------
 
-Reader = Callable[[Any, int], tuple[Any, int]]
-Writer = Callable[[Writable, Any], None]
-
 
 def _nullable_struct(reader: Reader, writer: Writer) -> tuple[Reader, Writer]:
     def read(buf: Any, offset: int) -> tuple[Any, int]:
@@ -358,10 +341,9 @@ def _nullable_struct(reader: Reader, writer: Writer) -> tuple[Reader, Writer]:
 
 
 register_structs(LastAssignmentConfig, StreamsTopicConfig, StreamsTopicInfo, CopartitionGroup, Subtopology, Endpoint, KeyValue, TaskIds, TaskIdsWithEpochs)
-# coordinator_records has no public hook for new primitive kinds yet: its table of fixed-size
-# kinds is extended here (a kind there is looked up by name only).
-_codec._FIXED.setdefault("uint16", (read_uint16, write_uint16))
-_codec._FIXED.setdefault("Endpoint?", _nullable_struct(*_codec._struct_codec(Endpoint, VALUE_VERSION, True)))
+register_kind("uint16", read_uint16, write_uint16)
+# Every streams value is version 0 and flexible, so the endpoint's codec is fixed too.
+register_kind("Endpoint?", *_nullable_struct(*struct_codec(Endpoint, VALUE_VERSION, True)))
 
 
 # -- the API ------------------------------------------------------------------------------------------
