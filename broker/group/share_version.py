@@ -5,6 +5,12 @@ and answers ShareGroupHeartbeat with UNSUPPORTED_VERSION, and ShareGroupDescribe
 UNSUPPORTED_VERSION for every group, below level 1 (ShareVersion.supportsShareGroups). kbroker
 supports level 1 only with unstable.feature.versions.enable, and serves the two APIs only with
 unstable.api.versions.enable, until its share groups are complete.
+
+Level 2 (ShareVersion.SV_2, bootstrapped from metadata.version 4.4-IV0, no dependencies; Kafka
+4.4's LATEST_PRODUCTION) is ShareVersion.supportsShareGroupDLQ: BrokerServer hands it to
+SharePartitionManager to turn on KIP-1191's dead-letter queue. It does not gate KIP-1222's renew
+acknowledgements or ShareAcquireMode record_limit: those follow the ShareFetch/ShareAcknowledge
+version (v2) alone (broker/handlers/share_fetch.py). kbroker has no dead-letter queue yet.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from broker.metadata.metadata_version import SHARE_VERSION_FEATURE
 
 # ShareVersion.SV_1: the first level with share groups.
 SHARE_GROUPS_LEVEL = 1
+# ShareVersion.SV_2: share groups' dead-letter queue (KIP-1191).
+SHARE_GROUP_DLQ_LEVEL = 2
 
 
 def share_groups_enabled(finalized: Mapping[str, int]) -> bool:
@@ -22,4 +30,9 @@ def share_groups_enabled(finalized: Mapping[str, int]) -> bool:
     return finalized.get(SHARE_VERSION_FEATURE, 0) >= SHARE_GROUPS_LEVEL
 
 
-__all__ = ["SHARE_GROUPS_LEVEL", "share_groups_enabled"]
+def share_group_dlq_enabled(finalized: Mapping[str, int]) -> bool:
+    """ShareVersion.supportsShareGroupDLQ of the finalized levels."""
+    return finalized.get(SHARE_VERSION_FEATURE, 0) >= SHARE_GROUP_DLQ_LEVEL
+
+
+__all__ = ["SHARE_GROUPS_LEVEL", "SHARE_GROUP_DLQ_LEVEL", "share_group_dlq_enabled", "share_groups_enabled"]

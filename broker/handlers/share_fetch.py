@@ -11,8 +11,13 @@ what the member still holds. A partition this node does not lead is NOT_LEADER_O
 its CurrentLeader and the leaders' NodeEndpoints.
 
 Records go out as bytes read from the log, whole batches covering the acquired offsets, not as
-sendfile regions. Not supported yet from v2 (KIP-1222): acknowledge type 4 (Renew), refused as
-INVALID_REQUEST, and ShareAcquireMode 1 (record_limit), served as 0 (max_records a soft limit).
+sendfile regions. From v2 (gated by the API version, not by share.version): IsRenewAck lets a
+request carry acknowledge type 4 (Renew, KIP-1222), which restarts the acquisition locks of the
+member's records; elsewhere type 4 is INVALID_REQUEST for its partition. A renewing ShareFetch
+must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0 (else INVALID_REQUEST) and fetches
+nothing. ShareAcquireMode 1 (record_limit, KIP-1206) makes MaxRecords a hard limit; a mode
+Kafka does not know fails the request with UNKNOWN_SERVER_ERROR, as Kafka's ShareAcquireMode.forId
+throws, after its acknowledgements were applied.
 """
 
 from __future__ import annotations
@@ -63,6 +68,9 @@ log = structlog.get_logger(__name__)
 
 # CurrentLeader of a partition answered without a leader error.
 _NO_LEADER = (-1, -1)
+# ShareFetch v2's ShareAcquireMode (Kafka's ShareAcquireMode ids).
+BATCH_OPTIMIZED = 0
+RECORD_LIMIT = 1
 
 
 def _failed(schema: Any, error: int) -> Any:
@@ -148,6 +156,7 @@ class _ShareRequestBase:
         member_id: str,
         topics: Iterable[Any],
         image: MetadataImage,
+        renew: bool = False,
     ) -> dict[TopicIdPartition, int]:
         """KafkaApis.handleAcknowledgements: each partition's acknowledge error."""
         results: dict[TopicIdPartition, int] = {}
@@ -178,7 +187,7 @@ class _ShareRequestBase:
             else:
                 to_apply[tip] = batches
         if to_apply:
-            results.update(await self._manager.acknowledge(group_id, member_id, to_apply))
+            results.update(await self._manager.acknowledge(group_id, member_id, to_apply, renew))
         return results
 
     def _current_leader(self, image: MetadataImage, tip: TopicIdPartition, error: int, hint: tuple[int, int] | None) -> tuple[int, int]:
@@ -221,18 +230,23 @@ class ShareFetchHandler(_ShareRequestBase):
                 # consumer retrying at once does not spin.
                 return self._after(int(request.max_wait.total_seconds() * 1000), _failed(schema, e.error_code))
             return _failed(schema, e.error_code)
-        return self._handle(ctx, request, schema, context, acknowledging, fetching=not (context.final or renewing))
+        return self._handle(ctx, request, schema, context, acknowledging, renewing, fetching=not (context.final or renewing))
 
     @staticmethod
     async def _after(delay_ms: int, response: Any) -> Any:
         await asyncio.sleep(max(delay_ms, 0) / 1000)
         return response
 
-    async def _handle(self, ctx: RequestContext, request: Any, schema: Any, context: ShareFetchContext, acknowledging: bool, fetching: bool) -> Any:
+    async def _handle(
+        self, ctx: RequestContext, request: Any, schema: Any, context: ShareFetchContext, acknowledging: bool, renewing: bool, fetching: bool
+    ) -> Any:
         image = self._metadata.image
         group_id, member_id = request.group_id, request.member_id
         # Acknowledged (and persisted) before the fetch, so that what they release can be fetched.
-        acks = await self._acknowledge(ctx, group_id, member_id, request.topics, image) if acknowledging else {}
+        acks = await self._acknowledge(ctx, group_id, member_id, request.topics, image, renewing) if acknowledging else {}
+        acquire_mode = int(request.share_acquire_mode) if ctx.version >= 2 else BATCH_OPTIMIZED
+        if fetching and acquire_mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
+            return _failed(schema, ErrorCode.unknown_server_error)
 
         fetched: dict[TopicIdPartition, PartitionFetch] = {}
         readable: list[tuple[TopicIdPartition, str]] = []
@@ -258,6 +272,7 @@ class ShareFetchHandler(_ShareRequestBase):
                 max_bytes=int(request.max_bytes),
                 max_records=int(request.max_records),
                 batch_size=int(request.batch_size),
+                record_limit=acquire_mode == RECORD_LIMIT,
             )
             fetched.update(await self._manager.fetch(group_id, member_id, readable, params))
         if context.final:
@@ -330,7 +345,7 @@ class ShareAcknowledgeHandler(_ShareRequestBase):
     async def _handle(self, ctx: RequestContext, request: Any, schema: Any) -> Any:
         image = self._metadata.image
         group_id, member_id = request.group_id, request.member_id
-        acks = await self._acknowledge(ctx, group_id, member_id, request.topics, image)
+        acks = await self._acknowledge(ctx, group_id, member_id, request.topics, image, ctx.version >= 2 and request.is_renew_ack)
         if request.share_session_epoch == FINAL_EPOCH:
             session = self._sessions.remove(ShareSessionKey(group_id, member_id))
             if session is not None:

@@ -3,7 +3,7 @@
 ``RecordState`` is Kafka's ``org.apache.kafka.server.share.fetch.RecordState``;
 ``AcknowledgeType`` is ``org.apache.kafka.clients.consumer.AcknowledgeType`` plus the GAP
 type the ShareAcknowledge/ShareFetch requests carry on the wire (0:Gap, 1:Accept, 2:Release,
-3:Reject).
+3:Reject, and from v2 4:Renew, KIP-1222).
 """
 
 from __future__ import annotations
@@ -40,10 +40,13 @@ class AcknowledgeType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    # Keeps the record acquired and restarts its acquisition lock; no state change.
+    RENEW = 4
 
     @property
     def record_state(self) -> RecordState:
-        """The state an acquired record moves to (a gap is archived: there is no record)."""
+        """The state an acquired record moves to (a gap is archived: there is no record);
+        RENEW has none."""
         return _ACK_TARGET[self]
 
 

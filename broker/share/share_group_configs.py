@@ -45,6 +45,7 @@ SHARE_RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
 SHARE_DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
 SHARE_PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
 SHARE_ISOLATION_LEVEL = "share.isolation.level"
+SHARE_RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
 
 # A group's configs by group id, as the metadata image holds them (empty: it sets none).
 GroupProps = Callable[[str], Mapping[str, str]]
@@ -91,6 +92,7 @@ class _GroupOverrides:
     ints: Mapping[str, int]
     auto_offset_reset: str | None
     isolation_level: str | None
+    renew_acknowledge_enable: bool = True
 
 
 _NO_OVERRIDES = _GroupOverrides({}, None, None)
@@ -132,6 +134,7 @@ class ShareGroupConfigs:
             max_record_locks=self._int(own, SHARE_PARTITION_MAX_RECORD_LOCKS),
             record_lock_duration_ms=self._int(own, SHARE_RECORD_LOCK_DURATION_MS),
             auto_offset_reset=reset,
+            renew_acknowledge_enable=own.renew_acknowledge_enable,
         )
 
     def share_isolation_level(self, group_id: str) -> int:
@@ -176,7 +179,10 @@ class ShareGroupConfigs:
             # SharePartition starts at the earliest or the latest offset only: Kafka's default.
             log.warning("share_group_config.by_duration_unsupported", group=group_id, config=SHARE_AUTO_OFFSET_RESET, value=reset, effective="latest")
         isolation = _parsed(group_id, props, SHARE_ISOLATION_LEVEL)
-        return _GroupOverrides(ints, reset if isinstance(reset, str) else None, isolation if isinstance(isolation, str) else None)
+        renew = _parsed(group_id, props, SHARE_RENEW_ACKNOWLEDGE_ENABLE)
+        return _GroupOverrides(
+            ints, reset if isinstance(reset, str) else None, isolation if isinstance(isolation, str) else None, renew is not False
+        )
 
 
 def _parsed(group_id: str, props: Mapping[str, str], name: str) -> object | None:

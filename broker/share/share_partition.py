@@ -73,6 +73,8 @@ class SharePartitionConfig:
     record_lock_duration_ms: int = 30000
     # share.auto.offset.reset (a group config)
     auto_offset_reset: ShareAutoOffsetReset = ShareAutoOffsetReset.LATEST
+    # share.renew.acknowledge.enable (a group config): may members renew acquisition locks?
+    renew_acknowledge_enable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +270,7 @@ class SharePartition:
         fetch_offset: int | None = None,
         batch_size: int | None = None,
         read_committed: ReadCommitted | None = None,
+        record_limit: bool = False,
     ) -> ShareAcquiredRecords:
         """Acquire for ``member_id`` what a log read from ``fetch_offset`` returned.
 
@@ -278,6 +281,11 @@ class SharePartition:
         ``batch_size`` splits the new records into AcquiredRecords of about that many records,
         on batch boundaries. Under read_committed, the data batches of aborted transactions
         are archived rather than delivered.
+
+        ``record_limit`` is ShareAcquireMode RECORD_LIMIT (KIP-1206): ``max_fetch_records`` is
+        a hard limit. A batch with more records than are still wanted is split and only its
+        first records are acquired; the rest stay AVAILABLE, never delivered, for the next
+        fetch. ``batch_size`` does not apply.
         """
         if self.partition_state is not SharePartitionState.ACTIVE or max_fetch_records <= 0 or not fetched:
             return ShareAcquiredRecords()
@@ -310,7 +318,7 @@ class SharePartition:
         if not overlapping:
             acquired = self._acquire_new(
                 member_id, fetched, first_fetched, last_to_acquire, max_records, batch_size,
-                deadline, tokens, result,
+                deadline, tokens, result, record_limit,
             )
         else:
             gap_start = base
@@ -323,26 +331,29 @@ class SharePartition:
                     # gap), so they are new records.
                     acquired += self._acquire_new(
                         member_id, fetched, gap_start, key - 1, max_records - acquired,
-                        batch_size, deadline, tokens, result,
+                        batch_size, deadline, tokens, result, record_limit,
                     )
                     if acquired >= max_records:
                         break
                 gap_start = batch.last_offset + 1
                 full_match = batch.first_offset >= first_fetched and batch.last_offset <= last_to_acquire
+                # Kafka's checkForRecordLimitSubsetMatch: a batch bigger than what is still wanted.
+                over_limit = record_limit and batch.last_offset - batch.first_offset + 1 > max_records - acquired
                 throttle = self._should_throttle(batch, first_fetched, last_to_acquire)
                 if throttle and acquired > 0:
                     # Records redelivered this often go in a fetch of their own, so that one
                     # bad record does not use up the delivery attempts of many good ones.
                     max_records = 0
                     break
-                if not full_match or batch.offset_states is not None or throttle:
+                if not full_match or batch.offset_states is not None or over_limit or throttle:
                     if batch.offset_states is None:
                         # Only split a batch when some of it can actually be acquired.
                         if batch.state.state is not RecordState.AVAILABLE:
                             continue
                         batch.split()
                     taken = self._acquire_offsets(
-                        member_id, batch, first_fetched, last_to_acquire, deadline, tokens, result
+                        member_id, batch, first_fetched, last_to_acquire, deadline, tokens, result,
+                        max_records - acquired if record_limit else None,
                     )
                     acquired += taken
                     if throttle and taken > 0:
@@ -366,7 +377,7 @@ class SharePartition:
             if acquired < max_records and last_cached < last_to_acquire:
                 acquired += self._acquire_new(
                     member_id, fetched, last_cached + 1, last_to_acquire, max_records - acquired,
-                    batch_size, deadline, tokens, result,
+                    batch_size, deadline, tokens, result, record_limit,
                 )
         if read_committed is not None and result:
             result = self._filter_aborted(member_id, fetched, read_committed, tokens, result)
@@ -393,9 +404,12 @@ class SharePartition:
         deadline: int,
         tokens: set[int],
         result: list[AcquiredRecords],
+        record_limit: bool = False,
     ) -> int:
         """Kafka's ``acquireNewBatchRecords``: add ``first..last`` (cut after the fetched batch
-        holding the ``max_records``-th offset) to the cache, ACQUIRED once. Returns the count."""
+        holding the ``max_records``-th offset) to the cache, ACQUIRED once. Returns the count.
+        With ``record_limit`` the cached batch keeps the fetched batches' boundary but only its
+        first ``max_records`` offsets are acquired (Kafka's createBatches in RECORD_LIMIT mode)."""
         # Records before the start offset (with nothing cached: the end offset) were delivered
         # and finished already; a read from a compacted offset can return them.
         first = max(first, self._start_offset if self._keys else self._end_offset)
@@ -403,6 +417,8 @@ class SharePartition:
             return 0
         if max_records < last - first + 1:
             last = min(last, _last_offset_of_batch_holding(fetched, first + max_records - 1))
+        if record_limit:
+            return self._acquire_new_limited(member_id, first, last, max_records, deadline, tokens, result)
         pieces = [first]
         if batch_size is not None and last - first + 1 > batch_size:
             piece_start = first
@@ -426,6 +442,36 @@ class SharePartition:
             self._end_offset = last
         return last - first + 1
 
+    def _acquire_new_limited(
+        self,
+        member_id: str,
+        first: int,
+        last: int,
+        max_records: int,
+        deadline: int,
+        tokens: set[int],
+        result: list[AcquiredRecords],
+    ) -> int:
+        acquired_last = min(last, first + max_records - 1)
+        state = InFlightState(RecordState.ACQUIRED, 1, member_id)
+        self._lock(state, member_id, first, acquired_last, deadline, tokens)
+        batch = InFlightBatch(first, last, state)
+        if acquired_last < last:
+            # As Kafka's maybeInitializeOffsetStateUpdate: the offsets past the limit were not
+            # delivered, so they are AVAILABLE with no delivery counted.
+            states = batch.split()
+            for offset in range(acquired_last + 1, last + 1):
+                states[offset] = InFlightState(RecordState.AVAILABLE, 0)
+            self._find_next_fetch_offset = True
+        bisect.insort(self._keys, first)
+        self._batches[first] = batch
+        result.append(AcquiredRecords(first, acquired_last, 1))
+        if self._keys[0] == first:
+            self._start_offset = first
+        if last > self._end_offset:
+            self._end_offset = last
+        return acquired_last - first + 1
+
     def _should_throttle(self, batch: InFlightBatch, first: int, last: int) -> bool:
         """Kafka's ``shouldThrottleRecordsDelivery``: has an AVAILABLE batch (or an AVAILABLE
         offset of it within ``first..last``) been delivered at least half the delivery count
@@ -448,6 +494,7 @@ class SharePartition:
         deadline: int,
         tokens: set[int],
         result: list[AcquiredRecords],
+        record_limit: int | None = None,
     ) -> int:
         """Kafka's ``acquireSubsetBatchRecords``: acquire the AVAILABLE offsets of a split batch
         within ``first..last``, one AcquiredRecords per run of contiguous offsets with the same
@@ -455,7 +502,7 @@ class SharePartition:
 
         Past the throttle threshold (half the delivery count limit) fewer records are taken
         at a time, halving with every further delivery; a record on its last delivery goes
-        alone."""
+        alone. ``record_limit`` (RECORD_LIMIT mode) caps the records taken."""
         limit = self.config.delivery_count_limit
         threshold = self._throttle_threshold
         acquired = 0
@@ -465,6 +512,8 @@ class SharePartition:
         for offset, state in batch.states_in(first, last):
             if state.state is not RecordState.AVAILABLE:
                 continue
+            if acquired == record_limit:
+                break
             count = state.delivery_count
             if limit > 2 and count == limit - 1 and acquired > 0:
                 break
@@ -637,33 +686,55 @@ class SharePartition:
     # ---------------------------------------------------------- acknowledging
 
     def acknowledge(
-        self, member_id: str, batches: Sequence[ShareAcknowledgementBatch]
+        self,
+        member_id: str,
+        batches: Sequence[ShareAcknowledgementBatch],
+        *,
+        now_ms: int = 0,
+        renew: bool = False,
     ) -> ShareStateUpdate:
         """Kafka's ``acknowledge``: ACCEPT -> ACKNOWLEDGED, RELEASE -> AVAILABLE (ARCHIVED at the
-        delivery count limit), REJECT and GAP -> ARCHIVED.
+        delivery count limit), REJECT and GAP -> ARCHIVED. RENEW (KIP-1222, allowed only with
+        ``renew``: a v2 request with IsRenewAck) keeps the records ACQUIRED, delivery count
+        unchanged, under a new acquisition lock of ``record_lock_duration_ms`` from ``now_ms``;
+        nothing is persisted for it.
 
         Only ACQUIRED records held by ``member_id`` can be acknowledged. All or nothing: on
         the first invalid batch every change of the request is undone and its error returned
         (INVALID_REQUEST for malformed batches or offsets past the cache, INVALID_RECORD_STATE
-        for records not in flight, not acquired, or held by another member).
+        for records not in flight, not acquired, held by another member, or renewed while
+        ``share.renew.acknowledge.enable`` is false).
         """
         if self.partition_state is not SharePartitionState.ACTIVE:
             return ShareStateUpdate(ErrorCode.unknown_server_error)
-        error = _validate_acknowledgement_batches(batches)
+        error = validate_acknowledgement_batches(batches, renew)
         if error is not ErrorCode.none:
             return ShareStateUpdate(error)
         undo: list[tuple[InFlightState, StateSnapshot]] = []
         changed: list[PersisterStateBatch] = []
+        renewed: list[tuple[int, int, InFlightState]] = []
         for ack in batches:
             if ack.last_offset < self._start_offset:
                 # Finished already: the start offset moved past these records.
                 continue
-            error = self._acknowledge_batch(member_id, ack, undo, changed)
+            error = self._acknowledge_batch(member_id, ack, undo, changed, renewed)
             if error is not ErrorCode.none:
                 for state, saved in reversed(undo):
                     state.restore(saved)
                 return ShareStateUpdate(error)
+        if renewed:
+            self._renew_locks(member_id, renewed, now_ms + self.config.record_lock_duration_ms)
         return self._complete_update(changed)
+
+    def _renew_locks(self, member_id: str, renewed: list[tuple[int, int, InFlightState]], deadline: int) -> None:
+        """One new acquisition lock for every record a request renewed; their old locks' expiry
+        entries go stale (the token no longer matches)."""
+        first = min(r[0] for r in renewed)
+        last = max(r[1] for r in renewed)
+        token = self._lock(renewed[0][2], member_id, first, last, deadline, set())
+        for _, _, state in renewed[1:]:
+            state.lock_token = token
+            state.lock_deadline_ms = deadline
 
     def _acknowledge_batch(
         self,
@@ -671,6 +742,7 @@ class SharePartition:
         ack: ShareAcknowledgementBatch,
         undo: list[tuple[InFlightState, StateSnapshot]],
         changed: list[PersisterStateBatch],
+        renewed: list[tuple[int, int, InFlightState]],
     ) -> ErrorCode:
         index = bisect.bisect_right(self._keys, ack.first_offset) - 1
         if index < 0:
@@ -688,11 +760,13 @@ class SharePartition:
             batch = self._batches[key]
             full_match = ack.first_offset <= batch.first_offset and batch.last_offset <= ack.last_offset
             if batch.offset_states is None and full_match and not per_offset_types:
-                error = self._acknowledge_state(
-                    member_id, batch.state, AcknowledgeType(ack.acknowledge_types[0]), undo
-                )
+                ack_type = AcknowledgeType(ack.acknowledge_types[0])
+                error = self._acknowledge_state(member_id, batch.state, ack_type, undo)
                 if error is not ErrorCode.none:
                     return error
+                if ack_type is AcknowledgeType.RENEW:
+                    renewed.append((batch.first_offset, batch.last_offset, batch.state))
+                    continue
                 changed.append(
                     PersisterStateBatch(
                         batch.first_offset, batch.last_offset, batch.state.state, batch.state.delivery_count
@@ -706,11 +780,13 @@ class SharePartition:
             for offset, state in batch.states_in(ack.first_offset, ack.last_offset):
                 if offset < self._start_offset:
                     continue
-                error = self._acknowledge_state(
-                    member_id, state, AcknowledgeType(ack.type_of(offset)), undo
-                )
+                ack_type = AcknowledgeType(ack.type_of(offset))
+                error = self._acknowledge_state(member_id, state, ack_type, undo)
                 if error is not ErrorCode.none:
                     return error
+                if ack_type is AcknowledgeType.RENEW:
+                    renewed.append((offset, offset, state))
+                    continue
                 changed.append(PersisterStateBatch(offset, offset, state.state, state.delivery_count))
         return ErrorCode.none
 
@@ -724,6 +800,11 @@ class SharePartition:
         if state.state is not RecordState.ACQUIRED or state.member_id != member_id:
             return ErrorCode.invalid_record_state
         saved = state.snapshot()
+        if ack_type is AcknowledgeType.RENEW:
+            if not self.config.renew_acknowledge_enable:
+                return ErrorCode.invalid_record_state
+            undo.append((state, saved))
+            return ErrorCode.none
         if not state.try_update(
             ack_type.record_state,
             increase_delivery_count=False,
@@ -972,9 +1053,10 @@ def _subtract_ranges(
     return result
 
 
-def _validate_acknowledgement_batches(batches: Sequence[ShareAcknowledgementBatch]) -> ErrorCode:
-    """The checks Kafka's KafkaApis and SharePartition make before any state changes: ranges
-    in order without overlap, one type or one per offset, known types."""
+def validate_acknowledgement_batches(batches: Sequence[ShareAcknowledgementBatch], renew: bool = False) -> ErrorCode:
+    """The checks Kafka's KafkaApis (validateAcknowledgementBatches) and SharePartition make
+    before any state changes: ranges in order without overlap, one type or one per offset,
+    known types; RENEW only in a request that says IsRenewAck (``renew``), at v2."""
     previous_last = -1
     for batch in batches:
         if batch.first_offset < 0 or batch.last_offset < batch.first_offset:
@@ -986,6 +1068,8 @@ def _validate_acknowledgement_batches(batches: Sequence[ShareAcknowledgementBatc
         if len(types) != 1 and len(types) != batch.last_offset - batch.first_offset + 1:
             return ErrorCode.invalid_request
         if any(ack_type not in _KNOWN_ACK_TYPES for ack_type in types):
+            return ErrorCode.invalid_request
+        if not renew and AcknowledgeType.RENEW in types:
             return ErrorCode.invalid_request
     return ErrorCode.none
 

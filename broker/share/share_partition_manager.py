@@ -29,7 +29,7 @@ from broker.delayed_operations import Purgatory
 from broker.share.acknowledgement_batch import ShareAcknowledgementBatch
 from broker.share.acquired_records import AbortedTransaction, AcquiredRecords, FetchedBatch, ReadCommitted
 from broker.share.persister import SharePartitionStateData
-from broker.share.share_partition import SharePartition, SharePartitionConfig, ShareStateUpdate
+from broker.share.share_partition import SharePartition, SharePartitionConfig, ShareStateUpdate, validate_acknowledgement_batches
 from broker.share.share_session_cache import TopicIdPartition
 from broker.share_coordinator.share_partition_key import SharePartitionKey
 from protocol.record_batch import InvalidBatch, iter_headers
@@ -98,6 +98,8 @@ class ShareFetchParams:
     max_bytes: int
     max_records: int
     batch_size: int | None = None
+    # ShareAcquireMode RECORD_LIMIT (v2): max_records is a hard limit.
+    record_limit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +207,7 @@ class SharePartitionManager:
             if budget <= 0:
                 results[tip] = _EMPTY
                 continue
-            fetched = self._acquire(entry, member_id, read, budget, params.batch_size, settings, now)
+            fetched = self._acquire(entry, member_id, read, budget, params, settings, now)
             budget -= sum(r.last_offset - r.first_offset + 1 for r in fetched.acquired)
             results[tip] = fetched
         return results
@@ -234,7 +236,7 @@ class SharePartitionManager:
         return reads
 
     def _acquire(
-        self, entry: _Entry, member_id: str, read: LogRead, max_records: int, batch_size: int | None, settings: GroupShareSettings, now: int
+        self, entry: _Entry, member_id: str, read: LogRead, max_records: int, params: ShareFetchParams, settings: GroupShareSettings, now: int
     ) -> PartitionFetch:
         sp = entry.share_partition
         if not read.batches:
@@ -250,8 +252,9 @@ class SharePartitionManager:
             max_records,
             now,
             fetch_offset=fetch_offset,
-            batch_size=batch_size if batch_size and batch_size > 0 else None,
+            batch_size=params.batch_size if params.batch_size and params.batch_size > 0 else None,
             read_committed=ReadCommitted(read.aborted_transactions) if settings.read_committed else None,
+            record_limit=params.record_limit,
         )
         self._schedule_expiry(entry)
         if not acquired.records:
@@ -300,19 +303,34 @@ class SharePartitionManager:
     # ------------------------------------------------------ acknowledging
 
     async def acknowledge(
-        self, group_id: str, member_id: str, acknowledgements: dict[TopicIdPartition, list[ShareAcknowledgementBatch]]
+        self,
+        group_id: str,
+        member_id: str,
+        acknowledgements: dict[TopicIdPartition, list[ShareAcknowledgementBatch]],
+        renew: bool = False,
     ) -> dict[TopicIdPartition, int]:
-        """Kafka's acknowledge: each partition's acknowledgements applied, persisted, then answered.
-        A share partition not here (never fetched, or led elsewhere now) is UNKNOWN_TOPIC_OR_PARTITION."""
+        """Kafka's acknowledge: each partition's acknowledgements checked (KafkaApis'
+        validateAcknowledgementBatches: INVALID_REQUEST), applied, persisted, then answered.
+        ``renew``: the request may renew (v2 with IsRenewAck). A share partition not here
+        (never fetched, or led elsewhere now) is UNKNOWN_TOPIC_OR_PARTITION."""
         tips = list(acknowledgements)
-        errors = await asyncio.gather(*(self._acknowledge_one(group_id, member_id, tip, acknowledgements[tip]) for tip in tips))
+        errors = await asyncio.gather(*(self._acknowledge_one(group_id, member_id, tip, acknowledgements[tip], renew) for tip in tips))
         return dict(zip(tips, errors))
 
-    async def _acknowledge_one(self, group_id: str, member_id: str, tip: TopicIdPartition, batches: list[ShareAcknowledgementBatch]) -> int:
+    async def _acknowledge_one(
+        self, group_id: str, member_id: str, tip: TopicIdPartition, batches: list[ShareAcknowledgementBatch], renew: bool
+    ) -> int:
+        error = validate_acknowledgement_batches(batches, renew)
+        if error != ErrorCode.none:
+            return int(error)
         entry = self._partitions.get(SharePartitionKey(group_id, tip.topic_id, tip.partition))
         if entry is None or not entry.ready.done() or entry.ready.result() != ErrorCode.none:
             return ErrorCode.unknown_topic_or_partition
-        update = entry.share_partition.acknowledge(member_id, batches)
+        sp = entry.share_partition
+        if renew:
+            # A renewal takes the group's lock duration and renew setting as they are now.
+            sp.config = self._settings(group_id).partition
+        update = sp.acknowledge(member_id, batches, now_ms=now_ms(), renew=renew)
         return await self._complete(entry, update)
 
     async def release_session(self, group_id: str, member_id: str, partitions: Iterable[TopicIdPartition]) -> dict[TopicIdPartition, int]:

@@ -27,7 +27,9 @@ from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
 from kio.schema.incremental_alter_configs.v1 import request as alter_v1
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.share_acknowledge.v1 import request as ack_v1
+from kio.schema.share_acknowledge.v2 import request as ack_v2
 from kio.schema.share_fetch.v1 import request as fetch_v1
+from kio.schema.share_fetch.v2 import request as fetch_v2
 from kio.schema.share_group_describe.v1 import request as describe_v1
 from kio.schema.share_group_heartbeat.v1 import request as heartbeat_v1
 from kio.static.primitive import i8, i32, i64
@@ -377,3 +379,124 @@ def test_two_kafka_console_share_consumers_split_the_records(share_node: BrokerP
     assert len(everything) == len(set(everything)), "a record was delivered twice"
     assert set(everything) == expected, [o.stderr[-2000:] for o in outputs]  # type: ignore[union-attr]
     assert all(lines), "both consumers of the group got records"
+
+
+RENEW = 4
+
+
+def ack_v2_request(member: RawShareMember, batches: list[tuple[int, int, int]], is_renew_ack: bool) -> Any:
+    """A ShareAcknowledge v2 of partition 0 in the member's session (the epoch moves on)."""
+    answer = member.send(
+        ack_v2.ShareAcknowledgeRequest(
+            group_id=member.group,
+            member_id=member.member_id,
+            share_session_epoch=i32(member.epoch),
+            is_renew_ack=is_renew_ack,
+            topics=(
+                ack_v2.AcknowledgeTopic(
+                    topic_id=member.tid,
+                    partitions=(
+                        ack_v2.AcknowledgePartition(
+                            partition_index=i32(0),
+                            acknowledgement_batches=tuple(ack_v2.AcknowledgementBatch(first_offset=i64(f), last_offset=i64(l), acknowledge_types=(i8(t),)) for f, l, t in batches),
+                        ),
+                    ),
+                ),
+            ),
+        )
+    )
+    if answer.error_code == ErrorCode.none:
+        member.epoch += 1
+    return answer
+
+
+def fetch_v2_request(member: RawShareMember, *, max_records: int, acquire_mode: int = 0, renew: list[tuple[int, int, int]] | None = None, max_wait_ms: int = 2000) -> Any:
+    """A ShareFetch v2 of partition 0; with ``renew`` a renewing one (IsRenewAck) whose fetch limits are 0 but MaxRecords."""
+    partition = fetch_v2.FetchPartition(
+        partition_index=i32(0),
+        acknowledgement_batches=tuple(fetch_v2.AcknowledgementBatch(first_offset=i64(f), last_offset=i64(l), acknowledge_types=(i8(t),)) for f, l, t in renew or ()),
+    )
+    answer = member.send(
+        fetch_v2.ShareFetchRequest(
+            group_id=member.group,
+            member_id=member.member_id,
+            share_session_epoch=i32(member.epoch),
+            max_wait=datetime.timedelta(milliseconds=0 if renew else max_wait_ms),
+            min_bytes=i32(0 if renew else 1),
+            max_bytes=i32(0 if renew else 1 << 20),
+            max_records=i32(max_records),
+            batch_size=i32(max_records),
+            share_acquire_mode=i8(acquire_mode),
+            is_renew_ack=renew is not None,
+            topics=(fetch_v2.FetchTopic(topic_id=member.tid, partitions=(partition,)),),
+            forgotten_topics_data=(),
+        )
+    )
+    if answer.error_code == ErrorCode.none:
+        member.epoch = 1 if member.epoch == 0 else member.epoch + 1
+    return answer
+
+
+def joined_member(bs: str, group: str, topic: str, records: int, linger_ms: int) -> RawShareMember:
+    """A 1-partition topic holding ``records`` records and a raw member of ``group`` (earliest) assigned it."""
+    create_topic(bs, topic, partitions=1)
+    set_group_configs(bs, group, {"share.auto.offset.reset": "earliest"})
+    produce_acked(bs, topic, [b"r%d" % i for i in range(records)], linger_ms=linger_ms)
+    member = RawShareMember(bs, group, topic_id(bs, topic))
+    join_assigned(bs, group, member.member_id, topic, 1)
+    return member
+
+
+def test_renew_acknowledgements_on_the_wire(short_lock_node: BrokerProcess) -> None:
+    """KIP-1222 at v2: a renewal restarts the holder's acquisition lock (delivery count unchanged);
+    type 4 elsewhere, or by another member, is refused as Kafka 4.4 refuses it."""
+    bs = short_lock_node.bootstrap
+    a = joined_member(bs, "renew-share-g", "renew-share-t", 3, linger_ms=0)
+    b = RawShareMember(bs, a.group, a.tid)
+
+    before_acquire = time.monotonic()
+    got = acquired(fetch_until(a, lambda r: bool(acquired(r))))
+    assert got and got[0][0] == 0 and got[-1][1] == 2, got
+    # Type 4 without IsRenewAck, or below v2, is INVALID_REQUEST for the partition.
+    assert partition_of(ack_v2_request(a, [(0, 2, RENEW)], is_renew_ack=False)).error_code == ErrorCode.invalid_request
+    assert partition_of(a.acknowledge({0: [(0, 2, RENEW)]})).error_code == ErrorCode.invalid_request
+    # A renewing ShareFetch must not ask to fetch.
+    assert fetch_v2_request(a, max_records=5, renew=[(0, 2, RENEW)]).error_code == ErrorCode.invalid_request
+    # b holds nothing: its renewal is INVALID_RECORD_STATE.
+    assert acquired(b.fetch(max_wait_ms=0)) == []
+    assert partition_of(ack_v2_request(b, [(0, 2, RENEW)], is_renew_ack=True)).error_code == ErrorCode.invalid_record_state
+
+    time.sleep(max(0.0, before_acquire + LOCK_MS / 2000 - time.monotonic()))
+    renew_sent = time.monotonic()
+    assert renew_sent < before_acquire + LOCK_MS / 1000, "too slow to renew before the first lock expired"
+    renewed = fetch_v2_request(a, max_records=0, renew=[(0, 2, RENEW)])
+    assert renewed.error_code == ErrorCode.none and partition_of(renewed).acknowledge_error_code == ErrorCode.none
+    # A renewing fetch acquires nothing.
+    assert acquired(renewed) == []
+
+    # Past the first deadline, before the renewed one: the records are still a's.
+    time.sleep(max(0.0, before_acquire + LOCK_MS / 1000 + 1.0 - time.monotonic()))
+    early = b.fetch(max_wait_ms=0)
+    if time.monotonic() < renew_sent + LOCK_MS / 1000:
+        assert acquired(early) == [], early
+    # After the renewed deadline they are redelivered, counted once more for the expiry only.
+    again = acquired(fetch_until(b, lambda r: bool(acquired(r))))
+    assert time.monotonic() >= renew_sent + LOCK_MS / 1000
+    assert {o for f, l, _ in again for o in range(f, l + 1)} == {0, 1, 2} and all(count == 2 for _, _, count in again), again
+    for m in (a, b):
+        m.close()
+
+
+def test_record_limit_acquire_mode_on_the_wire(share_node: BrokerProcess) -> None:
+    """ShareAcquireMode record_limit (v2): MaxRecords is a hard limit, batches are split; batch
+    mode takes whole batches."""
+    a = joined_member(share_node.bootstrap, "limit-share-g", "limit-share-t", 10, linger_ms=200)
+
+    deadline = time.monotonic() + WAIT_S
+    while not (got := acquired(fetch_v2_request(a, max_records=3, acquire_mode=1))):
+        assert time.monotonic() < deadline
+    assert got == [(0, 2, 1)], got
+    assert acquired(fetch_v2_request(a, max_records=4, acquire_mode=1)) == [(3, 6, 1)]
+    # An acquire mode Kafka does not know fails the request (ShareAcquireMode.forId throws).
+    assert fetch_v2_request(a, max_records=4, acquire_mode=7).error_code == ErrorCode.unknown_server_error
+    a.close()

@@ -211,6 +211,17 @@ def test_the_groups_own_configs_override_the_brokers() -> None:
     assert configs.share_partition_config("other") == SharePartitionConfig()
 
 
+def test_a_group_may_turn_renew_acknowledgements_off() -> None:
+    """share.renew.acknowledge.enable (KIP-1222, default true): false refuses RENEW for the group."""
+    image = Image()
+    image.set("g", **{"share.renew.acknowledge.enable": "false"})
+    configs = share_configs(image)
+    assert configs.share_partition_config("g").renew_acknowledge_enable is False
+    assert configs.share_partition_config("other").renew_acknowledge_enable is True
+    image.set("g", **{"share.renew.acknowledge.enable": "TRUE"})
+    assert configs.share_partition_config("g").renew_acknowledge_enable is True
+
+
 def test_a_group_sets_some_configs_and_takes_the_brokers_for_the_rest() -> None:
     image = Image()
     image.set("g", **{"share.delivery.count.limit": "4"})

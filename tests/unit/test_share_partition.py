@@ -431,6 +431,97 @@ def test_acknowledged_records_cancel_their_lock() -> None:
     assert state_of(sp, 4) == (RecordState.ACQUIRED, 2, "n")
 
 
+# ------------------------------------------------------- renew (KIP-1222, v2)
+
+RENEW = AcknowledgeType.RENEW
+
+
+def test_renew_extends_the_lock_and_keeps_the_delivery_count() -> None:
+    sp = make()
+    sp.acquire("m", batches((0, 4)), 100, 0)
+    update = sp.acknowledge("m", [ack(0, 4, RENEW)], now_ms=20000, renew=True)
+    # Nothing to persist: the records stay ACQUIRED by the same member.
+    assert update == ShareStateUpdate()
+    assert state_of(sp, 2) == (RecordState.ACQUIRED, 1, "m")
+    assert sp.next_lock_deadline_ms() == 20000 + LOCK_MS
+    # The old deadline passes without a release; the renewed one releases.
+    assert sp.expire_acquisition_locks(LOCK_MS).write is None
+    assert state_of(sp, 2) == (RecordState.ACQUIRED, 1, "m")
+    released = sp.expire_acquisition_locks(20000 + LOCK_MS)
+    assert expand_write(released) == {o: (RecordState.AVAILABLE, 1) for o in range(5)}
+    assert ranges(sp.acquire("n", batches((0, 4)), 100, 60000)) == [(0, 4, 2)]
+
+
+def test_renew_of_some_offsets_and_with_other_types() -> None:
+    sp = make()
+    sp.acquire("m", batches((0, 9)), 100, 0)
+    update = sp.acknowledge("m", [ack(0, 3, ACCEPT, RENEW, RENEW, RELEASE), ack(5, 6, RENEW)], now_ms=1000, renew=True)
+    assert update.write is not None
+    # Only the accepted and released offsets are persisted.
+    assert expand_write(update) == {0: (RecordState.ACKNOWLEDGED, 1), 3: (RecordState.AVAILABLE, 1)}
+    released = sp.expire_acquisition_locks(LOCK_MS)
+    assert sorted(expand_write(released)) == [4, 7, 8, 9]
+    assert [state_of(sp, o) for o in (1, 2, 5, 6)] == [(RecordState.ACQUIRED, 1, "m")] * 4
+    assert sorted(expand_write(sp.expire_acquisition_locks(1000 + LOCK_MS))) == [1, 2, 5, 6]
+
+
+def test_renew_refusals() -> None:
+    sp = make()
+    sp.acquire("m", batches((0, 4)), 100, 0)
+    sp.acknowledge("m", [ack(4, 4, ACCEPT)])
+    cases = {
+        # Type 4 only in a request that says IsRenewAck (KafkaApis.validateAcknowledgementBatches).
+        "without IsRenewAck": ("m", [ack(0, 3, RENEW)], False, ErrorCode.invalid_request),
+        "another member": ("n", [ack(0, 3, RENEW)], True, ErrorCode.invalid_record_state),
+        "not acquired": ("m", [ack(3, 4, RENEW)], True, ErrorCode.invalid_record_state),
+        # All or nothing: the accepted offset is undone with the request.
+        "later batch fails": ("m", [ack(0, 0, ACCEPT), ack(1, 1, RENEW), ack(2, 2, 7)], True, ErrorCode.invalid_request),
+    }
+    for name, (member, request, renew, error) in cases.items():
+        before = dump(sp)
+        assert sp.acknowledge(member, request, now_ms=5000, renew=renew).error is error, name
+        assert dump(sp) == before, name
+    assert sp.next_lock_deadline_ms() == LOCK_MS
+
+
+def test_renew_disabled_for_the_group() -> None:
+    sp = make()
+    sp.config = SharePartitionConfig(record_lock_duration_ms=LOCK_MS, renew_acknowledge_enable=False)
+    sp.acquire("m", batches((0, 4)), 100, 0)
+    assert sp.acknowledge("m", [ack(0, 4, RENEW)], now_ms=10, renew=True).error is ErrorCode.invalid_record_state
+    assert sp.next_lock_deadline_ms() == LOCK_MS
+
+
+# ------------------------------------------------ record_limit acquisition (KIP-1206)
+
+
+def test_record_limit_is_a_hard_limit_on_new_records() -> None:
+    sp = make()
+    got = sp.acquire("m", batches((0, 4), (5, 9), (10, 14)), 7, 0, record_limit=True)
+    assert ranges(got) == [(0, 6, 1)] and got.count == 7
+    # The rest of the fetched batch is cached AVAILABLE, never delivered.
+    assert state_of(sp, 7) == (RecordState.AVAILABLE, 0, "")
+    assert sp.end_offset == 9 and sp.next_fetch_offset() == 7
+    got = sp.acquire("n", batches((5, 9), (10, 14)), 2, 0, fetch_offset=7, record_limit=True)
+    assert ranges(got) == [(7, 8, 1)]
+    got = sp.acquire("n", batches((5, 9), (10, 14)), 3, 0, fetch_offset=9, record_limit=True)
+    assert ranges(got) == [(9, 9, 1), (10, 11, 1)]
+    # Expiry of the partial acquisition releases only what was acquired.
+    released = sp.expire_acquisition_locks(LOCK_MS)
+    assert sorted(expand_write(released)) == list(range(12))
+
+
+def test_record_limit_splits_a_cached_batch_bigger_than_the_limit() -> None:
+    sp = make()
+    sp.acquire("m", batches((0, 9)), 100, 0)
+    sp.acknowledge("m", [ack(0, 9, RELEASE)])
+    got = sp.acquire("n", batches((0, 9)), 4, 0, record_limit=True)
+    assert ranges(got) == [(0, 3, 2)]
+    assert state_of(sp, 4) == (RecordState.AVAILABLE, 1, "")
+    # Batch mode takes the whole batch.
+    assert ranges(sp.acquire("o", batches((0, 9)), 1, 0, fetch_offset=4)) == [(4, 9, 2)]
+
+
 # --------------------------------------------------------------- property tests
 
 LIMIT = 3
