@@ -121,6 +121,7 @@ from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManage
 from broker.replication_quota_manager import ReplicationQuotaManager
 from broker.replica_manager import ReplicaManager
 from broker.share.share_group_configs import ShareGroupConfigs
+from broker.share.share_group_dlq_manager import DLQBrokerSettings, ShareGroupDLQManager
 from broker.share.share_partition_manager import SharePartitionManager
 from broker.share.share_session_cache import ShareSessionCache
 from broker.share_coordinator.share_coordinator_service import ShareCoordinatorService
@@ -216,9 +217,21 @@ class BrokerServer:
         )
         # KIP-932's ShareFetch/ShareAcknowledge: share sessions, and the share partitions this node leads.
         self.share_sessions = ShareSessionCache(cfg.group_share_max_share_sessions)
-        self.share_settings = group_share_settings(ShareGroupConfigs.of_metadata(cfg, self.metadata))
+        share_group_configs = ShareGroupConfigs.of_metadata(cfg, self.metadata)
+        self.share_settings = group_share_settings(share_group_configs)
+        share_log_reader = ReplicaManagerLogReader(self.replica_manager, self.metadata)
+        # KIP-1191: with share.version 2, what share partitions archive goes to their group's DLQ topic.
+        self.share_group_dlq = ShareGroupDLQManager(
+            self.metadata,
+            shared.inter_broker_network,
+            share_group_configs,
+            self.auto_topic_creation,
+            share_log_reader,
+            lambda: DLQBrokerSettings.of(self.dynamic_config.config),
+            inter_broker_listener_name=cfg.inter_broker_listener.name,
+        )
         self.share_partition_manager = SharePartitionManager(
-            cfg.node_id, ReplicaManagerLogReader(self.replica_manager, self.metadata), share_persister, self.share_settings, self.replica_manager.fetch_purgatory
+            cfg.node_id, share_log_reader, share_persister, self.share_settings, self.replica_manager.fetch_purgatory, dlq=self.share_group_dlq
         )
         self.txn_marker_writer = TransactionMarkerWriter(self.replica_manager, self.metadata, self.group_coordinator)
         self.txn_markers = TransactionMarkerChannelManager(
@@ -626,6 +639,7 @@ class BrokerServer:
         self.group_coordinator.shutdown()
         self.txn_state_manager.shutdown()
         await self.share_partition_manager.shutdown()
+        await self.share_group_dlq.shutdown()
         self.share_coordinator.shutdown()
         self.txn_markers.shutdown()
         self.add_partitions_to_txn_manager.shutdown()

@@ -296,6 +296,10 @@ class BrokerConfig(BaseModel):
     num_recovery_threads_per_data_dir: int = Field(2, alias="num.recovery.threads.per.data.dir", ge=1)
     max_connection_creation_rate: int = Field(2147483647, alias="max.connection.creation.rate", ge=0)
     message_max_bytes: int = Field(1048588, alias="message.max.bytes", ge=0)
+    # KIP-1191's share group dead-letter queues: the prefix a DLQ topic's name must have (empty: any)
+    # and whether a missing DLQ topic is created. Dynamic cluster-wide, as in Kafka.
+    errors_deadletterqueue_topic_name_prefix: str = Field("dlq.", alias="errors.deadletterqueue.topic.name.prefix")
+    errors_deadletterqueue_auto_create_topics_enable: bool = Field(False, alias="errors.deadletterqueue.auto.create.topics.enable")
     # Kafka's default is 55 MiB. librdkafka parses a whole fetch answer before it hands the
     # application a record, so 50 MB answers (64 partitions at 1 MB each) stall its pipeline:
     # 64 partitions were read at ~650k records/s with 55 MiB and ~1.1M with 4-8 MiB.

@@ -69,8 +69,10 @@ UNSUPPORTED_LISTENER_CONFIGS = frozenset({"listeners", "advertised.listeners", "
 # Kafka's DynamicLogConfig also takes cordoned.log.dirs (KIP-1066), and only per broker: the
 # entries are paths of that broker's log.dirs.
 CORDONED_LOG_DIRS = "cordoned.log.dirs"
+# Read by the share group DLQ manager at each use (broker/share/share_group_dlq_manager.py).
+DLQ_CONFIGS = frozenset({"errors.deadletterqueue.topic.name.prefix", "errors.deadletterqueue.auto.create.topics.enable"})
 
-DYNAMIC_CONFIGS = LOG_CONFIGS | CLEANER_CONFIGS | frozenset(THREAD_POOL_CONFIGS) | CONNECTION_CONFIGS | PRODUCER_STATE_CONFIGS | QUOTA_CONFIGS | {CORDONED_LOG_DIRS}
+DYNAMIC_CONFIGS = LOG_CONFIGS | CLEANER_CONFIGS | frozenset(THREAD_POOL_CONFIGS) | CONNECTION_CONFIGS | PRODUCER_STATE_CONFIGS | QUOTA_CONFIGS | DLQ_CONFIGS | {CORDONED_LOG_DIRS}
 # Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: settable per listener only, under its prefix.
 SECURITY_CONFIGS = STORE_CONFIGS
 

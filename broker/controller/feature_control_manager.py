@@ -61,11 +61,11 @@ IMPLEMENTED_FEATURES: Mapping[str, int] = {
 }
 
 
-# share.version (KIP-932): 1 turns on share groups (broker/group/share_version.py). Share group
-# membership answers, but nothing initializes share partitions yet: supported only with
-# unstable.feature.versions.enable, never finalized on a new cluster.
+# share.version (KIP-932): 1 turns on share groups, 2 their dead-letter queue (KIP-1191;
+# broker/group/share_version.py). Supported only with unstable.feature.versions.enable until
+# kbroker's share groups are complete, never finalized on a new cluster.
 SHARE_VERSION_FEATURE = mv.SHARE_VERSION_FEATURE
-UNSTABLE_FEATURES: Mapping[str, int] = {SHARE_VERSION_FEATURE: 1}
+UNSTABLE_FEATURES: Mapping[str, int] = {SHARE_VERSION_FEATURE: 2}
 
 
 def new_cluster_features(metadata_version: int = METADATA_VERSION_LEVEL) -> dict[str, int]:

@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from broker.group.group_config import (
+    DLQ_TOPIC_NAME,
     GROUP_CONFIGS,
     SHARE_AUTO_OFFSET_RESET,
     SHARE_HEARTBEAT_INTERVAL_MS,
@@ -46,6 +47,7 @@ SHARE_DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
 SHARE_PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
 SHARE_ISOLATION_LEVEL = "share.isolation.level"
 SHARE_RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
+DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 
 # A group's configs by group id, as the metadata image holds them (empty: it sets none).
 GroupProps = Callable[[str], Mapping[str, str]]
@@ -140,6 +142,17 @@ class ShareGroupConfigs:
     def share_isolation_level(self, group_id: str) -> int:
         """0 (read_uncommitted, Kafka's default) or 1 (read_committed), as a Fetch names them."""
         return READ_COMMITTED if self._overrides(group_id).isolation_level == "read_committed" else READ_UNCOMMITTED
+
+    # -- the dead-letter queue (KIP-1191) -----------------------------------------------------
+
+    def dlq_topic_name(self, group_id: str) -> str | None:
+        """ShareGroupConfigProvider.errorsDLQTopicName: None where the group names no DLQ topic."""
+        name = _parsed(group_id, self._group_props(group_id), DLQ_TOPIC_NAME)
+        return name if isinstance(name, str) and name else None
+
+    def dlq_copy_record_enable(self, group_id: str) -> bool:
+        """errors.deadletterqueue.copy.record.enable: the original key and value go to the DLQ too."""
+        return _parsed(group_id, self._group_props(group_id), DLQ_COPY_RECORD_ENABLE) is True
 
     # -- parsing -------------------------------------------------------------------------------
 

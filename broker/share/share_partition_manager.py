@@ -29,6 +29,7 @@ from broker.delayed_operations import Purgatory
 from broker.share.acknowledgement_batch import ShareAcknowledgementBatch
 from broker.share.acquired_records import AbortedTransaction, AcquiredRecords, FetchedBatch, ReadCommitted
 from broker.share.persister import SharePartitionStateData
+from broker.share.share_group_dlq import ShareGroupDLQRecordParameter, for_acknowledgement, for_release
 from broker.share.share_partition import SharePartition, SharePartitionConfig, ShareStateUpdate, validate_acknowledgement_batches
 from broker.share.share_session_cache import TopicIdPartition
 from broker.share_coordinator.share_partition_key import SharePartitionKey
@@ -54,6 +55,35 @@ class StatePersister(Protocol):
     async def write_state(
         self, group_id: str, topic_id: uuid.UUID, partition: int, state: SharePartitionStateData, delivery_complete_count: int = -1
     ) -> int: ...
+
+
+# Kafka's SharePartition.fetchPersisterError: what a member is told when reading or writing a share
+# partition's state failed. A fenced epoch means another node leads the partition now.
+_PERSISTER_ERRORS_FOR_MEMBERS = {
+    ErrorCode.not_coordinator: ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_not_available: ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.coordinator_not_available,
+    ErrorCode.group_id_not_found: ErrorCode.group_id_not_found,
+    ErrorCode.unknown_topic_or_partition: ErrorCode.unknown_topic_or_partition,
+    ErrorCode.fenced_leader_epoch: ErrorCode.not_leader_or_follower,
+    ErrorCode.fenced_state_epoch: ErrorCode.not_leader_or_follower,
+}
+
+
+def persister_error_for_member(error: int) -> int:
+    """The error a ShareFetch or ShareAcknowledge answers for a persister's ``error``; any other
+    than those Kafka names is UNKNOWN_SERVER_ERROR."""
+    if error == ErrorCode.none:
+        return ErrorCode.none
+    return _PERSISTER_ERRORS_FOR_MEMBERS.get(ErrorCode(error), ErrorCode.unknown_server_error)
+
+
+class DeadLetterQueue(Protocol):
+    """ShareGroupDLQManager (KIP-1191): where archived records of a group with a DLQ topic go."""
+
+    def enabled(self, group_id: str) -> bool: ...
+
+    def enqueue(self, params: Iterable[ShareGroupDLQRecordParameter]) -> object: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +175,12 @@ class SharePartitionManager:
         persister: StatePersister,
         settings: Callable[[str], GroupShareSettings],
         waiters: FetchWaiters | None = None,
+        dlq: DeadLetterQueue | None = None,
     ) -> None:
         self._node_id = node_id
+        # Takes the records a state change archived (REJECTed, or at the delivery count limit),
+        # once the change is persisted: Kafka writes them after persisting ARCHIVING.
+        self._dlq = dlq
         self._reader = reader
         self._persister = persister
         # The group's settings at the time of asking: group configs may change at any time.
@@ -284,7 +318,10 @@ class SharePartitionManager:
         try:
             result = await self._persister.read_state(key.group_id, key.topic_id, key.partition, state.leader_epoch)
             error = int(result.error)
-            if error == ErrorCode.none:
+            if error != ErrorCode.none:
+                log.info("share_partition.read_failed", group=key.group_id, topic=entry.topic, partition=key.partition, error=ErrorCode(error).name)
+                error = persister_error_for_member(error)
+            else:
                 # The log may have moved while the coordinator answered.
                 now_state = self._reader.leader_state(entry.topic, key.partition) or state
                 error = int(
@@ -331,7 +368,7 @@ class SharePartitionManager:
             # A renewal takes the group's lock duration and renew setting as they are now.
             sp.config = self._settings(group_id).partition
         update = sp.acknowledge(member_id, batches, now_ms=now_ms(), renew=renew)
-        return await self._complete(entry, update)
+        return await self._complete(entry, update, self._dlq_params(entry, update, batches))
 
     async def release_session(self, group_id: str, member_id: str, partitions: Iterable[TopicIdPartition]) -> dict[TopicIdPartition, int]:
         """Kafka's releaseSession: the member's acquired records of its session's partitions go
@@ -340,7 +377,8 @@ class SharePartitionManager:
             entry = self._partitions.get(SharePartitionKey(group_id, tip.topic_id, tip.partition))
             if entry is None or not entry.ready.done() or entry.ready.result() != ErrorCode.none:
                 return ErrorCode.none
-            return await self._complete(entry, entry.share_partition.release_acquired_records(member_id))
+            update = entry.share_partition.release_acquired_records(member_id)
+            return await self._complete(entry, update, self._dlq_params(entry, update))
 
         tips = list(partitions)
         errors = await asyncio.gather(*(release(tip) for tip in tips))
@@ -352,7 +390,7 @@ class SharePartitionManager:
         if tips:
             self._spawn(self.release_session(group_id, member_id, tips))
 
-    async def _complete(self, entry: _Entry, update: ShareStateUpdate) -> int:
+    async def _complete(self, entry: _Entry, update: ShareStateUpdate, dlq: Sequence[ShareGroupDLQRecordParameter] = ()) -> int:
         """Persist a state change, then let waiting fetches see what it made available."""
         if update.error != ErrorCode.none:
             return int(update.error)
@@ -360,9 +398,22 @@ class SharePartitionManager:
             return ErrorCode.none
         self._schedule_expiry(entry)
         self._waiters.touch(entry.key)
-        return await self._persist(entry, update.write)
+        return await self._persist(entry, update.write, dlq)
 
-    async def _persist(self, entry: _Entry, write: SharePartitionStateData) -> int:
+    def _dlq_params(
+        self, entry: _Entry, update: ShareStateUpdate, acknowledgements: Sequence[ShareAcknowledgementBatch] | None = None
+    ) -> list[ShareGroupDLQRecordParameter]:
+        """What a state change archived for the group's dead-letter queue, when it has one:
+        acknowledgements' REJECTs and RELEASEs at the limit, releases' records at the limit."""
+        key = entry.key
+        if self._dlq is None or update.write is None or not self._dlq.enabled(key.group_id):
+            return []
+        changed = update.write.state_batches
+        if acknowledgements is None:
+            return for_release(key.group_id, key.topic_id, entry.topic, key.partition, changed)
+        return for_acknowledgement(key.group_id, key.topic_id, entry.topic, key.partition, acknowledgements, changed)
+
+    async def _persist(self, entry: _Entry, write: SharePartitionStateData, dlq: Sequence[ShareGroupDLQRecordParameter] = ()) -> int:
         key = entry.key
         async with entry.write_lock:
             try:
@@ -374,7 +425,9 @@ class SharePartitionManager:
             # The in-memory state is ahead of the coordinator's: start again from what it holds.
             log.warning("share_partition.write_failed", group=key.group_id, topic=entry.topic, partition=key.partition, error=ErrorCode(error).name)
             self._drop(key, entry)
-        return error
+        elif dlq and self._dlq is not None:
+            self._dlq.enqueue(dlq)
+        return persister_error_for_member(error)
 
     # ---------------------------------------------------- acquisition locks
 
@@ -399,7 +452,7 @@ class SharePartitionManager:
             key = entry.key
             log.debug("share_partition.locks_expired", group=key.group_id, topic=entry.topic, partition=key.partition)
             self._waiters.touch(key)
-            self._spawn(self._persist(entry, update.write))
+            self._spawn(self._persist(entry, update.write, self._dlq_params(entry, update)))
 
     # ------------------------------------------------------------ leadership
 

@@ -325,17 +325,20 @@ def test_kraft_version_refusals_of_the_raft_layer_are_the_answer_and_fail_the_re
 
 
 def test_share_version_needs_unstable_feature_versions() -> None:
-    """share.version 0-1 only with unstable.feature.versions.enable, on every node; never bootstrapped."""
+    """share.version 0-2 only with unstable.feature.versions.enable, on every node; never bootstrapped."""
     assert "share.version" not in BROKER_SUPPORTED_FEATURES
-    assert supported_features(unstable=True)["share.version"] == (0, 1)
+    assert supported_features(unstable=True)["share.version"] == (0, 2)
     assert "share.version" not in new_cluster_features(33)
     log = cluster(33, current_broker(1))
     assert refused(update(log, {"share.version": 1}, unstable_feature_versions=True)) == (
         "Invalid update version 1 for feature share.version. Broker 1 does not support this feature."
     )
     log = cluster(33, current_broker(1, unstable=True))
-    assert refused(update(log, {"share.version": 2}, node_id=1, unstable_feature_versions=True)) == (
-        "Invalid update version 2 for feature share.version. Local controller 1 only supports versions 0-1"
+    assert refused(update(log, {"share.version": 3}, node_id=1, unstable_feature_versions=True)) == (
+        "Invalid update version 3 for feature share.version. Local controller 1 only supports versions 0-2"
     )
     assert update(log, {"share.version": 1}, unstable_feature_versions=True) == OK
     assert log.image.features["share.version"] == 1
+    # SV_2 (KIP-1191's dead-letter queue) needs metadata.version 4.4-IV0 (31): the cluster is at 33.
+    assert update(log, {"share.version": 2}, unstable_feature_versions=True) == OK
+    assert log.image.features["share.version"] == 2

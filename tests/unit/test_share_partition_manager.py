@@ -1,6 +1,6 @@
 """SharePartitionManager with a fake log and a fake persister: initialization from the persisted
-state, acquisition of whole batches, persisting before answering, lock expiry, session release,
-dropping share partitions when leadership moves."""
+state, acquisition of whole batches, persisting before answering, persister errors as Kafka
+answers them, lock expiry, session release, dropping share partitions when leadership moves."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.share.acknowledgement_batch import ShareAcknowledgementBatch
@@ -25,6 +26,7 @@ from broker.share.share_partition_manager import (
     ShareFetchParams,
     SharePartitionKey,
     SharePartitionManager,
+    persister_error_for_member,
 )
 from broker.share.share_session_cache import TopicIdPartition
 from protocol.record_batch import iter_headers
@@ -154,11 +156,41 @@ def test_an_initialization_error_is_the_partitions_and_is_retried_next_time() ->
 
     async def body() -> None:
         m = manager(log, persister)
-        assert (await m.fetch("g", "a", [(TIP, "t")], PARAMS))[TIP].error == ErrorCode.fenced_state_epoch
+        # Kafka's SharePartition.fetchPersisterError: a fenced state epoch is another leader's.
+        assert (await m.fetch("g", "a", [(TIP, "t")], PARAMS))[TIP].error == ErrorCode.not_leader_or_follower
         assert len(m) == 0
         persister.read_error = ErrorCode.none
         assert (await m.fetch("g", "a", [(TIP, "t")], PARAMS))[TIP].acquired == (AcquiredRecords(0, 1, 1),)
         assert persister.reads == 2
+        await m.shutdown()
+
+    run(body)
+
+
+@pytest.mark.parametrize(
+    ("persisted", "answered"),
+    [
+        (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available),
+        (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available),
+        (ErrorCode.group_id_not_found, ErrorCode.group_id_not_found),
+        (ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_or_partition),
+        (ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower),
+        # The share coordinator's answer to reading a share partition never initialized.
+        (ErrorCode.invalid_request, ErrorCode.unknown_server_error),
+        (ErrorCode.unsupported_version, ErrorCode.unknown_server_error),
+    ],
+)
+def test_persister_errors_are_answered_as_kafka_names_them(persisted: int, answered: int) -> None:
+    """Kafka's SharePartition.fetchPersisterError, for a read at initialization and for a write."""
+    assert persister_error_for_member(persisted) == answered
+    log, persister = FakeLog(2), FakePersister(read_error=persisted)
+
+    async def body() -> None:
+        m = manager(log, persister)
+        assert (await m.fetch("g", "a", [(TIP, "t")], PARAMS))[TIP].error == answered
+        persister.read_error, persister.write_error = ErrorCode.none, persisted
+        await m.fetch("g", "a", [(TIP, "t")], PARAMS)
+        assert await m.acknowledge("g", "a", {TIP: [ShareAcknowledgementBatch(0, 1, (1,))]}) == {TIP: answered}
         await m.shutdown()
 
     run(body)
@@ -222,7 +254,7 @@ def test_a_failed_write_drops_the_share_partition() -> None:
     async def body() -> None:
         m = manager(log, persister)
         await m.fetch("g", "a", [(TIP, "t")], PARAMS)
-        assert await m.acknowledge("g", "a", {TIP: [ShareAcknowledgementBatch(0, 1, (1,))]}) == {TIP: ErrorCode.fenced_state_epoch}
+        assert await m.acknowledge("g", "a", {TIP: [ShareAcknowledgementBatch(0, 1, (1,))]}) == {TIP: ErrorCode.not_leader_or_follower}
         assert m.share_partition(KEY) is None
         await m.shutdown()
 
