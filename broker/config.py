@@ -415,6 +415,20 @@ class BrokerConfig(BaseModel):
     group_share_max_partition_max_record_locks: int = Field(4000, alias="group.share.max.partition.max.record.locks")
     # The share sessions (ShareFetch) one broker keeps.
     group_share_max_share_sessions: int = Field(2000, alias="group.share.max.share.sessions")
+    # KIP-1071 streams groups (Kafka 4.4's GroupCoordinatorConfig). The min/max pairs bound what a
+    # group's own streams.* configs may set (broker/group/streams_group_configs.py).
+    group_streams_session_timeout_ms: int = Field(45000, alias="group.streams.session.timeout.ms", ge=1)
+    group_streams_min_session_timeout_ms: int = Field(45000, alias="group.streams.min.session.timeout.ms", ge=1)
+    group_streams_max_session_timeout_ms: int = Field(60000, alias="group.streams.max.session.timeout.ms", ge=1)
+    group_streams_heartbeat_interval_ms: int = Field(5000, alias="group.streams.heartbeat.interval.ms", ge=1)
+    group_streams_min_heartbeat_interval_ms: int = Field(5000, alias="group.streams.min.heartbeat.interval.ms", ge=1)
+    group_streams_max_heartbeat_interval_ms: int = Field(15000, alias="group.streams.max.heartbeat.interval.ms", ge=1)
+    group_streams_max_size: int = Field(2**31 - 1, alias="group.streams.max.size", ge=1)
+    group_streams_num_standby_replicas: int = Field(0, alias="group.streams.num.standby.replicas", ge=0)
+    group_streams_max_standby_replicas: int = Field(2, alias="group.streams.max.standby.replicas", ge=0)
+    group_streams_task_offset_interval_ms: int = Field(60000, alias="group.streams.task.offset.interval.ms", ge=1)
+    group_streams_min_task_offset_interval_ms: int = Field(15000, alias="group.streams.min.task.offset.interval.ms", ge=1)
+    group_streams_acceptable_recovery_lag: int = Field(10000, alias="group.streams.acceptable.recovery.lag", ge=0)
     producer_id_expiration_ms: int = Field(86400000, alias="producer.id.expiration.ms", ge=1)
     producer_id_expiration_check_interval_ms: int = Field(600000, alias="producer.id.expiration.check.interval.ms", ge=1)
     transaction_state_log_num_partitions: int = Field(50, alias="transaction.state.log.num.partitions", ge=1)
@@ -634,9 +648,18 @@ class BrokerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _share_group_bounds(self) -> "BrokerConfig":
-        """Kafka 4.4's start-up checks, in its order: GroupCoordinatorConfig's (membership), then
-        ShareGroupConfig's (delivery); each value within its min and max."""
+        """Kafka 4.4's start-up checks, in its order: GroupCoordinatorConfig's (streams and share
+        membership), then ShareGroupConfig's (delivery); each value within its min and max."""
         checks = (
+            ("group.streams.max.heartbeat.interval.ms", ">=", "group.streams.min.heartbeat.interval.ms"),
+            ("group.streams.heartbeat.interval.ms", ">=", "group.streams.min.heartbeat.interval.ms"),
+            ("group.streams.heartbeat.interval.ms", "<=", "group.streams.max.heartbeat.interval.ms"),
+            ("group.streams.max.session.timeout.ms", ">=", "group.streams.min.session.timeout.ms"),
+            ("group.streams.session.timeout.ms", ">=", "group.streams.min.session.timeout.ms"),
+            ("group.streams.session.timeout.ms", "<=", "group.streams.max.session.timeout.ms"),
+            ("group.streams.heartbeat.interval.ms", "<", "group.streams.session.timeout.ms"),
+            ("group.streams.num.standby.replicas", "<=", "group.streams.max.standby.replicas"),
+            ("group.streams.task.offset.interval.ms", ">=", "group.streams.min.task.offset.interval.ms"),
             ("group.share.max.heartbeat.interval.ms", ">=", "group.share.min.heartbeat.interval.ms"),
             ("group.share.heartbeat.interval.ms", ">=", "group.share.min.heartbeat.interval.ms"),
             ("group.share.heartbeat.interval.ms", "<=", "group.share.max.heartbeat.interval.ms"),

@@ -11,6 +11,11 @@ once its records are written, the coordinator asks the share coordinator to init
 (InitializeShareGroupState) and writes the outcome, as Kafka's GroupCoordinatorService does.
 The share group offsets admin APIs (describe, alter, delete, and DeleteGroups of a share group)
 go the same way through the persister (Kafka's Persister: broker/default_state_persister.py).
+
+A streams group heartbeat may find internal topics (repartition, changelog) its topology needs
+that do not exist: they are created through the controller, as Kafka's
+AutoTopicCreationManager.createStreamsInternalTopics does, while the answer tells the member
+they are missing; a later heartbeat finds them.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from kio.schema.errors import ErrorCode
 from broker.config import BrokerConfig
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
 from broker.coordinator.coordinator_runtime import WRITE_ERRORS, CoordinatorNotAvailable, CoordinatorRuntime, Written, now_ms
-from broker.group.coordinator_records import OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
+from broker.controller.replication_control_manager import CreatableTopic
+from broker.group import streams_group_records
+from broker.group.coordinator_records import CoordinatorRecord, OffsetCommitKey, UnknownRecordType, decode_record, encode_key, encode_value
 from broker.group.group_config import GroupConfigBounds, GroupConfigManager
 from broker.group.group_coordinator_shard import GroupCoordinatorShard, GroupSnapshot
 from broker.group.share_group_manager import (
@@ -44,6 +51,8 @@ from broker.group.share_group_manager import (
     lag_computable,
 )
 from broker.share.share_group_configs import ShareGroupConfigs
+from broker.group.streams_group import InternalTopic
+from broker.group.streams_group_configs import StreamsGroupConfigs
 from broker.group.group_metadata_manager import (
     CancelTimer,
     CoordinatorResult,
@@ -65,6 +74,22 @@ from broker.metadata.metadata_image import MetadataImage
 log = structlog.get_logger(__name__)
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
+
+
+def _decode(key: bytes, value: bytes | None) -> CoordinatorRecord:
+    """A record of the partition: the streams group records have their own codec."""
+    try:
+        return decode_record(key, value)
+    except UnknownRecordType as e:
+        if not streams_group_records.is_streams_record_type(e.record_type):
+            raise
+        return CoordinatorRecord(*streams_group_records.decode_record(key, value))
+
+
+def _encode(key: Any, value: Any) -> tuple[bytes, bytes | None]:
+    if isinstance(key, streams_group_records.STREAMS_GROUP_KEY_TYPES):
+        return streams_group_records.encode_key(key), None if value is None else streams_group_records.encode_value(value)
+    return encode_key(key), None if value is None else encode_value(value)
 
 
 def topic_partition_counts(image: MetadataImage) -> dict[str, tuple[uuid.UUID, int]]:
@@ -169,6 +194,8 @@ class GroupCoordinator:
         # are never assigned.
         self.share_state_initializer: ShareGroupStatePersister | None = None
         self._initializing: set[asyncio.Task[None]] = set()
+        # Streams groups' internal topics being created, by name: a topic is asked for once at a time.
+        self._creating: dict[str, asyncio.Task[None]] = {}
 
     # -- partitions and loading --------------------------------------------------------------------
 
@@ -206,6 +233,13 @@ class GroupCoordinator:
             share_heartbeat_interval_ms=self._config.group_share_heartbeat_interval_ms,
             share_max_size=self._config.group_share_max_size,
             share_group_configs=ShareGroupConfigs.of_metadata(self._config, self._metadata),
+            streams_session_timeout_ms=self._config.group_streams_session_timeout_ms,
+            streams_heartbeat_interval_ms=self._config.group_streams_heartbeat_interval_ms,
+            streams_max_size=self._config.group_streams_max_size,
+            streams_num_standby_replicas=self._config.group_streams_num_standby_replicas,
+            streams_acceptable_recovery_lag=self._config.group_streams_acceptable_recovery_lag,
+            streams_task_offset_interval_ms=self._config.group_streams_task_offset_interval_ms,
+            streams_group_configs=StreamsGroupConfigs.of_metadata(self._config, self._metadata),
         )
         partition = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, index)
         if partition is not None:
@@ -225,7 +259,7 @@ class GroupCoordinator:
         applied = 0
         for record in records:
             try:
-                decoded = decode_record(record.key, record.value)  # type: ignore[arg-type]
+                decoded = _decode(record.key, record.value)  # type: ignore[arg-type]
             except UnknownRecordType:
                 continue
             if header.is_transactional and isinstance(decoded.key, OffsetCommitKey):
@@ -326,6 +360,31 @@ class GroupCoordinator:
         else:
             initialize(written)
         return written
+
+    def create_streams_internal_topics(self, topics: Mapping[str, InternalTopic], timeout_ms: int) -> None:
+        """Kafka's createStreamsInternalTopics: ask the controller for the internal topics a
+        streams group's topology needs, each once at a time; the answer does not wait for them."""
+        wanted = [t for name, t in topics.items() if name not in self._creating]
+        if not wanted:
+            return
+        task = asyncio.get_running_loop().create_task(self._create_internal_topics(wanted, timeout_ms))
+        for t in wanted:
+            self._creating[t.name] = task
+
+    async def _create_internal_topics(self, topics: list[InternalTopic], timeout_ms: int) -> None:
+        try:
+            creatable = [CreatableTopic(t.name, t.num_partitions, t.replication_factor, None, dict(t.configs)) for t in topics]
+            errors = await self._controller.create_topics(creatable, timeout_ms)
+            failed = {name: ErrorCode(code).name for name, code in errors.items() if code}
+            if failed:
+                log.warning("group_coordinator.streams_internal_topics_failed", topics=failed)
+            else:
+                log.info("group_coordinator.streams_internal_topics_created", topics=sorted(t.name for t in topics))
+        except Exception:  # a failed creation is asked for again at the group's next heartbeat
+            log.exception("group_coordinator.streams_internal_topics_failed", topics=sorted(t.name for t in topics))
+        finally:
+            for t in topics:
+                self._creating.pop(t.name, None)
 
     async def _initialize_share_group_state(self, request: InitializeShareGroupState) -> None:
         """InitializeShareGroupState, then its outcome written: the partitions become assignable,
@@ -620,7 +679,7 @@ class GroupCoordinator:
         if not records:
             return None
         timestamp = now_ms()
-        entries = [(encode_key(k), None if v is None else encode_value(v), (), timestamp) for k, v in records]
+        entries = [(*_encode(k, v), (), timestamp) for k, v in records]
         if producer is None:
             return build_batch(entries)
         # TxnOffsetCommit: the producer's transactional batch, settled by its transaction's marker.
@@ -712,3 +771,5 @@ class GroupCoordinator:
         self._timers.clear()
         for task in self._initializing:
             task.cancel()
+        for creating in set(self._creating.values()):
+            creating.cancel()

@@ -96,6 +96,8 @@ class ApiKey(IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    STREAMS_GROUP_HEARTBEAT = 88
+    STREAMS_GROUP_DESCRIBE = 89
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
@@ -300,6 +302,10 @@ UNRELEASED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, 0),
         ApiRange(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, 0),
         ApiRange(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, 0),
+        # KIP-1071's streams groups (broker/handlers/streams_groups.py). Kafka 4.4 serves v0-1; v1
+        # (KIP-1331's topology description) has no codec in kio yet.
+        ApiRange(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, 0, 0),
+        ApiRange(ApiKey.STREAMS_GROUP_DESCRIBE, 0, 0, 0),
     )
 }
 

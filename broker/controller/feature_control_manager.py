@@ -51,8 +51,8 @@ TRANSACTION_VERSION_LEVEL = 2
 GROUP_VERSION_FEATURE = mv.GROUP_VERSION_FEATURE
 GROUP_VERSION_LEVEL = 1
 # The features besides metadata.version that kbroker implements, with the highest level of each.
-# share.version and streams.version are Kafka's too, but kbroker has no streams groups and its share
-# groups are incomplete: it does not advertise them (a broker supports them at level 0 only), so
+# share.version and streams.version are Kafka's too, but kbroker's share and streams groups are
+# incomplete: it does not advertise them (a broker supports them at level 0 only), so
 # new clusters do not finalize them either.
 IMPLEMENTED_FEATURES: Mapping[str, int] = {
     ELIGIBLE_LEADER_REPLICAS_FEATURE: ELIGIBLE_LEADER_REPLICAS_LEVEL,
@@ -65,7 +65,10 @@ IMPLEMENTED_FEATURES: Mapping[str, int] = {
 # broker/group/share_version.py). Supported only with unstable.feature.versions.enable until
 # kbroker's share groups are complete, never finalized on a new cluster.
 SHARE_VERSION_FEATURE = mv.SHARE_VERSION_FEATURE
-UNSTABLE_FEATURES: Mapping[str, int] = {SHARE_VERSION_FEATURE: 2}
+# streams.version (KIP-1071): 1 turns on streams groups (broker/group/streams_version.py); likewise
+# supported only with unstable.feature.versions.enable until kbroker's streams groups are complete.
+STREAMS_VERSION_FEATURE = mv.STREAMS_VERSION_FEATURE
+UNSTABLE_FEATURES: Mapping[str, int] = {SHARE_VERSION_FEATURE: 2, STREAMS_VERSION_FEATURE: 1}
 
 
 def new_cluster_features(metadata_version: int = METADATA_VERSION_LEVEL) -> dict[str, int]:
@@ -348,6 +351,7 @@ __all__ = [
     "GROUP_VERSION_FEATURE",
     "GROUP_VERSION_LEVEL",
     "SHARE_VERSION_FEATURE",
+    "STREAMS_VERSION_FEATURE",
     "UNSTABLE_FEATURES",
     "KRAFT_VERSION_FEATURE",
     "METADATA_VERSION_FEATURE",

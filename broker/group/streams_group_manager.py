@@ -583,6 +583,13 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
             records.append(target_assignment_epoch_record(group.group_id, epoch, 0))
         return self._apply(StreamsGroupResult(records, response, self._cancel_timers(group.group_id, member.member_id)))
 
+    # -- StreamsGroupDescribe ---------------------------------------------------------------------
+
+    def described_group(self, group_id: str) -> StreamsGroup:
+        """The group StreamsGroupDescribe answers with, or GroupError (GROUP_ID_NOT_FOUND) in
+        Kafka's words for an unknown id or one of another group type."""
+        return self._existing_group(group_id)
+
     # -- timers ------------------------------------------------------------------------------------
 
     def _revoking(self, member: StreamsGroupMember) -> bool:

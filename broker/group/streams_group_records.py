@@ -317,6 +317,8 @@ _RECORD_TYPES: dict[int, tuple[type[Any], type[Any]]] = {
     STREAMS_GROUP_TOPOLOGY: (StreamsGroupTopologyKey, StreamsGroupTopologyValue),
 }
 _WRITTEN_RECORD_TYPE: dict[type[Any], int] = {key: record_type for record_type, (key, _) in _RECORD_TYPES.items()}
+# The key classes, for dispatching a record to this codec.
+STREAMS_GROUP_KEY_TYPES: tuple[type[Any], ...] = tuple(_WRITTEN_RECORD_TYPE)
 
 
 # -- the two extra kinds ------------------------------------------------------------------------------

@@ -735,7 +735,8 @@ class DescribeGroupsHandler:
             described = shard.groups.describe(group_id)
             if ctx.version >= 6 and shard.groups.group(group_id) is None:
                 # KIP-1043: v6 says GROUP_ID_NOT_FOUND where older versions describe a Dead group.
-                kind = "is not a classic group" if group_id in shard.consumer_groups.groups else "not found"
+                modern = group_id in shard.consumer_groups.groups or group_id in shard.streams_groups.groups
+                kind = "is not a classic group" if modern else "not found"
                 out.append(
                     build(
                         group_cls,
