@@ -11,6 +11,10 @@ and takes it out of every ISR, so there is nothing left to wait for (Kafka waits
 shutdown timeout, five minutes, when cut off from the controller). A broker that is fenced for
 missing heartbeats keeps heartbeating with the same epoch; a registration the controller no
 longer knows (STALE_BROKER_EPOCH) registers again and gets a new epoch.
+
+A node with several log dirs registers the directory id of each dir online at start-up, and names
+a dir that goes offline later in every heartbeat's OfflineLogDirs (KIP-858): the controller then
+takes this broker out of the leadership and ISR of the replicas in that dir.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ class BrokerLifecycleManager:
         previous_broker_epoch: int = -1,
         cordoned_log_dirs: Callable[[], tuple[uuid.UUID, ...]] = tuple,
         cordoned_log_dirs_supported: Callable[[], bool] = lambda: False,
+        offline_log_dirs: Callable[[], tuple[uuid.UUID, ...]] = tuple,
     ) -> None:
         self._broker_id = broker_id
         self._cluster_id = cluster_id
@@ -91,6 +96,7 @@ class BrokerLifecycleManager:
         # and the finalized metadata.version (4.3-IV0 or later) lets the controller record them.
         self._cordoned_log_dirs = cordoned_log_dirs
         self._cordoned_log_dirs_supported = cordoned_log_dirs_supported
+        self._offline_log_dirs = offline_log_dirs
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.state = BrokerState.STARTING
@@ -131,6 +137,11 @@ class BrokerLifecycleManager:
 
     def propagate_directory_cordoned(self) -> None:
         """Kafka's propagateDirectoryCordoned: tell the controller at once, not a heartbeat later."""
+        if self.broker_epoch >= 0:
+            self._wake.set()
+
+    def propagate_directory_failure(self) -> None:
+        """Kafka's propagateDirectoryFailure: the next heartbeat, sent now, names the offline dir."""
         if self.broker_epoch >= 0:
             self._wake.set()
 
@@ -190,7 +201,7 @@ class BrokerLifecycleManager:
             current_metadata_offset=i64(self._metadata_offset()),
             want_fence=False,
             want_shut_down=want_shut_down,
-            offline_log_dirs=(),
+            offline_log_dirs=self._offline_log_dirs(),
             # Null until the broker caught up (Kafka's RECOVERY state): the registration record
             # starts with none, and the controller keeps what it has while it gets null.
             cordoned_log_dirs=self._cordoned_log_dirs() if self.caught_up.is_set() and self._cordoned_log_dirs_supported() else None,

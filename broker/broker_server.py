@@ -16,6 +16,7 @@ import concurrent.futures
 import gc
 import time
 import uuid
+from pathlib import Path
 from typing import Awaitable, Callable, Mapping, TypeVar
 
 import structlog
@@ -23,6 +24,8 @@ import structlog
 from broker.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from broker.alter_partition_manager import AlterPartitionManager
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
+from broker.assignments_manager import AssignmentsManager
+from broker.broker_log_dirs import BrokerLogDirs
 from broker.broker_lifecycle_manager import AdvertisedListener, BrokerLifecycleManager
 from broker.channel_builders import TLS_PROTOCOLS, ListenerSecurityBuilder, inter_broker_channel
 from broker.config import BrokerConfig
@@ -45,7 +48,7 @@ from broker.handlers.describe_producers import DescribeProducersHandler
 from broker.handlers.describe_topic_partitions import DescribeTopicPartitionsHandler
 from broker.handlers.fetch import FetchHandler
 from broker.auth_helper import AuthHelper
-from broker.dynamic_broker_config import DynamicBrokerConfig
+from broker.dynamic_broker_config import REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND, DynamicBrokerConfig
 from broker.dynamic_listener_config import DynamicListenerConfig, listener_store_config, reconfiguration_problem, with_overrides
 from broker.client_quota_manager import FETCH, PRODUCE, ClientQuotaManager
 from broker.client_request_quota_manager import ClientRequestQuotaManager
@@ -120,6 +123,7 @@ from broker.produce_verification import ProduceVerifier
 from broker.producer_id_manager import ControllerProducerIdAllocator, ProducerIdManager
 from broker.replica_fetcher_manager import FetcherSettings, ReplicaFetcherManager
 from broker.replication_quota_manager import ReplicationQuotaManager
+from broker.replica_alter_log_dirs_manager import ReplicaAlterLogDirsManager, throttle_rate
 from broker.replica_manager import ReplicaManager
 from broker.share.share_group_configs import ShareGroupConfigs
 from broker.share.share_group_dlq_manager import DLQBrokerSettings, ShareGroupDLQManager
@@ -152,7 +156,7 @@ class BrokerServer:
         cfg = shared.config
         self.config = cfg
         self.metrics = metrics
-        # unstable.api.versions.enable also brings the APIs kbroker has not finished (share groups).
+        # unstable.api.versions.enable also brings the APIs kbroker has not finished (UNRELEASED_APIS).
         self._apis = with_unstable_versions(SUPPORTED_APIS) | UNRELEASED_APIS if cfg.unstable_api_versions_enable else SUPPORTED_APIS
         self._shared = shared
         # The id of the one log dir this broker registers (meta.properties' directory.id).
@@ -164,8 +168,10 @@ class BrokerServer:
         # Server.properties with the cluster's and this broker's dynamic configs on top, as they change.
         self.dynamic_config = DynamicBrokerConfig(cfg.node_id, cfg)
         defaults = LogConfig.from_properties(cfg.topic_defaults())
-        self.log_manager = LogManager(cfg.data_dir, defaults, now_ms, shared.log_dir_failure_channel)
+        self.log_manager = LogManager(cfg.log_dir_paths, defaults, now_ms, shared.log_dir_failure_channel)
+        self.log_manager.cordoned_log_dirs = lambda: self.dynamic_config.config.cordoned_log_dir_paths
         self.log_manager.startup()
+        self.log_dirs = BrokerLogDirs(self.log_manager, self.log_manager.cordoned_log_dirs, self._directory_id)
         listener = cfg.advertised_listener
         self.metadata = MetadataCache(cfg.node_id, shared.cluster_id, BrokerEndpoint(cfg.node_id, listener.host, listener.port, cfg.broker_rack), listener_name=listener.name)
         self.replica_manager = ReplicaManager(
@@ -187,6 +193,9 @@ class BrokerServer:
             self.channel, cfg.node_id, lambda: self.lifecycle.broker_epoch, self.replica_manager.high_watermark_moved
         )
         self.replica_manager.alter_partition_manager = self.alter_partition_manager
+        self.replica_alter_log_dirs_manager = ReplicaAlterLogDirsManager(
+            self.replica_manager, lambda: throttle_rate(self.dynamic_config.value_of(REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND))
+        )
         self.replica_fetcher_manager = ReplicaFetcherManager(
             FetcherSettings(
                 node_id=cfg.node_id,
@@ -246,16 +255,18 @@ class BrokerServer:
             listeners=[AdvertisedListener(lst.name, lst.host, lst.port) for lst in cfg.advertised_broker_listeners],
             features=supported_features(self.config.unstable_feature_versions_enable),
             previous_broker_epoch=self.log_manager.clean_shutdown_broker_epoch,
-            log_dir_ids=[self._directory_id],
+            log_dir_ids=self.log_dirs.registered_ids(),
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             session_timeout_ms=cfg.broker_session_timeout_ms,
             quorum_fetch_timeout_ms=cfg.controller_quorum_fetch_timeout_ms,
             channel=self.channel,
             metadata_offset=lambda: loader.image.provenance,
-            cordoned_log_dirs=self._cordoned_log_dir_ids,
+            cordoned_log_dirs=self.log_dirs.cordoned_ids,
             cordoned_log_dirs_supported=self._cordoned_log_dirs_supported,
+            offline_log_dirs=self.log_dirs.offline_ids,
         )
         self.replica_manager.in_session = self._in_session
+        self.assignments_manager = AssignmentsManager(cfg.node_id, self.log_manager, self.channel, lambda: self.lifecycle.broker_epoch)
         self.producer_id_manager = ProducerIdManager(cfg.node_id, ControllerProducerIdAllocator(self.channel, lambda: self.lifecycle.broker_epoch))
         self.txn_coordinator = TransactionCoordinator(
             self.txn_state_manager,
@@ -310,6 +321,7 @@ class BrokerServer:
             self.acl_publisher,
             self.dynamic_listener_config,
             self.replica_manager,
+            self.assignments_manager,
             self.group_coordinator,
             self.txn_state_manager,
             self.share_coordinator,
@@ -379,11 +391,11 @@ class BrokerServer:
             ApiKey.DESCRIBE_CLUSTER: DescribeClusterHandler(self.metadata, self.auth),
             ApiKey.DELETE_RECORDS: DeleteRecordsHandler(self.replica_manager, self.metadata, self.auth),
             ApiKey.ALTER_REPLICA_LOG_DIRS: AlterReplicaLogDirsHandler(
-                self.replica_manager, self.metadata, self.auth, lambda: self.dynamic_config.config.cordoned_log_dir_paths
+                self.replica_manager, self.metadata, self.replica_alter_log_dirs_manager, self.auth, lambda: self.dynamic_config.config.cordoned_log_dir_paths
             ),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: OffsetForLeaderEpochHandler(self.replica_manager, self.metadata, self.auth),
             ApiKey.DESCRIBE_LOG_DIRS: DescribeLogDirsHandler(
-                self.replica_manager, cfg, self.auth, lambda: self._cordoned_log_dirs_supported() and self._is_log_dir_cordoned()
+                self.replica_manager, cfg, self.auth, lambda d: self._cordoned_log_dirs_supported() and self.log_dirs.is_cordoned(d)
             ),
             ApiKey.FIND_COORDINATOR: FindCoordinatorHandler(self.group_coordinator, self.metadata, self.txn_state_manager, self.share_coordinator, self.auth),
             ApiKey.JOIN_GROUP: JoinGroupHandler(self.group_coordinator, self.auth),
@@ -452,6 +464,8 @@ class BrokerServer:
             await self.metrics_exporter.start()  # scraped while the broker waits to be unfenced, too
         self.alter_partition_manager.start()
         self.lifecycle.start()
+        self.assignments_manager.start()
+        self.replica_alter_log_dirs_manager.start()
         log.info("broker.waiting_for_unfence", node_id=cfg.node_id)
         await self.lifecycle.unfenced.wait()
         # Unfenced means caught up with the metadata log: what is not assigned here now never will be.
@@ -607,14 +621,12 @@ class BrokerServer:
     def _cordoned_log_dirs_supported(self) -> bool:
         return mv.for_level(self.metadata.image.features.get(mv.METADATA_VERSION_FEATURE)).is_cordoned_log_dirs_supported
 
-    def _is_log_dir_cordoned(self) -> bool:
-        """Whether this broker's one log dir is among cordoned.log.dirs as they are now."""
-        data_dir = self.config.data_dir.resolve()
-        return any(d.resolve() == data_dir for d in self.dynamic_config.config.cordoned_log_dir_paths)
-
-    def _cordoned_log_dir_ids(self) -> tuple[uuid.UUID, ...]:
-        """The directory ids of the cordoned log dirs: kbroker registers one log dir, so that one or none."""
-        return (self._directory_id,) if self._is_log_dir_cordoned() else ()
+    def handle_log_dir_failure(self, log_dir: Path) -> None:
+        """Kafka's ReplicaManager.handleLogDirFailure, once the node goes on without ``log_dir``:
+        its replicas stop fetching, its logs are closed, and the controller hears of it at once."""
+        for key in self.log_manager.handle_log_dir_failure(log_dir):
+            self.replica_fetcher_manager.remove_fetcher_for(key)
+        self.lifecycle.propagate_directory_failure()
 
     async def controlled_shutdown(self, timeout_s: float) -> None:
         """Ask the controller to move this broker's leaderships away before the listeners close."""
@@ -636,6 +648,8 @@ class BrokerServer:
         for publisher in self._publishers:
             self._shared.metadata_loader.remove_publisher(publisher)
         await self.lifecycle.close()
+        await self.assignments_manager.close()
+        await self.replica_alter_log_dirs_manager.close()
         await self.replica_manager.shutdown()
         await self.replica_fetcher_manager.shutdown()
         await self.alter_partition_manager.shutdown()

@@ -9,9 +9,10 @@ controlled shutdown, no checkpoint, no clean-shutdown marker, so the next start 
 log of the dir and truncates a torn tail. The controller fences the node when its heartbeats
 stop and elects new leaders from the ISR.
 
-kbroker keeps one log dir per node (``log.dirs``' first, which also holds the metadata log unless
-``metadata.log.dir`` names another), so every log dir failure is one of those two cases: the node
-halts, as Kafka's broker does in that configuration. ``decide`` is the sans-IO rule.
+Otherwise the node goes on serving from its other log dirs: ``on_offline`` (the broker's
+handle_log_dir_failure) stops the failed dir's replicas and has the next BrokerHeartbeat name the
+dir in OfflineLogDirs, so that the controller moves their leadership and ISR membership elsewhere.
+``decide`` is the sans-IO rule.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class LogDirFailureHandler:
         self._log_dirs = log_dirs
         self._metadata_dir = metadata_dir
         self._on_halt = on_halt
+        # Set once the broker exists: a dir that fails while its logs load is simply not registered.
+        self.on_offline: Callable[[Path], None] | None = None
 
     def install(self) -> None:
         # The channel is told on whichever thread hit the error (cleaner, to_thread fsyncs): the
@@ -74,6 +77,8 @@ class LogDirFailureHandler:
         reason = decide(failed_dir, self._log_dirs, self._channel.offline_log_dirs, self._metadata_dir)
         if reason is not None:
             self._on_halt(reason)
+        elif self.on_offline is not None:
+            self.on_offline(failed_dir)
 
 
 __all__ = ["LogDirFailureHandler", "decide", "halt"]

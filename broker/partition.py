@@ -428,9 +428,13 @@ class Partition(Generic[ProducedT, ReplicatedT]):
         current_leader_epoch: int,
         max_bytes: int,
         now_ms: int,
+        update_fetch_state: bool = True,
     ) -> tuple[LogReadResult, FollowerFetchOutcome]:
         """A follower's read: up to the log end, after KIP-320's divergence check. The fetch
-        offset is the follower's log end, which may move the high watermark or let it join the ISR."""
+        offset is the follower's log end, which may move the high watermark or let it join the ISR.
+        A re-read of a fetch waiting in purgatory does not count as the follower fetching again
+        (``update_fetch_state`` False, Kafka's fetchRecords from DelayedFetch): its offsets are as
+        old as the request, and the ISR may have changed since."""
         state = self._leader()
         self.check_leader_epoch(current_leader_epoch)
         if replica_id not in state.remotes:
@@ -443,6 +447,8 @@ class Partition(Generic[ProducedT, ReplicatedT]):
                 read = LogReadResult(empty, self.high_watermark, self.last_stable_offset, self.log.log_start_offset, leo, None, (epoch, end_offset))
                 return read, FollowerFetchOutcome(False, None)
         info = self.log.read(fetch_offset, max_bytes, None, True)
+        if not update_fetch_state:
+            return LogReadResult(info, self.high_watermark, self.last_stable_offset, self.log.log_start_offset, leo), FollowerFetchOutcome(False, None)
         moved, intent = state.follower_fetched(replica_id, fetch_offset, follower_log_start_offset, broker_epoch, leo, now_ms, self._settings.is_eligible)
         if moved:
             self.log.update_high_watermark(state.high_watermark)

@@ -26,6 +26,7 @@ from broker.metrics.broker_topic_metrics import BrokerTopicStats
 from broker.pending_replicas import PendingReplicas
 from broker.partition import ACKS_ALL, NO_EPOCH, LogReadResult, NotLeaderOrFollowerError, Partition, ReplicationSettings, UnknownTopicOrPartitionError
 from storage.errors import KafkaStorageError, StorageError
+from broker.broker_log_dirs import assigned_directory
 from storage.producer_state_manager import AppendOrigin
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -179,6 +180,9 @@ class ReplicaManager:
         for key, info, leader in roles:
             topic, index = key
             partition = self.partitions.get(key)
+            if partition is not None and _in_offline_dir(partition):
+                # HostedPartition.Offline: its log dir failed, and it takes no role until a restart.
+                continue
             if partition is None or partition.topic_id != info.topic_id:
                 if partition is not None:
                     self._remove(key)
@@ -190,7 +194,12 @@ class ReplicaManager:
                 config = configs.get(topic)
                 if config is None:
                     config = configs[topic] = self.log_config_for(self._image, topic)
-                plog = self.log_manager.get_or_create_log(topic, index, config, info.topic_id)
+                target_dir = assigned_directory(info.registration, self.node_id)
+                if creates_log and self.log_manager.is_offline_directory(target_dir):
+                    # Its data is in a dir of this node that is offline: no empty log elsewhere.
+                    log.warning("partition.log_dir_offline", topic=topic, partition=index, directory_id=str(target_dir))
+                    continue
+                plog = self.log_manager.get_or_create_log(topic, index, config, info.topic_id, target_dir)
                 partition = self.partitions[key] = Partition(topic, index, info.topic_id, plog, self.settings)
             if self._take_role(partition, info, leader, now):
                 if leader:
@@ -320,9 +329,9 @@ class ReplicaManager:
         DescribeProducers reads), with the errors of ``leader_partition`` when there is none."""
         replica = self.partitions.get((topic, index))
         if replica is not None:
-            # HostedPartition.Offline: until the node halts, its epochs, producers and high
-            # watermark are still in memory, but no longer backed by a log that can be read.
-            if replica.log.failure_channel.has_offline_log_dir(replica.log.parent_dir):
+            # HostedPartition.Offline: until the node restarts (or halts, with no dir left), its epochs,
+            # producers and high watermark are still in memory, but no longer backed by a log that can be read.
+            if _in_offline_dir(replica):
                 raise KafkaStorageError(f"Partition {topic}-{index} is in an offline log directory")
             return replica
         if image.has_partition(topic, index):
@@ -347,6 +356,8 @@ class ReplicaManager:
             return
         now = now_ms()
         for partition in self.partitions.values():
+            if _in_offline_dir(partition):
+                continue  # the controller moved its leadership away (OfflineLogDirs)
             intent = partition.maybe_shrink_isr(now)
             if intent is not None:
                 log.info("partition.shrinking_isr", topic=partition.topic, partition=partition.index, isr=partition.isr, new_isr=intent.isr)
@@ -498,13 +509,14 @@ class ReplicaManager:
         current_leader_epoch: int,
         max_bytes: int,
         image: MetadataImage,
+        update_fetch_state: bool = True,
     ) -> ReadResult:
         partition = self.get_partition(topic, index)
         if partition is None:
             return ReadResult(error_code=_missing_leader_error(image, topic, index))
         try:
             read, outcome = partition.read_for_follower(
-                replica_id, broker_epoch, fetch_offset, last_fetched_epoch, log_start_offset, current_leader_epoch, max_bytes, now_ms()
+                replica_id, broker_epoch, fetch_offset, last_fetched_epoch, log_start_offset, current_leader_epoch, max_bytes, now_ms(), update_fetch_state
             )
         except StorageError as e:
             return ReadResult(error_code=e.error_code)
@@ -515,6 +527,10 @@ class ReplicaManager:
             self.isr_expands += 1
             self.alter_partition_manager.submit(partition, outcome.alter_isr)
         return ReadResult(read=read)
+
+
+def _in_offline_dir(partition: Partition) -> bool:
+    return partition.log.failure_channel.has_offline_log_dir(partition.log.parent_dir)
 
 
 def _rack(image: MetadataImage, broker_id: int) -> str | None:

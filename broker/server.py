@@ -47,9 +47,10 @@ class KafkaRaftServer:
         cfg = self.config
         started = time.monotonic()
         self.shared.check_storage()
-        LogDirFailureHandler(
-            self.shared.log_dir_failure_channel, asyncio.get_running_loop(), log_dirs=[cfg.data_dir], metadata_dir=cfg.metadata_dir
-        ).install()
+        failure_handler = LogDirFailureHandler(
+            self.shared.log_dir_failure_channel, asyncio.get_running_loop(), log_dirs=cfg.log_dir_paths, metadata_dir=cfg.metadata_dir
+        )
+        failure_handler.install()
         self.shared.start_raft()
         if cfg.is_controller:
             self.controller = ControllerServer(self.shared, self.metrics)
@@ -57,6 +58,7 @@ class KafkaRaftServer:
         if cfg.is_broker:
             local = self.controller.apis if self.controller is not None else None
             self.broker = BrokerServer(self.shared, self.metrics, local)
+            failure_handler.on_offline = self.broker.handle_log_dir_failure
         self.shared.start()
         if self.controller is not None:
             self.controller.start()

@@ -260,4 +260,4 @@ def verify_storage(config: BrokerConfig) -> str:
     """The start-up check of every directory's meta.properties (Kafka's KafkaRaftServer does it first of
     all); the zero-config node formats its own. Returns the cluster id; raises MetaPropertiesError."""
     directories = directories_of(config.log_dir_paths, config.metadata_dir)
-    return check_startup(directories, config.node_id, config.cluster_id, may_format=config.implicit_quorum)
+    return check_startup(directories, config.node_id, config.cluster_id, may_format=config.implicit_quorum, metadata_dir=config.metadata_dir)

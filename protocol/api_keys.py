@@ -85,6 +85,7 @@ class ApiKey(IntEnum):
     CONTROLLER_REGISTRATION = 70
     GET_TELEMETRY_SUBSCRIPTIONS = 71
     PUSH_TELEMETRY = 72
+    ASSIGN_REPLICAS_TO_DIRS = 73
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
@@ -269,6 +270,8 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
         # Partition leaders' ISR changes. Kafka 4 serves v2-3 only, as kio knows them; never
         # offered to clients, as in Kafka.
         ApiRange(ApiKey.ALTER_PARTITION, 2, 3, 0),
+        # KIP-858: a broker of several log dirs tells which holds each replica; never offered to clients.
+        ApiRange(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, 0, 0),
         SUPPORTED_APIS[ApiKey.ADD_RAFT_VOTER],
         SUPPORTED_APIS[ApiKey.REMOVE_RAFT_VOTER],
         ApiRange(ApiKey.UPDATE_RAFT_VOTER, 0, 0, 0),

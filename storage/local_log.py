@@ -27,11 +27,17 @@ log = structlog.get_logger(__name__)
 
 # Beside a cleaner's .swap: the end of the segments it replaces (kbroker's own, not Kafka's).
 SWAP_END_FILE_SUFFIX = ".swapend"
+# A future log's folder: a replica moving to this log dir (AlterReplicaLogDirs).
+FUTURE_DIR_SUFFIX = "-future"
 
 
 def parse_topic_partition(directory: Path) -> tuple[str, int]:
-    """``<topic>-<partition>``: the partition follows the LAST '-' (topic names may contain '-')."""
-    topic, _, partition = directory.name.rpartition("-")
+    """``<topic>-<partition>``, or a future log's ``<topic>-<partition>.<unique id>-future`` (a replica
+    moving to this log dir): the partition follows the LAST '-' (topic names may contain '-')."""
+    name = directory.name
+    if name.endswith(FUTURE_DIR_SUFFIX):
+        name = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")[0]
+    topic, _, partition = name.rpartition("-")
     if not topic or not partition.isdigit():
         raise ValueError(f"{directory.name} is not a <topic>-<partition> directory")
     return topic, int(partition)

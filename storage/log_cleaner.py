@@ -79,7 +79,7 @@ class RunOnOwner(Protocol):
 class CleanerOwner(Protocol):
     """What the cleaner needs from the log manager."""
 
-    log_dir: Path
+    log_dirs: list[Path]
 
     def get_log(self, topic: str, partition: int) -> UnifiedLog | None: ...
 
@@ -101,9 +101,9 @@ class LogCleaner:
         self.config = config
         self._run_on_owner = run_on_owner
         self._now_ms = now_ms
-        self._checkpoint_file = CleanerCheckpoint(owner.log_dir)
         self._checkpoint_lock = threading.Lock()
-        self.checkpoints: dict[TopicPartition, int] = self._checkpoint_file.read()
+        # Kafka's cleaner-offset-checkpoint is per log dir: each file covers the logs of its dir.
+        self.checkpoints: dict[TopicPartition, int] = {k: v for d in owner.log_dirs for k, v in CleanerCheckpoint(d).read().items()}
         self._in_progress: set[TopicPartition] = set()
         self._latest_delete_horizons: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()
@@ -197,7 +197,7 @@ class LogCleaner:
             # is replaced atomically, and every copy is a superset of what was cleaned before it.
             plog = plan.plog
             with self._checkpoint_lock, maybe_handle_io_exception(plog.failure_channel, plog.parent_dir, f"Error while writing cleaner offsets checkpoint in dir {plog.parent_dir}"):
-                self._checkpoint_file.write(checkpoints)
+                CleanerCheckpoint(plog.parent_dir).write(checkpoints)
         return True
 
     def _execute(self, spec: CleanSpec) -> CleanResult:
@@ -325,7 +325,7 @@ class LogCleaner:
             elapsed_s=round(stats.elapsed_s, 3),
             throttled_s=round(stats.throttled_s, 3),
         )
-        return dict(self.checkpoints)
+        return {k: v for k, v in self.checkpoints.items() if (other := self._owner.get_log(*k)) is not None and other.parent_dir == plog.parent_dir}
 
     def _swap_step(self, step: str) -> None:
         if self.config.test_swap_pause_ms and step == self.config.test_swap_pause_step:

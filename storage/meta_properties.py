@@ -16,7 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+import structlog
+
 from storage.checkpoints import fsync_dir
+
+log = structlog.get_logger(__name__)
 
 META_PROPERTIES = "meta.properties"
 VERSION = 1
@@ -173,14 +177,29 @@ def verify_ensemble(ensemble: Mapping[Path, MetaProperties | None], cluster_id: 
     return cluster_id
 
 
-def check_startup(directories: list[Path], node_id: int, cluster_id: str | None = None, *, may_format: bool = False) -> str:
+def check_startup(
+    directories: list[Path], node_id: int, cluster_id: str | None = None, *, may_format: bool = False, metadata_dir: Path | None = None
+) -> str:
     """What a node checks before it opens any log: every directory formatted for this cluster and node.
 
     ``cluster_id`` is the one the configuration expects, if any. With ``may_format`` (the zero-config
     node only) the unformatted directories are formatted, with the cluster id the others hold, else
     ``cluster_id``, else a new one. Returns the cluster id; raises MetaPropertiesError.
+
+    Given ``metadata_dir``, a log dir other than it whose meta.properties cannot be read is left out,
+    as Kafka's errorLogDirs (the LogManager takes it offline), while the metadata log dir and one
+    other dir can be: Kafka's REQUIRE_METADATA_LOG_DIR and REQUIRE_AT_LEAST_ONE_VALID.
     """
-    ensemble = load_ensemble(directories)
+    ensemble: dict[Path, MetaProperties | None] = {}
+    for directory in directories:
+        try:
+            ensemble[directory] = read_meta_properties(directory)
+        except MetaPropertiesError as e:
+            if metadata_dir is None or os.path.abspath(directory) == os.path.abspath(metadata_dir):
+                raise
+            log.error("meta_properties.unreadable", dir=str(directory), error=str(e))
+    if not ensemble:
+        raise MetaPropertiesError(f"No readable meta.properties files found in {', '.join(map(str, directories))}")
     stored = verify_ensemble(ensemble, cluster_id, node_id)
     missing = [d for d, meta in ensemble.items() if meta is None]
     if missing and not may_format:

@@ -264,9 +264,11 @@ class ClusterControlManager:
         image: MetadataImage,
         committed_offset: int,
         cordoned_log_dirs: Sequence[uuid.UUID] | None = None,
+        offline_log_dirs: Sequence[uuid.UUID] = (),
     ) -> ControllerResult[BrokerHeartbeatReply]:
         """BrokerHeartbeat. ``image`` is the committed image and ``committed_offset`` its last offset;
-        ``cordoned_log_dirs`` the broker's cordoned dirs (v2, KIP-1066), None when it sent none."""
+        ``cordoned_log_dirs`` the broker's cordoned dirs (v2, KIP-1066), None when it sent none;
+        ``offline_log_dirs`` its dirs gone offline (v1, KIP-858)."""
         registration = image.brokers.get(broker_id)
         if registration is None:
             return ControllerResult([], BrokerHeartbeatReply(ErrorCode.stale_broker_epoch, error_message=f"No broker registration found for broker id {broker_id}"))
@@ -289,6 +291,10 @@ class ClusterControlManager:
         elif following is BrokerControlState.CONTROLLED_SHUTDOWN and current is BrokerControlState.UNFENCED:
             records.append(BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=registration.epoch, in_controlled_shutdown=1))
             records.extend(self._replication.handle_broker_in_controlled_shutdown(image, broker_id))
+        if not records:
+            # A broker being fenced or shut down loses every leadership already: its offline dirs,
+            # named in every heartbeat, are handled at the next one, from the image this one makes.
+            records.extend(self._directories_offline(image, registration, offline_log_dirs))
         records.extend(_cordoned_dirs_change(registration, cordoned_log_dirs, image))
         fenced = following in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW)
         self.heartbeats.touch(broker_id, now_ms, current_metadata_offset, fenced=fenced)
@@ -300,6 +306,18 @@ class ClusterControlManager:
             should_shut_down=following is BrokerControlState.SHUTDOWN_NOW,
         )
         return ControllerResult(records, reply)
+
+    def _directories_offline(self, image: MetadataImage, registration: BrokerRegistration, offline: Sequence[uuid.UUID]) -> list[MetadataRecord]:
+        """Kafka's handleDirectoriesOffline: the replicas in the newly offline dirs move away, and the
+        registration keeps only the dirs still online (a directory no longer registered is offline
+        to every later election, DirectoryId.isOnline)."""
+        lost = set(offline).intersection(registration.directories)
+        if not lost:
+            return []
+        records: list[MetadataRecord] = list(self._replication.handle_directories_offline(image, registration.broker_id, lost))
+        online = tuple(d for d in registration.directories if d not in lost)
+        records.append(BrokerRegistrationChangeRecord(broker_id=registration.broker_id, broker_epoch=registration.epoch, log_dirs=online))
+        return records
 
     def _next_state(
         self,

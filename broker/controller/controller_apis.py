@@ -98,7 +98,7 @@ CONTROLLER_CLUSTER_OPERATIONS: dict[ApiKey, int] = {
         (
             ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH, ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT,
             ApiKey.UPDATE_RAFT_VOTER, ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
-            ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.ENVELOPE, ApiKey.CONTROLLER_REGISTRATION,
+            ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.ENVELOPE, ApiKey.CONTROLLER_REGISTRATION, ApiKey.ASSIGN_REPLICAS_TO_DIRS,
         ),
         AclOperation.CLUSTER_ACTION,
     ),
@@ -212,6 +212,7 @@ class ControllerApis:
             ApiKey.UNREGISTER_CONTROLLER: self._unregister_controller,
             ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
             ApiKey.ALTER_PARTITION: self._alter_partition,
+            ApiKey.ASSIGN_REPLICAS_TO_DIRS: self._assign_replicas_to_dirs,
         }
         self._handlers: dict[ApiKey, Handler] = {key: self._guarded(key, handler) for key, handler in writes.items()}
         self._handlers[ApiKey.DESCRIBE_CLUSTER] = self._describe_cluster
@@ -254,6 +255,7 @@ class ControllerApis:
                     producer_id_start=-1,
                     producer_id_len=0,
                     topics=(),
+                    directories=(),
                 )
 
         return call
@@ -284,6 +286,8 @@ class ControllerApis:
             bool(request.want_shut_down),
             # v2 (KIP-1066); null before the broker caught up, and in v0-1.
             cordoned_log_dirs=getattr(request, "cordoned_log_dirs", None),
+            # v1 (KIP-858).
+            offline_log_dirs=tuple(d for d in getattr(request, "offline_log_dirs", ()) if d is not None),
         )
         return build(
             response_schema(ApiKey.BROKER_HEARTBEAT, ctx.version),
@@ -425,6 +429,25 @@ class ControllerApis:
             build(topic_cls, topic_id=t.topic_id, partitions=tuple(build(partition_cls, **dataclasses.asdict(p)) for p in t.partitions)) for t in reply.topics
         )
         return build(schema, throttle_time=0, error_code=reply.error_code, topics=answers)
+
+    async def _assign_replicas_to_dirs(self, ctx: RequestContext, request: Any) -> Any:
+        """AssignReplicasToDirs v0 (KIP-858), answered once the directory changes are committed."""
+        directories = [(d.id_, [(t.topic_id, [int(p.partition_index) for p in t.partitions]) for t in d.topics]) for d in request.directories]
+        reply = await self._controller.assign_replicas_to_dirs(int(request.broker_id), int(request.broker_epoch), directories)
+        schema = response_schema(ApiKey.ASSIGN_REPLICAS_TO_DIRS, ctx.version)
+        dir_cls, topic_cls, partition_cls = nested(schema, "DirectoryData"), nested(schema, "TopicData"), nested(schema, "PartitionData")
+        answers = tuple(
+            build(
+                dir_cls,
+                id_=directory,
+                topics=tuple(
+                    build(topic_cls, topic_id=topic_id, partitions=tuple(build(partition_cls, partition_index=i, error_code=e) for i, e in errors))
+                    for topic_id, errors in topics
+                ),
+            )
+            for directory, topics in reply.directories
+        )
+        return build(schema, throttle_time=0, error_code=reply.error_code, directories=answers)
 
     async def _describe_cluster(self, ctx: RequestContext, request: Any) -> Any:
         """KIP-919, as Kafka's ControllerApis.handleDescribeCluster: a controller describes the

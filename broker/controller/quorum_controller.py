@@ -55,7 +55,15 @@ from broker.controller.controller_result import ApiError, ControllerResult
 from broker.controller.feature_control_manager import METADATA_VERSION_FEATURE, NEW_CLUSTER_FEATURES, FeatureUpdateResult, metadata_version_of
 from broker.controller.producer_id_control_manager import ProducerIdsBlock
 from broker.controller.reassignment_control_manager import OngoingTopicReassignment, ReassignableTopic, ReassignableTopicResult
-from broker.controller.replication_control_manager import ELECTION_TYPES, AlterPartitionReply, AlterPartitionTopic, ElectLeaderResult, election_for_type
+from broker.controller.replication_control_manager import (
+    ELECTION_TYPES,
+    AlterPartitionReply,
+    AlterPartitionTopic,
+    AssignReplicasToDirsReply,
+    DirectoryAssignment,
+    ElectLeaderResult,
+    election_for_type,
+)
 from broker.controller.scram_control_manager import AlterScramResult, ScramDeletion, ScramUpsertion, alter_credentials
 from broker.dynamic_broker_config import kafka_default
 from broker.group.group_config import GroupConfigBounds, validate_group_config
@@ -362,6 +370,7 @@ class QuorumController:
         want_shut_down: bool,
         *,
         cordoned_log_dirs: Sequence[uuid.UUID] | None = None,
+        offline_log_dirs: Sequence[uuid.UUID] = (),
     ) -> BrokerHeartbeatReply:
         def decide(image: MetadataImage) -> tuple[list[MetadataRecord], BrokerHeartbeatReply]:
             result = self._cluster.heartbeat(
@@ -374,6 +383,7 @@ class QuorumController:
                 image=image,
                 committed_offset=self._committed,
                 cordoned_log_dirs=cordoned_log_dirs,
+                offline_log_dirs=offline_log_dirs,
             )
             return result.records, result.response
 
@@ -695,6 +705,18 @@ class QuorumController:
                 else:
                     # As Kafka, refusals are worth seeing: a leader whose view of the partition is off.
                     self._log.info("controller.isr_change_refused", error=p.error_code, **fields)
+        return reply
+
+    async def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int, directories: Sequence[DirectoryAssignment]) -> AssignReplicasToDirsReply:
+        """AssignReplicasToDirs (KIP-858): answered once the directory changes are committed."""
+
+        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], AssignReplicasToDirsReply]:
+            result = self._logic.replication.assign_replicas_to_dirs(image, broker_id, broker_epoch, directories)
+            return result.records, result.response
+
+        reply = await self._write(decide)
+        if reply.error_code != ErrorCode.none:
+            self._log.warning("controller.assign_replicas_to_dirs_refused", broker=broker_id, error=reply.error_code, message=reply.error_message)
         return reply
 
     # -- reassignments (KIP-455) ---------------------------------------------------------------------

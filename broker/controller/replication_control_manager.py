@@ -240,12 +240,30 @@ def _is_active(image: MetadataImage, broker_id: int) -> bool:
     return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
 
 
+# AssignReplicasToDirs, request and answer alike: per directory id, per topic id, its partitions
+# (the answer gives each partition's error code with its index).
+DirectoryAssignment = tuple[uuid.UUID, Sequence[tuple[uuid.UUID, Sequence]]]
+
+
+@dataclass(frozen=True, slots=True)
+class AssignReplicasToDirsReply:
+    error_code: int
+    error_message: str | None = None
+    directories: Sequence[DirectoryAssignment] = ()
+
+
+def _replica_directory(partition: PartitionRegistration, broker_id: int) -> uuid.UUID:
+    """The dir the partition's replica on ``broker_id`` is in (MIGRATING when it names none)."""
+    if broker_id not in partition.replicas or len(partition.directories) != len(partition.replicas):
+        return MIGRATING_DIR
+    return partition.directories[partition.replicas.index(broker_id)]
+
+
 def _has_online_dir(image: MetadataImage, broker_id: int, partition: PartitionRegistration) -> bool:
     broker = image.brokers.get(broker_id)
     if broker is None:
         return False
-    directory = partition.directories[partition.replicas.index(broker_id)] if broker_id in partition.replicas else MIGRATING_DIR
-    return directory_is_online(directory, broker.directories)
+    return directory_is_online(_replica_directory(partition, broker_id), broker.directories)
 
 
 class ReplicationControlManager:
@@ -522,6 +540,59 @@ class ReplicationControlManager:
 
     def handle_broker_unregistered(self, image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
         return self.handle_brokers_fenced(image, (broker_id,))
+
+    def handle_directories_offline(self, image: MetadataImage, broker_id: int, offline: Collection[uuid.UUID]) -> list[PartitionChangeRecord]:
+        """Kafka's handleDirectoriesOffline: the broker's replicas in those of its registered dirs
+        that it says are offline leave the ISR and lose the leadership (one record per partition)."""
+        broker = image.brokers.get(broker_id)
+        lost = frozenset(offline).intersection(broker.directories) if broker is not None else frozenset()
+        if not lost:
+            return []
+        partitions = ((t, p) for t, p in _partitions(image) if _replica_directory(p[2], broker_id) in lost)
+        return self._leader_and_isr_updates(image, partitions, removed=frozenset((broker_id,)), added=None)
+
+    def assign_replicas_to_dirs(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int, directories: Sequence[DirectoryAssignment]
+    ) -> ControllerResult[AssignReplicasToDirsReply]:
+        """Kafka's handleAssignReplicasToDirs (KIP-858): a broker tells which of its dirs holds each of
+        its replicas. One PartitionChangeRecord per replica whose dir changes; a replica assigned to a
+        dir not online in the broker's registration leaves the ISR and the leadership as well."""
+        if not metadata_version_of(image).is_directory_assignment_supported:
+            return ControllerResult([], AssignReplicasToDirsReply(ErrorCode.unsupported_version, "Directory assignment is not supported yet."))
+        try:
+            _check_broker_epoch(image, broker_id, broker_epoch)
+        except ApiError as refused:
+            return ControllerResult([], AssignReplicasToDirsReply(refused.error_code, refused.message))
+        broker = image.brokers[broker_id]
+        records: list[MetadataRecord] = []
+        offline: list[tuple[str, tuple[uuid.UUID, int, PartitionRegistration]]] = []
+        answers: list[DirectoryAssignment] = []
+        for directory, topics in directories:
+            online = directory in broker.directories
+            topic_answers = []
+            for topic_id, partitions in topics:
+                topic = image.topics_by_id.get(topic_id)
+                errors: list[tuple[int, int]] = []
+                for index in partitions:
+                    partition = topic.partitions.get(index) if topic is not None else None
+                    if topic is None:
+                        errors.append((index, ErrorCode.unknown_topic_id))
+                    elif partition is None:
+                        errors.append((index, ErrorCode.unknown_topic_or_partition))
+                    elif broker_id not in partition.replicas:
+                        errors.append((index, ErrorCode.not_leader_or_follower))
+                    else:
+                        builder = self._change_builder(image, topic.name, topic_id, index, partition, _leader_acceptor(image, partition))
+                        record = builder.set_directory(broker_id, directory).build()
+                        if record is not None:
+                            records.append(record)
+                        if not online:
+                            offline.append((topic.name, (topic_id, index, partition.merge(record) if record is not None else partition)))
+                        errors.append((index, ErrorCode.none))
+                topic_answers.append((topic_id, errors))
+            answers.append((directory, topic_answers))
+        records.extend(self._leader_and_isr_updates(image, offline, removed=frozenset((broker_id,)), added=None))
+        return ControllerResult(records, AssignReplicasToDirsReply(ErrorCode.none, None, answers))
 
     def handle_broker_unfenced(self, image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
         """Leaderless partitions get a leader again; the broker counts as active though the image still says fenced."""

@@ -1,8 +1,10 @@
 """AlterReplicaLogDirs: the log dir each named replica of this broker is to live in.
 
-Kafka 4.4's ReplicaManager.alterReplicaLogDirs decides each partition's error; a kbroker node
-keeps one log dir (docs/configuration.md), so a replica that passes its checks is in the dir
-it names already, and Kafka answers NONE for that without creating a future replica.
+Kafka 4.4's ReplicaManager.alterReplicaLogDirs decides each partition's error. A replica that
+passes its checks moves there (ReplicaAlterLogDirsManager: a future log in that dir, filled and
+swapped in); one in that dir already stays, and a move under way elsewhere is given up. The
+destination of a replica not on this broker yet is remembered for when its log is created
+(REPLICA_NOT_AVAILABLE all the same, as Kafka answers).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from broker.auth_helper import AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.partition import NotLeaderOrFollowerError
+from broker.replica_alter_log_dirs_manager import ReplicaAlterLogDirsManager
 from broker.replica_manager import ReplicaManager
 from broker.security.standard_acl import AclOperation
 from protocol.api_keys import ApiKey, response_schema
@@ -43,6 +46,10 @@ def names_log_dir(path: str, log_dir: Path) -> bool:
     return os.path.isabs(path) and Path(path) in (log_dir.absolute(), log_dir.resolve())
 
 
+def destination_dir(path: str, log_dirs: Iterable[Path]) -> Path | None:
+    return next((d for d in log_dirs if names_log_dir(path, d)), None)
+
+
 def alter_replica_log_dir_error(
     topic: str,
     index: int,
@@ -56,7 +63,7 @@ def alter_replica_log_dir_error(
     its order. ``hosted`` is ReplicaManager.hosted_partition's lookup (it raises StorageError)."""
     if len(topic) + 1 + len(str(index)) + FUTURE_DIR_NAME_EXTRA > MAX_DIR_NAME_LENGTH:
         return ErrorCode.invalid_topic_exception
-    log_dir = next((d for d in log_dirs if names_log_dir(destination, d)), None)
+    log_dir = destination_dir(destination, log_dirs)
     if log_dir is None:
         return ErrorCode.log_dir_not_found
     if failure_channel.has_offline_log_dir(log_dir):
@@ -78,10 +85,12 @@ class AlterReplicaLogDirsHandler:
         self,
         replica_manager: ReplicaManager,
         metadata: MetadataCache,
+        mover: ReplicaAlterLogDirsManager,
         auth: AuthHelper | None = None,
         cordoned_log_dirs: Callable[[], list[Path]] = list,
     ) -> None:
         self._rm = replica_manager
+        self._mover = mover
         self._metadata = metadata
         self._auth = auth or AuthHelper(None)
         # cordoned.log.dirs as in effect now (dynamic per broker), for KIP-1066's INVALID_REPLICA_ASSIGNMENT.
@@ -102,6 +111,15 @@ class AlterReplicaLogDirsHandler:
         by_topic: dict[str, list[object]] = {}
         for (topic, index), destination in partition_dirs(request).items():
             error = self._error(topic, index, destination)
+            if error in (ErrorCode.none, ErrorCode.replica_not_available):
+                log_dir = destination_dir(destination, self._rm.log_manager.log_dirs)
+                assert log_dir is not None
+                self._rm.log_manager.maybe_update_preferred_log_dir(topic, index, log_dir)
+                if error == ErrorCode.none:
+                    try:
+                        self._mover.alter(topic, index, log_dir)
+                    except StorageError as e:
+                        error = e.error_code
             if error:
                 log.warning("alter_replica_log_dirs.refused", topic=topic, partition=index, log_dir=destination, error=ErrorCode(error).name)
             by_topic.setdefault(topic, []).append(build(part_cls, partition_index=index, error_code=error))

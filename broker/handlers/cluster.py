@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Callable
 
+import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
@@ -15,6 +17,8 @@ from broker.replica_manager import ReplicaManager
 from broker.security.standard_acl import AclOperation, ResourceType, CLUSTER_NAME
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
+
+log = structlog.get_logger(__name__)
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -2147483648
 ENDPOINT_TYPE_BROKERS = 1
@@ -86,13 +90,22 @@ class DescribeClusterHandler:
 
 
 class DescribeLogDirsHandler:
+    """DescribeLogDirs: every dir of log.dirs, in that order, with its replicas and their sizes (a
+    replica moving there as IsFuture, with how far it is behind), its
+    total and usable bytes and (v5, KIP-1066) whether it is cordoned; an offline dir is named with
+    KAFKA_STORAGE_ERROR and nothing more, as Kafka's describeLogDirs answers."""
+
     def __init__(
-        self, replica_manager: ReplicaManager, config: BrokerConfig, auth: AuthHelper | None = None, is_cordoned: Callable[[], bool] = lambda: False
+        self,
+        replica_manager: ReplicaManager,
+        config: BrokerConfig,
+        auth: AuthHelper | None = None,
+        is_cordoned: Callable[[Path], bool] = lambda log_dir: False,
     ) -> None:
         self._auth = auth or AuthHelper(None)
         self._rm = replica_manager
         self._config = config
-        # KIP-1066: the log dir is in cordoned.log.dirs now and metadata.version is 4.3-IV0 or later.
+        # KIP-1066: the dir is in cordoned.log.dirs now and metadata.version is 4.3-IV0 or later.
         self._is_cordoned = is_cordoned
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
@@ -102,31 +115,46 @@ class DescribeLogDirsHandler:
         part_cls = nested(schema, "DescribeLogDirsPartition")
         if not self._auth.authorize_cluster(ctx, AclOperation.DESCRIBE):
             return build(schema, throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results=())
-        data_dir = self._config.data_dir.resolve()
-        log_manager = self._rm.log_manager
-        if log_manager.failure_channel.has_offline_log_dir(log_manager.log_dir):
-            # Kafka's describeLogDirs: an offline dir is named with KAFKA_STORAGE_ERROR and nothing
-            # more; its partitions' sizes are memory no longer backed by readable files.
-            offline = build(result_cls, error_code=ErrorCode.kafka_storage_error, log_dir=str(data_dir), topics=())
-            return build(schema, throttle_time=0, error_code=0, results=(offline,))
         wanted: set[tuple[str, int]] | None = None
         if request.topics is not None:
             wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-        by_topic: dict[str, list[object]] = {}
-        for (topic, index), partition in sorted(self._rm.partitions.items()):
-            if wanted is not None and (topic, index) not in wanted:
+        channel = self._rm.log_manager.failure_channel
+        results = []
+        for log_dir in self._rm.log_manager.log_dirs:
+            if channel.has_offline_log_dir(log_dir):
+                # Its partitions' sizes are memory no longer backed by readable files.
+                results.append(build(result_cls, error_code=ErrorCode.kafka_storage_error, log_dir=str(log_dir.resolve()), topics=()))
                 continue
-            by_topic.setdefault(topic, []).append(
-                build(part_cls, partition_index=index, partition_size=partition.size_in_bytes, offset_lag=0, is_future_key=False)
+            by_topic: dict[str, list[object]] = {}
+            for (topic, index), partition in sorted(self._rm.partitions.items()):
+                if partition.log.parent_dir != log_dir or (wanted is not None and (topic, index) not in wanted):
+                    continue
+                by_topic.setdefault(topic, []).append(
+                    build(part_cls, partition_index=index, partition_size=partition.size_in_bytes, offset_lag=0, is_future_key=False)
+                )
+            for (topic, index), future in sorted(self._rm.log_manager.future_logs.items()):
+                current = self._rm.log_manager.get_log(topic, index)
+                if future.parent_dir != log_dir or current is None or (wanted is not None and (topic, index) not in wanted):
+                    continue
+                # Kafka's getLogEndOffsetLag for a future replica: how far it is behind the current one.
+                lag = max(current.log_end_offset - future.log_end_offset, 0)
+                by_topic.setdefault(topic, []).append(build(part_cls, partition_index=index, partition_size=future.size_in_bytes, offset_lag=lag, is_future_key=True))
+            try:
+                usage = shutil.disk_usage(log_dir)
+            except OSError as e:
+                # Kafka's describeLogDirs: any other failure of a dir is UNKNOWN_SERVER_ERROR for it alone.
+                log.warning("describe_log_dirs.failed", log_dir=str(log_dir), error=str(e))
+                results.append(build(result_cls, error_code=ErrorCode.unknown_server_error, log_dir=str(log_dir.resolve()), topics=()))
+                continue
+            results.append(
+                build(
+                    result_cls,
+                    error_code=0,
+                    log_dir=str(log_dir.resolve()),
+                    topics=tuple(build(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()),
+                    total_bytes=usage.total,
+                    usable_bytes=usage.free,
+                    is_cordoned=self._is_cordoned(log_dir),
+                )
             )
-        usage = shutil.disk_usage(data_dir)
-        result = build(
-            result_cls,
-            error_code=0,
-            log_dir=str(data_dir),
-            topics=tuple(build(topic_cls, name=name, partitions=tuple(parts)) for name, parts in by_topic.items()),
-            total_bytes=usage.total,
-            usable_bytes=usage.free,
-            is_cordoned=self._is_cordoned(),
-        )
-        return build(schema, throttle_time=0, error_code=0, results=(result,))
+        return build(schema, throttle_time=0, error_code=0, results=tuple(results))

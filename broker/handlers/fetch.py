@@ -158,6 +158,7 @@ class FetchHandler:
         await (the coroutine may first run after its deadline).
         """
         keys = list(session.partitions)
+        reader.update_fetch_state = False
         while True:
             remaining = deadline - time.monotonic()
             if remaining > 0:
@@ -347,7 +348,7 @@ class _Reader:
     """One partition's read for this request: a consumer's up to the high watermark (or the last
     stable offset), a follower's (replica id >= 0) up to the log end with the divergence check."""
 
-    __slots__ = ("_rm", "_leader_quota", "_isolation", "_replica_id", "_replica_epoch", "_client_rack", "_denied")
+    __slots__ = ("_rm", "_leader_quota", "_isolation", "_replica_id", "_replica_epoch", "_client_rack", "_denied", "update_fetch_state")
 
     def __init__(
         self,
@@ -366,6 +367,8 @@ class _Reader:
         self._isolation = isolation
         self._replica_id = replica_id
         self._replica_epoch = replica_epoch
+        # The first read of a follower's fetch is the follower fetching; a long poll's re-reads are not.
+        self.update_fetch_state = True
 
     @property
     def is_follower(self) -> bool:
@@ -389,6 +392,7 @@ class _Reader:
             cached.current_leader_epoch,
             max_bytes,
             image,
+            self.update_fetch_state,
         )
         if result.read is not None and result.read.info.regions and self._throttled(key):
             # Kafka's shouldLeaderThrottle: the read still counted (the follower's position,

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from broker.metadata.metadata_image import PartitionRegistration
-from broker.partition import Partition, ReplicationSettings
+from broker.partition import NO_EPOCH, Partition, ReplicationSettings
 from protocol.records import iter_records
 from replication.follower_fetch_state import EpochEndOffset
 from storage.fetch_data_info import FileRegion
@@ -245,3 +245,24 @@ def test_a_follower_whose_last_epoch_was_marked_at_its_log_end_and_never_written
     catch_up(b, a)
     assert b.partition.log.leader_epoch_cache.latest_epoch == 3
     assert b.end == a.end == 3 and b.values() == a.values() == [b"m1", b"m2", b"m3"]
+
+
+def test_a_fetch_re_read_in_purgatory_does_not_count_as_the_follower_fetching(tmp_path: Path) -> None:
+    """Kafka's DelayedFetch reads with updateFetchState false: a follower's long-polling fetch, re-read
+    after the controller took the follower out of the ISR, carries offsets as old as the request and
+    must not add it back (nor move the high watermark); the follower's next fetch does."""
+    a, b = Replica(tmp_path, 1), Replica(tmp_path, 2)
+    a.lead(0, (1, 2), (1,))
+    b.follow(1, 0, (1, 2), (1,))
+    a.append(b"m1")
+
+    def re_read(fetch_offset: int, update_fetch_state: bool) -> tuple[object, object]:
+        return a.partition.read_for_follower(2, 1, fetch_offset, NO_EPOCH, 0, 0, 1 << 20, now(), update_fetch_state=update_fetch_state)
+
+    read, outcome = re_read(0, False)
+    b.partition.append_records_as_follower(b"".join(_region_bytes(r) for r in read.info.regions), read.high_watermark, read.log_start_offset)
+    assert b.end == 1
+    _, outcome = re_read(b.end, False)
+    assert outcome.alter_isr is None and not outcome.high_watermark_moved
+    _, outcome = re_read(b.end, True)
+    assert outcome.alter_isr is not None and outcome.alter_isr.isr == (1, 2)
