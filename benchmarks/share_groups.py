@@ -2,9 +2,8 @@
 
     python -m benchmarks.share_groups [--targets kbroker,kafka] [--records 3000]
 
-On a 3-node cluster (kbroker's of tests/cluster, with unstable.api.versions.enable and
-unstable.feature.versions.enable and share.version upgraded to 1; or Apache Kafka 4.4's of
-benchmarks/apache_kafka.py, where share groups are on by default), a topic of 3 partitions,
+On a 3-node cluster (kbroker's of tests/cluster or Apache Kafka 4.4's of benchmarks/apache_kafka.py,
+both with their defaults: a new cluster finalizes share.version 2), a topic of 3 partitions,
 RF=3, min.insync.replicas=2. Two share consumers of one group: confluent-kafka's ShareConsumer
 and Kafka 4.4's KafkaShareConsumer (benchmarks/share_groups_java, run by ``java`` from its
 source), each committing its acknowledgements (implicit mode: accept) with a synchronous commit
@@ -29,7 +28,6 @@ from __future__ import annotations
 import argparse
 import gc
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -51,7 +49,6 @@ from benchmarks.apache_kafka import KAFKA_VERSION, TOOL_JVM_OPTS, KafkaReference
 from broker import wire_client
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.integration.test_share_fetch_wire import set_group_configs
-from tests.integration.test_share_groups_wire import UNSTABLE
 
 HERE = Path(__file__).resolve().parent
 CONSUMER_SOURCE = HERE / "share_groups_java" / "ShareConsume.java"
@@ -428,16 +425,10 @@ def deliver_through_kill(
             cluster.nodes[node_id].await_started()
 
 
-def upgrade_share_version(bootstrap: str) -> None:
-    """kbroker serves share groups only once share.version is 1 (Kafka 4.4: on by default)."""
-    out = subprocess.run([sys.executable, "-m", "broker", "features", "--bootstrap-server", bootstrap, "upgrade", "--feature", "share.version=1"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and "upgraded" in out.stdout, out.stdout + out.stderr
-
-
 def make_cluster(target: str, root: Path, lib: Path) -> Cluster:
     if target == "kafka":
         return KafkaReferenceCluster(root, lib, nodes=3)
-    return KafkaCluster(root, combined=3, overrides=UNSTABLE)
+    return KafkaCluster(root, combined=3)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -452,8 +443,6 @@ def main(argv: list[str] | None = None) -> None:
             cluster = make_cluster(target, Path(tmp) / target, lib)
             try:
                 cluster.start()
-                if target == "kbroker":
-                    upgrade_share_version(cluster.bootstrap)
                 outcome = deliver_through_leader_kill(cluster, target if target == "kbroker" else f"kafka {KAFKA_VERSION}", lib, args.records, uuid.uuid4().hex[:8])
                 outcomes.append(outcome)
                 print(outcome.line(), flush=True)

@@ -225,6 +225,26 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.PUSH_TELEMETRY, 0, 0, 0),
         # v1 (KIP-1142, Kafka 4.1): every config resource type, not only client metrics.
         ApiRange(ApiKey.LIST_CONFIG_RESOURCES, 0, 1, 0),
+        # KIP-932's share groups, at Kafka 4.4's versions (v0 of ShareGroupHeartbeat/Describe,
+        # ShareFetch and ShareAcknowledge, KIP-932's early access, is gone). Below share.version 1
+        # they answer UNSUPPORTED_VERSION (broker/group/share_version.py).
+        ApiRange(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, 0),
+        ApiRange(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, 0),
+        # v2 (KIP-1222): ShareAcquireMode and IsRenewAck; acknowledge type 4 (Renew) is refused.
+        ApiRange(ApiKey.SHARE_FETCH, 1, 2, 0),
+        ApiRange(ApiKey.SHARE_ACKNOWLEDGE, 1, 2, 0),
+        # The share coordinator's own APIs, which share partition leaders send: served by every
+        # Kafka 4.4 broker too.
+        ApiRange(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0, 0),
+        ApiRange(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, 0),
+        # v1 (KIP-1226, Kafka 4.2): the delivery-complete count.
+        ApiRange(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 1, 0),
+        ApiRange(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, 0),
+        ApiRange(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 1, 0),
+        # v1 (KIP-1226): each share partition's lag.
+        ApiRange(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, 0),
+        ApiRange(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, 0),
+        ApiRange(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, 0),
     )
 }
 
@@ -284,27 +304,10 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
 }
 
 # APIs Kafka 4.4 serves that kbroker serves only with unstable.api.versions.enable, because its
-# implementation is not complete (broker/broker_server.py): KIP-932's share groups. Kafka
-# 4.4's versions (ShareGroupHeartbeat/Describe v0, KIP-932's early access, is gone); the share
-# coordinator's own APIs, which share partition leaders send, are served by every Kafka 4.4 broker.
+# implementation is not complete (broker/broker_server.py).
 UNRELEASED_APIS: dict[int, ApiRange] = {
     r.key: r
     for r in (
-        ApiRange(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, 0),
-        ApiRange(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, 0),
-        # v2 (KIP-1222): ShareAcquireMode and IsRenewAck; acknowledge type 4 (Renew) is refused.
-        ApiRange(ApiKey.SHARE_FETCH, 1, 2, 0),
-        ApiRange(ApiKey.SHARE_ACKNOWLEDGE, 1, 2, 0),
-        ApiRange(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 0, 0),
-        ApiRange(ApiKey.READ_SHARE_GROUP_STATE, 0, 0, 0),
-        # v1 (KIP-1226, Kafka 4.2): the delivery-complete count.
-        ApiRange(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 1, 0),
-        ApiRange(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 0, 0),
-        ApiRange(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 1, 0),
-        # v1 (KIP-1226): each share partition's lag.
-        ApiRange(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, 0),
-        ApiRange(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, 0),
-        ApiRange(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, 0),
         # KIP-1071's streams groups (broker/handlers/streams_groups.py). Kafka 4.4 serves v0-1; v1
         # (KIP-1331's topology description) has no codec in kio yet.
         ApiRange(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, 0, 0),

@@ -6,7 +6,7 @@ control record), read and upgraded through a KRaftVersionAccessor; the controlle
 Raft layer's level to the finalized features it checks brokers against, and an upgrade of it
 asks the Raft leader to write KRaftVersionRecord(1) with the voters (a NoOpRecord here waits for it). A new cluster also finalizes Kafka's
 defaults for its metadata.version of the features kbroker implements (transaction.version 2,
-group.version 1, eligible.leader.replicas.version 1). UpdateFeatures (update_features) moves
+group.version 1, eligible.leader.replicas.version 1, share.version 2). UpdateFeatures (update_features) moves
 finalized levels once this controller, every registered broker and (from metadata.version
 3.7-IV0, KIP-919) every registered controller support them and their dependencies hold, all of
 them or none, as Kafka 4.4's does.
@@ -50,25 +50,26 @@ TRANSACTION_VERSION_LEVEL = 2
 # finalizes 1 on a cluster formatted at 4.0-IV0 or later; it depends on no metadata.version.
 GROUP_VERSION_FEATURE = mv.GROUP_VERSION_FEATURE
 GROUP_VERSION_LEVEL = 1
+# share.version (KIP-932): 1 turns on share groups, 2 their dead-letter queue (KIP-1191;
+# broker/group/share_version.py). Kafka finalizes 1 on a cluster formatted at 4.2-IV0 or later,
+# 2 (its latest production level) at 4.4-IV0 or later; neither depends on another feature.
+SHARE_VERSION_FEATURE = mv.SHARE_VERSION_FEATURE
+SHARE_VERSION_LEVEL = 2
 # The features besides metadata.version that kbroker implements, with the highest level of each.
-# share.version and streams.version are Kafka's too, but kbroker's share and streams groups are
-# incomplete: it does not advertise them (a broker supports them at level 0 only), so
-# new clusters do not finalize them either.
+# streams.version is Kafka's too, but kbroker's streams groups are incomplete: it does not
+# advertise it (a broker supports it at level 0 only), so new clusters do not finalize it either.
 IMPLEMENTED_FEATURES: Mapping[str, int] = {
     ELIGIBLE_LEADER_REPLICAS_FEATURE: ELIGIBLE_LEADER_REPLICAS_LEVEL,
     GROUP_VERSION_FEATURE: GROUP_VERSION_LEVEL,
+    SHARE_VERSION_FEATURE: SHARE_VERSION_LEVEL,
     TRANSACTION_VERSION_FEATURE: TRANSACTION_VERSION_LEVEL,
 }
 
 
-# share.version (KIP-932): 1 turns on share groups, 2 their dead-letter queue (KIP-1191;
-# broker/group/share_version.py). Supported only with unstable.feature.versions.enable until
-# kbroker's share groups are complete, never finalized on a new cluster.
-SHARE_VERSION_FEATURE = mv.SHARE_VERSION_FEATURE
-# streams.version (KIP-1071): 1 turns on streams groups (broker/group/streams_version.py); likewise
+# streams.version (KIP-1071): 1 turns on streams groups (broker/group/streams_version.py);
 # supported only with unstable.feature.versions.enable until kbroker's streams groups are complete.
 STREAMS_VERSION_FEATURE = mv.STREAMS_VERSION_FEATURE
-UNSTABLE_FEATURES: Mapping[str, int] = {SHARE_VERSION_FEATURE: 2, STREAMS_VERSION_FEATURE: 1}
+UNSTABLE_FEATURES: Mapping[str, int] = {STREAMS_VERSION_FEATURE: 1}
 
 
 def new_cluster_features(metadata_version: int = METADATA_VERSION_LEVEL) -> dict[str, int]:
@@ -351,6 +352,7 @@ __all__ = [
     "GROUP_VERSION_FEATURE",
     "GROUP_VERSION_LEVEL",
     "SHARE_VERSION_FEATURE",
+    "SHARE_VERSION_LEVEL",
     "STREAMS_VERSION_FEATURE",
     "UNSTABLE_FEATURES",
     "KRAFT_VERSION_FEATURE",

@@ -272,8 +272,8 @@ class GroupCoordinatorShard:
                     result.records.extend(deleted.records)
                 continue
             if group_id in self.share_groups.groups:
-                # No share-group state exists to delete on a share coordinator yet: nothing is ever
-                # initialized (broker/group_coordinator.py's ShareGroupStateInitializer).
+                # The last step of GroupCoordinator.delete_share_group, once the share coordinators
+                # have deleted the group's state (DeleteGroups never reaches here before that).
                 dropped = self.share_groups.delete_group(group_id)
                 code = dropped.response if dropped.response is not None else NONE
                 errors[group_id] = code

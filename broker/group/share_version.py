@@ -2,15 +2,15 @@
 
 Kafka 4.4's KafkaApis.isShareGroupProtocolEnabled reads the finalized share.version (absent is 0)
 and answers ShareGroupHeartbeat with UNSUPPORTED_VERSION, and ShareGroupDescribe with
-UNSUPPORTED_VERSION for every group, below level 1 (ShareVersion.supportsShareGroups). kbroker
-supports level 1 only with unstable.feature.versions.enable, and serves the two APIs only with
-unstable.api.versions.enable, until its share groups are complete.
+UNSUPPORTED_VERSION for every group, below level 1 (ShareVersion.supportsShareGroups). Level 1
+(ShareVersion.SV_1) is bootstrapped from metadata.version 4.2-IV0.
 
 Level 2 (ShareVersion.SV_2, bootstrapped from metadata.version 4.4-IV0, no dependencies; Kafka
-4.4's LATEST_PRODUCTION) is ShareVersion.supportsShareGroupDLQ: BrokerServer hands it to
-SharePartitionManager to turn on KIP-1191's dead-letter queue. It does not gate KIP-1222's renew
-acknowledgements or ShareAcquireMode record_limit: those follow the ShareFetch/ShareAcknowledge
-version (v2) alone (broker/handlers/share_fetch.py). kbroker has no dead-letter queue yet.
+4.4's LATEST_PRODUCTION, which a new cluster finalizes) is ShareVersion.supportsShareGroupDLQ:
+BrokerServer hands it to SharePartitionManager to turn on KIP-1191's dead-letter queue
+(broker/share/share_group_dlq_manager.py). It does not gate KIP-1222's renew acknowledgements or
+ShareAcquireMode record_limit: those follow the ShareFetch/ShareAcknowledge version (v2) alone
+(broker/handlers/share_fetch.py).
 """
 
 from __future__ import annotations

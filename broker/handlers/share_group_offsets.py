@@ -4,8 +4,7 @@ answered as Kafka 4.4's KafkaApis (handleDescribeShareGroupOffsetsRequest,
 handleAlterShareGroupOffsetsRequest, handleDeleteShareGroupOffsetsRequest) answers them; the group
 coordinator does the rest (broker/group_coordinator.py).
 
-Each refuses everything while share.version is below 1, before any authorization. Served only with
-unstable.api.versions.enable (protocol/api_keys.py's UNRELEASED_APIS).
+Each refuses everything while share.version is below 1, before any authorization.
 """
 
 from __future__ import annotations

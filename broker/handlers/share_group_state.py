@@ -6,9 +6,8 @@ Each needs CLUSTER_ACTION (every partition CLUSTER_AUTHORIZATION_FAILED otherwis
 toGlobalErrorResponse). A request with no topics, a topic with no partitions or an empty group id
 is answered with no results, as Kafka's service does. Each partition is answered by the share
 coordinator of its key: NOT_COORDINATOR on a node that does not lead its ``__share_group_state``
-partition, COORDINATOR_LOAD_IN_PROGRESS while it loads. Served only with
-unstable.api.versions.enable (protocol/api_keys.py's UNRELEASED_APIS); share.version is not
-checked, as Kafka does not.
+partition, COORDINATOR_LOAD_IN_PROGRESS while it loads. share.version is not checked, as Kafka
+does not.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.auth_helper import AuthHelper
 from broker.kafka_apis import RequestContext
+from broker.metadata.metadata_records import ZERO_UUID
 from broker.security.standard_acl import AclOperation
 from broker.share.persister import PersisterStateBatch
 from broker.share.record_state import RecordState
@@ -63,7 +63,8 @@ class _ShareGroupStateHandler:
         answers: list[tuple[uuid.UUID, int, Answer[Any]]] = []
         for t in request.topics:
             for p in t.partitions:
-                key = SharePartitionKey(request.group_id, t.topic_id, int(p.partition))
+                # kio reads Kafka's Uuid.ZERO_UUID as None; Kafka keys it like any other topic id.
+                key = SharePartitionKey(request.group_id, t.topic_id if t.topic_id is not None else ZERO_UUID, int(p.partition))
                 answers.append((t.topic_id, key.partition, self.run(key, p)))
 
         def respond(settled: list[tuple[uuid.UUID, int, Any]]) -> Any:

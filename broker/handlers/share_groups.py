@@ -2,8 +2,7 @@
 4.4's KafkaApis (handleShareGroupHeartbeat, handleShareGroupDescribe) answers them.
 
 Both refuse everything while share.version is below 1 (broker/group/share_version.py), before
-any authorization. Served only with unstable.api.versions.enable (protocol/api_keys.py's
-UNRELEASED_APIS).
+any authorization.
 """
 
 from __future__ import annotations

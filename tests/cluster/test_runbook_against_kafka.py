@@ -349,7 +349,7 @@ def header_only(lines: list[str]) -> list[str]:
 
 def shared_features(lines: list[str]) -> list[str]:
     """The features both list, at the same levels."""
-    return lines[:1] + [line for line in lines if re.search(r"Feature: (eligible\.leader\.replicas|group|kraft|metadata|transaction)\.version ", line)]
+    return lines[:1] + [line for line in lines if re.search(r"Feature: (eligible\.leader\.replicas|group|kraft|metadata|share|transaction)\.version ", line)]
 
 
 # step -> (why kbroker answers otherwise, what must still match). Each listed step must still differ.
@@ -360,9 +360,9 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, Callable[[list[str]], list[str]]]] = {
     ),
     "features describe": (
         "kbroker lists only the features it implements (supported_features of broker/controller/feature_control_manager.py): "
-        "no share.version (Kafka 4.4: 2) or streams.version (1), as it has no share or streams groups; "
-        "eligible.leader.replicas.version, group.version, kraft.version (0 of 0-1 on a static quorum), metadata.version "
-        "and transaction.version match",
+        "no streams.version (Kafka 4.4: 1), as its streams groups are not complete; "
+        "eligible.leader.replicas.version, group.version, kraft.version (0 of 0-1 on a static quorum), metadata.version, "
+        "share.version (2 of 0-2) and transaction.version match",
         shared_features,
     ),
 }

@@ -1,5 +1,5 @@
-"""KIP-932 share groups on three combined nodes (unstable.api.versions.enable,
-unstable.feature.versions.enable, share.version upgraded to 1): the issue's acceptance test.
+"""KIP-932 share groups on three combined nodes with their defaults (share.version 2, as a new
+Kafka 4.4 cluster finalizes): the issue's acceptance test.
 
 - A partition leader SIGKILLed while confluent-kafka's ShareConsumer and Kafka 4.4's
   KafkaShareConsumer share a 3-partition RF=3 topic: nothing produced is lost, nothing is
@@ -52,14 +52,13 @@ from benchmarks.share_groups import (
     leader_of,
     partition_leaders,
     topic_id,
-    upgrade_share_version,
     wait_assigned,
 )
 from broker.share_coordinator.share_partition_key import SharePartitionKey
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import FAST_FAILOVER
 from tests.integration.test_share_fetch_wire import set_group_configs
-from tests.integration.test_share_groups_wire import UNSTABLE
+from tests.integration.test_features import await_finalized
 from tests.integration.wire import request
 
 RECORDS = 1500
@@ -68,10 +67,10 @@ WAIT_S = 60.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    c = KafkaCluster(tmp_path_factory.mktemp("share-groups"), combined=3, overrides={**FAST_FAILOVER, **UNSTABLE})
+    c = KafkaCluster(tmp_path_factory.mktemp("share-groups"), combined=3, overrides=dict(FAST_FAILOVER))
     try:
         c.start()
-        upgrade_share_version(c.bootstrap)
+        await_finalized(c.bootstrap, "share.version", 2)
         yield c
     finally:
         c.close()

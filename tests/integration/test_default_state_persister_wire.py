@@ -1,4 +1,4 @@
-"""The persister against the share coordinator of a real node (unstable flags, share.version 1),
+"""The persister against the share coordinator of a real node (its defaults, share.version 2),
 over real TCP: it finds the coordinator with FindCoordinator(SHARE) (which creates
 ``__share_group_state``), initializes two share partitions, writes state batches, reads them back,
 reads the summary, is fenced as an older leader, deletes, and reads the uninitialized values back.

@@ -66,7 +66,7 @@ def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess)
     latest = await_finalized(broker.bootstrap, "transaction.version", 2)
     # Kafka 4.4's columns: the name padded to 40, each level to 15, two spaces between.
     lines = {line.split()[1]: line for line in described.stdout.splitlines()}
-    assert sorted(lines) == ["eligible.leader.replicas.version", "group.version", "kraft.version", "metadata.version", "transaction.version"]
+    assert sorted(lines) == ["eligible.leader.replicas.version", "group.version", "kraft.version", "metadata.version", "share.version", "transaction.version"]
     # A broker's epoch is its latest metadata offset, which the controller's NoOpRecords move on
     # (KIP-835): one epoch on every line, from between the two reads around the tool.
     epochs = {line.rsplit("Epoch: ", 1)[1] for line in lines.values()}
@@ -88,6 +88,11 @@ def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess)
     assert lines["group.version"] == (
         "Feature: group.version                             SupportedMinVersion: 0                "
         f"SupportedMaxVersion: 1                FinalizedVersionLevel: 1                Epoch: {epoch}"
+    )
+    # As a new Kafka 4.4 cluster's kafka-features describe prints it.
+    assert lines["share.version"] == (
+        "Feature: share.version                             SupportedMinVersion: 0                "
+        f"SupportedMaxVersion: 2                FinalizedVersionLevel: 2                Epoch: {epoch}"
     )
     # A static quorum is kraft.version 0: finalized nowhere, shown as 0 (Kafka 4.4 prints the same).
     assert lines["kraft.version"] == (
@@ -114,10 +119,10 @@ def test_cli_reports_refusals(broker: BrokerProcess) -> None:
     )
     # All or nothing: the refused share.version keeps transaction.version where it was too, and a
     # dry run says "Can not" (Kafka 4.4: the lines in feature-name order).
-    both = kbroker("features", *bs, "upgrade", "--feature", "transaction.version=2", "--feature", "share.version=1", "--dry-run")
+    both = kbroker("features", *bs, "upgrade", "--feature", "transaction.version=2", "--feature", "share.version=3", "--dry-run")
     assert both.returncode == 1
-    why = "The update failed for all features since the following feature had an error: Invalid update version 1 for feature share.version. Local controller 1 does not support this feature."
-    assert both.stdout.splitlines() == [f"Can not upgrade share.version to 1. {why}", f"Can not upgrade transaction.version to 2. {why}"]
+    why = "The update failed for all features since the following feature had an error: Invalid update version 3 for feature share.version. Local controller 1 only supports versions 0-2"
+    assert both.stdout.splitlines() == [f"Can not upgrade share.version to 3. {why}", f"Can not upgrade transaction.version to 2. {why}"]
     assert both.stderr.strip() == "2 out of 2 operation(s) failed."
     assert finalized(broker.bootstrap)[0]["eligible.leader.replicas.version"] == 1
 

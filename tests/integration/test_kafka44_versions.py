@@ -82,6 +82,10 @@ COORDINATOR_ERRORS = (14, 15, 16)  # load in progress, not available, not coordi
 # Kafka 4.4's BrokerApiVersionsCommand against a 4.4 node, for the APIs whose tops kbroker raised.
 # InitProducerId (22): 5, v6 being latestVersionUnstable in 4.4 (listed only with unstable.api.versions.enable).
 KAFKA_44_TOPS = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10, 15: 6, 18: 5, 22: 5, 27: 2, 28: 6, 35: 5, 42: 3, 60: 2, 66: 2, 69: 1, 80: 1}
+# KIP-932's share APIs as Kafka 4.4's BrokerApiVersionsCommand lists them on a node with its defaults
+# (whatever share.version is): ShareGroupHeartbeat/Describe, ShareFetch/Acknowledge, the share
+# coordinator's five state APIs and the share group offsets APIs.
+KAFKA_44_SHARE_RANGES = {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 83: (0, 0), 84: (0, 0), 85: (0, 1), 86: (0, 0), 87: (0, 1), 90: (0, 1), 91: (0, 0), 92: (0, 0)}
 GROUP_ID_NOT_FOUND, INVALID_PRODUCER_EPOCH, UNSUPPORTED_VERSION, INVALID_REGULAR_EXPRESSION = 69, 47, 35, 128
 SECOND = datetime.timedelta(seconds=1)
 
@@ -117,6 +121,12 @@ def test_tops_match_kafka_44(module_broker: BrokerProcess) -> None:
     answer = request(module_broker.bootstrap, api_versions_v3.ApiVersionsRequest(client_software_name="test", client_software_version="1"))
     tops = {int(k.api_key): int(k.max_version) for k in answer.api_keys}
     assert {key: tops[key] for key in KAFKA_44_TOPS} == KAFKA_44_TOPS
+
+
+def test_share_apis_are_listed_as_kafka_44_lists_them(module_broker: BrokerProcess) -> None:
+    answer = request(module_broker.bootstrap, api_versions_v3.ApiVersionsRequest(client_software_name="test", client_software_version="1"))
+    ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in answer.api_keys}
+    assert {key: ranges.get(key) for key in KAFKA_44_SHARE_RANGES} == KAFKA_44_SHARE_RANGES
 
 
 def test_produce_v13_by_topic_id_and_read_back_with_fetch_v18(module_broker: BrokerProcess, topic: tuple[str, uuid.UUID]) -> None:

@@ -1,4 +1,4 @@
-"""The share coordinator's periodic jobs on a real node (unstable flags, share.version 1), with
+"""The share coordinator's periodic jobs on a real node (share.version 2, a new cluster's), with
 ``__share_group_state`` in one partition so that every offset below is known: records below the
 oldest latest snapshot are deleted (the log start offset moves, as ListOffsets earliest shows) and
 the state reads back the same after a restart; a deleted topic's share partitions get tombstones
@@ -21,17 +21,14 @@ from broker.share_coordinator.records import ShareSnapshotKey, ShareSnapshotValu
 from broker.share_coordinator.share_partition_key import SharePartitionKey
 from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.integration.helpers import consume, create_topic, wait_for, watermarks
-from tests.integration.test_cli import kbroker
 from tests.integration.test_features import await_finalized
 from tests.integration.test_share_coordinator_wire import ACKNOWLEDGED, GROUP, initialize, partition_of, read, topic_id, until_coordinator, write
-from tests.integration.test_share_groups_wire import UNSTABLE
 from tests.integration.wire import request
 
 WAIT_S = 30.0
 NOT_READY = (ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator, ErrorCode.coordinator_not_available)
 # Every share partition's state in partition 0; a snapshot after every two updates; pruning often.
 STATE_IN_ONE_PARTITION = {
-    **UNSTABLE,
     "share.coordinator.state.topic.num.partitions": "1",
     "share.coordinator.snapshot.update.records.per.snapshot": "2",
     "share.coordinator.state.topic.prune.interval.ms": "300",
@@ -40,9 +37,7 @@ STATE_IN_ONE_PARTITION = {
 
 def share_node(broker_factory: StartBroker, overrides: dict[str, str]) -> BrokerProcess:
     node = broker_factory(overrides)
-    upgraded = kbroker("features", "--bootstrap-server", node.bootstrap, "upgrade", "--feature", "share.version=1")
-    assert upgraded.stdout == "share.version was upgraded to 1.\n", upgraded.stderr
-    await_finalized(node.bootstrap, "share.version", 1)
+    await_finalized(node.bootstrap, "share.version", 2)
     return node
 
 

@@ -1,4 +1,4 @@
-"""The share coordinator on the wire, one node with the unstable flags: FindCoordinator(SHARE)
+"""The share coordinator on the wire, one node with its defaults: FindCoordinator(SHARE)
 creates ``__share_group_state`` with Kafka 4.4's configs and names its leader; the five share-group
 state APIs round-trip (initialize, write, read back, summary, delete) with Kafka's fencing errors;
 and a share group's members get their partitions once the group coordinator has had them

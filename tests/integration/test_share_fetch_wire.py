@@ -1,5 +1,5 @@
-"""KIP-932's ShareFetch and ShareAcknowledge against one node with unstable.api.versions.enable and
-unstable.feature.versions.enable, share.version upgraded to 1: confluent-kafka's ShareConsumer and
+"""KIP-932's ShareFetch and ShareAcknowledge against one node with its defaults (share.version 2,
+as a new Kafka 4.4 cluster finalizes): confluent-kafka's ShareConsumer and
 Kafka 4.4's console share consumer read every record of a 3-partition topic, two consumers of one
 group splitting them; and raw requests walk the record states (release, reject, lock timeout, the
 delivery count limit) and the share session errors.
@@ -38,7 +38,6 @@ from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.integration.helpers import create_topic, produce_acked
 from tests.integration.test_cli import kbroker
 from tests.integration.test_features import await_finalized
-from tests.integration.test_share_groups_wire import UNSTABLE
 from tests.integration.wire import exchange, request
 from tests.kafka_tools import ToolJvm
 
@@ -52,10 +51,8 @@ ACCEPT, RELEASE, REJECT = 1, 2, 3
 
 
 def share_node_with(start: StartBroker, props: dict[str, str]) -> BrokerProcess:
-    node = start({**UNSTABLE, **props})
-    upgraded = kbroker("features", "--bootstrap-server", node.bootstrap, "upgrade", "--feature", "share.version=1")
-    assert upgraded.stdout == "share.version was upgraded to 1.\n", upgraded.stderr
-    await_finalized(node.bootstrap, "share.version", 1)
+    node = start(props)
+    await_finalized(node.bootstrap, "share.version", 2)
     return node
 
 

@@ -1,8 +1,8 @@
-"""KIP-1191's dead-letter queue for share groups on one node with the unstable flags: with
-share.version 2 and a group naming errors.deadletterqueue.topic.name, a REJECTed record and one
+"""KIP-1191's dead-letter queue for share groups on one node with its defaults: with
+share.version 2 (a new cluster's level, as Kafka 4.4's) and a group naming errors.deadletterqueue.topic.name, a REJECTed record and one
 RELEASEd at share.delivery.count.limit land on the DLQ topic with Kafka 4.4's headers (and, with
 errors.deadletterqueue.copy.record.enable, the original key and value); the ACCEPTed ones do not.
-With share.version 1 nothing is written.
+With share.version downgraded to 1 nothing is written.
 
 The expected headers are those Apache Kafka 4.4 wrote for this same scenario (``dlq_scenario``,
 run once against ``benchmarks/apache_kafka.py``'s node, where share.version 2 is the default):
@@ -22,7 +22,6 @@ from tests.integration.helpers import consume, create_topic
 from tests.integration.test_cli import kbroker
 from tests.integration.test_features import await_finalized
 from tests.integration.test_share_fetch_wire import ACCEPT, REJECT, RELEASE, RawShareMember, acquired, join_assigned, set_group_configs, topic_id
-from tests.integration.test_share_groups_wire import UNSTABLE
 
 WAIT_S = 30.0
 DLQ_ENABLE = {"errors.deadletterqueue.group.enable": "true"}
@@ -30,10 +29,13 @@ DLQRecord = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]
 
 
 def share_node(start: StartBroker, level: int) -> BrokerProcess:
-    node = start(dict(UNSTABLE))
-    upgraded = kbroker("features", "--bootstrap-server", node.bootstrap, "upgrade", "--feature", f"share.version={level}")
-    assert upgraded.stdout == f"share.version was upgraded to {level}.\n", upgraded.stderr
-    await_finalized(node.bootstrap, "share.version", level)
+    """A new node (share.version 2), its share.version downgraded to ``level`` if below."""
+    node = start()
+    await_finalized(node.bootstrap, "share.version", 2)
+    if level < 2:
+        downgraded = kbroker("features", "--bootstrap-server", node.bootstrap, "downgrade", "--feature", f"share.version={level}")
+        assert downgraded.stdout == f"share.version was downgraded to {level}.\n", downgraded.stderr
+        await_finalized(node.bootstrap, "share.version", level)
     return node
 
 

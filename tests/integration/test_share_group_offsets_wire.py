@@ -1,10 +1,10 @@
 """KIP-932's share group offsets admin APIs (DescribeShareGroupOffsets, AlterShareGroupOffsets,
 DeleteShareGroupOffsets, and DeleteGroups of a share group) through Kafka 4.4's
-kafka-share-groups.sh against one kbroker node with unstable.api.versions.enable and
-unstable.feature.versions.enable, share.version upgraded to 1.
+kafka-share-groups.sh against one kbroker node with its defaults (share.version 2, as a new Kafka
+4.4 cluster).
 
 The expected outputs (``KAFKA_OUTPUTS``) were recorded by running the same ``scenario`` against
-Apache Kafka 4.4.0 (one combined node started by benchmarks/apache_kafka.py, share.version 1 by
+Apache Kafka 4.4.0 (one combined node started by benchmarks/apache_kafka.py, share.version 2 by
 default) with ``python -m tests.integration.test_share_group_offsets_wire BOOTSTRAP``; running a
 Kafka node in the test would double its time. Stack-trace lines ("\\tat ...") are dropped and
 --list's lines sorted: the order Kafka lists groups in is its hash map's.
@@ -34,10 +34,12 @@ from kio.schema.read_share_group_state_summary.v1 import request as summary_v1
 from kio.schema.share_group_heartbeat.v1 import request as heartbeat_v1
 from kio.static.primitive import i8, i32, i64
 
-from tests.integration.conftest import BrokerProcess, StartBroker
+from tests.integration.conftest import BrokerProcess
 from tests.integration.helpers import create_topic, produce_acked
 from tests.integration.test_share_coordinator_wire import topic_id
-from tests.integration.test_share_groups_wire import SHARE_GROUP_COMMAND, UNSTABLE, share_node  # noqa: F401 (a fixture)
+from tests.integration.test_cli import kbroker
+from tests.integration.test_features import await_finalized
+from tests.integration.test_share_groups_wire import SHARE_GROUP_COMMAND, share_node  # noqa: F401 (a fixture)
 from tests.integration.wire import request
 from tests.kafka_tools import kafka_tool
 
@@ -183,10 +185,13 @@ def test_describe_offsets_of_named_and_unknown_topics(share_node: BrokerProcess)
         assert (answer.error_code, answer.error_message, answer.responses) == (ErrorCode.invalid_group_id, "The group id is invalid.", ())
 
 
-def test_offsets_apis_refused_until_share_version_is_finalized(broker_factory: StartBroker) -> None:
-    """Advertised with unstable.api.versions.enable at Kafka 4.4's versions; share.version 0:
+def test_offsets_apis_refused_once_share_version_is_downgraded_to_0(share_node: BrokerProcess) -> None:
+    """Advertised at Kafka 4.4's versions whatever share.version is; at share.version 0:
     UNSUPPORTED_VERSION, per group for Describe, with Errors' message for Alter and Delete."""
-    bs = broker_factory(UNSTABLE).bootstrap
+    bs = share_node.bootstrap
+    downgraded = kbroker("features", "--bootstrap-server", bs, "downgrade", "--feature", "share.version=0")
+    assert downgraded.stdout == "share.version was downgraded to 0.\n", downgraded.stderr
+    await_finalized(bs, "share.version", 0)
     versions = request(bs, api_versions_v3.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     assert [(int(k.api_key), int(k.min_version), int(k.max_version)) for k in versions.api_keys if 90 <= k.api_key <= 92] == [(90, 0, 1), (91, 0, 0), (92, 0, 0)]
     described = request(bs, describe_v1.DescribeShareGroupOffsetsRequest(groups=(describe_v1.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=None),)))

@@ -1,6 +1,6 @@
 """KIP-932's share group membership on the wire: raw ShareGroupHeartbeat and ShareGroupDescribe
-against one node with unstable.api.versions.enable and unstable.feature.versions.enable, once
-share.version is upgraded to 1, and what a node answers without them.
+against one node with its defaults, which serves them and finalizes share.version 2 as a new Kafka
+4.4 cluster does, and what it answers once share.version is downgraded to 0.
 
 A member's first heartbeat starts the share coordinator's initialization of the topic's share
 partitions, so it is assigned nothing; the test waits for the assignment that follows before it
@@ -31,7 +31,6 @@ from tests.kafka_tools import kafka_tool
 
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77
 SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
-UNSTABLE = {"unstable.api.versions.enable": "true", "unstable.feature.versions.enable": "true"}
 GROUP = "share-g"
 TOPIC = "share-t"
 WAIT_S = 30.0
@@ -63,10 +62,9 @@ def join(bs: str, member_id: str) -> Any:
 
 @pytest.fixture
 def share_node(broker_factory: StartBroker) -> BrokerProcess:
-    node = broker_factory(UNSTABLE)
-    upgraded = kbroker("features", "--bootstrap-server", node.bootstrap, "upgrade", "--feature", "share.version=1")
-    assert upgraded.stdout == "share.version was upgraded to 1.\n", upgraded.stderr
-    await_finalized(node.bootstrap, "share.version", 1)
+    """A new node of its own, with its defaults: share.version 2, as a new Kafka 4.4 cluster."""
+    node = broker_factory()
+    await_finalized(node.bootstrap, "share.version", 2)
     return node
 
 
@@ -151,20 +149,21 @@ def test_kafka_share_groups_tool_lists_and_describes_members(share_node: BrokerP
     assert header.split() == ["GROUP", "COORDINATOR", "(ID)", "STATE", "#MEMBERS"] and row.split()[-2:] == ["Stable", "1"]
 
 
-def test_share_groups_refused_until_share_version_is_finalized(broker_factory: StartBroker) -> None:
-    """Advertised with unstable.api.versions.enable, but share.version 0: Kafka 4.4's answers."""
-    bs = broker_factory(UNSTABLE).bootstrap
+def test_share_groups_refused_once_share_version_is_downgraded_to_0(share_node: BrokerProcess) -> None:
+    """Still listed in ApiVersions, as Kafka 4.4 lists them whatever share.version is; at share.version
+    0, Kafka 4.4's answers. Back at 2, served again."""
+    bs = share_node.bootstrap
+    refused = kbroker("features", "--bootstrap-server", bs, "upgrade", "--feature", "share.version=3")
+    assert "Invalid update version 3 for feature share.version. Local controller 1 only supports versions 0-2" in refused.stdout
+    downgraded = kbroker("features", "--bootstrap-server", bs, "downgrade", "--feature", "share.version=0")
+    assert downgraded.stdout == "share.version was downgraded to 0.\n", downgraded.stderr
+    await_finalized(bs, "share.version", 0)
     assert share_group_apis(bs) == [(SHARE_GROUP_HEARTBEAT, 1, 1), (SHARE_GROUP_DESCRIBE, 1, 1)]
     answer = heartbeat(bs, str(uuid.uuid4()), 0)
     assert (answer.error_code, answer.error_message, answer.member_id, answer.member_epoch, answer.assignment) == (ErrorCode.unsupported_version, None, None, 0, None)
     assert [(g.group_id, g.error_code) for g in describe(bs, "g1", "g2").groups] == [("g1", ErrorCode.unsupported_version), ("g2", ErrorCode.unsupported_version)]
-
-
-def test_share_groups_are_not_served_without_the_unstable_flags(broker: BrokerProcess) -> None:
-    bs = broker.bootstrap
-    assert share_group_apis(bs) == []
-    refused = kbroker("features", "--bootstrap-server", bs, "upgrade", "--feature", "share.version=1")
-    assert "Invalid update version 1 for feature share.version. Local controller 1 does not support this feature." in refused.stdout
-    # As Kafka with an API it does not serve: the connection is closed.
-    with pytest.raises((ConnectionError, OSError, EOFError)):
-        heartbeat(bs, str(uuid.uuid4()), 0)
+    upgraded = kbroker("features", "--bootstrap-server", bs, "upgrade", "--feature", "share.version=2")
+    assert upgraded.stdout == "share.version was upgraded to 2.\n", upgraded.stderr
+    await_finalized(bs, "share.version", 2)
+    create_topic(bs, TOPIC, partitions=1)
+    assert join(bs, str(uuid.uuid4())).error_code == ErrorCode.none

@@ -94,6 +94,7 @@ def broker_registration(version: int, broker_id: int, cluster_id: str = CLUSTER_
             build(feature_cls, name="metadata.version", min_supported_version=7, max_supported_version=33),
             build(feature_cls, name="eligible.leader.replicas.version", min_supported_version=0, max_supported_version=1),
             build(feature_cls, name="group.version", min_supported_version=0, max_supported_version=1),
+            build(feature_cls, name="share.version", min_supported_version=0, max_supported_version=2),
             build(feature_cls, name="transaction.version", min_supported_version=0, max_supported_version=2),
         ),
         rack=None,

@@ -15,6 +15,7 @@ from broker.controller.feature_control_manager import (
     GROUP_VERSION_FEATURE,
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LEVEL,
+    SHARE_VERSION_FEATURE,
     TRANSACTION_VERSION_FEATURE,
     FeatureControlManager,
     FeatureUpdateResult,
@@ -95,8 +96,8 @@ def test_the_controller_refuses_what_this_build_lacks() -> None:
     assert refused(update(log, {TRANSACTION_VERSION_FEATURE: 3}, node_id=1)) == (
         "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2"
     )
-    # share.version's share groups are incomplete: not advertised without unstable.feature.versions.enable.
-    assert refused(update(log, {"share.version": 1}, node_id=1)) == "Invalid update version 1 for feature share.version. Local controller 1 does not support this feature."
+    # streams.version's streams groups are incomplete: not advertised without unstable.feature.versions.enable.
+    assert refused(update(log, {"streams.version": 1}, node_id=1)) == "Invalid update version 1 for feature streams.version. Local controller 1 does not support this feature."
 
 
 def test_one_refused_feature_fails_them_all() -> None:
@@ -138,11 +139,11 @@ def test_the_default_is_kafka_44s_latest_production_level_with_its_feature_defau
     assert METADATA_VERSION_LEVEL == 33
     assert BROKER_SUPPORTED_FEATURES[METADATA_VERSION_FEATURE] == (7, 33)
     assert supported_features(unstable=True)[METADATA_VERSION_FEATURE] == (7, 34)
-    assert new_cluster_features(33) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 1, GROUP_VERSION_FEATURE: 1, TRANSACTION_VERSION_FEATURE: 2}
-    assert new_cluster_features(25) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, GROUP_VERSION_FEATURE: 1, TRANSACTION_VERSION_FEATURE: 2}
+    assert new_cluster_features(33) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 1, GROUP_VERSION_FEATURE: 1, SHARE_VERSION_FEATURE: 2, TRANSACTION_VERSION_FEATURE: 2}
+    assert new_cluster_features(25) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, GROUP_VERSION_FEATURE: 1, SHARE_VERSION_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 2}
     # Kafka 4.4 formatted at 3.9 (21) finalizes no group.version: GV_1's bootstrap level is 4.0-IV0 (22).
     assert new_cluster_features(22)[GROUP_VERSION_FEATURE] == 1
-    assert new_cluster_features(21) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, GROUP_VERSION_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 0}
+    assert new_cluster_features(21) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, GROUP_VERSION_FEATURE: 0, SHARE_VERSION_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 0}
 
 
 def test_upgrade_from_40_to_44_level_by_level() -> None:
@@ -324,21 +325,37 @@ def test_kraft_version_refusals_of_the_raft_layer_are_the_answer_and_fail_the_re
 # --- share.version ------------------------------------------------------------------------------------
 
 
-def test_share_version_needs_unstable_feature_versions() -> None:
-    """share.version 0-2 only with unstable.feature.versions.enable, on every node; never bootstrapped."""
-    assert "share.version" not in BROKER_SUPPORTED_FEATURES
-    assert supported_features(unstable=True)["share.version"] == (0, 2)
-    assert "share.version" not in new_cluster_features(33)
-    log = cluster(33, current_broker(1))
-    assert refused(update(log, {"share.version": 1}, unstable_feature_versions=True)) == (
-        "Invalid update version 1 for feature share.version. Broker 1 does not support this feature."
-    )
-    log = cluster(33, current_broker(1, unstable=True))
-    assert refused(update(log, {"share.version": 3}, node_id=1, unstable_feature_versions=True)) == (
+def test_share_version_ranges_and_bootstrap_levels_as_kafka_44() -> None:
+    """Every node registers share.version 0-2 (Kafka 4.4's BrokerFeatures); a new cluster finalizes
+    ShareVersion's default for its metadata.version: SV_2 from 4.4-IV0 (31), SV_1 from 4.2-IV0 (28)."""
+    assert BROKER_SUPPORTED_FEATURES[SHARE_VERSION_FEATURE] == (0, 2)
+    assert supported_features(unstable=True)[SHARE_VERSION_FEATURE] == (0, 2)
+    assert [new_cluster_features(level)[SHARE_VERSION_FEATURE] for level in (27, 28, 30, 31, 33)] == [0, 1, 1, 2, 2]
+    assert FeatureLevelRecord(name=SHARE_VERSION_FEATURE, feature_level=2) in FeatureControlManager.bootstrap_records(33, new_cluster_features(33))
+    log = cluster(33, current_broker(1), features=new_cluster_features(33))
+    assert log.image.features[SHARE_VERSION_FEATURE] == 2
+    assert refused(update(log, {SHARE_VERSION_FEATURE: 3}, node_id=1)) == (
         "Invalid update version 3 for feature share.version. Local controller 1 only supports versions 0-2"
     )
-    assert update(log, {"share.version": 1}, unstable_feature_versions=True) == OK
-    assert log.image.features["share.version"] == 1
-    # SV_2 (KIP-1191's dead-letter queue) needs metadata.version 4.4-IV0 (31): the cluster is at 33.
-    assert update(log, {"share.version": 2}, unstable_feature_versions=True) == OK
-    assert log.image.features["share.version"] == 2
+    assert refused(update(log, {SHARE_VERSION_FEATURE: 1})) == (
+        "Invalid update version 1 for feature share.version. "
+        "Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade."
+    )
+    assert update(log, {SHARE_VERSION_FEATURE: 0}, {SHARE_VERSION_FEATURE: SAFE}) == OK
+    assert SHARE_VERSION_FEATURE not in log.image.features
+    assert update(log, {SHARE_VERSION_FEATURE: 2}) == OK
+    assert log.image.features[SHARE_VERSION_FEATURE] == 2
+
+
+def test_share_version_depends_on_no_metadata_version() -> None:
+    """ShareVersion's levels have no dependencies: a cluster formatted at 3.9 takes SV_2."""
+    log = cluster(21, current_broker(1), features=new_cluster_features(21))
+    assert SHARE_VERSION_FEATURE not in log.image.features
+    assert update(log, {SHARE_VERSION_FEATURE: 2}) == OK
+    assert log.image.features == {METADATA_VERSION_FEATURE: 21, SHARE_VERSION_FEATURE: 2}
+
+
+def test_a_broker_of_an_older_build_keeps_share_version_off() -> None:
+    """A broker that registered before it advertised share.version (no range: 0-0) refuses level 1."""
+    log = cluster(27, current_broker(1), registration(2))
+    assert refused(update(log, {SHARE_VERSION_FEATURE: 1})) == "Invalid update version 1 for feature share.version. Broker 2 does not support this feature."

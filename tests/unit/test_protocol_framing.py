@@ -115,6 +115,24 @@ def test_supported_ranges_match_kafka_specs() -> None:
         by_key[spec["apiKey"]] = spec
     # APIs newer than the specs in ../shared: their Kafka 4.4 spec's versions (protocol/schema/).
     by_key.setdefault(ApiKey.UNREGISTER_CONTROLLER, {"name": "UnregisterControllerRequest", "validVersions": "0", "flexibleVersions": "0+"})
+    # KIP-932's share APIs as Kafka 4.4's specs have them: the specs in ../shared predate their
+    # release (v0 early access only, and no share group offsets APIs).
+    kafka_44_share_apis = {
+        ApiKey.SHARE_GROUP_HEARTBEAT: "1",
+        ApiKey.SHARE_GROUP_DESCRIBE: "1",
+        ApiKey.SHARE_FETCH: "1-2",
+        ApiKey.SHARE_ACKNOWLEDGE: "1-2",
+        ApiKey.INITIALIZE_SHARE_GROUP_STATE: "0",
+        ApiKey.READ_SHARE_GROUP_STATE: "0",
+        ApiKey.WRITE_SHARE_GROUP_STATE: "0-1",
+        ApiKey.DELETE_SHARE_GROUP_STATE: "0",
+        ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: "0-1",
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: "0-1",
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS: "0",
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS: "0",
+    }
+    for key, versions in kafka_44_share_apis.items():
+        by_key[key] = {"name": key.name, "validVersions": versions, "flexibleVersions": "0+"}
     # Vote v2 (KIP-996 pre-vote), AlterPartitionReassignments v1 (KIP-860, Kafka 4.1), Produce v12
     # and TxnOffsetCommit v5 (KIP-890 part 2, Kafka 4.0) are newer than the specs in ../shared, as
     # are the tops Kafka 4.4 serves: Produce v13, Fetch v18, ListOffsets v11, Metadata v13,

@@ -124,6 +124,15 @@ def test_read_state_splits_the_request_into_share_partitions() -> None:
     assert [(p.partition, p.error_code, p.state_batches) for p in topic.partitions] == [(0, ErrorCode.not_coordinator, ()), (1, ErrorCode.not_coordinator, ())]
 
 
+def test_the_zero_topic_id_is_keyed_as_kafka_keys_it() -> None:
+    """kio reads Uuid.ZERO_UUID as None; Kafka keys it "AAAAAAAAAAAAAAAAAAAAAA" as any topic id (a fuzzed frame)."""
+    s = service({0: 2, 1: 2, 2: 2, 3: 2})
+    request = ReadShareGroupStateRequest(group_id="g", topics=(ReadStateData(topic_id=None, partitions=(PartitionData(partition=0, leader_epoch=1),)),))  # type: ignore[arg-type]
+    [topic] = read(s, request).results
+    assert (topic.topic_id, [(p.partition, p.error_code) for p in topic.partitions]) == (None, [(0, ErrorCode.not_coordinator)])
+    assert SharePartitionKey("g", uuid.UUID(int=0), 0).as_coordinator_key() == "g:AAAAAAAAAAAAAAAAAAAAAA:0"
+
+
 @pytest.mark.parametrize(
     "request_",
     [
