@@ -140,7 +140,7 @@ class GroupCoordinatorShard:
             self.groups,
             metadata_max_bytes=offset_metadata_max_bytes,
             retention_ms=offsets_retention_ms,
-            consumer_groups=ModernGroupOffsets(self.consumer_groups, self.streams_groups),
+            consumer_groups=ModernGroupOffsets(self.consumer_groups, self.streams_groups, self.share_groups),
         )
 
     def _drop_empty_classic_group(self, group_id: str) -> list[Record] | None:

@@ -76,6 +76,8 @@ class ConsumerGroupOffsets(Protocol):
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None: ...
 
+    def validate_offset_delete(self, group_id: str) -> None: ...
+
     def subscribed_topics(self, group_id: str) -> set[str] | None: ...
 
 
@@ -287,12 +289,14 @@ class OffsetMetadataManager:
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
         """OffsetFetch v9+'s check of the member it names (Kafka 4.4's validateOffsetFetch): the
         error of the whole group, or NONE. Only a consumer group checks; a classic group's members
-        fetch with no member id, and a group nobody knows has no offsets to protect."""
+        fetch with no member id, and a group nobody knows has no offsets to protect. A share
+        group's GROUP_ID_NOT_FOUND is no error: Kafka's fetchOffsets answers such a group as one
+        with no offsets, which a share group's id has (its commits are refused)."""
         if self._consumer_groups is not None:
             try:
                 self._consumer_groups.validate_offset_fetch(group_id, member_id, member_epoch)
             except GroupError as e:
-                return e.error_code
+                return NONE if e.error_code == GROUP_ID_NOT_FOUND else e.error_code
         return NONE
 
     def fetch(self, group_id: str, partitions: Iterable[tuple[str, int]] | None) -> list[tuple[str, int, OffsetAndMetadata | None]]:
@@ -310,6 +314,11 @@ class OffsetMetadataManager:
         return self._classic.group(group_id) is not None or group_id in self.offsets
 
     def delete_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> tuple[int, list[tuple[str, int, int]], list[Record]]:
+        if self._consumer_groups is not None:
+            try:
+                self._consumer_groups.validate_offset_delete(group_id)
+            except GroupError as e:
+                return e.error_code, [], []
         if not self.group_exists(group_id):
             return GROUP_ID_NOT_FOUND, [], []
         subscribed = self._subscribed_topics(group_id)

@@ -595,11 +595,6 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
     def _revoking(self, member: StreamsGroupMember) -> bool:
         return member.state is MemberState.UNREVOKED_TASKS
 
-    def _member_timers(self, group: StreamsGroup, now_ms: int) -> list[TimerAction]:
-        """A fresh session for every member. Kafka 4.4's onLoaded also re-arms the rebalance
-        timeout of a member still revoking tasks; not done here yet."""
-        return [self._session_timer(group.group_id, member_id, now_ms) for member_id in group.members]
-
     # -- admin -------------------------------------------------------------------------------------
 
     def _group_tombstones(self, group: StreamsGroup) -> list[Record]:

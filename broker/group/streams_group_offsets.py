@@ -1,6 +1,9 @@
 """Offset commits and fetches of streams group members, as Kafka 4.4's StreamsGroup
 validateOffsetCommit and validateOffsetFetch check them, and the one view the offsets
-(``OffsetMetadataManager``) have of the KIP-848 and KIP-1071 groups.
+(``OffsetMetadataManager``) have of the KIP-848, KIP-932 and KIP-1071 groups.
+
+A share group keeps no committed offsets: Kafka 4.4's ShareGroup refuses every offset API for
+its id with GROUP_ID_NOT_FOUND ("Group %s is not a consumer group.").
 
 A streams member commits the offsets of its tasks' input partitions: a member at an older epoch
 may still commit a partition whose task it holds (or is revoking) from that epoch or before.
@@ -13,6 +16,7 @@ from collections.abc import Mapping
 
 from broker.group.consumer_group import CommitPartitionValidator, ConsumerGroupManager
 from broker.group.modern_group_manager import GroupError
+from broker.group.share_group_manager import ShareGroupManager
 from broker.group.streams_group import StreamsGroupMember
 from broker.group.streams_group_manager import StreamsGroupManager
 from broker.group.streams_group_records import StreamsGroupTopologyValue
@@ -20,6 +24,7 @@ from broker.group.streams_group_records import StreamsGroupTopologyValue
 UNKNOWN_SERVER_ERROR = -1
 UNKNOWN_MEMBER_ID = 25
 UNSUPPORTED_VERSION = 35
+GROUP_ID_NOT_FOUND = 69
 STALE_MEMBER_EPOCH = 113
 
 # OffsetCommit's first version with a member epoch.
@@ -67,15 +72,21 @@ def _assignment_epoch_validator(topology: StreamsGroupTopologyValue | None, memb
 
 
 class ModernGroupOffsets:
-    """The offsets' ConsumerGroupOffsets over both the consumer and the streams groups of a shard."""
+    """The offsets' ConsumerGroupOffsets over the consumer, share and streams groups of a shard."""
 
-    def __init__(self, consumer_groups: ConsumerGroupManager, streams_groups: StreamsGroupManager) -> None:
+    def __init__(self, consumer_groups: ConsumerGroupManager, streams_groups: StreamsGroupManager, share_groups: ShareGroupManager) -> None:
         self._consumer = consumer_groups
         self._streams = streams_groups
+        self._share = share_groups
+
+    def _refuse_share_group(self, group_id: str) -> None:
+        if group_id in self._share.groups:
+            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     def validate_offset_commit(
         self, group_id: str, member_id: str, member_epoch: int, *, transactional: bool, version: int, instance_id: str | None = None
     ) -> CommitPartitionValidator | None:
+        self._refuse_share_group(group_id)
         group = self._streams.groups.get(group_id)
         if group is None:
             return self._consumer.validate_offset_commit(group_id, member_id, member_epoch, transactional=transactional, version=version, instance_id=instance_id)
@@ -95,6 +106,7 @@ class ModernGroupOffsets:
         return _assignment_epoch_validator(group.topology, member, member_epoch)
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        self._refuse_share_group(group_id)
         group = self._streams.groups.get(group_id)
         if group is None:
             self._consumer.validate_offset_fetch(group_id, member_id, member_epoch)
@@ -109,6 +121,10 @@ class ModernGroupOffsets:
             raise GroupError(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
         if member_epoch != member.member_epoch:
             raise GroupError(STALE_MEMBER_EPOCH, f"The received member epoch {member_epoch} does not match the expected member epoch {member.member_epoch}.")
+
+    def validate_offset_delete(self, group_id: str) -> None:
+        """Only a share group refuses OffsetDelete here; the others check each topic's subscription."""
+        self._refuse_share_group(group_id)
 
     def subscribed_topics(self, group_id: str) -> set[str] | None:
         """A streams group's topology's source and repartition source topics (StreamsGroup.isSubscribedToTopic)."""

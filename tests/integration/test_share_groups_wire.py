@@ -1,6 +1,7 @@
 """KIP-932's share group membership on the wire: raw ShareGroupHeartbeat and ShareGroupDescribe
-against one node with its defaults, which serves them and finalizes share.version 2 as a new Kafka
-4.4 cluster does, and what it answers once share.version is downgraded to 0.
+(and the offset APIs refusing a share group's id) against one node with its defaults, which
+serves them and finalizes share.version 2 as a new Kafka 4.4 cluster does, and what it answers
+once share.version is downgraded to 0.
 
 A member's first heartbeat starts the share coordinator's initialization of the topic's share
 partitions, so it is assigned nothing; the test waits for the assignment that follows before it
@@ -24,8 +25,10 @@ from kio.static.primitive import i8, i32
 
 from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.integration.helpers import create_topic
+from tests.integration.test_assignment_epochs_wire import commit_v9
 from tests.integration.test_cli import kbroker
 from tests.integration.test_features import await_finalized
+from tests.integration.test_offset_member_checks_wire import fetch_v8
 from tests.integration.wire import request
 from tests.kafka_tools import kafka_tool
 
@@ -122,6 +125,14 @@ def test_two_members_join_a_share_group(share_node: BrokerProcess) -> None:
     assert (left.error_code, left.member_id, left.member_epoch) == (ErrorCode.none, second, -1)
     [group] = describe(bs, GROUP).groups
     assert [m.member_id for m in group.members] == [first] and group.group_epoch == epoch + 2
+
+    # As Kafka 4.4's ShareGroup.validateOffsetCommit/Fetch: OffsetCommit, the admin's (-1) as a
+    # member's, fails every partition with GROUP_ID_NOT_FOUND; OffsetFetch answers no offsets, no error.
+    assert commit_v9(bs, GROUP, "", -1, TOPIC, 0, 1) == {0: ErrorCode.group_id_not_found, 1: ErrorCode.group_id_not_found}
+    assert commit_v9(bs, GROUP, first, epoch + 1, TOPIC, 0) == {0: ErrorCode.group_id_not_found}
+    assert fetch_v8(bs, GROUP, TOPIC) == (ErrorCode.none, {0: -1, 1: -1})
+    [still] = describe(bs, GROUP).groups
+    assert (still.error_code, [m.member_id for m in still.members]) == (ErrorCode.none, [first])
 
 
 def test_kafka_share_groups_tool_lists_and_describes_members(share_node: BrokerProcess, kafka_lib: Path) -> None:

@@ -2,12 +2,15 @@
 DeleteGroups are routed to the ShareGroupManager, a group id belongs to one group type (JoinGroup
 answers INCONSISTENT_GROUP_PROTOCOL and ConsumerGroupHeartbeat GROUP_ID_NOT_FOUND for a share
 group's id, and ShareGroupHeartbeat GROUP_ID_NOT_FOUND for theirs, as Kafka 4.4's
-GroupMetadataManager does), and a snapshot reverts what a failed write changed."""
+GroupMetadataManager does; the offset APIs refuse it as its OffsetMetadataManager does), and a
+snapshot reverts what a failed write changed."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
+
+import pytest
 
 from broker.group.classic_group import ClassicGroupState
 from broker.group.group_coordinator_shard import GroupCoordinatorShard, ListedGroup
@@ -22,6 +25,7 @@ from broker.group.group_metadata_manager import (
     JoinGroupResponse,
     ScheduleTimer,
 )
+from broker.group.offset_metadata_manager import PartitionCommit
 from broker.group.share_group_manager import ShareGroupHeartbeat, session_timeout_key
 from tests.unit.test_consumer_group import request as consumer_heartbeat
 
@@ -120,6 +124,32 @@ def test_the_classic_and_consumer_protocols_refuse_a_share_group_id() -> None:
     # Even an empty share group keeps its id (only an empty classic group is taken over).
     coordinator.share_groups.heartbeat(ShareGroupHeartbeat(SHARE, "m1", -1), TOPICS, 0)
     assert classic_join(coordinator, SHARE).error_code == INCONSISTENT_GROUP_PROTOCOL
+
+
+@pytest.mark.parametrize("members", [True, False])
+def test_the_offset_apis_refuse_a_share_group_id(members: bool) -> None:
+    """ShareGroup.validateOffsetCommit/Fetch/Delete throw GROUP_ID_NOT_FOUND: OffsetCommit (any
+    version, even the admin's generation -1 that creates a simple group) and TxnOffsetCommit (any
+    version: only STALE_MEMBER_EPOCH is downgraded) fail every partition, nothing is written and
+    no classic group appears; OffsetDelete fails the whole request; OffsetFetch is no error, the
+    group answered as one with no offsets (fetchOffsets catches the exception)."""
+    coordinator = new_shard()
+    share_join(coordinator, "m1")
+    if not members:
+        coordinator.share_groups.heartbeat(ShareGroupHeartbeat(SHARE, "m1", -1), TOPICS, 0)
+    parts = [PartitionCommit("t", 0, 5, -1, None, T), PartitionCommit("t", 1, 6, -1, "x" * 5000, T)]
+    for generation, member_id, version in ((-1, "", 2), (-1, "", 9), (1, "m1", 8), (1, "m1", 10)):
+        answers, records = coordinator.offsets.commit(SHARE, generation, member_id, None, -1, parts, version, 0)
+        assert [e for _, e in answers] == [GROUP_ID_NOT_FOUND] * 2 and records == []
+    for generation, member_id, version in ((-1, "", 0), (1, "m1", 3), (1, "m1", 6)):
+        answers, records = coordinator.offsets.txn_commit(SHARE, generation, member_id, None, parts, 0, version)
+        assert [e for _, e in answers] == [GROUP_ID_NOT_FOUND] * 2 and records == []
+    assert coordinator.groups.group(SHARE) is None and not coordinator.offsets.has_offsets(SHARE)
+    assert coordinator.offsets.delete_offsets(SHARE, [("t", 0)]) == (GROUP_ID_NOT_FOUND, [], [])
+    for member_id, epoch in ((None, -1), ("m1", 1), ("other", 7)):
+        assert coordinator.offsets.validate_fetch(SHARE, member_id, epoch) == NONE
+    assert coordinator.offsets.fetch(SHARE, [("t", 0)]) == [("t", 0, None)]
+    assert coordinator.offsets.fetch(SHARE, None) == []
 
 
 def test_share_groups_refuse_a_classic_or_consumer_group_id() -> None:

@@ -505,6 +505,36 @@ def test_replaying_the_written_records_rebuilds_the_groups() -> None:
     assert replayed.groups[GROUP].state is manager.groups[GROUP].state
 
 
+def test_on_loaded_rearms_the_rebalance_timeout_of_a_member_still_revoking() -> None:
+    """Kafka 4.4's GroupMetadataManager.onLoaded: a session for every member, and the rebalance
+    timeout again for one in UNREVOKED_TASKS."""
+    manager = StreamsGroupManager()
+    log: list[tuple[bytes, bytes | None]] = []
+    all_tasks = {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
+    for request, now_ms in ((join("a", "p1"), 0), (join("b", "p2"), 100), (beat("a", 1, all_tasks), 200)):
+        r = manager.heartbeat(request, ALL_TOPICS, now_ms)
+        assert r.response is not None and r.response.error_code == 0
+        log += [(encode_key(k), None if v is None else encode_value(v)) for k, v in r.records]  # type: ignore[arg-type]
+    assert manager.groups[GROUP].members["a"].state is MemberState.UNREVOKED_TASKS
+    loaded = StreamsGroupManager()
+    for key, value in log:
+        loaded.replay(*decode_record(key, value))
+    assert loaded.groups[GROUP].members["a"].state is MemberState.UNREVOKED_TASKS
+    assert loaded.groups[GROUP].members["b"].state is not MemberState.UNREVOKED_TASKS
+    timers = loaded.on_loaded(1000).timers
+    assert sorted(timers, key=lambda t: t.key) == sorted(
+        [
+            ScheduleTimer(session_timeout_key(GROUP, "a"), 1000 + 45000),
+            ScheduleTimer(session_timeout_key(GROUP, "b"), 1000 + 45000),
+            ScheduleTimer(rebalance_timeout_key(GROUP, "a"), 1000 + 30000),
+        ],
+        key=lambda t: t.key,
+    )
+    # The re-armed timeout fences a member that still has not revoked.
+    fenced = loaded.on_timer(rebalance_timeout_key(GROUP, "a"), 1000 + 30000)
+    assert "a" not in loaded.groups[GROUP].members and fenced.records
+
+
 def test_journal_keeps_the_group_as_it_was() -> None:
     manager = StreamsGroupManager()
     ready_group(manager)
