@@ -96,25 +96,36 @@ POLL_INTERVAL_S = 0.1
 
 def cached_lib(cache: Path = CACHE_DIR) -> Path | None:
     """The lib/ directory of a finished download, or None; never touches the network."""
-    lib = cache / "lib"
-    return lib if (lib / MARKER_JAR).is_file() else None
+    return cached_maven_lib(cache, MARKER_JAR)
 
 
 def fetch_jars(cache: Path = CACHE_DIR) -> Path:
     """Kafka's jars and their runtime dependencies from Maven Central, once; returns their directory."""
-    lib = cached_lib(cache)
+    return fetch_maven_jars(cache, POM, MARKER_JAR, f"Kafka {KAFKA_VERSION}")
+
+
+def cached_maven_lib(cache: Path, marker_jar: str) -> Path | None:
+    """``cache``'s lib/ once a download finished (lib/ is renamed into place only when complete, so
+    ``marker_jar`` in it means complete), or None; never touches the network."""
+    lib = cache / "lib"
+    return lib if (lib / marker_jar).is_file() else None
+
+
+def fetch_maven_jars(cache: Path, pom: str, marker_jar: str, what: str) -> Path:
+    """The runtime dependencies of ``pom`` from Maven Central into ``cache``/lib, once; returns lib/."""
+    lib = cached_maven_lib(cache, marker_jar)
     if lib is not None:
         return lib
     cache.mkdir(parents=True, exist_ok=True)
     # Test processes running side by side (pytest-xdist workers) download it once between them.
     with open(cache / ".fetch.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return cached_lib(cache) or _download_jars(cache)
+        return cached_maven_lib(cache, marker_jar) or _download_jars(cache, pom, what)
 
 
-def _download_jars(cache: Path) -> Path:
+def _download_jars(cache: Path, pom: str, what: str) -> Path:
     mvn = shutil.which("mvn") or str(maven(cache.parent))
-    (cache / "pom.xml").write_text(POM)
+    (cache / "pom.xml").write_text(pom)
     partial = cache / "lib.partial"
     repo = cache / "m2"
     shutil.rmtree(partial, ignore_errors=True)
@@ -124,7 +135,7 @@ def _download_jars(cache: Path) -> Path:
         cwd=cache, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
     )
     if out.returncode != 0:
-        raise RuntimeError(f"mvn could not resolve Kafka {KAFKA_VERSION}:\n{out.stdout[-4000:]}{out.stderr[-4000:]}")
+        raise RuntimeError(f"mvn could not resolve {what}:\n{out.stdout[-4000:]}{out.stderr[-4000:]}")
     partial.rename(cache / "lib")
     # lib/ holds copies of every jar; the Maven repository is only scaffolding for them.
     shutil.rmtree(repo, ignore_errors=True)

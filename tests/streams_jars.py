@@ -9,13 +9,10 @@ platform's library and is several times larger.
 
 from __future__ import annotations
 
-import fcntl
-import shutil
-import subprocess
 from pathlib import Path
 
 from benchmarks.apache_kafka import CACHE_DIR as KAFKA_CACHE_DIR
-from benchmarks.apache_kafka import DEPENDENCY_PLUGIN, FETCH_TIMEOUT_S, KAFKA_VERSION, LOG4J_VERSION, maven
+from benchmarks.apache_kafka import KAFKA_VERSION, LOG4J_VERSION, cached_maven_lib, fetch_maven_jars
 
 ROCKSDB_VERSION = "10.10.1.1"
 CACHE_DIR = KAFKA_CACHE_DIR.parent / f"kafka-streams-{KAFKA_VERSION}"
@@ -38,39 +35,12 @@ POM = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
 
 def cached_lib(cache: Path = CACHE_DIR) -> Path | None:
     """The lib/ directory of a finished download, or None; never touches the network."""
-    lib = cache / "lib"
-    return lib if (lib / MARKER_JAR).is_file() else None
+    return cached_maven_lib(cache, MARKER_JAR)
 
 
 def fetch_jars(cache: Path = CACHE_DIR) -> Path:
     """The jars, downloaded once (test processes side by side wait for one another); their directory."""
-    lib = cached_lib(cache)
-    if lib is not None:
-        return lib
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".fetch.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return cached_lib(cache) or _download(cache)
-
-
-def _download(cache: Path) -> Path:
-    mvn = shutil.which("mvn") or str(maven(cache.parent))
-    (cache / "pom.xml").write_text(POM)
-    partial = cache / "lib.partial"
-    repo = cache / "m2"
-    shutil.rmtree(partial, ignore_errors=True)
-    out = subprocess.run(
-        [mvn, "-B", "-q", f"-Dmaven.repo.local={repo}", f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={partial}", "-DincludeScope=runtime"],
-        cwd=cache,
-        capture_output=True,
-        text=True,
-        timeout=FETCH_TIMEOUT_S,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"mvn could not resolve Kafka Streams {KAFKA_VERSION}:\n{out.stdout[-4000:]}{out.stderr[-4000:]}")
-    partial.rename(cache / "lib")
-    shutil.rmtree(repo, ignore_errors=True)
-    return cache / "lib"
+    return fetch_maven_jars(cache, POM, MARKER_JAR, f"Kafka Streams {KAFKA_VERSION}")
 
 
 if __name__ == "__main__":
