@@ -65,8 +65,9 @@ from broker.group.group_metadata_manager import (
 )
 from broker.metadata.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
+from storage.producer_state_manager import VerificationGuard
 from protocol.control_records import build_control_batch, read_marker
-from protocol.record_batch import BatchHeader
+from protocol.record_batch import NO_SEQUENCE, BatchHeader
 from protocol.records import Record, build_batch
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
@@ -687,9 +688,22 @@ class GroupCoordinator:
 
     # -- transactions ------------------------------------------------------------------------------
 
-    def execute_transactional(self, group_id: str, producer_id: int, producer_epoch: int, records: list[tuple[Any, Any]]) -> Written:
+    def maybe_start_transaction_verification(self, group_id: str, producer_id: int, producer_epoch: int) -> VerificationGuard | None:
+        """KIP-890 for a TxnOffsetCommit, as Kafka's CoordinatorPartitionWriter: the guard the
+        group's ``__consumer_offsets`` batch must carry (the sentinel when the producer's transaction
+        is open there already, so its coordinator need not be asked), or None when this node does
+        not lead the partition (the commit answers NOT_COORDINATOR then)."""
+        partition = self._replica_manager.get_partition(GROUP_METADATA_TOPIC, self.partition_for(group_id))
+        if partition is None or not partition.is_leader:
+            return None
+        return partition.maybe_start_transaction_verification(producer_id, NO_SEQUENCE, producer_epoch, now_ms())
+
+    def execute_transactional(
+        self, group_id: str, producer_id: int, producer_epoch: int, records: list[tuple[Any, Any]], verification_guard: VerificationGuard | None = None
+    ) -> Written:
         """Write TxnOffsetCommit records in the producer's transaction; they stay pending until its
-        marker, and are answered once replicated."""
+        marker, and are answered once replicated. ``verification_guard``: the one
+        maybe_start_transaction_verification gave, when the transaction was verified."""
         index = self.partition_for(group_id)
         written_at: list[int] = []  # the batch's base offset, once appended
 
@@ -702,7 +716,8 @@ class GroupCoordinator:
                     shard.offsets.replay_transactional(producer_id, key, value, written_at[0] + i)
             return error
 
-        return self.runtime.write(index, self._batch(records, (producer_id, producer_epoch)), self._config.offsets_commit_timeout_ms, settle, appended=written_at.append)
+        batch = self._batch(records, (producer_id, producer_epoch))
+        return self.runtime.write(index, batch, self._config.offsets_commit_timeout_ms, settle, appended=written_at.append, verification_guard=verification_guard)
 
     def complete_transaction(self, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timeout_ms: int) -> Written:
         """WriteTxnMarkers for ``__consumer_offsets`` partition ``index`` (Kafka's completeTransaction):

@@ -32,7 +32,7 @@ from broker.replica_manager import ACKS_ALL, ReplicaManager
 from protocol.record_batch import BatchHeader
 from protocol.records import InvalidRecordError, Record
 from storage.errors import StorageError
-from storage.producer_state_manager import AppendOrigin
+from storage.producer_state_manager import AppendOrigin, VerificationGuard
 
 log = structlog.get_logger(__name__)
 
@@ -232,6 +232,7 @@ class CoordinatorRuntime(Generic[S]):
         settle: Callable[[int], T],
         revert: Callable[[int], None] = lambda error: None,
         appended: Callable[[int], None] = lambda base_offset: None,
+        verification_guard: VerificationGuard | None = None,
     ) -> T | asyncio.Future[T]:
         """Append ``batch`` to the partition with acks=all and ``settle`` it with the log's error
         code (0: replicated): at once when it fails to append or is replicated already (every
@@ -239,6 +240,8 @@ class CoordinatorRuntime(Generic[S]):
         high watermark passes it or ``timeout_ms`` ends (REQUEST_TIMED_OUT). A failed write
         calls ``revert`` with its error first, and so do the later writes of the partition,
         latest first. ``appended`` is told the batch's base offset once it is in the log.
+        ``verification_guard`` (KIP-890): a transactional batch's guard from the partition's
+        verification, which the log checks as it checks a client's.
 
         No batch (an operation that wrote nothing) settles once the partition's earlier writes
         have, as in Kafka's CoordinatorRuntime: at once when none waits, else with the last of
@@ -258,7 +261,7 @@ class CoordinatorRuntime(Generic[S]):
                 revert(ErrorCode.not_coordinator)
                 return settle(ErrorCode.not_coordinator)
             try:
-                info = partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR, ACKS_ALL)
+                info = partition.append_records_to_leader(memoryview(bytearray(batch)), AppendOrigin.COORDINATOR, ACKS_ALL, verification_guard)
             except StorageError as e:
                 # NOT_ENOUGH_REPLICAS among others: the ISR is below the topic's min.insync.replicas.
                 log.warning("coordinator.append_failed", topic=self.topic, partition=index, error=str(e))

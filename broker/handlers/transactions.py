@@ -31,6 +31,8 @@ from broker.transaction.transaction_metadata import TV_0, TV_2
 from broker.transaction.transaction_state_manager import Settled, settled, then
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
+from storage.errors import StorageError
+from storage.producer_state_manager import SENTINEL_VERIFICATION_GUARD, VerificationGuard
 
 log = structlog.get_logger(__name__)
 
@@ -259,8 +261,20 @@ class TxnOffsetCommitHandler:
             operation = TransactionSupportedOperation.GENERIC_ERROR
         else:
             operation = TransactionSupportedOperation.DEFAULT_ERROR
-        unverified = await self._txn_partitions.verify_transaction(request.transactional_id, request.producer_id, request.producer_epoch, [partition], operation)
-        error = unverified.get(partition, 0)
+        try:
+            guard = self._groups.maybe_start_transaction_verification(request.group_id, request.producer_id, request.producer_epoch)
+        except StorageError as e:
+            guard, error = None, e.error_code
+        else:
+            # Not this node's partition: Kafka answers without asking the transaction coordinator.
+            error = 0 if guard is not None else (self._groups.runtime.coordinator_error(request.group_id) or ErrorCode.not_coordinator)
+        if error:
+            schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
+            return self._response(ctx.version, schema, refused + _answers(commits, error, topic_ids))
+        if guard is not SENTINEL_VERIFICATION_GUARD:
+            # As Kafka: the coordinator is asked only when the transaction is not open on the partition yet.
+            unverified = await self._txn_partitions.verify_transaction(request.transactional_id, request.producer_id, request.producer_epoch, [partition], operation)
+            error = unverified.get(partition, 0)
         if error:
             # Kafka's maybeConvertOffsetCommitError: older clients retry COORDINATOR_LOAD_IN_PROGRESS
             # without looking the coordinator up again, and do not know NETWORK_EXCEPTION here.
@@ -268,11 +282,15 @@ class TxnOffsetCommitHandler:
             log.info("txn.offset_commit_unverified", transactional_id=request.transactional_id, group_id=request.group_id, error=ErrorCode(error).name)
             schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
             return self._response(ctx.version, schema, refused + _answers(commits, error, topic_ids))
-        answer = self._commit(ctx, request, commits, refused, topic_ids)
+        answer = self._commit(ctx, request, commits, refused, topic_ids, guard)
         return await answer if inspect.isawaitable(answer) else answer
 
-    def _commit(self, ctx: RequestContext, request, commits: list[PartitionCommit], refused: list[Answer], topic_ids: dict[str, uuid.UUID]):  # type: ignore[no-untyped-def]
-        """``refused``: the partitions already answered, which come first as in Kafka's response."""
+    def _commit(  # type: ignore[no-untyped-def]
+        self, ctx: RequestContext, request, commits: list[PartitionCommit], refused: list[Answer], topic_ids: dict[str, uuid.UUID], guard: VerificationGuard | None = None
+    ):
+        """``refused``: the partitions already answered, which come first as in Kafka's response.
+        ``guard``: the verified transaction's KIP-890 guard, which the offsets' batch carries into
+        the log, so that a marker written since the verification refuses it (INVALID_TXN_STATE)."""
         schema = response_schema(ApiKey.TXN_OFFSET_COMMIT, ctx.version)
         try:
             shard = self._groups.shard_for(request.group_id)
@@ -288,7 +306,7 @@ class TxnOffsetCommitHandler:
             now_ms(),
             ctx.version,
         )
-        written = self._groups.execute_transactional(request.group_id, request.producer_id, request.producer_epoch, records) if records else 0
+        written = self._groups.execute_transactional(request.group_id, request.producer_id, request.producer_epoch, records, guard) if records else 0
 
         def answer(error: int) -> Any:
             return self._response(ctx.version, schema, refused + [(topic_ids.get(c.topic, c.topic), c.partition, error if code == 0 else code) for c, code in answers])

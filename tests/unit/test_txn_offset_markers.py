@@ -18,17 +18,18 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.group.offset_metadata_manager import PartitionCommit
+from storage.producer_state_manager import SENTINEL_VERIFICATION_GUARD, VerificationGuard
 from tests.unit.test_group_write_failures import DATA, GROUP, Node, answer, run, wait_for
 
 PRODUCER_ID, PRODUCER_EPOCH, COORDINATOR_EPOCH = 4000, 0, 0
 TIMEOUT_MS = 30000
 
 
-def txn_offset_commit(node: Node, offset: int) -> Any:
+def txn_offset_commit(node: Node, offset: int, guard: VerificationGuard | None = None) -> Any:
     """TxnOffsetCommit of ``offset`` for the data partition, in the producer's transaction, as the handler writes it."""
     answers, records = node.shard.offsets.txn_commit(GROUP, -1, "", None, [PartitionCommit(DATA, 0, offset, -1, "")], 0)
     assert [code for _, code in answers] == [0]
-    return node.groups.execute_transactional(GROUP, PRODUCER_ID, PRODUCER_EPOCH, records)
+    return node.groups.execute_transactional(GROUP, PRODUCER_ID, PRODUCER_EPOCH, records, guard)
 
 
 def marker(node: Node, commit: bool) -> Any:
@@ -104,5 +105,51 @@ def test_a_fenced_marker_is_answered_with_the_logs_error(tmp_path: Path) -> None
         # A marker of an older coordinator epoch than the log has seen for the producer is fenced.
         assert await answer(marker(node, commit=False)) == ErrorCode.transaction_coordinator_fenced
         assert node.committed() == 1
+
+    run(tmp_path, test)
+
+
+def test_verified_offsets_carry_their_guard_and_an_open_transaction_needs_no_verification(tmp_path: Path) -> None:
+    """KIP-890 on ``__consumer_offsets``, as Kafka's CoordinatorPartitionWriter: the TxnOffsetCommit's
+    batch carries the guard its verification began, and once the transaction is open on the
+    partition the next commit gets the sentinel (its coordinator is not asked again)."""
+
+    async def test(node: Node) -> None:
+        guard = node.groups.maybe_start_transaction_verification(GROUP, PRODUCER_ID, PRODUCER_EPOCH)
+        assert guard is not None and guard is not SENTINEL_VERIFICATION_GUARD
+        await replicated(node, txn_offset_commit(node, 5, guard))
+        assert node.groups.maybe_start_transaction_verification(GROUP, PRODUCER_ID, PRODUCER_EPOCH) is SENTINEL_VERIFICATION_GUARD
+        await replicated(node, marker(node, commit=True))
+        assert node.committed() == 5
+
+    run(tmp_path, test)
+
+
+def test_offsets_verified_before_an_abort_are_refused_after_it(tmp_path: Path) -> None:
+    """The hanging transaction KIP-890 closes, on the offsets topic: a TxnOffsetCommit verified
+    while its transaction was open, whose write comes after the abort's marker, must not start a
+    transaction the coordinator knows nothing of."""
+
+    async def test(node: Node) -> None:
+        await replicated(node, txn_offset_commit(node, 2))
+        late = node.groups.maybe_start_transaction_verification(GROUP, PRODUCER_ID, PRODUCER_EPOCH)
+        assert late is SENTINEL_VERIFICATION_GUARD  # the transaction is open: verified at once
+        await replicated(node, marker(node, commit=False))
+        assert await answer(txn_offset_commit(node, 9, late)) == ErrorCode.invalid_txn_state
+        assert node.committed() is None and not pending(node)
+        # The producer's next transaction is verified anew and commits.
+        guard = node.groups.maybe_start_transaction_verification(GROUP, PRODUCER_ID, PRODUCER_EPOCH)
+        assert guard is not None and guard is not SENTINEL_VERIFICATION_GUARD
+        await replicated(node, txn_offset_commit(node, 9, guard))
+        await replicated(node, marker(node, commit=True))
+        assert node.committed() == 9
+
+    run(tmp_path, test)
+
+
+def test_a_partition_led_elsewhere_gives_no_guard(tmp_path: Path) -> None:
+    async def test(node: Node) -> None:
+        node.change_offsets_partition(leader=2)
+        assert node.groups.maybe_start_transaction_verification(GROUP, PRODUCER_ID, PRODUCER_EPOCH) is None
 
     run(tmp_path, test)
