@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ShareConsumer
+from confluent_kafka import Producer, ShareConsumer
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
@@ -497,3 +497,67 @@ def test_record_limit_acquire_mode_on_the_wire(share_node: BrokerProcess) -> Non
     # An acquire mode Kafka does not know fails the request (ShareAcquireMode.forId throws).
     assert fetch_v2_request(a, max_records=4, acquire_mode=7).error_code == ErrorCode.unknown_server_error
     a.close()
+
+
+def transactional_producer(bs: str, tid: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bs, "transactional.id": tid, "linger.ms": 0})
+    producer.init_transactions(WAIT_S)
+    return producer
+
+
+def send_in_transaction(producer: Producer, topic: str, values: list[str], *, commit: bool | None) -> None:
+    """``commit`` None leaves the transaction open."""
+    producer.begin_transaction()
+    for v in values:
+        producer.produce(topic, v.encode(), partition=0)
+    producer.flush(WAIT_S)
+    if commit is True:
+        producer.commit_transaction(WAIT_S)
+    elif commit is False:
+        producer.abort_transaction(WAIT_S)
+
+
+def share_poll_until(consumer: ShareConsumer, received: list[str], done: Any, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not done():
+        assert time.monotonic() < deadline, f"{what}: received {received}"
+        for m in consumer.poll(0.3):
+            assert m.error() is None, m.error()
+            received.append(m.value().decode())
+
+
+def test_share_isolation_level_read_committed_delivers_committed_records_only(share_node: BrokerProcess) -> None:
+    """``share.isolation.level`` (a group config): read_committed share partitions deliver up to
+    the last stable offset and skip aborted transactions; read_uncommitted delivers every record
+    up to the high watermark, open and aborted transactions' too. Both as Kafka's SharePartition."""
+    bs = share_node.bootstrap
+    topic = "share-isolation-t"
+    create_topic(bs, topic, partitions=1)
+    for group, level in (("share-rc-g", "read_committed"), ("share-ru-g", "read_uncommitted")):
+        set_group_configs(bs, group, {"share.auto.offset.reset": "earliest", "share.isolation.level": level})
+    committed, aborted, late = [f"c-{i}" for i in range(5)], [f"a-{i}" for i in range(5)], [f"o-{i}" for i in range(5)]
+    producer = transactional_producer(bs, "share-isolation-txn")
+    send_in_transaction(producer, topic, committed, commit=True)
+    send_in_transaction(producer, topic, aborted, commit=False)
+    send_in_transaction(producer, topic, late, commit=None)
+    rc = ShareConsumer({"bootstrap.servers": bs, "group.id": "share-rc-g"})
+    ru = ShareConsumer({"bootstrap.servers": bs, "group.id": "share-ru-g"})
+    got_rc: list[str] = []
+    got_ru: list[str] = []
+    try:
+        rc.subscribe([topic])
+        ru.subscribe([topic])
+        share_poll_until(ru, got_ru, lambda: len(got_ru) >= 15, "read_uncommitted")
+        assert sorted(got_ru) == sorted(committed + aborted + late)
+        share_poll_until(rc, got_rc, lambda: len(got_rc) >= 5, "read_committed")
+        # The open transaction holds the last stable offset: nothing past it is delivered yet.
+        quiet_until = time.monotonic() + 2.0
+        while time.monotonic() < quiet_until:
+            got_rc += [m.value().decode() for m in rc.poll(0.3) if m.error() is None]
+        assert sorted(got_rc) == sorted(committed)
+        producer.commit_transaction(WAIT_S)
+        share_poll_until(rc, got_rc, lambda: len(got_rc) >= 10, "read_committed after the commit")
+        assert sorted(got_rc) == sorted(committed + late), "an aborted record was delivered, or a record twice"
+    finally:
+        rc.close()
+        ru.close()
