@@ -60,7 +60,7 @@ class FakePartition:
         self.high_watermark = 0
         self.refuse: StorageError | None = None
 
-    def append_records_to_leader(self, batch: memoryview, origin: Any, acks: int) -> AppendInfo:
+    def append_records_to_leader(self, batch: memoryview, origin: Any, acks: int, verification_guard: Any = None) -> AppendInfo:
         if self.refuse is not None:
             raise self.refuse
         offset = self.log.append(bytes(batch))
