@@ -117,6 +117,12 @@ def _names(value: str) -> list[str]:
     return [n.strip() for n in value.split(",") if n.strip()]
 
 
+def streams_rack_aware_assignment_tags(value: str) -> tuple[str, ...]:
+    """A LIST config as Kafka's ConfigDef parses it: empty is none; an empty entry is kept (and refused)."""
+    value = value.strip()
+    return () if not value else tuple(t.strip() for t in value.split(","))
+
+
 def _raw(data: Mapping[str, Any], name: str) -> Any:
     """A value as given to BrokerConfig, under its Kafka name or its field name."""
     alias = BrokerConfig.model_fields[name].alias or name
@@ -429,6 +435,14 @@ class BrokerConfig(BaseModel):
     group_streams_task_offset_interval_ms: int = Field(60000, alias="group.streams.task.offset.interval.ms", ge=1)
     group_streams_min_task_offset_interval_ms: int = Field(15000, alias="group.streams.min.task.offset.interval.ms", ge=1)
     group_streams_acceptable_recovery_lag: int = Field(10000, alias="group.streams.acceptable.recovery.lag", ge=0)
+    group_streams_initial_rebalance_delay_ms: int = Field(3000, alias="group.streams.initial.rebalance.delay.ms", ge=0)
+    # group.streams.assignment.interval.ms itself is dynamic in Kafka: it stays a config of no_effect
+    # here, read (with its dynamic layers) by broker/group/streams_group_configs.py.
+    group_streams_min_assignment_interval_ms: int = Field(0, alias="group.streams.min.assignment.interval.ms", ge=0)
+    group_streams_max_assignment_interval_ms: int = Field(15000, alias="group.streams.max.assignment.interval.ms", ge=0)
+    group_streams_num_warmup_replicas: int = Field(2, alias="group.streams.num.warmup.replicas", ge=0)
+    group_streams_max_warmup_replicas: int = Field(20, alias="group.streams.max.warmup.replicas", ge=0)
+    group_streams_rack_aware_assignment_tags: str = Field("", alias="group.streams.rack.aware.assignment.tags")
     producer_id_expiration_ms: int = Field(86400000, alias="producer.id.expiration.ms", ge=1)
     producer_id_expiration_check_interval_ms: int = Field(600000, alias="producer.id.expiration.check.interval.ms", ge=1)
     transaction_state_log_num_partitions: int = Field(50, alias="transaction.state.log.num.partitions", ge=1)
@@ -658,8 +672,12 @@ class BrokerConfig(BaseModel):
             ("group.streams.session.timeout.ms", ">=", "group.streams.min.session.timeout.ms"),
             ("group.streams.session.timeout.ms", "<=", "group.streams.max.session.timeout.ms"),
             ("group.streams.heartbeat.interval.ms", "<", "group.streams.session.timeout.ms"),
+            ("group.streams.max.assignment.interval.ms", ">=", "group.streams.min.assignment.interval.ms"),
+            ("group.streams.assignment.interval.ms", ">=", "group.streams.min.assignment.interval.ms"),
+            ("group.streams.assignment.interval.ms", "<=", "group.streams.max.assignment.interval.ms"),
             ("group.streams.num.standby.replicas", "<=", "group.streams.max.standby.replicas"),
             ("group.streams.task.offset.interval.ms", ">=", "group.streams.min.task.offset.interval.ms"),
+            ("group.streams.num.warmup.replicas", "<=", "group.streams.max.warmup.replicas"),
             ("group.share.max.heartbeat.interval.ms", ">=", "group.share.min.heartbeat.interval.ms"),
             ("group.share.heartbeat.interval.ms", ">=", "group.share.min.heartbeat.interval.ms"),
             ("group.share.heartbeat.interval.ms", "<=", "group.share.max.heartbeat.interval.ms"),
@@ -677,10 +695,29 @@ class BrokerConfig(BaseModel):
         )
         words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
         for left, op, right in checks:
-            a, b = getattr(self, _FIELDS_BY_ALIAS[left]), getattr(self, _FIELDS_BY_ALIAS[right])
+            a, b = self._setting(left), self._setting(right)
             if not (a >= b if op == ">=" else a <= b if op == "<=" else a < b):
                 raise ValueError(f"{left} must be {words[op]} {right}")
         return self
+
+    def _setting(self, name: str) -> int:
+        """A group setting by its Kafka name: its field, or the value of a config of no_effect."""
+        field = _FIELDS_BY_ALIAS.get(name)
+        if field is not None:
+            return int(getattr(self, field))
+        return int(self.no_effect.get(name) or str(KAFKA_BROKER_CONFIGS[name].default))
+
+    @field_validator("group_streams_rack_aware_assignment_tags")
+    @classmethod
+    def _rack_aware_assignment_tags(cls, value: str) -> str:
+        """Kafka's ConfigDef.ValidList.anyNonDuplicateValues(isEmptyAllowed=true, isNullAllowed=false)."""
+        tags = streams_rack_aware_assignment_tags(value)
+        name = "group.streams.rack.aware.assignment.tags"
+        if "" in tags:
+            raise ValueError(f"Configuration '{name}' values must not be empty.")
+        if len(set(tags)) != len(tags):
+            raise ValueError(f"Configuration '{name}' values must not be duplicated.")
+        return value
 
     @model_validator(mode="after")
     def _metadata_segment_floor(self) -> "BrokerConfig":

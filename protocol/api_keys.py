@@ -245,6 +245,12 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         ApiRange(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, 0),
         ApiRange(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, 0),
         ApiRange(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, 0),
+        # KIP-1071's streams groups (broker/handlers/streams_groups.py). v1 (KIP-1331): the heartbeat's
+        # AcceptableRecoveryLag and TopologyDescriptionRequired, the describe's topology description
+        # status and assignor name (protocol/schema/: kio 0.6.5 has no v1). Below streams.version 1
+        # they answer UNSUPPORTED_VERSION (broker/group/streams_version.py).
+        ApiRange(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, 1, 0),
+        ApiRange(ApiKey.STREAMS_GROUP_DESCRIBE, 0, 1, 0),
     )
 }
 
@@ -304,16 +310,8 @@ CONTROLLER_APIS: dict[int, ApiRange] = {
 }
 
 # APIs Kafka 4.4 serves that kbroker serves only with unstable.api.versions.enable, because its
-# implementation is not complete (broker/broker_server.py).
-UNRELEASED_APIS: dict[int, ApiRange] = {
-    r.key: r
-    for r in (
-        # KIP-1071's streams groups (broker/handlers/streams_groups.py). Kafka 4.4 serves v0-1; v1
-        # (KIP-1331's topology description) has no codec in kio yet.
-        ApiRange(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, 0, 0),
-        ApiRange(ApiKey.STREAMS_GROUP_DESCRIBE, 0, 0, 0),
-    )
-}
+# implementation is not complete (broker/broker_server.py): none at present.
+UNRELEASED_APIS: dict[int, ApiRange] = {}
 
 # Every API kbroker speaks on any listener or sends to another node: framing (header and
 # flexibility) is a property of the API and version, whichever listener carries it.

@@ -6,7 +6,7 @@ control record), read and upgraded through a KRaftVersionAccessor; the controlle
 Raft layer's level to the finalized features it checks brokers against, and an upgrade of it
 asks the Raft leader to write KRaftVersionRecord(1) with the voters (a NoOpRecord here waits for it). A new cluster also finalizes Kafka's
 defaults for its metadata.version of the features kbroker implements (transaction.version 2,
-group.version 1, eligible.leader.replicas.version 1, share.version 2). UpdateFeatures (update_features) moves
+group.version 1, eligible.leader.replicas.version 1, share.version 2, streams.version 1). UpdateFeatures (update_features) moves
 finalized levels once this controller, every registered broker and (from metadata.version
 3.7-IV0, KIP-919) every registered controller support them and their dependencies hold, all of
 them or none, as Kafka 4.4's does.
@@ -55,21 +55,24 @@ GROUP_VERSION_LEVEL = 1
 # 2 (its latest production level) at 4.4-IV0 or later; neither depends on another feature.
 SHARE_VERSION_FEATURE = mv.SHARE_VERSION_FEATURE
 SHARE_VERSION_LEVEL = 2
+# streams.version (KIP-1071): 1 turns on streams groups (broker/group/streams_version.py). Kafka
+# finalizes 1, its latest production level, on a cluster formatted at 4.2-IV1 or later; it depends
+# on no other feature.
+STREAMS_VERSION_FEATURE = mv.STREAMS_VERSION_FEATURE
+STREAMS_VERSION_LEVEL = 1
 # The features besides metadata.version that kbroker implements, with the highest level of each.
-# streams.version is Kafka's too, but kbroker's streams groups are incomplete: it does not
-# advertise it (a broker supports it at level 0 only), so new clusters do not finalize it either.
 IMPLEMENTED_FEATURES: Mapping[str, int] = {
     ELIGIBLE_LEADER_REPLICAS_FEATURE: ELIGIBLE_LEADER_REPLICAS_LEVEL,
     GROUP_VERSION_FEATURE: GROUP_VERSION_LEVEL,
     SHARE_VERSION_FEATURE: SHARE_VERSION_LEVEL,
+    STREAMS_VERSION_FEATURE: STREAMS_VERSION_LEVEL,
     TRANSACTION_VERSION_FEATURE: TRANSACTION_VERSION_LEVEL,
 }
 
 
-# streams.version (KIP-1071): 1 turns on streams groups (broker/group/streams_version.py);
-# supported only with unstable.feature.versions.enable until kbroker's streams groups are complete.
-STREAMS_VERSION_FEATURE = mv.STREAMS_VERSION_FEATURE
-UNSTABLE_FEATURES: Mapping[str, int] = {STREAMS_VERSION_FEATURE: 1}
+# Feature levels kbroker supports only with unstable.feature.versions.enable, as Kafka its levels
+# in development: none at present.
+UNSTABLE_FEATURES: Mapping[str, int] = {}
 
 
 def new_cluster_features(metadata_version: int = METADATA_VERSION_LEVEL) -> dict[str, int]:
@@ -354,6 +357,7 @@ __all__ = [
     "SHARE_VERSION_FEATURE",
     "SHARE_VERSION_LEVEL",
     "STREAMS_VERSION_FEATURE",
+    "STREAMS_VERSION_LEVEL",
     "UNSTABLE_FEATURES",
     "KRAFT_VERSION_FEATURE",
     "METADATA_VERSION_FEATURE",

@@ -271,13 +271,16 @@ class ModernGroupManager(ABC, Generic[GroupT]):
     def on_timer(self, key: tuple[str, ...], now_ms: int) -> GroupResult[None]:
         """A member's session expired, or it did not revoke in time: it is fenced. Keys this
         manager no longer armed are ignored, and one that fires before its deadline (clock
-        rounding, a newer deadline) is armed again."""
+        rounding, a newer deadline) is armed again. A group's own timer (a key of two: kind,
+        group id) goes to ``_on_group_timer``."""
         deadline = self._deadlines.get(key)
-        if deadline is None or len(key) != 3:
+        if deadline is None:
             return self.result_type()
         if now_ms < deadline:
             return self.result_type(timers=[ScheduleTimer(key, deadline)])
         del self._deadlines[key]
+        if len(key) != 3:
+            return self._on_group_timer(key, now_ms)
         kind, group_id, member_id = key
         group = self.groups.get(group_id)
         member = None if group is None else group.members.get(member_id)
@@ -287,15 +290,20 @@ class ModernGroupManager(ABC, Generic[GroupT]):
             return self.result_type()
         return self._fence_member(group, member, None)
 
+    def _on_group_timer(self, key: tuple[str, ...], now_ms: int) -> GroupResult[None]:
+        """A group's own timer is due (it is no longer armed)."""
+        return self.result_type()
+
     def on_loaded(self, now_ms: int) -> GroupResult[None]:
         """After replay every member gets a full session to reach the new coordinator."""
         return self._apply(self.result_type(timers=[t for group in self.groups.values() for t in self._member_timers(group, now_ms)]))
 
     def on_reverted(self, group_id: str, now_ms: int) -> GroupResult[None]:
         """The group was taken back to before a write that failed: its members' timers again, as
-        on load; the timers of members the write had added are cancelled."""
+        on load; the timers of members the write had added are cancelled. A group's own timer
+        stays armed, as Kafka's timers outlive a failed write; it finds what the group is then."""
         group = self.groups.get(group_id)
-        armed = {key for key in self._deadlines if key[1] == group_id}
+        armed = {key for key in self._deadlines if len(key) == 3 and key[1] == group_id}
         timers = self._member_timers(group, now_ms) if group is not None else []
         timers.extend(CancelTimer(key) for key in sorted(armed - {t.key for t in timers}))
         return self._apply(self.result_type(timers=timers))

@@ -24,6 +24,8 @@ from typing import Generic, TypeVar
 
 STICKY_ASSIGNOR_NAME = "sticky"
 NUM_STANDBY_REPLICAS_CONFIG = "num.standby.replicas"
+# Part of the assignment configs (a change of it is a rebalance); Kafka 4.4's sticky assignor does not read it.
+RACK_AWARE_ASSIGNMENT_TAGS_CONFIG = "rack.aware.assignment.tags"
 
 TaskId = tuple[str, int]  # (subtopology id, partition)
 Tasks = Mapping[str, frozenset[int]]  # subtopology id -> partitions

@@ -57,6 +57,8 @@ MISSING_SOURCE_TOPICS = 1
 INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
+ASSIGNMENT_DELAYED = 5
+MISSING_CLIENT_TAGS = 6  # answered to StreamsGroupHeartbeat v1+ only (KAFKA-20744)
 
 
 class StreamsGroupState(enum.Enum):
@@ -369,10 +371,16 @@ def _internal_topic(info: StreamsTopicInfo, decided: Mapping[str, int]) -> Inter
 TaskId = tuple[str, int]
 
 
+# Kafka 4.4's StreamsGroup starts at group epoch 1 and target assignment epoch 1
+# (TargetAssignmentMetadata.INITIAL), so that a member still at epoch 0 is always joining: within
+# the initial rebalance delay the first member reconciles to epoch 1, not 0.
+INITIAL_EPOCH = 1
+
+
 @dataclass(eq=True)
 class StreamsGroup:
     group_id: str
-    group_epoch: int = 0
+    group_epoch: int = INITIAL_EPOCH
     metadata_hash: int = 0
     validated_topology_epoch: int = NO_TOPOLOGY_EPOCH
     last_assignment_configs: Mapping[str, str] | None = None
@@ -380,7 +388,8 @@ class StreamsGroup:
     failed_description_topology_epoch: int = NO_TOPOLOGY_EPOCH
     topology: StreamsGroupTopologyValue | None = None
     members: dict[str, StreamsGroupMember] = field(default_factory=dict)
-    target_assignment_epoch: int = 0
+    target_assignment_epoch: int = INITIAL_EPOCH
+    assignment_timestamp: int = 0  # when the target was computed: the assignment interval counts from it
     target_assignment: dict[str, TasksTuple] = field(default_factory=dict)
     # Which process holds each task now (assigned or still being revoked), derived from the members.
     active_owner: dict[TaskId, str] = field(default_factory=dict)

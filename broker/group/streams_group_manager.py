@@ -16,16 +16,28 @@ One heartbeat:
    (the shell creates them). A topology validated for the first time bumps the group epoch, as a
    change of the topics it uses (metadata hash) or of the assignment configs does;
 4. the group epoch is past the target assignment epoch: the sticky task assignor computes a new
-   target, over the tasks of a validated topology (none while the group is NOT_READY);
+   target, over the tasks of a validated topology (none while the group is NOT_READY). Not while
+   the initial rebalance delay runs (the first member of an empty group starts it, a group timer
+   computes the target when it ends), nor within the assignment interval of the last target:
+   the member is told ASSIGNMENT_DELAYED and the next heartbeat after it computes the target;
 5. the member reconciles towards its target: a task is revoked from its old member, which must
    confirm in a heartbeat that it no longer owns it, before another member gets it.
+
+Kafka 4.4 hands out no warm-up tasks: its sticky assignor returns active and standby tasks only,
+and its AssignmentRefiner (which would add warm-ups from the reported task offsets) returns the
+target it is given. Nor does it place standbys by rack: ``rack.aware.assignment.tags`` is part of
+the assignment configs (a change of them is a rebalance), and a v1 member lacking one of the
+tags is told MISSING_CLIENT_TAGS, but the sticky assignor does not read them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+import structlog
 
 from broker.group import streams_assignor
 from broker.group.modern_group_manager import (
@@ -33,6 +45,7 @@ from broker.group.modern_group_manager import (
     GroupResult,
     ModernGroupManager,
     Response,
+    ScheduleTimer,
     TimerAction,
     is_subset,
     throw_if_empty_string,
@@ -42,6 +55,9 @@ from broker.group.modern_group_manager import (
 )
 from broker.group.share_group import metadata_hash
 from broker.group.streams_group import (
+    ASSIGNMENT_DELAYED,
+    MISSING_CLIENT_TAGS,
+    MISSING_INTERNAL_TOPICS,
     SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     AssignedTasks,
@@ -91,6 +107,10 @@ from broker.group.streams_group_records import (
     Subtopology,
 )
 
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
 UNKNOWN_MEMBER_ID = 25
@@ -109,6 +129,10 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 SESSION_TIMEOUT_TIMER = "streams-session-timeout"
 REBALANCE_TIMEOUT_TIMER = "streams-rebalance-timeout"
+INITIAL_REBALANCE_TIMER = "streams-initial-rebalance"  # a group's timer: (kind, group id)
+
+INITIAL_REBALANCE_DELAYED = "Assignment delayed due to the configured initial rebalance delay."
+ASSIGNMENT_INTERVAL_DELAYED = "Assignment delayed due to the configured assignment interval."
 
 
 def session_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
@@ -119,9 +143,14 @@ def rebalance_timeout_key(group_id: str, member_id: str) -> tuple[str, ...]:
     return timer_key(REBALANCE_TIMEOUT_TIMER, group_id, member_id)
 
 
+def initial_rebalance_key(group_id: str) -> tuple[str, ...]:
+    return (INITIAL_REBALANCE_TIMER, group_id)
+
+
 class StreamsGroupConfigLookup(Protocol):
-    """A group's own streams.session.timeout.ms / streams.heartbeat.interval.ms /
-    streams.num.standby.replicas: None where it sets none."""
+    """A group's own streams.* configs: None where it sets none. The initial rebalance delay, the
+    assignment interval and the rack-aware assignment tags come with the broker's setting folded
+    in, since the lookup (broker/group/streams_group_configs.py) is what reads those."""
 
     def streams_session_timeout_ms(self, group_id: str) -> int | None: ...
 
@@ -129,11 +158,48 @@ class StreamsGroupConfigLookup(Protocol):
 
     def streams_num_standby_replicas(self, group_id: str) -> int | None: ...
 
+    def streams_task_offset_interval_ms(self, group_id: str) -> int | None: ...
+
+    def streams_acceptable_recovery_lag(self, group_id: str) -> int | None: ...
+
+    def streams_initial_rebalance_delay_ms(self, group_id: str) -> int: ...
+
+    def streams_assignment_interval_ms(self, group_id: str) -> int: ...
+
+    def streams_rack_aware_assignment_tags(self, group_id: str) -> tuple[str, ...]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Status:
     status_code: int
     status_detail: str
+
+
+def with_internal_topic_errors(statuses: Iterable[Status], unauthorized: Iterable[str] = (), creation_errors: Mapping[str, str] | None = None) -> tuple[Status, ...]:
+    """What Kafka 4.4's KafkaApis.handleStreamsGroupHeartbeat adds to a heartbeat's statuses after
+    the coordinator asked for internal topics. ``unauthorized``: the topics the member may not
+    CREATE (then none is created); ``creation_errors``: topic -> error of an earlier failed
+    creation still remembered, told only while the status says MISSING_INTERNAL_TOPICS."""
+    out = list(statuses)
+    missing = next((i for i, st in enumerate(out) if st.status_code == MISSING_INTERNAL_TOPICS), None)
+    denied = list(unauthorized)
+    if denied:
+        if missing is None:
+            out.append(Status(MISSING_INTERNAL_TOPICS, f"Unauthorized to CREATE on topics {','.join(denied)}."))
+        else:
+            out[missing] = Status(MISSING_INTERNAL_TOPICS, f"{out[missing].status_detail}; Unauthorized to CREATE on topics {','.join(denied)}.")
+        return tuple(out)
+    if creation_errors and missing is not None:
+        shown = ",".join(f"{topic} ({error})" for topic, error in list(creation_errors.items())[:3])
+        if len(creation_errors) > 3:
+            shown += f" and {len(creation_errors) - 3} more"
+        out[missing] = Status(MISSING_INTERNAL_TOPICS, f"{out[missing].status_detail}; Creation failed: {shown}.")
+    return tuple(out)
+
+
+def can_compute_next_target_assignment(assignment_timestamp_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """GroupMetadataManager.canComputeNextTargetAssignment: never computed, no interval, or past it."""
+    return assignment_timestamp_ms == 0 or interval_ms == 0 or now_ms >= assignment_timestamp_ms + interval_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,47 +358,82 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
         num_standby_replicas: int = 0,
         acceptable_recovery_lag: int = 10000,
         task_offset_interval_ms: int = 60000,
+        initial_rebalance_delay_ms: int = 3000,
+        assignment_interval_ms: int = 1000,
+        rack_aware_assignment_tags: tuple[str, ...] = (),
         is_other_group: Callable[[str], bool] = lambda group_id: False,
         group_configs: StreamsGroupConfigLookup | None = None,
     ) -> None:
         super().__init__(is_other_group=is_other_group)
         # group.streams.session.timeout.ms, .heartbeat.interval.ms, .max.size, .num.standby.replicas,
-        # .acceptable.recovery.lag, .task.offset.interval.ms.
+        # .acceptable.recovery.lag, .task.offset.interval.ms, .initial.rebalance.delay.ms,
+        # .assignment.interval.ms, .rack.aware.assignment.tags (the last three where there is no
+        # group_configs, which reads them itself).
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.max_size = max_size
         self.num_standby_replicas = num_standby_replicas
         self.acceptable_recovery_lag = acceptable_recovery_lag
         self.task_offset_interval_ms = task_offset_interval_ms
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.assignment_interval_ms = assignment_interval_ms
+        self.rack_aware_assignment_tags = rack_aware_assignment_tags
         self._group_configs = group_configs
 
+    def _own(self, ask: Callable[[StreamsGroupConfigLookup], T | None], broker: T) -> T:
+        """The group's own setting where its configs have one, else the broker's."""
+        own = None if self._group_configs is None else ask(self._group_configs)
+        return broker if own is None else own
+
     def session_timeout_ms_of(self, group_id: str) -> int:
-        own = self._group_configs.streams_session_timeout_ms(group_id) if self._group_configs is not None else None
-        return self.session_timeout_ms if own is None else own
+        return self._own(lambda c: c.streams_session_timeout_ms(group_id), self.session_timeout_ms)
 
     def heartbeat_interval_ms_of(self, group_id: str) -> int:
-        own = self._group_configs.streams_heartbeat_interval_ms(group_id) if self._group_configs is not None else None
-        return self.heartbeat_interval_ms if own is None else own
+        return self._own(lambda c: c.streams_heartbeat_interval_ms(group_id), self.heartbeat_interval_ms)
+
+    def task_offset_interval_ms_of(self, group_id: str) -> int:
+        return self._own(lambda c: c.streams_task_offset_interval_ms(group_id), self.task_offset_interval_ms)
+
+    def acceptable_recovery_lag_of(self, group_id: str) -> int:
+        return self._own(lambda c: c.streams_acceptable_recovery_lag(group_id), self.acceptable_recovery_lag)
+
+    def initial_rebalance_delay_ms_of(self, group_id: str) -> int:
+        return self._own(lambda c: c.streams_initial_rebalance_delay_ms(group_id), self.initial_rebalance_delay_ms)
+
+    def assignment_interval_ms_of(self, group_id: str) -> int:
+        return self._own(lambda c: c.streams_assignment_interval_ms(group_id), self.assignment_interval_ms)
+
+    def rack_aware_assignment_tags_of(self, group_id: str) -> tuple[str, ...]:
+        return self._own(lambda c: c.streams_rack_aware_assignment_tags(group_id), self.rack_aware_assignment_tags)
 
     def assignment_configs(self, group_id: str) -> dict[str, str]:
         """streamsGroupAssignmentConfigs: what the assignor runs with; a change of it is a rebalance."""
-        own = self._group_configs.streams_num_standby_replicas(group_id) if self._group_configs is not None else None
-        return {streams_assignor.NUM_STANDBY_REPLICAS_CONFIG: str(self.num_standby_replicas if own is None else own)}
+        standbys = self._own(lambda c: c.streams_num_standby_replicas(group_id), self.num_standby_replicas)
+        configs = {streams_assignor.NUM_STANDBY_REPLICAS_CONFIG: str(standbys)}
+        tags = self.rack_aware_assignment_tags_of(group_id)
+        if tags:
+            configs[streams_assignor.RACK_AWARE_ASSIGNMENT_TAGS_CONFIG] = ",".join(tags)
+        return configs
 
     # -- StreamsGroupHeartbeat ---------------------------------------------------------------------
 
-    def heartbeat(self, request: Any, topics: Topics, now_ms: int, *, client_id: str = "", client_host: str = "") -> StreamsGroupResult[StreamsGroupHeartbeatResponse]:
-        """``request``: a StreamsGroupHeartbeat (or kio's request); ``topics``: name -> (id, partition count)."""
+    def heartbeat(
+        self, request: Any, topics: Topics, now_ms: int, *, client_id: str = "", client_host: str = "", api_version: int = 0
+    ) -> StreamsGroupResult[StreamsGroupHeartbeatResponse]:
+        """``request``: a StreamsGroupHeartbeat (or kio's request); ``topics``: name -> (id, partition count);
+        ``api_version``: the request's version (v1+ members may be told MISSING_CLIENT_TAGS)."""
         hb = request if isinstance(request, StreamsGroupHeartbeat) else StreamsGroupHeartbeat.of(request)
         try:
             _validate(hb)
             if hb.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(hb)
-            return self._heartbeat(hb, topics, now_ms, client_id, client_host)
+            return self._heartbeat(hb, topics, now_ms, client_id, client_host, api_version)
         except GroupError as e:
             return StreamsGroupResult(response=StreamsGroupHeartbeatResponse(error_code=e.error_code, error_message=e.message))
 
-    def _heartbeat(self, hb: StreamsGroupHeartbeat, topics: Topics, now_ms: int, client_id: str, client_host: str) -> StreamsGroupResult[StreamsGroupHeartbeatResponse]:
+    def _heartbeat(
+        self, hb: StreamsGroupHeartbeat, topics: Topics, now_ms: int, client_id: str, client_host: str, api_version: int
+    ) -> StreamsGroupResult[StreamsGroupHeartbeatResponse]:
         joining = hb.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         group = self._group(hb.group_id, create=joining)
         if joining and len(group.members) >= self.max_size and hb.member_id not in group.members:
@@ -386,7 +487,14 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
             group_epoch += 1
             records.append(metadata_record(group, group_epoch, hash_, validated_epoch, configs))
 
-        # 4. A new target when the group epoch moved past it.
+        # 4. A new target when the group epoch moved past it. The first member of an empty group
+        # starts the initial rebalance delay (unless it runs already).
+        initial_delay = initial_rebalance_key(group.group_id)
+        if not group.members and initial_delay not in self._deadlines:
+            delay = self.initial_rebalance_delay_ms_of(group.group_id)
+            if delay > 0:
+                timers.append(ScheduleTimer(initial_delay, now_ms + delay))
+        delayed = initial_delay in self._deadlines or any(t.key == initial_delay for t in timers)
         members = dict(group.members)
         previous_target = dict(group.target_assignment)
         if replaced is not None:
@@ -394,14 +502,24 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
             members.pop(replaced, None)
             previous_target[updated.member_id] = previous_target.pop(replaced, TasksTuple())
         members[updated.member_id] = updated
-        if group_epoch > group.target_assignment_epoch:
-            ready = configured if validated_epoch >= 0 else None
-            new_target = self._update_target_assignment(group, members, previous_target, ready, configs, group_epoch, now_ms, records)
-            target = new_target[updated.member_id]
-            target_epoch = group_epoch
-        else:
-            target_epoch = group.target_assignment_epoch
-            target = previous_target.get(updated.member_id, TasksTuple())
+        # The offsets this heartbeat reports are what its assignment goes by, as in Kafka.
+        task_offsets = dict(group.task_offsets)
+        if hb.task_offsets is not None:
+            task_offsets[updated.member_id] = hb.task_offsets
+        target_epoch, targets = self._maybe_update_target_assignment(
+            group,
+            group_epoch,
+            members,
+            previous_target,
+            task_offsets,
+            configured if validated_epoch >= 0 else None,
+            configs,
+            now_ms,
+            records,
+            statuses,
+            delayed=delayed,
+        )
+        target = targets.get(updated.member_id, TasksTuple())
 
         # 5. Reconciliation.
         owners = OwnerLookup(group.current_active_process, group.current_standby_processes, group.current_warmup_processes)
@@ -410,7 +528,7 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
         except FencedMemberError as e:
             raise GroupError(FENCED_MEMBER_EPOCH, str(e)) from e
         timers.append(self._session_timer(group.group_id, reconciled.member_id, now_ms))
-        if reconciled != updated or not known:
+        if reconciled != updated:
             records.append(current_assignment_record(group.group_id, reconciled))
             timers.append(self._rebalance_timer(group.group_id, reconciled, now_ms))
         result = self._apply(StreamsGroupResult(records, None, timers))
@@ -426,8 +544,8 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
             member_id=reconciled.member_id,
             member_epoch=reconciled.member_epoch,
             heartbeat_interval_ms=self.heartbeat_interval_ms_of(group.group_id),
-            acceptable_recovery_lag=self.acceptable_recovery_lag,
-            task_offset_interval_ms=self.task_offset_interval_ms,
+            acceptable_recovery_lag=self.acceptable_recovery_lag_of(group.group_id),
+            task_offset_interval_ms=self.task_offset_interval_ms_of(group.group_id),
         )
         if joining or reconciled.assigned != member.assigned:
             assigned = reconciled.assigned
@@ -452,6 +570,8 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
                     f"Streams group member {group.shutdown_request_member_id} encountered a fatal error and requested a shutdown for the entire application.",
                 )
             )
+        if api_version >= 1:
+            statuses.extend(_missing_client_tags(configs, reconciled))
         if statuses:
             response = replace(response, status=tuple(statuses))
         result.response = response
@@ -472,11 +592,41 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
             raise GroupError(UNKNOWN_SERVER_ERROR, "The topology is null and the group topology is also null.")
         return group.topology
 
+    def _maybe_update_target_assignment(
+        self,
+        group: StreamsGroup,
+        group_epoch: int,
+        members: Mapping[str, StreamsGroupMember],
+        previous_target: Mapping[str, TasksTuple],
+        task_offsets: Mapping[str, Mapping[str, Mapping[int, int]]],
+        configured: ConfiguredTopology | None,
+        configs: Mapping[str, str],
+        now_ms: int,
+        records: list[Record],
+        statuses: list[Status] | None,
+        *,
+        delayed: bool,
+    ) -> tuple[int, Mapping[str, TasksTuple]]:
+        """maybeUpdateStreamsTargetAssignment: the target epoch and the targets the members
+        reconcile towards. While the initial rebalance delay runs, no member has a target yet."""
+        if delayed:
+            if statuses is not None:
+                statuses.append(Status(ASSIGNMENT_DELAYED, INITIAL_REBALANCE_DELAYED))
+            return group.target_assignment_epoch, {}
+        if group.target_assignment_epoch >= group_epoch:
+            return group.target_assignment_epoch, previous_target
+        if not can_compute_next_target_assignment(group.assignment_timestamp, self.assignment_interval_ms_of(group.group_id), now_ms):
+            if statuses is not None:
+                statuses.append(Status(ASSIGNMENT_DELAYED, ASSIGNMENT_INTERVAL_DELAYED))
+            return group.target_assignment_epoch, previous_target
+        return group_epoch, self._update_target_assignment(group, members, previous_target, task_offsets, configured, configs, group_epoch, now_ms, records)
+
     def _update_target_assignment(
         self,
         group: StreamsGroup,
         members: Mapping[str, StreamsGroupMember],
         previous_target: Mapping[str, TasksTuple],
+        task_offsets: Mapping[str, Mapping[str, Mapping[int, int]]],
         configured: ConfiguredTopology | None,
         configs: Mapping[str, str],
         epoch: int,
@@ -498,7 +648,7 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
                 active_tasks=previous.active,
                 standby_tasks=previous.standby,
                 warmup_tasks=previous.warmup,
-                task_offsets=group.task_offsets.get(member_id, {}),
+                task_offsets=task_offsets.get(member_id, {}),
             )
         try:
             assigned = streams_assignor.assign(specs, subtopologies, int(configs[streams_assignor.NUM_STANDBY_REPLICAS_CONFIG]))
@@ -595,6 +745,39 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
     def _revoking(self, member: StreamsGroupMember) -> bool:
         return member.state is MemberState.UNREVOKED_TASKS
 
+    def _on_group_timer(self, key: tuple[str, ...], now_ms: int) -> StreamsGroupResult[None]:
+        """computeDelayedTargetAssignment: the initial rebalance delay is over; the target is
+        computed for the members there are now (they get it at their next heartbeat)."""
+        kind, group_id = key
+        group = self.groups.get(group_id)
+        if kind != INITIAL_REBALANCE_TIMER or group is None or not group.members:
+            log.info("streams_group.delayed_assignment_skipped", group=group_id, reason="the group is gone or empty")
+            return StreamsGroupResult()
+        configured = group.configured_topology
+        if configured is None or group.group_epoch <= group.target_assignment_epoch:
+            log.warning("streams_group.delayed_assignment_skipped", group=group_id, reason="no configured topology or nothing to assign")
+            return StreamsGroupResult()
+        records: list[Record] = []
+        configs = group.last_assignment_configs if group.last_assignment_configs is not None else self.assignment_configs(group_id)
+        try:
+            self._maybe_update_target_assignment(
+                group,
+                group.group_epoch,
+                group.members,
+                group.target_assignment,
+                group.task_offsets,
+                configured if configured.is_ready() else None,
+                configs,
+                now_ms,
+                records,
+                None,
+                delayed=False,
+            )
+        except GroupError as e:
+            log.error("streams_group.delayed_assignment_failed", group=group_id, error=e.message)
+            return StreamsGroupResult()
+        return self._apply(StreamsGroupResult(records))
+
     # -- admin -------------------------------------------------------------------------------------
 
     def _group_tombstones(self, group: StreamsGroup) -> list[Record]:
@@ -651,6 +834,8 @@ class StreamsGroupManager(ModernGroupManager[StreamsGroup]):
             case StreamsGroupTargetAssignmentMetadataKey(group_id=group_id):
                 epoch = value.assignment_epoch if isinstance(value, StreamsGroupTargetAssignmentMetadataValue) else None
                 self._replay_target_assignment_epoch(group_id, epoch)
+                if group_id in self.groups:
+                    self.groups[group_id].assignment_timestamp = value.assignment_timestamp if isinstance(value, StreamsGroupTargetAssignmentMetadataValue) else 0
             case StreamsGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id):
                 if isinstance(value, StreamsGroupCurrentMemberAssignmentValue):
                     self._replay_member(
@@ -715,6 +900,23 @@ def _endpoint_to_partitions(group: StreamsGroup, updated: StreamsGroupMember) ->
 
         out.append(EndpointToPartitions(member.user_endpoint, partitions(member.assigned.active_tasks()), partitions(member.assigned.standby)))
     return tuple(out)
+
+
+def _missing_client_tags(configs: Mapping[str, str], member: StreamsGroupMember) -> list[Status]:
+    """The rack-aware assignment tags the member's client tags lack (Kafka tells v1+ members)."""
+    wanted = configs.get(streams_assignor.RACK_AWARE_ASSIGNMENT_TAGS_CONFIG, "").strip()
+    if not wanted:
+        return []
+    missing = [tag for tag in re.split(r"\s*,\s*", wanted) if tag not in member.client_tags]
+    if not missing:
+        return []
+    return [
+        Status(
+            MISSING_CLIENT_TAGS,
+            f"Missing required client tags for rack-aware standby assignment: [{', '.join(missing)}]. "
+            "Configure them via 'client.tag.<tagKey>' in your Streams config.",
+        )
+    ]
 
 
 def _validate(hb: StreamsGroupHeartbeat) -> None:

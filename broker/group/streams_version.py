@@ -7,8 +7,9 @@ group.coordinator.rebalance.protocols, which Kafka 4.4 enables by default and kb
 read. Below level 1 StreamsGroupHeartbeat answers UNSUPPORTED_VERSION, and StreamsGroupDescribe
 UNSUPPORTED_VERSION for every group.
 
-kbroker supports level 1 only with unstable.feature.versions.enable, and serves the two APIs only
-with unstable.api.versions.enable, until its streams groups are complete.
+kbroker supports levels 0-1 and, as Kafka 4.4, finalizes 1 on a cluster formatted at 4.2-IV1 or
+later (broker/controller/feature_control_manager.py); an older cluster, or one downgraded to 0,
+refuses streams groups until it is upgraded.
 """
 
 from __future__ import annotations

@@ -1,9 +1,17 @@
 """KIP-1071's streams group membership: StreamsGroupHeartbeat and StreamsGroupDescribe, answered as
-Kafka 4.4's KafkaApis (handleStreamsGroupHeartbeat, handleStreamsGroupDescribe) answers them.
+Kafka 4.4's KafkaApis (handleStreamsGroupHeartbeat, handleStreamsGroupDescribe) answers them, at
+v0-1 (v1's codecs are protocol/schema/'s).
 
 Both refuse everything while streams.version is below 1 (broker/group/streams_version.py), before
-any authorization. Served only with unstable.api.versions.enable (protocol/api_keys.py's
-UNRELEASED_APIS), at v0: v1 (KIP-1331's topology description) has no codec yet.
+any authorization: a new cluster finalizes 1 from metadata.version 4.2-IV1, as Kafka 4.4's does.
+
+v1 is KIP-1331's. The heartbeat carries the real AcceptableRecoveryLag (v0's legacy field stays 0)
+and TopologyDescriptionRequired, always false: like a Kafka 4.4 broker without
+group.streams.topology.description.plugin.class, kbroker keeps no topology descriptions, so a
+describe that asks for one gets TopologyDescriptionStatus NOT_STORED for each group it describes.
+The describe also names the task assignor of the next assignment (KIP-1357): "sticky", kbroker's only one.
+The coordinator gets the heartbeat's version: only a v1 member may be told MISSING_CLIENT_TAGS
+(status 6), which v0 clients do not know (KAFKA-20744).
 
 A heartbeat whose topology needs internal topics that do not exist has them created (Kafka's
 createStreamsInternalTopics, bounded by twice the group's session timeout) and is answered at
@@ -23,6 +31,7 @@ from broker.auth_helper import AuthHelper
 from broker.controller.replication_control_manager import topic_name_error
 from broker.group.group_metadata_manager import CoordinatorResult
 from broker.group.modern_group_manager import GroupError
+from broker.group.streams_assignor import STICKY_ASSIGNOR_NAME
 from broker.group.streams_group import StreamsGroup, StreamsGroupMember, TasksTuple
 from broker.group.streams_group_manager import StreamsGroupHeartbeatResponse, StreamsGroupResult
 from broker.group.streams_version import streams_groups_enabled
@@ -36,6 +45,19 @@ from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
 
 log = structlog.get_logger(__name__)
+
+# A member's leave heartbeat: dynamic (-1) or static (-2).
+LEAVE_EPOCHS = (-1, -2)
+# StreamsGroupDescribe v1's TopologyDescriptionStatus: not asked for, or asked for and not kept.
+TOPOLOGY_DESCRIPTION_NOT_REQUESTED, TOPOLOGY_DESCRIPTION_NOT_STORED = 0, 1
+
+
+def _acceptable_recovery_lag(schema: Any, lag: int | None) -> int:
+    """v0's AcceptableRecoveryLagLegacy, which Kafka 4.4 leaves at 0; v1's AcceptableRecoveryLag,
+    at its default -1 where Kafka does not set it (an error, a member leaving)."""
+    if schema.__version__ < 1:
+        return 0
+    return -1 if lag is None else lag
 
 
 def _topology_topics(topology: Any) -> list[str]:
@@ -90,11 +112,13 @@ class StreamsGroupHeartbeatHandler:
             now_ms(),
             client_id=ctx.header.client_id or "",
             client_host="/" + ctx.client.address.split(":")[0],
+            api_version=ctx.version,
         )
         written = self._coordinator.execute(request.group_id, CoordinatorResult(records=result.records, timers=result.timers), before)
         if result.internal_topics:
             self._create_internal_topics(ctx, request.group_id, result)
-        return when_settled(written, lambda error: self._response(schema, result.response, error))
+        leaving = request.member_epoch in LEAVE_EPOCHS
+        return when_settled(written, lambda error: self._response(schema, result.response, error, leaving))
 
     def _create_internal_topics(self, ctx: RequestContext, group_id: str, result: StreamsGroupResult[StreamsGroupHeartbeatResponse]) -> None:
         """Kafka creates only what the client may: CREATE on the cluster, or on each topic."""
@@ -121,9 +145,9 @@ class StreamsGroupHeartbeatHandler:
             member_id="",
             member_epoch=0,
             heartbeat_interval=datetime.timedelta(0),
-            acceptable_recovery_lag=0,
+            acceptable_recovery_lag=_acceptable_recovery_lag(schema, None),
             task_offset_interval=datetime.timedelta(0),
-            status=None,
+            status=(),
             active_tasks=None,
             standby_tasks=None,
             warmup_tasks=None,
@@ -132,10 +156,13 @@ class StreamsGroupHeartbeatHandler:
         )
 
     @classmethod
-    def _response(cls, schema: Any, r: StreamsGroupHeartbeatResponse | None, error: int) -> Any:
+    def _response(cls, schema: Any, r: StreamsGroupHeartbeatResponse | None, error: int, leaving: bool) -> Any:
+        """``leaving``: Kafka's streamsGroupLeave answers without the recovery lag."""
         assert r is not None
         if error:
             return cls._failed(schema, error)
+        if r.error_code:
+            return cls._failed(schema, r.error_code, r.error_message)
         task_cls = nested(schema, "TaskIds")
         status_cls = nested(schema, "Status")
         e2p_cls = nested(schema, "EndpointToPartitions")
@@ -167,8 +194,7 @@ class StreamsGroupHeartbeatHandler:
             member_id=r.member_id,
             member_epoch=r.member_epoch,
             heartbeat_interval=datetime.timedelta(milliseconds=r.heartbeat_interval_ms),
-            # v0's field is AcceptableRecoveryLagLegacy, which Kafka 4.4 leaves at 0 (v1 has the real one).
-            acceptable_recovery_lag=0,
+            acceptable_recovery_lag=_acceptable_recovery_lag(schema, None if leaving else r.acceptable_recovery_lag),
             task_offset_interval=datetime.timedelta(milliseconds=r.task_offset_interval_ms),
             status=None if r.status is None else tuple(build(status_cls, status_code=s.status_code, status_detail=s.status_detail) for s in r.status),
             active_tasks=task_ids(r.active_tasks),
@@ -201,6 +227,7 @@ class StreamsGroupDescribeHandler:
                 topology=None,
                 members=(),
                 authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+                assignor_name=None,
             )
 
         if not streams_groups_enabled(self._metadata.image.features):
@@ -209,10 +236,12 @@ class StreamsGroupDescribeHandler:
         denied: set[str] = set()
         if self._auth.enabled:
             denied = set(request.group_ids) - self._auth.filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, request.group_ids)
-        # Kafka answers the refused groups first, then the ones it described.
+        # Kafka answers the refused groups first, then the empty ids (GroupCoordinatorService's
+        # INVALID_GROUP_ID), then the ones it described.
         out = [failed(group_id, ErrorCode.group_authorization_failed) for group_id in request.group_ids if group_id in denied]
+        out += [failed(group_id, ErrorCode.invalid_group_id) for group_id in request.group_ids if not group_id and group_id not in denied]
         for group_id in request.group_ids:
-            if group_id in denied:
+            if group_id in denied or not group_id:
                 continue
             try:
                 group = self._coordinator.shard_for(group_id).streams_groups.described_group(group_id)
@@ -225,12 +254,13 @@ class StreamsGroupDescribeHandler:
             operations = AUTHORIZED_OPERATIONS_UNKNOWN
             if request.include_authorized_operations:
                 operations = self._auth.authorized_operations(ctx, ResourceType.GROUP, group_id)
-            out.append(_described(schema, group, operations))
+            out.append(_described(schema, group, operations, getattr(request, "include_topology_description", False)))
         return build(schema, throttle_time=0, groups=tuple(out))
 
 
-def _described(schema: Any, group: StreamsGroup, authorized_operations: int) -> Any:
-    """StreamsGroup.asDescribedGroup: the group, its configured topology and its members."""
+def _described(schema: Any, group: StreamsGroup, authorized_operations: int, include_topology_description: bool) -> Any:
+    """StreamsGroup.asDescribedGroup: the group, its configured topology and its members; with no
+    topology description plugin, Kafka's attachTopologyDescriptions says NOT_STORED when asked."""
     assignment_cls = nested(schema, "Assignment")
     task_cls = nested(schema, "TaskIds")
     member_cls = nested(schema, "Member")
@@ -277,6 +307,8 @@ def _described(schema: Any, group: StreamsGroup, authorized_operations: int) -> 
         topology=_topology(schema, group),
         members=tuple(member(m) for m in group.members.values()),
         authorized_operations=authorized_operations,
+        topology_description_status=TOPOLOGY_DESCRIPTION_NOT_STORED if include_topology_description else TOPOLOGY_DESCRIPTION_NOT_REQUESTED,
+        assignor_name=STICKY_ASSIGNOR_NAME,
     )
 
 

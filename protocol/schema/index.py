@@ -20,6 +20,14 @@ SCHEMAS: Mapping[tuple[int, int], tuple[str, str]] = MappingProxyType(
             "protocol.schema.delete_groups.v3.request:DeleteGroupsRequest",
             "protocol.schema.delete_groups.v3.response:DeleteGroupsResponse",
         ),
+        (88, 1): (
+            "protocol.schema.streams_group_heartbeat.v1.request:StreamsGroupHeartbeatRequest",
+            "protocol.schema.streams_group_heartbeat.v1.response:StreamsGroupHeartbeatResponse",
+        ),
+        (89, 1): (
+            "protocol.schema.streams_group_describe.v1.request:StreamsGroupDescribeRequest",
+            "protocol.schema.streams_group_describe.v1.response:StreamsGroupDescribeResponse",
+        ),
         (94, 0): (
             "protocol.schema.unregister_controller.v0.request:UnregisterControllerRequest",
             "protocol.schema.unregister_controller.v0.response:UnregisterControllerResponse",

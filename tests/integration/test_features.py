@@ -66,7 +66,7 @@ def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess)
     latest = await_finalized(broker.bootstrap, "transaction.version", 2)
     # Kafka 4.4's columns: the name padded to 40, each level to 15, two spaces between.
     lines = {line.split()[1]: line for line in described.stdout.splitlines()}
-    assert sorted(lines) == ["eligible.leader.replicas.version", "group.version", "kraft.version", "metadata.version", "share.version", "transaction.version"]
+    assert sorted(lines) == ["eligible.leader.replicas.version", "group.version", "kraft.version", "metadata.version", "share.version", "streams.version", "transaction.version"]
     # A broker's epoch is its latest metadata offset, which the controller's NoOpRecords move on
     # (KIP-835): one epoch on every line, from between the two reads around the tool.
     epochs = {line.rsplit("Epoch: ", 1)[1] for line in lines.values()}
@@ -93,6 +93,10 @@ def test_cli_downgrades_then_upgrades_transaction_version(broker: BrokerProcess)
     assert lines["share.version"] == (
         "Feature: share.version                             SupportedMinVersion: 0                "
         f"SupportedMaxVersion: 2                FinalizedVersionLevel: 2                Epoch: {epoch}"
+    )
+    assert lines["streams.version"] == (
+        "Feature: streams.version                           SupportedMinVersion: 0                "
+        f"SupportedMaxVersion: 1                FinalizedVersionLevel: 1                Epoch: {epoch}"
     )
     # A static quorum is kraft.version 0: finalized nowhere, shown as 0 (Kafka 4.4 prints the same).
     assert lines["kraft.version"] == (

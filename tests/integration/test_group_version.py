@@ -84,13 +84,13 @@ def await_consumer_protocol(bs: str) -> None:
 
 def test_group_version_down_and_up_on_a_fresh_node(broker: BrokerProcess, kafka_lib: Path) -> None:
     bs = broker.bootstrap
-    # Kafka 4.4 lists streams.version too (not in kbroker).
     assert described(kafka_lib, bs) == [
         describe_line("eligible.leader.replicas.version", "0", "1", "1"),
         describe_line("group.version", "0", "1", "1"),
         describe_line("kraft.version", "0", "1", "0"),
         describe_line("metadata.version", "3.3-IV3", "4.4-IV2", "4.4-IV2"),
         describe_line("share.version", "0", "2", "2"),
+        describe_line("streams.version", "0", "1", "1"),
         describe_line("transaction.version", "0", "2", "2"),
     ]
     await_consumer_protocol(bs)
@@ -145,6 +145,7 @@ def test_a_node_formatted_at_3_9_starts_without_consumer_groups(node_at_3_9: Bro
         describe_line("kraft.version", "0", "1", "0"),
         describe_line("metadata.version", "3.3-IV3", "4.4-IV2", "3.9-IV0"),
         describe_line("share.version", "0", "2", "0"),
+        describe_line("streams.version", "0", "1", "0"),
         describe_line("transaction.version", "0", "2", "0"),
     ]
     assert_consumer_protocol_refused(bs)

@@ -28,6 +28,10 @@ v5 (KIP-1242: REBOOTSTRAP_REQUIRED for another cluster or node, INVALID_REQUEST 
 alone, byte for byte), DeleteGroups v3 (a null ErrorMessage per group) and TxnOffsetCommit v6
 (KIP-1319: topic IDs, UNKNOWN_TOPIC_ID; GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH where v5 says
 ILLEGAL_GENERATION).
+
+The streams group APIs (KIP-1071) are listed at v0-1 as Kafka 4.4 lists them; their v1 (KIP-1331,
+protocol/schema/ too) is diffed in tests/integration/test_streams_groups_wire.py and
+tests/unit/test_streams_groups_v1.py.
 """
 
 from __future__ import annotations
@@ -86,6 +90,12 @@ KAFKA_44_TOPS = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10, 15: 6, 18: 5, 22: 5, 
 # (whatever share.version is): ShareGroupHeartbeat/Describe, ShareFetch/Acknowledge, the share
 # coordinator's five state APIs and the share group offsets APIs.
 KAFKA_44_SHARE_RANGES = {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 83: (0, 0), 84: (0, 0), 85: (0, 1), 86: (0, 0), 87: (0, 1), 90: (0, 1), 91: (0, 0), 92: (0, 0)}
+# KIP-1071's StreamsGroupHeartbeat and StreamsGroupDescribe as Kafka 4.4's BrokerApiVersionsCommand
+# lists them on a node with its defaults (whatever streams.version): v0-1, v1 being KIP-1331's.
+# (Kafka 4.4 also lists KIP-1331's StreamsGroupTopologyDescriptionUpdate (93) v0, which kbroker does
+# not serve: without a topology description plugin, Kafka's default, it only answers UNSUPPORTED_VERSION,
+# and no heartbeat ever asks a client to send it.)
+KAFKA_44_STREAMS_RANGES = {88: (0, 1), 89: (0, 1)}
 GROUP_ID_NOT_FOUND, INVALID_PRODUCER_EPOCH, UNSUPPORTED_VERSION, INVALID_REGULAR_EXPRESSION = 69, 47, 35, 128
 SECOND = datetime.timedelta(seconds=1)
 
@@ -123,10 +133,11 @@ def test_tops_match_kafka_44(module_broker: BrokerProcess) -> None:
     assert {key: tops[key] for key in KAFKA_44_TOPS} == KAFKA_44_TOPS
 
 
-def test_share_apis_are_listed_as_kafka_44_lists_them(module_broker: BrokerProcess) -> None:
+@pytest.mark.parametrize("kafka_44_ranges", [KAFKA_44_SHARE_RANGES, KAFKA_44_STREAMS_RANGES], ids=["share", "streams"])
+def test_group_apis_are_listed_as_kafka_44_lists_them(module_broker: BrokerProcess, kafka_44_ranges: dict[int, tuple[int, int]]) -> None:
     answer = request(module_broker.bootstrap, api_versions_v3.ApiVersionsRequest(client_software_name="test", client_software_version="1"))
     ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in answer.api_keys}
-    assert {key: ranges.get(key) for key in KAFKA_44_SHARE_RANGES} == KAFKA_44_SHARE_RANGES
+    assert {key: ranges.get(key) for key in kafka_44_ranges} == kafka_44_ranges
 
 
 def test_produce_v13_by_topic_id_and_read_back_with_fetch_v18(module_broker: BrokerProcess, topic: tuple[str, uuid.UUID]) -> None:
@@ -461,6 +472,9 @@ def test_kafka_tools_on_the_raised_versions(module_broker: BrokerProcess, topic:
     assert versions.returncode == 0, versions.stderr
     for api, top in (("ApiVersions(18)", 5), ("TxnOffsetCommit(28)", 6), ("DeleteGroups(42)", 3), ("DescribeGroups(15)", 6), ("WriteTxnMarkers(27)", 2), ("DescribeLogDirs(35)", 5), ("DescribeCluster(60)", 2), ("ListTransactions(66)", 2), ("ConsumerGroupDescribe(69)", 1), ("AddRaftVoter(80)", 1)):
         assert f"{api}: " in versions.stdout and f"to {top} [usable: {top}]" in versions.stdout.split(f"{api}: ")[1].split(",")[0], api
+    # The streams group APIs, as the tool printed them for a Kafka 4.4 node.
+    for line in ("StreamsGroupHeartbeat(88): 0 to 1 [usable: 1]", "StreamsGroupDescribe(89): 0 to 1 [usable: 1]"):
+        assert line in versions.stdout, line
 
 
 # -- issue 34: the versions kio 0.6.5 has no schema for (protocol/schema/) -----------------------------------

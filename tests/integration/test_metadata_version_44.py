@@ -5,10 +5,7 @@ node formatted at 4.0 (`kbroker storage format --release-version 4.0`) upgraded 
 
 Every expected line below is what the same command printed against a single Kafka 4.4 node in the
 same state (formatted by Kafka 4.4's kafka-storage with no release version, or with
---release-version 4.0), the epochs masked. Where kbroker answers otherwise, because it does not
-implement streams.version, the test asserts
-kbroker's answer and says Kafka's beside it (docs/operations/upgrades.md lists the differences).
-All the tool runs share one JVM (tests/kafka_tools.py).
+--release-version 4.0), the epochs masked. All the tool runs share one JVM (tests/kafka_tools.py).
 """
 
 from __future__ import annotations
@@ -61,13 +58,13 @@ def test_kafka_features_on_a_fresh_node(broker: BrokerProcess, kafka_lib: Path) 
     features kbroker implements; 4.5-IV0 needs unstable.feature.versions.enable, and no downgrade
     below 4.4-IV2 is allowed (4.4-IV2 added UnregisterControllerRecord)."""
     bs = broker.bootstrap
-    # Kafka 4.4 lists streams.version (1 of 0-1) too; kbroker advertises only the features it implements.
     assert described(kafka_lib, bs) == [
         describe_line("eligible.leader.replicas.version", "0", "1", "1"),
         describe_line("group.version", "0", "1", "1"),
         describe_line("kraft.version", "0", "1", "0"),
         describe_line("metadata.version", "3.3-IV3", "4.4-IV2", "4.4-IV2"),
         describe_line("share.version", "0", "2", "2"),
+        describe_line("streams.version", "0", "1", "1"),
         describe_line("transaction.version", "0", "2", "2"),
     ]
     supports = ALL_FAILED + "Invalid update version 34 for feature metadata.version. Local controller 1 only supports versions 7-33"
@@ -102,22 +99,22 @@ def node_at_4_0(tmp_path: Path) -> Iterator[BrokerProcess]:
 def test_kafka_features_upgrades_a_node_formatted_at_4_0(node_at_4_0: BrokerProcess, kafka_lib: Path) -> None:
     bs = node_at_4_0.bootstrap
     # Kafka 4.4 formatted at 4.0 finalizes transaction.version 2 and group.version 1, not
-    # eligible.leader.replicas.version (its default from 4.1-IV0 on) or share.version (4.2-IV0).
+    # eligible.leader.replicas.version (its default from 4.1-IV0 on), share.version (4.2-IV0) or
+    # streams.version (4.2-IV1).
     assert described(kafka_lib, bs) == [
         describe_line("eligible.leader.replicas.version", "0", "1", "0"),
         describe_line("group.version", "0", "1", "1"),
         describe_line("kraft.version", "0", "1", "0"),
         describe_line("metadata.version", "3.3-IV3", "4.4-IV2", "4.0-IV3"),
         describe_line("share.version", "0", "2", "0"),
+        describe_line("streams.version", "0", "1", "0"),
         describe_line("transaction.version", "0", "2", "2"),
     ]
 
-    # --release-version sends every production feature at its 4.4 default. Kafka 4.4 answers "<feature>
-    # can be upgraded to <level>." for all seven; kbroker has no streams.version to finalize (the
-    # first refused in name order), so all seven fail.
-    no_streams_1 = ALL_FAILED + "Invalid update version 1 for feature streams.version. Local controller 1 does not support this feature."
+    # --release-version sends every production feature at its 4.4 default: Kafka 4.4 answers "<feature>
+    # can be upgraded to <level>." for all seven.
     release_44 = [("eligible.leader.replicas.version", 1), ("group.version", 1), ("kraft.version", 1), ("metadata.version", 33), ("share.version", 2), ("streams.version", 1), ("transaction.version", 2)]
-    refused(kafka_features(kafka_lib, bs, "upgrade", "--release-version", "4.4", "--dry-run"), *(f"Can not upgrade {f} to {level}. {no_streams_1}" for f, level in release_44))
+    ok(kafka_features(kafka_lib, bs, "upgrade", "--release-version", "4.4", "--dry-run"), *(f"{f} can be upgraded to {level}." for f, level in release_44))
     assert finalized(bs)[0]["metadata.version"] == 25
 
     ok(kafka_features(kafka_lib, bs, "upgrade", "--metadata", "4.3", "--dry-run"), DEPRECATED, "metadata.version can be upgraded to 30.")
@@ -149,20 +146,20 @@ def test_kafka_features_upgrades_a_node_formatted_at_4_0(node_at_4_0: BrokerProc
         f"Could not upgrade share.version to 3. {no_share}",
         f"Could not upgrade transaction.version to 2. {no_share}",
     )
-    refused(
-        kafka_features(kafka_lib, bs, "upgrade", "--release-version", "4.4"), *(f"Could not upgrade {f} to {level}. {no_streams_1}" for f, level in release_44)
-    )
     ok(kafka_features(kafka_lib, bs, "upgrade", "--feature", "share.version=2"), "share.version was upgraded to 2.")
     await_finalized(bs, "share.version", 2)
+    ok(kafka_features(kafka_lib, bs, "upgrade", "--feature", "streams.version=1"), "streams.version was upgraded to 1.")
+    await_finalized(bs, "streams.version", 1)
     assert described(kafka_lib, bs) == [
         describe_line("eligible.leader.replicas.version", "0", "1", "1"),
         describe_line("group.version", "0", "1", "1"),
         describe_line("kraft.version", "0", "1", "0"),
         describe_line("metadata.version", "3.3-IV3", "4.4-IV2", "4.4-IV2"),
         describe_line("share.version", "0", "2", "2"),
+        describe_line("streams.version", "0", "1", "1"),
         describe_line("transaction.version", "0", "2", "2"),
     ]
 
     # The levels are in the metadata log: a restart keeps them.
     node_at_4_0.restart()
-    assert finalized(bs)[0] == {"metadata.version": 33, "eligible.leader.replicas.version": 1, "group.version": 1, "share.version": 2, "transaction.version": 2}
+    assert finalized(bs)[0] == {"metadata.version": 33, "eligible.leader.replicas.version": 1, "group.version": 1, "share.version": 2, "streams.version": 1, "transaction.version": 2}

@@ -1,7 +1,7 @@
-"""KIP-1071's streams groups on the wire: raw StreamsGroupHeartbeat and StreamsGroupDescribe against
-one node with unstable.api.versions.enable and unstable.feature.versions.enable, before and after
-streams.version is upgraded to 1; ListGroups, DescribeGroups, OffsetCommit/OffsetFetch of a streams
-member and the group id shared with the other group types.
+"""KIP-1071's streams groups on the wire: raw StreamsGroupHeartbeat and StreamsGroupDescribe (v0, and
+KIP-1331's v1) against one node with Kafka 4.4's defaults, which finalize streams.version 1, and
+after streams.version is downgraded to 0; ListGroups, DescribeGroups, OffsetCommit/OffsetFetch of a
+streams member and the group id shared with the other group types.
 
 The topology is a word count's: one subtopology reading the source topic, with a compacted
 changelog topic the coordinator has created (one partition per source partition)."""
@@ -33,6 +33,8 @@ from kio.schema.streams_group_describe.v0 import request as describe_v0
 from kio.schema.streams_group_heartbeat.v0 import request as heartbeat_v0
 from kio.static.primitive import i8, i16, i32
 
+from protocol.schema.streams_group_describe.v1 import request as describe_v1
+from protocol.schema.streams_group_heartbeat.v1 import request as heartbeat_v1
 from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.integration.helpers import create_topic
 from tests.integration.test_cli import kbroker
@@ -41,7 +43,6 @@ from tests.integration.wire import request
 from tests import streams_jars
 
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
-UNSTABLE = {"unstable.api.versions.enable": "true", "unstable.feature.versions.enable": "true"}
 GROUP = "wordcount-app"
 SOURCE = "streams-words"
 CHANGELOG = f"{GROUP}-counts-changelog"
@@ -70,12 +71,13 @@ def tasks(partitions: set[int]) -> tuple[heartbeat_v0.TaskIds, ...]:
     return (heartbeat_v0.TaskIds(subtopology_id="0", partitions=tuple(i32(p) for p in sorted(partitions))),) if partitions else ()
 
 
-def heartbeat(bs: str, member_id: str, epoch: int, owned: set[int] | None = None, *, join: bool = False, source: str = SOURCE) -> Any:
+def heartbeat(bs: str, member_id: str, epoch: int, owned: set[int] | None = None, *, join: bool = False, source: str = SOURCE, version: int = 0) -> Any:
+    """A heartbeat at ``version``: v1's request is v0's (the answer differs)."""
     joining = {"topology": topology(source), "rebalance_timeout": datetime.timedelta(seconds=30), "process_id": str(uuid.uuid4()), "client_tags": ()} if join else {"client_tags": None}
     no_tasks = () if join else None
     return request(
         bs,
-        heartbeat_v0.StreamsGroupHeartbeatRequest(
+        (heartbeat_v1 if version else heartbeat_v0).StreamsGroupHeartbeatRequest(
             group_id=GROUP,
             member_id=member_id,
             member_epoch=i32(epoch),
@@ -103,6 +105,10 @@ def describe(bs: str, *group_ids: str) -> Any:
     return request(bs, describe_v0.StreamsGroupDescribeRequest(group_ids=group_ids, include_authorized_operations=False))
 
 
+def describe_with_topology_description(bs: str, *group_ids: str) -> Any:
+    return request(bs, describe_v1.StreamsGroupDescribeRequest(group_ids=group_ids, include_authorized_operations=False, include_topology_description=True))
+
+
 def active(answer: Any) -> set[int] | None:
     return None if answer.active_tasks is None else {p for t in answer.active_tasks for p in t.partitions}
 
@@ -113,23 +119,42 @@ def streams_apis(bs: str) -> list[tuple[int, int, int]]:
 
 
 @pytest.fixture
-def unstable_node(broker_factory: StartBroker) -> BrokerProcess:
-    return broker_factory(UNSTABLE)
+def node(broker_factory: StartBroker) -> BrokerProcess:
+    """A node with Kafka 4.4's defaults: a new cluster at 4.4-IV2 finalizes streams.version 1."""
+    started = broker_factory({})
+    await_finalized(started.bootstrap, "streams.version", 1)
+    return started
 
 
-def upgrade_streams_version(bs: str) -> None:
-    upgraded = kbroker("features", "--bootstrap-server", bs, "upgrade", "--feature", "streams.version=1")
-    assert upgraded.stdout == "streams.version was upgraded to 1.\n", upgraded.stderr
-    await_finalized(bs, "streams.version", 1)
+def set_streams_version(bs: str, level: int) -> None:
+    action, done = ("downgrade", "downgraded") if level == 0 else ("upgrade", "upgraded")
+    answer = kbroker("features", "--bootstrap-server", bs, action, "--feature", f"streams.version={level}")
+    assert answer.stdout == f"streams.version was {done} to {level}.\n", answer.stderr
+    await_finalized(bs, "streams.version", level)
 
 
-def test_streams_groups_off_until_streams_version(unstable_node: BrokerProcess) -> None:
-    """Below streams.version 1 both APIs answer as Kafka 4.4's KafkaApis does: UNSUPPORTED_VERSION."""
-    bs = unstable_node.bootstrap
-    assert streams_apis(bs) == [(STREAMS_GROUP_HEARTBEAT, 0, 0), (STREAMS_GROUP_DESCRIBE, 0, 0)]
-    refused = heartbeat(bs, str(uuid.uuid4()), 0, join=True)
-    assert (refused.error_code, refused.error_message, refused.member_id) == (ErrorCode.unsupported_version, None, "")
+def test_streams_groups_off_at_streams_version_0(node: BrokerProcess) -> None:
+    """Served by default at v0-1, as by Kafka 4.4, whatever streams.version; once it is downgraded to
+    0, both APIs answer as a Kafka 4.4 node downgraded so did: UNSUPPORTED_VERSION with no message,
+    an empty Status (and v1's AcceptableRecoveryLag -1), every described group in request order;
+    upgraded back to 1, a member joins."""
+    bs = node.bootstrap
+    assert streams_apis(bs) == [(STREAMS_GROUP_HEARTBEAT, 0, 1), (STREAMS_GROUP_DESCRIBE, 0, 1)]
+    set_streams_version(bs, 0)
+    assert streams_apis(bs) == [(STREAMS_GROUP_HEARTBEAT, 0, 1), (STREAMS_GROUP_DESCRIBE, 0, 1)]
+    for version, lag in ((0, 0), (1, -1)):
+        refused = heartbeat(bs, str(uuid.uuid4()), 0, join=True, version=version)
+        assert (refused.error_code, refused.error_message, refused.member_id, refused.status, refused.acceptable_recovery_lag) == (ErrorCode.unsupported_version, None, "", (), lag)
     assert [(g.group_id, g.error_code) for g in describe(bs, "a", "b").groups] == [("a", ErrorCode.unsupported_version), ("b", ErrorCode.unsupported_version)]
+    described_groups = describe_with_topology_description(bs, "b", "a").groups
+    assert [(g.group_id, g.error_code, g.topology_description_status, g.assignor_name) for g in described_groups] == [
+        ("b", ErrorCode.unsupported_version, 0, None),
+        ("a", ErrorCode.unsupported_version, 0, None),
+    ]
+    set_streams_version(bs, 1)
+    member = str(uuid.uuid4())
+    joined = join(bs, member)
+    assert (joined.error_code, joined.member_id) == (ErrorCode.none, member), joined
 
 
 def wait_topic(bs: str, name: str) -> Any:
@@ -161,9 +186,8 @@ def settle(bs: str, members: dict[str, tuple[int, set[int]]]) -> dict[str, tuple
         time.sleep(0.2)
 
 
-def test_streams_group_membership(unstable_node: BrokerProcess) -> None:
-    bs = unstable_node.bootstrap
-    upgrade_streams_version(bs)
+def test_streams_group_membership(node: BrokerProcess) -> None:
+    bs = node.bootstrap
     first, second = str(uuid.uuid4()), str(uuid.uuid4())
 
     # No source topic yet: the group is NOT_READY and assigns nothing.
@@ -220,6 +244,17 @@ def test_streams_group_membership(unstable_node: BrokerProcess) -> None:
     described = {m.member_id: {p for t in m.assignment.active_tasks for p in t.partitions} for m in group.members}
     assert described == {m: owned for m, (_, owned) in members.items()}
     assert (unknown.error_code, unknown.error_message) == (ErrorCode.group_id_not_found, "Group nobody not found.")
+    # v1 (KIP-1331), as Kafka 4.4 without a topology description plugin answers it: no description
+    # kept (NOT_STORED, 1) for the group it described, the assignor named; an empty id is
+    # INVALID_GROUP_ID, answered before the groups described.
+    empty, *others = describe_with_topology_description(bs, GROUP, "nobody", "").groups
+    assert (empty.group_id, empty.error_code, empty.error_message, empty.topology_description_status, empty.assignor_name) == ("", ErrorCode.invalid_group_id, None, 0, None)
+    assert {g.group_id: (g.error_code, g.topology_description, g.topology_description_status, g.assignor_name) for g in others} == {
+        GROUP: (ErrorCode.none, None, 1, "sticky"),
+        "nobody": (ErrorCode.group_id_not_found, None, 0, None),
+    }
+    v1 = heartbeat(bs, first, epoch, members[first][1], version=1)
+    assert (v1.error_code, v1.member_epoch, v1.acceptable_recovery_lag, v1.topology_description_required) == (ErrorCode.none, epoch, 10000, False)
 
     listed = request(bs, list_groups_v5.ListGroupsRequest(states_filter=(), types_filter=("streams",)))
     assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed.groups] == [(GROUP, "streams", "Stable", "streams")]
@@ -255,15 +290,15 @@ def test_streams_group_membership(unstable_node: BrokerProcess) -> None:
         "Use of Kafka internal topics __consumer_offsets in a Kafka Streams topology is prohibited.",
     )
 
-    # The second member leaves; the group goes on with one.
-    left = heartbeat(bs, second, -1)
-    assert (left.error_code, left.member_id, left.member_epoch) == (ErrorCode.none, second, -1)
+    # The second member leaves; the group goes on with one. v1's leave answer has no recovery lag (-1).
+    left = heartbeat(bs, second, -1, version=1)
+    assert (left.error_code, left.member_id, left.member_epoch, left.acceptable_recovery_lag) == (ErrorCode.none, second, -1, -1)
     [group] = describe(bs, GROUP).groups
     assert [m.member_id for m in group.members] == [first]
 
     # A restarted node rebuilds the group from its records (types 17, 19-23) in __consumer_offsets.
     before = group
-    unstable_node.restart()
+    node.restart()
     deadline = time.monotonic() + WAIT_S
     while (reloaded := describe(bs, GROUP).groups[0]).error_code in RETRIABLE:
         assert time.monotonic() < deadline, reloaded
@@ -292,7 +327,7 @@ class WordCountApp:
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
             ["java", "-Xmx256M", f"-Dlog4j2.configurationFile={APP_DIR / 'log4j2.properties'}", "-cp", f"{classes}:{lib}/*", "WordCount",
-             bs, app_id, "wc-input", "wc-output", str(state_dir), guarantee],
+             bs, app_id, "wc-input", "wc-output", str(state_dir), guarantee, "streams"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -374,11 +409,10 @@ def run_word_count(bs: str, work: Path, instances: int, guarantee: str) -> tuple
 
 
 @pytest.mark.parametrize("instances,guarantee", [(1, "at_least_once"), (2, "exactly_once_v2")])
-def test_kafka_streams_word_count(unstable_node: BrokerProcess, tmp_path: Path, instances: int, guarantee: str) -> None:
-    """Kafka Streams 4.4 with group.protocol=streams: the counts on the output topic are exact, and
-    two instances split the tasks."""
-    bs = unstable_node.bootstrap
-    upgrade_streams_version(bs)
+def test_kafka_streams_word_count(node: BrokerProcess, tmp_path: Path, instances: int, guarantee: str) -> None:
+    """Kafka Streams 4.4 with group.protocol=streams, on a node with Kafka 4.4's defaults (its
+    heartbeats at v1): the counts on the output topic are exact, and two instances split the tasks."""
+    bs = node.bootstrap
     counts, printed, running = run_word_count(bs, tmp_path, instances, guarantee)
     assert counts == dict(EXPECTED)
     # Two subtopologies (the count reads a repartition topic) of two partitions: four active

@@ -16,9 +16,12 @@ import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.state.KeyValueStore;
 
 /**
- * Kafka Streams' word count with a RocksDB state store ("counts"), run with the streams rebalance
- * protocol: args are bootstrap servers, application id, input topic, output topic, state dir and
- * processing guarantee. It prints RUNNING when the instance is running and stops on stdin's end.
+ * Kafka Streams' word count with a RocksDB state store ("counts"): args are bootstrap servers,
+ * application id, input topic, output topic, state dir, processing guarantee and group protocol
+ * (streams: KIP-1071's rebalance protocol; classic: the consumer group protocol with Kafka Streams'
+ * own assignor), then any number of StreamsConfig key=value pairs (replication.factor=3 for the
+ * internal topics of a three-node cluster). It prints each state it moves to (STATE RUNNING, ...)
+ * and stops on stdin's end.
  */
 public final class WordCount {
     public static void main(String[] args) throws Exception {
@@ -27,12 +30,16 @@ public final class WordCount {
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
         props.put(StreamsConfig.STATE_DIR_CONFIG, args[4]);
         props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args[5]);
-        props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, "streams");
+        props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, args[6]);
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        for (String setting : Arrays.copyOfRange(args, 7, args.length)) {
+            String[] keyValue = setting.split("=", 2);
+            props.put(keyValue[0], keyValue[1]);
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         KTable<String, Long> counts = builder.stream(args[2], Consumed.with(Serdes.String(), Serdes.String()))

@@ -17,6 +17,7 @@ def test_v4_lists_every_supported_and_finalized_feature() -> None:
         "eligible.leader.replicas.version": (0, 1),
         "group.version": (0, 1),
         "share.version": (0, 2),
+        "streams.version": (0, 1),
         "transaction.version": (0, 2),
     }
     # A level of 0 is no finalized feature at all.

@@ -95,6 +95,7 @@ def broker_registration(version: int, broker_id: int, cluster_id: str = CLUSTER_
             build(feature_cls, name="eligible.leader.replicas.version", min_supported_version=0, max_supported_version=1),
             build(feature_cls, name="group.version", min_supported_version=0, max_supported_version=1),
             build(feature_cls, name="share.version", min_supported_version=0, max_supported_version=2),
+            build(feature_cls, name="streams.version", min_supported_version=0, max_supported_version=1),
             build(feature_cls, name="transaction.version", min_supported_version=0, max_supported_version=2),
         ),
         rack=None,

@@ -16,6 +16,7 @@ from broker.controller.feature_control_manager import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LEVEL,
     SHARE_VERSION_FEATURE,
+    STREAMS_VERSION_FEATURE,
     TRANSACTION_VERSION_FEATURE,
     FeatureControlManager,
     FeatureUpdateResult,
@@ -96,8 +97,17 @@ def test_the_controller_refuses_what_this_build_lacks() -> None:
     assert refused(update(log, {TRANSACTION_VERSION_FEATURE: 3}, node_id=1)) == (
         "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2"
     )
-    # streams.version's streams groups are incomplete: not advertised without unstable.feature.versions.enable.
-    assert refused(update(log, {"streams.version": 1}, node_id=1)) == "Invalid update version 1 for feature streams.version. Local controller 1 does not support this feature."
+    assert refused(update(log, {STREAMS_VERSION_FEATURE: 2}, node_id=1)) == "Invalid update version 2 for feature streams.version. Local controller 1 only supports versions 0-1"
+
+
+def test_streams_version_moves_down_and_up_with_no_dependency() -> None:
+    """As a Kafka 4.4 node did with kafka-features: downgrade to 0 (safe), upgrade back to 1."""
+    log = cluster(METADATA_VERSION_LEVEL, current_broker(1), features=new_cluster_features())
+    assert log.image.features[STREAMS_VERSION_FEATURE] == 1
+    assert update(log, {STREAMS_VERSION_FEATURE: 0}, {STREAMS_VERSION_FEATURE: SAFE}) == OK
+    assert STREAMS_VERSION_FEATURE not in log.image.features
+    assert update(log, {STREAMS_VERSION_FEATURE: 1}) == OK
+    assert log.image.features[STREAMS_VERSION_FEATURE] == 1
 
 
 def test_one_refused_feature_fails_them_all() -> None:
@@ -139,11 +149,13 @@ def test_the_default_is_kafka_44s_latest_production_level_with_its_feature_defau
     assert METADATA_VERSION_LEVEL == 33
     assert BROKER_SUPPORTED_FEATURES[METADATA_VERSION_FEATURE] == (7, 33)
     assert supported_features(unstable=True)[METADATA_VERSION_FEATURE] == (7, 34)
-    assert new_cluster_features(33) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 1, GROUP_VERSION_FEATURE: 1, SHARE_VERSION_FEATURE: 2, TRANSACTION_VERSION_FEATURE: 2}
-    assert new_cluster_features(25) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, GROUP_VERSION_FEATURE: 1, SHARE_VERSION_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 2}
+    assert new_cluster_features(33) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 1, GROUP_VERSION_FEATURE: 1, SHARE_VERSION_FEATURE: 2, STREAMS_VERSION_FEATURE: 1, TRANSACTION_VERSION_FEATURE: 2}
+    assert new_cluster_features(25) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, GROUP_VERSION_FEATURE: 1, SHARE_VERSION_FEATURE: 0, STREAMS_VERSION_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 2}
+    # streams.version 1 bootstraps from 4.2-IV1 (29): a cluster formatted at 4.2-IV0 starts without it.
+    assert [new_cluster_features(level)[STREAMS_VERSION_FEATURE] for level in (28, 29)] == [0, 1]
     # Kafka 4.4 formatted at 3.9 (21) finalizes no group.version: GV_1's bootstrap level is 4.0-IV0 (22).
     assert new_cluster_features(22)[GROUP_VERSION_FEATURE] == 1
-    assert new_cluster_features(21) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, GROUP_VERSION_FEATURE: 0, SHARE_VERSION_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 0}
+    assert new_cluster_features(21) == {ELIGIBLE_LEADER_REPLICAS_FEATURE: 0, GROUP_VERSION_FEATURE: 0, SHARE_VERSION_FEATURE: 0, STREAMS_VERSION_FEATURE: 0, TRANSACTION_VERSION_FEATURE: 0}
 
 
 def test_upgrade_from_40_to_44_level_by_level() -> None:

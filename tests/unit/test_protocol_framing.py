@@ -133,6 +133,9 @@ def test_supported_ranges_match_kafka_specs() -> None:
     }
     for key, versions in kafka_44_share_apis.items():
         by_key[key] = {"name": key.name, "validVersions": versions, "flexibleVersions": "0+"}
+    # KIP-1071's streams group APIs, newer than the specs in ../shared; v1 is KIP-1331's (protocol/schema/).
+    for key in (ApiKey.STREAMS_GROUP_HEARTBEAT, ApiKey.STREAMS_GROUP_DESCRIBE):
+        by_key[key] = {"name": key.name, "validVersions": "0-1", "flexibleVersions": "0+"}
     # Vote v2 (KIP-996 pre-vote), AlterPartitionReassignments v1 (KIP-860, Kafka 4.1), Produce v12
     # and TxnOffsetCommit v5 (KIP-890 part 2, Kafka 4.0) are newer than the specs in ../shared, as
     # are the tops Kafka 4.4 serves: Produce v13, Fetch v18, ListOffsets v11, Metadata v13,
@@ -173,7 +176,8 @@ def test_supported_ranges_match_kafka_specs() -> None:
 
 
 # The client APIs whose top stays below the one Kafka 4.4 serves, and why: none.
-# (ApiVersions v5, TxnOffsetCommit v6 and DeleteGroups v3, which kio 0.6.5 lacks, are protocol/schema/'s.
+# (ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3 and StreamsGroupHeartbeat/Describe v1, which kio
+# 0.6.5 lacks, are protocol/schema/'s.
 # InitProducerId v6, KIP-939's two-phase commit, is latestVersionUnstable in 4.4: served only with
 # unstable.api.versions.enable, so 5 is Kafka's top by default; UNSTABLE_VERSIONS names it.)
 BELOW_KAFKA_44: dict[ApiKey, int] = {}

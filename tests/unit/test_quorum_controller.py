@@ -69,6 +69,7 @@ def test_first_activation_on_an_empty_log_writes_the_new_cluster_features_once()
             FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1),
             FeatureLevelRecord(name="group.version", feature_level=1),
             FeatureLevelRecord(name="share.version", feature_level=2),
+            FeatureLevelRecord(name="streams.version", feature_level=1),
             FeatureLevelRecord(name="transaction.version", feature_level=2),
             # Eligible leader replicas on: the cluster-wide min.insync.replicas, the controller's (Kafka's default).
             ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="", name="min.insync.replicas", value="1"),

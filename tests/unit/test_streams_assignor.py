@@ -2,8 +2,11 @@
 
 ``test_matches_kafka`` runs seeded random cases through both: ours, and Kafka's class from
 kafka-group-coordinator-4.4.0.jar driven by ``KAFKA_HARNESS`` (compiled with javac against the 4.4
-jars in ~/.cache/kbroker-bench/kafka-4.4.0/lib; the test skips where there is no JDK or jar). The
-property tests check what any assignment must satisfy, whatever the input.
+jars in ~/.cache/kbroker-bench/kafka-4.4.0/lib; the test skips where there is no JDK or jar).
+``test_kafka_ignores_racks_client_tags_and_warmups`` gives Kafka's members rack ids, client tags,
+previous warm-up tasks and ``rack.aware.assignment.tags``, which ours never sees: 4.4 places no
+standby by rack and hands out no warm-up task (its AssignmentRefiner returns the target it is
+given). The property tests check what any assignment must satisfy, whatever the input.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ KAFKA_LIB = Path.home() / ".cache/kbroker-bench/kafka-4.4.0/lib"
 
 KAFKA_HARNESS = r"""
 import org.apache.kafka.coordinator.group.api.streams.assignor.*;
+import org.apache.kafka.coordinator.group.streams.AssignmentRefiner;
+import org.apache.kafka.coordinator.group.streams.TasksTuple;
 import org.apache.kafka.coordinator.group.streams.assignor.*;
 import java.io.*;
 import java.util.*;
@@ -47,6 +52,10 @@ public class StickyHarness {
         Map<String, String> process = new HashMap<>();
         Map<String, Map<String, Set<Integer>>> active = new HashMap<>(), standby = new HashMap<>();
         Map<String, Map<String, Map<Integer, Long>>> offsets = new HashMap<>();
+        Map<String, Map<String, Set<Integer>>> warmup = new HashMap<>();
+        Map<String, String> rack = new HashMap<>();
+        Map<String, Map<String, String>> clientTags = new HashMap<>();
+        List<String> rackAwareTags = new ArrayList<>();
         while ((line = in.readLine()) != null) {
             String[] f = line.trim().split(" ");
             switch (f[0]) {
@@ -54,7 +63,25 @@ public class StickyHarness {
                     standbys = Integer.parseInt(f[1]);
                     subs.clear(); tasks.clear(); stateful.clear(); memberOrder.clear(); process.clear();
                     active.clear(); standby.clear(); offsets.clear();
+                    warmup.clear(); rack.clear(); clientTags.clear(); rackAwareTags.clear();
                     break;
+                case "tags":
+                    rackAwareTags.addAll(Arrays.asList(f[1].split(",")));
+                    break;
+                case "rack":
+                    rack.put(f[1], f[2]);
+                    break;
+                case "tag":
+                    clientTags.get(f[1]).put(f[2], f[3]);
+                    break;
+                case "warmup":
+                    warmup.get(f[1]).computeIfAbsent(f[2], k -> new HashSet<>()).add(Integer.parseInt(f[3]));
+                    break;
+                case "refine": {
+                    Map<String, TasksTuple> target = Map.of("m", new TasksTuple(Map.of("0", Set.of(1)), Map.of("1", Set.of(0)), Map.of()));
+                    System.out.println("result refine " + (AssignmentRefiner.refine(Map.of(), target, Map.of(), null, 2, 10000L) == target));
+                    break;
+                }
                 case "sub":
                     subs.add(f[1]); tasks.put(f[1], Integer.parseInt(f[2]));
                     if (f[3].equals("1")) stateful.add(f[1]);
@@ -62,6 +89,7 @@ public class StickyHarness {
                 case "member":
                     memberOrder.add(f[1]); process.put(f[1], f[2]);
                     active.put(f[1], new HashMap<>()); standby.put(f[1], new HashMap<>()); offsets.put(f[1], new HashMap<>());
+                    warmup.put(f[1], new HashMap<>()); clientTags.put(f[1], new HashMap<>());
                     break;
                 case "active":
                     active.get(f[1]).computeIfAbsent(f[2], k -> new HashSet<>()).add(Integer.parseInt(f[3]));
@@ -75,8 +103,8 @@ public class StickyHarness {
                 case "end": {
                     Map<String, MemberMetadataAndStateImpl> members = new LinkedHashMap<>();
                     for (String m : memberOrder) {
-                        members.put(m, new MemberMetadataAndStateImpl(Optional.empty(), Optional.empty(), process.get(m), Map.of(),
-                            active.get(m), standby.get(m), Map.of(), offsets.get(m), Map.of()));
+                        members.put(m, new MemberMetadataAndStateImpl(Optional.empty(), Optional.ofNullable(rack.get(m)), process.get(m), clientTags.get(m),
+                            active.get(m), standby.get(m), warmup.get(m), offsets.get(m), Map.of()));
                     }
                     final List<String> subList = new ArrayList<>(subs);
                     final Map<String, Integer> taskCounts = new HashMap<>(tasks);
@@ -86,7 +114,7 @@ public class StickyHarness {
                         public int maxNumInputPartitions(String s) { return taskCounts.get(s); }
                         public boolean isStateful(String s) { return statefulSubs.contains(s); }
                     };
-                    GroupAssignment result = new StickyTaskAssignor().assign(new GroupSpecImpl(members, new AssignmentConfigsImpl(standbys, List.of())), describer);
+                    GroupAssignment result = new StickyTaskAssignor().assign(new GroupSpecImpl(members, new AssignmentConfigsImpl(standbys, rackAwareTags)), describer);
                     StringBuilder out = new StringBuilder("result");
                     for (String m : memberOrder) {
                         MemberAssignment a = result.members().get(m);
@@ -183,6 +211,32 @@ def test_matches_kafka(tmp_path: Path) -> None:
     kafka = run_kafka_harness(tmp_path, "StickyHarness", KAFKA_HARNESS, "\n".join(line for case in cases for line in _case_lines(*case)) + "\n")
     assert len(kafka) == len(cases)
     for (standbys, subtopologies, members), expected in zip(cases, kafka, strict=True):
+        assert _result_line(members, assign(members, subtopologies, standbys)) == expected, _case_lines(standbys, subtopologies, members)
+
+
+def _rack_lines(rng: random.Random, members: dict[str, AssignmentMemberSpec], subtopologies: dict[str, TopologySubtopology]) -> list[str]:
+    """Racks, client tags and previous warm-up tasks for the members, and the rack-aware tags."""
+    keys = ["zone", "rack", "cluster"]
+    lines = [f"tags {','.join(rng.sample(keys, rng.randint(1, 3)))}"]
+    for m in members:
+        lines.append(f"rack {m} rack-{rng.randint(0, 2)}")
+        lines += [f"tag {m} {k} {k}-{rng.randint(0, 2)}" for k in keys if rng.random() < 0.8]
+        lines += [f"warmup {m} {s} {p}" for s, info in subtopologies.items() for p in range(info.num_tasks) if rng.random() < 0.1]
+    return lines
+
+
+def test_kafka_ignores_racks_client_tags_and_warmups(tmp_path: Path) -> None:
+    rng = random.Random(20744)
+    cases = [_random_case(rng, big=rng.random() < 0.3) for _ in range(200)]
+    stdin = []
+    for case in cases:
+        lines = _case_lines(*case)
+        stdin += lines[:-1] + _rack_lines(rng, case[2], case[1]) + lines[-1:]
+    stdin.append("refine")
+    kafka = run_kafka_harness(tmp_path, "StickyHarness", KAFKA_HARNESS, "\n".join(stdin) + "\n")
+    assert kafka[-1] == "result refine true"  # AssignmentRefiner.refine: the target, as given
+    assert len(kafka) == len(cases) + 1
+    for (standbys, subtopologies, members), expected in zip(cases, kafka, strict=False):
         assert _result_line(members, assign(members, subtopologies, standbys)) == expected, _case_lines(standbys, subtopologies, members)
 
 

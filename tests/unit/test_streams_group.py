@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.streams_group_heartbeat.v0 import request as kio_request
@@ -97,6 +98,12 @@ ALL_TOPICS = {"input": topic(4), "app-rep": topic(4), "app-store-changelog": top
 NO_TASKS: dict[str, frozenset[int]] = {}
 
 
+def undelayed(**kwargs: Any) -> StreamsGroupManager:
+    """A manager that assigns at once: no initial rebalance delay, no assignment interval (the
+    tests of those two set them)."""
+    return StreamsGroupManager(**{"initial_rebalance_delay_ms": 0, "assignment_interval_ms": 0, **kwargs})
+
+
 def join(member_id: str, process_id: str, **kwargs: object) -> StreamsGroupHeartbeat:
     fields: dict[str, object] = {
         "group_id": GROUP,
@@ -141,11 +148,12 @@ def ready_group(manager: StreamsGroupManager) -> int:
 
 
 def test_missing_source_topics_leave_the_group_not_ready() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     r = manager.heartbeat(join("a", "p1"), {}, 0)
     assert r.response is not None
     assert r.response.error_code == 0
-    assert r.response.member_epoch == 1
+    # A new group starts at epoch 1 (Kafka 4.4's StreamsGroup): the join moves it to 2.
+    assert r.response.member_epoch == 2
     assert r.response.status is not None
     assert [(s.status_code, s.status_detail) for s in r.response.status] == [(MISSING_SOURCE_TOPICS, "Source topics input are missing.")]
     assert r.response.active_tasks == {} and r.response.standby_tasks == {} and r.response.warmup_tasks == {}
@@ -154,7 +162,7 @@ def test_missing_source_topics_leave_the_group_not_ready() -> None:
 
 
 def test_internal_topics_to_create_are_returned_with_their_partition_counts() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     r = manager.heartbeat(join("a", "p1"), INPUT_ONLY, 0)
     assert r.response is not None and r.response.status is not None
     assert r.response.status[0].status_code == MISSING_INTERNAL_TOPICS
@@ -165,10 +173,10 @@ def test_internal_topics_to_create_are_returned_with_their_partition_counts() ->
     assert r.response.active_tasks == {}
 
     # Once the shell created them the topology is validated: a new epoch, and every task assigned.
-    r = manager.heartbeat(beat("a", 1), ALL_TOPICS, 10)
+    r = manager.heartbeat(beat("a", 2), ALL_TOPICS, 10)
     assert r.response is not None
     assert r.response.status is None
-    assert r.response.member_epoch == 2
+    assert r.response.member_epoch == 3
     assert r.response.active_tasks == {"0": (0, 1, 2, 3), "1": (0, 1, 2, 3)}
     group = manager.groups[GROUP]
     assert group.validated_topology_epoch == 0
@@ -205,7 +213,7 @@ def test_copartitioned_source_topics_must_agree() -> None:
 
 
 def test_a_different_topology_is_refused_and_an_older_one_is_stale() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     ready_group(manager)
     changed = StreamsGroupTopologyValue(epoch=0, subtopologies=TOPOLOGY.subtopologies[:1])
     r = manager.heartbeat(join("b", "p2", topology=changed), ALL_TOPICS, 0)
@@ -213,7 +221,7 @@ def test_a_different_topology_is_refused_and_an_older_one_is_stale() -> None:
     assert (r.response.error_code, r.response.error_message) == (INVALID_REQUEST, "Topology updates are not supported yet.")
 
     newer = StreamsGroupTopologyValue(epoch=1, subtopologies=TOPOLOGY.subtopologies)
-    manager2 = StreamsGroupManager()
+    manager2 = undelayed()
     manager2.heartbeat(join("a", "p1", topology=newer), ALL_TOPICS, 0)
     r = manager2.heartbeat(join("b", "p2"), ALL_TOPICS, 0)
     assert r.response is not None and r.response.status is not None
@@ -227,7 +235,7 @@ def test_a_different_topology_is_refused_and_an_older_one_is_stale() -> None:
 
 
 def test_a_task_is_revoked_from_one_member_before_another_gets_it() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     epoch_a = ready_group(manager)
     all_tasks = {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
 
@@ -274,7 +282,7 @@ def test_a_task_is_revoked_from_one_member_before_another_gets_it() -> None:
 
 
 def test_standbys_are_never_on_the_process_of_the_active_task() -> None:
-    manager = StreamsGroupManager(num_standby_replicas=1)
+    manager = undelayed(num_standby_replicas=1)
     manager.heartbeat(join("a", "p1"), ALL_TOPICS, 0)
     manager.heartbeat(join("b", "p2"), ALL_TOPICS, 0)
     group = manager.groups[GROUP]
@@ -329,7 +337,7 @@ def test_a_standby_is_promoted_in_place() -> None:
     ],
 )
 def test_bad_requests_get_kafkas_errors(request_: StreamsGroupHeartbeat, code: int, message: str) -> None:
-    r = StreamsGroupManager().heartbeat(request_, ALL_TOPICS, 0)
+    r = undelayed().heartbeat(request_, ALL_TOPICS, 0)
     assert r.response is not None
     assert (r.response.error_code, r.response.error_message) == (code, message)
     assert r.records == []
@@ -338,13 +346,13 @@ def test_bad_requests_get_kafkas_errors(request_: StreamsGroupHeartbeat, code: i
 def test_a_changelog_topic_with_a_partition_count_is_an_invalid_topology() -> None:
     changelog = StreamsTopicInfo(name="c", partitions=3, replication_factor=0, topic_configs=())
     bad = replace(TOPOLOGY, subtopologies=(TOPOLOGY.subtopologies[0], replace(TOPOLOGY.subtopologies[1], state_changelog_topics=(changelog,))))
-    r = StreamsGroupManager().heartbeat(join("a", "p", topology=bad), ALL_TOPICS, 0)
+    r = undelayed().heartbeat(join("a", "p", topology=bad), ALL_TOPICS, 0)
     assert r.response is not None
     assert (r.response.error_code, r.response.error_message) == (STREAMS_INVALID_TOPOLOGY, "Changelog topic c must have an undefined partition count, but it is set to 3.")
 
 
 def test_wrong_epochs_unknown_members_and_invalid_tasks() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     epoch = ready_group(manager)
     r = manager.heartbeat(beat("a", epoch + 1), ALL_TOPICS, 0)
     assert r.response is not None and r.response.error_code == FENCED_MEMBER_EPOCH
@@ -374,7 +382,7 @@ def test_the_previous_epoch_is_accepted_only_with_a_subset_of_the_assignment() -
 
 
 def test_a_group_of_another_type_is_not_found() -> None:
-    r = StreamsGroupManager(is_other_group=lambda g: True).heartbeat(join("a", "p"), ALL_TOPICS, 0)
+    r = undelayed(is_other_group=lambda g: True).heartbeat(join("a", "p"), ALL_TOPICS, 0)
     assert r.response is not None
     assert (r.response.error_code, r.response.error_message) == (GROUP_ID_NOT_FOUND, "Group app is not a streams group.")
 
@@ -383,7 +391,7 @@ def test_a_group_of_another_type_is_not_found() -> None:
 
 
 def test_leaving_removes_the_member_and_bumps_the_epoch() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     ready_group(manager)
     manager.heartbeat(join("b", "p2"), ALL_TOPICS, 0)
     group_epoch = manager.groups[GROUP].group_epoch
@@ -409,7 +417,7 @@ def test_leaving_removes_the_member_and_bumps_the_epoch() -> None:
 
 
 def test_a_static_member_leaves_for_a_while_and_comes_back_under_a_new_id() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     r = manager.heartbeat(join("a", "p1", instance_id="i1"), ALL_TOPICS, 0)
     assert r.response is not None
     epoch = r.response.member_epoch
@@ -447,7 +455,7 @@ def test_a_static_member_leaves_for_a_while_and_comes_back_under_a_new_id() -> N
 
 
 def test_an_expired_session_fences_the_member() -> None:
-    manager = StreamsGroupManager(session_timeout_ms=1000)
+    manager = undelayed(session_timeout_ms=1000)
     ready_group(manager)
     key = session_timeout_key(GROUP, "a")
     assert manager.on_timer(key, 500).timers == [ScheduleTimer(key, 1000)]  # early: re-armed
@@ -458,14 +466,14 @@ def test_an_expired_session_fences_the_member() -> None:
 
 
 def test_a_non_empty_group_is_not_deleted() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     ready_group(manager)
     assert manager.delete_group(GROUP).response == NON_EMPTY_GROUP
     assert manager.delete_group("nope").response == GROUP_ID_NOT_FOUND
 
 
 def test_shutdown_request_is_broadcast() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     epoch = ready_group(manager)
     r = manager.heartbeat(beat("a", epoch, {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}, shutdown_application=True), ALL_TOPICS, 0)
     assert r.response is not None and r.response.status is not None
@@ -473,7 +481,7 @@ def test_shutdown_request_is_broadcast() -> None:
 
 
 def test_user_endpoints_map_to_their_partitions() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     r = manager.heartbeat(join("a", "p1", user_endpoint=Endpoint(host="h", port=8080)), ALL_TOPICS, 0)
     assert r.response is not None
     assert r.response.endpoint_information_epoch == 1
@@ -487,18 +495,18 @@ def test_user_endpoints_map_to_their_partitions() -> None:
 
 
 def test_replaying_the_written_records_rebuilds_the_groups() -> None:
-    manager = StreamsGroupManager(num_standby_replicas=1)
+    manager = undelayed(num_standby_replicas=1)
     log: list[tuple[bytes, bytes | None]] = []
     steps = [
         (join("a", "p1", client_tags={"zone": "z1"}), INPUT_ONLY),
-        (beat("a", 1), ALL_TOPICS),
+        (beat("a", 2), ALL_TOPICS),
         (join("b", "p2", user_endpoint=Endpoint(host="h", port=1)), ALL_TOPICS),
     ]
     for request, topics in steps:
         r = manager.heartbeat(request, topics, 5)
         assert r.response is not None and r.response.error_code == 0
         log += [(encode_key(k), None if v is None else encode_value(v)) for k, v in r.records]  # type: ignore[arg-type]
-    replayed = StreamsGroupManager()
+    replayed = undelayed()
     for key, value in log:
         replayed.replay(*decode_record(key, value))
     assert replayed.groups == manager.groups
@@ -508,15 +516,15 @@ def test_replaying_the_written_records_rebuilds_the_groups() -> None:
 def test_on_loaded_rearms_the_rebalance_timeout_of_a_member_still_revoking() -> None:
     """Kafka 4.4's GroupMetadataManager.onLoaded: a session for every member, and the rebalance
     timeout again for one in UNREVOKED_TASKS."""
-    manager = StreamsGroupManager()
+    manager = undelayed()
     log: list[tuple[bytes, bytes | None]] = []
     all_tasks = {"0": {0, 1, 2, 3}, "1": {0, 1, 2, 3}}
-    for request, now_ms in ((join("a", "p1"), 0), (join("b", "p2"), 100), (beat("a", 1, all_tasks), 200)):
+    for request, now_ms in ((join("a", "p1"), 0), (join("b", "p2"), 100), (beat("a", 2, all_tasks), 200)):
         r = manager.heartbeat(request, ALL_TOPICS, now_ms)
         assert r.response is not None and r.response.error_code == 0
         log += [(encode_key(k), None if v is None else encode_value(v)) for k, v in r.records]  # type: ignore[arg-type]
     assert manager.groups[GROUP].members["a"].state is MemberState.UNREVOKED_TASKS
-    loaded = StreamsGroupManager()
+    loaded = undelayed()
     for key, value in log:
         loaded.replay(*decode_record(key, value))
     assert loaded.groups[GROUP].members["a"].state is MemberState.UNREVOKED_TASKS
@@ -536,7 +544,7 @@ def test_on_loaded_rearms_the_rebalance_timeout_of_a_member_still_revoking() -> 
 
 
 def test_journal_keeps_the_group_as_it_was() -> None:
-    manager = StreamsGroupManager()
+    manager = undelayed()
     ready_group(manager)
     before = manager.groups[GROUP].copy()
     journal = manager.journal()
@@ -577,7 +585,7 @@ def test_kio_request_is_read() -> None:
     assert hb.topology is not None and hb.topology.subtopologies[0].state_changelog_topics[0].name == "c"
     assert hb.client_tags == {"k": "v"} and hb.user_endpoint == Endpoint(host="h", port=9)
     assert hb.task_offsets == {"0": {1: 5}}
-    r = StreamsGroupManager().heartbeat(request, {"input": topic(2), "c": topic(2)}, 0)
+    r = undelayed().heartbeat(request, {"input": topic(2), "c": topic(2)}, 0)
     assert r.response is not None and r.response.active_tasks == {"0": (0, 1)}
 
 

@@ -24,7 +24,10 @@ UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, STA
 
 
 def shard() -> GroupCoordinatorShard:
-    return GroupCoordinatorShard(GroupConfig(), offset_metadata_max_bytes=4096, offsets_retention_ms=7 * 86_400_000)
+    """A shard whose streams groups assign at once (no initial rebalance delay or assignment interval)."""
+    s = GroupCoordinatorShard(GroupConfig(), offset_metadata_max_bytes=4096, offsets_retention_ms=7 * 86_400_000)
+    s.streams_groups.initial_rebalance_delay_ms = s.streams_groups.assignment_interval_ms = 0
+    return s
 
 
 def run(s: GroupCoordinatorShard, request: StreamsGroupHeartbeat, written: list[Record] | None = None) -> StreamsGroupHeartbeatResponse:
@@ -112,10 +115,11 @@ def test_delete_groups_takes_an_empty_streams_group_and_its_offsets() -> None:
     assert result.records and all(value is None for _, value in result.records)
 
 
-def test_streams_version_is_unstable() -> None:
-    assert "streams.version" not in BROKER_SUPPORTED_FEATURES
-    assert supported_features(unstable=True)["streams.version"] == (0, 1)
-    assert "streams.version" not in new_cluster_features(33)
+def test_streams_version_is_supported_and_finalized_from_4_2_iv1() -> None:
+    """As Kafka 4.4's StreamsVersion: 0-1, SV_1 bootstrapped from 4.2-IV1 (29), with or without
+    unstable.feature.versions.enable."""
+    assert BROKER_SUPPORTED_FEATURES["streams.version"] == supported_features(unstable=True)["streams.version"] == (0, 1)
+    assert [new_cluster_features(level)["streams.version"] for level in (21, 28, 29, 33)] == [0, 0, 1, 1]
     assert not streams_groups_enabled({}) and not streams_groups_enabled({"streams.version": 0})
     assert streams_groups_enabled({"streams.version": 1})
 
@@ -133,6 +137,12 @@ def test_group_configs_are_capped_to_the_broker_bounds() -> None:
         ({"group.streams.heartbeat.interval.ms": "45000"}, "group.streams.heartbeat.interval.ms must be less than or equal to group.streams.max.heartbeat.interval.ms"),
         ({"group.streams.session.timeout.ms": "70000"}, "group.streams.session.timeout.ms must be less than or equal to group.streams.max.session.timeout.ms"),
         ({"group.streams.num.standby.replicas": "3"}, "group.streams.num.standby.replicas must be less than or equal to group.streams.max.standby.replicas"),
+        ({"group.streams.min.assignment.interval.ms": "20000"}, "group.streams.max.assignment.interval.ms must be greater than or equal to group.streams.min.assignment.interval.ms"),
+        ({"group.streams.min.assignment.interval.ms": "2000"}, "group.streams.assignment.interval.ms must be greater than or equal to group.streams.min.assignment.interval.ms"),
+        ({"group.streams.assignment.interval.ms": "16000"}, "group.streams.assignment.interval.ms must be less than or equal to group.streams.max.assignment.interval.ms"),
+        ({"group.streams.num.warmup.replicas": "21"}, "group.streams.num.warmup.replicas must be less than or equal to group.streams.max.warmup.replicas"),
+        ({"group.streams.rack.aware.assignment.tags": "zone,zone"}, "Configuration 'group.streams.rack.aware.assignment.tags' values must not be duplicated."),
+        ({"group.streams.initial.rebalance.delay.ms": "-1"}, "greater than or equal to 0"),
     ],
 )
 def test_broker_streams_settings_are_checked_at_start_up(settings: dict[str, str], message: str) -> None:
