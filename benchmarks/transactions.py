@@ -1,6 +1,6 @@
 """Transactions, two ways.
 
-    python -m benchmarks.transactions [--txns 30] [--per-txn 1000] [--clients confluent,franz-go,java] [--targets kbroker,kafka] [--kill-leader]
+    python -m benchmarks.transactions [--txns 30] [--per-txn 1000] [--clients confluent,franz-go,java] [--targets kbroker,kafka] [--kill-leader | --kill-coordinator]
     python -m benchmarks.transactions commits [--runs 3] [--records 200000] [--per-txn 1000] [--override key=value ...]
 
 **The copy loop** (issue 32, the default): the consume-transform-produce loop of exactly-once
@@ -16,7 +16,10 @@ holds every record before a client starts, so a transaction's latency, from its 
 return of its commit, is the transaction's own. The first transaction (group join, producer id)
 is not counted. Each client's destination is read back read_committed: every key once.
 With ``--kill-leader`` the destination's leader is SIGKILLed halfway through each client's
-run (and restarted after it), as in the issue.
+run (and restarted after it), as in the issue. With ``--kill-coordinator`` the transactional
+id's transaction coordinator is, at the same point: the group and transactional id are drawn so
+that this node leads neither topic and does not coordinate the group, so only the transaction
+coordinator moves.
 
 **Commits**: a transactional producer committing every N records on one kbroker node (the
 exactly-once issue's bar): begin, N records (100 B, linger.ms=5, confluent-kafka), commit,
@@ -45,10 +48,12 @@ from typing import Callable, Iterator
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.find_coordinator.v4 import request as find_v4
 
 from benchmarks.apache_kafka import KAFKA_VERSION, TOOL_JVM_OPTS, KafkaReferenceCluster, fetch_jars
 from benchmarks.harness import BrokerUnderTest
 from benchmarks.workloads import QUIET, create_topic
+from broker.wire_client import request
 from tests.cluster.cluster import KafkaCluster, wait_until
 
 API_TIMEOUT_S = 30
@@ -59,6 +64,7 @@ TARGETS = ("kbroker", "kafka")
 CLIENT_TIMEOUT_S = 600
 CLUSTER_TIMEOUT_S = 120.0
 WARM_UP_TXNS = 5
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 
 Cluster = KafkaCluster | KafkaReferenceCluster
 # (bootstrap, source, destination, group, transactional id, transactions, records per transaction,
@@ -193,6 +199,30 @@ def partition_state(bootstrap: str, topic: str) -> tuple[int, list[int]]:
     return meta.leader, meta.isrs
 
 
+def find_coordinator(bootstrap: str, key_type: int, key: str) -> int:
+    """The node id coordinating ``key``, asked until the coordinator's topic exists."""
+    deadline = time.monotonic() + CLUSTER_TIMEOUT_S
+    while True:
+        [found] = request(bootstrap, find_v4.FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,))).coordinators
+        if found.error_code == 0:
+            return int(found.node_id)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no coordinator for {key!r}: error {found.error_code}")
+        time.sleep(0.1)
+
+
+def ids_for_a_coordinator_kill(bootstrap: str, tag: str, source: str, dest: str) -> tuple[str, str]:
+    """A group and a transactional id whose transaction coordinator leads neither topic and does not
+    coordinate the group, so that killing it moves the transaction coordinator alone."""
+    leaders = {partition_state(bootstrap, source)[0], partition_state(bootstrap, dest)[0]}
+    for i in range(1000):
+        group, txn_id = f"group-{tag}-{i}", f"txn-{tag}-{i}"
+        coordinator = find_coordinator(bootstrap, TRANSACTION_KEY, txn_id)
+        if coordinator not in leaders and coordinator != find_coordinator(bootstrap, GROUP_KEY, group):
+            return group, txn_id
+    raise RuntimeError("no transactional id coordinated away from the topics' leaders and the group's coordinator")
+
+
 def fill(bootstrap: str, topic: str, records: int) -> None:
     value = random.Random(7).randbytes(100)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, **QUIET})
@@ -246,25 +276,29 @@ def make_cluster(target: str, root: Path, lib: Path | None) -> Cluster:
     return KafkaCluster(root, combined=3)
 
 
-def copy_on(cluster: Cluster, target: str, copier: tuple[str, Copier], txns: int, per_txn: int, kill_leader: bool) -> Row:
-    """One client's copy on ``cluster``: ``txns`` counted transactions after a first, uncounted one."""
+def copy_on(cluster: Cluster, target: str, copier: tuple[str, Copier], txns: int, per_txn: int, kill: str | None) -> Row:
+    """One client's copy on ``cluster``: ``txns`` counted transactions after a first, uncounted one;
+    ``kill``: "leader" (the destination's) or "coordinator" (the transaction coordinator's node)
+    SIGKILLed once half of them are committed."""
     name, copy = copier
     bootstrap = cluster.bootstrap
     tag = f"{name}-{random.randrange(1 << 30)}"
     source, dest = f"src-{tag}", f"dst-{tag}"
     create_rf3(bootstrap, source)
     create_rf3(bootstrap, dest)
+    group, txn_id = ids_for_a_coordinator_kill(bootstrap, tag, source, dest) if kill == "coordinator" else (f"group-{tag}", f"txn-{tag}")
     fill(bootstrap, source, (txns + 1) * per_txn)
     killed: list[int] = []
 
     def committed(index: int) -> None:
-        if kill_leader and not killed and index == txns // 2:
-            leader, _ = partition_state(bootstrap, dest)
-            cluster.nodes[leader].kill()
-            killed.append(leader)
+        if kill is not None and not killed and index == txns // 2:
+            node = partition_state(bootstrap, dest)[0] if kill == "leader" else find_coordinator(bootstrap, TRANSACTION_KEY, txn_id)
+            cluster.nodes[node].kill()
+            killed.append(node)
+            print(f"{name} on {target}: node {node}, the {'destination leader' if kill == 'leader' else 'transaction coordinator'}, killed after transaction {index}", flush=True)
 
     t0 = time.perf_counter()
-    latencies = copy(bootstrap, source, dest, f"group-{tag}", f"txn-{tag}", txns + 1, per_txn, committed)
+    latencies = copy(bootstrap, source, dest, group, txn_id, txns + 1, per_txn, committed)
     seconds = time.perf_counter() - t0
     for node in killed:
         cluster.nodes[node].launch()
@@ -274,8 +308,9 @@ def copy_on(cluster: Cluster, target: str, copier: tuple[str, Copier], txns: int
     return Row(name, target, latencies[1:], seconds, copied, distinct)
 
 
-def print_table(rows: list[Row], per_txn: int) -> None:
-    print(f"\nper-transaction latency, {per_txn} records per transaction, first transaction not counted")
+def print_table(rows: list[Row], per_txn: int, kill: str | None) -> None:
+    fault = {None: "", "leader": ", the destination leader killed", "coordinator": ", the transaction coordinator killed"}[kill]
+    print(f"\nper-transaction latency, {per_txn} records per transaction, first transaction not counted{fault}")
     print(f"{'client':<10} {'broker':<13} {'txns':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'total s':>8} {'copied':>8} {'distinct':>9}")
     for r in rows:
         broker = f"kafka {KAFKA_VERSION}" if r.target == "kafka" else r.target
@@ -291,7 +326,9 @@ def copy_main(argv: list[str]) -> None:
     parser.add_argument("--per-txn", type=int, default=1000)
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--targets", default=",".join(TARGETS))
-    parser.add_argument("--kill-leader", action="store_true", help="SIGKILL the destination's leader halfway through each client's run")
+    kills = parser.add_mutually_exclusive_group()
+    kills.add_argument("--kill-leader", dest="kill", action="store_const", const="leader", help="SIGKILL the destination's leader halfway through each client's run")
+    kills.add_argument("--kill-coordinator", dest="kill", action="store_const", const="coordinator", help="SIGKILL the transaction coordinator halfway through each client's run")
     args = parser.parse_args(argv)
     targets = args.targets.split(",")
     lib = fetch_jars() if "kafka" in targets or "java" in args.clients.split(",") else None
@@ -307,9 +344,9 @@ def copy_main(argv: list[str]) -> None:
                 cluster.start()
                 # Not counted: a fresh cluster's first transactions load its coordinators (and warm
                 # Kafka's JIT); their markers take longer than a warm cluster's.
-                copy_on(cluster, target, ("confluent", copy_confluent), WARM_UP_TXNS, args.per_txn, False)
+                copy_on(cluster, target, ("confluent", copy_confluent), WARM_UP_TXNS, args.per_txn, None)
                 for client in clients:
-                    row = copy_on(cluster, target, client, args.txns, args.per_txn, args.kill_leader)
+                    row = copy_on(cluster, target, client, args.txns, args.per_txn, args.kill)
                     rows.append(row)
                     print(json.dumps({"client": row.client, "broker": target, "p50_ms": round(statistics.median(row.latencies_ms), 1), "max_ms": round(max(row.latencies_ms), 1), "copied": row.copied}), flush=True)
             finally:
@@ -317,7 +354,7 @@ def copy_main(argv: list[str]) -> None:
                 # librdkafka handle goes on dialling the stopped cluster's ports.
                 gc.collect()
                 cluster.close()
-    print_table(rows, args.per_txn)
+    print_table(rows, args.per_txn, args.kill)
 
 
 # -- commits -----------------------------------------------------------------------------------

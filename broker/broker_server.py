@@ -74,7 +74,7 @@ from broker.handlers.share_fetch import (
     release_on_disconnect,
 )
 from broker.handlers.share_groups import ShareGroupDescribeHandler, ShareGroupHeartbeatHandler
-from broker.handlers.streams_groups import StreamsGroupDescribeHandler, StreamsGroupHeartbeatHandler
+from broker.handlers.streams_groups import StreamsGroupDescribeHandler, StreamsGroupHeartbeatHandler, StreamsGroupTopologyDescriptionUpdateHandler
 from broker.handlers.share_group_offsets import (
     AlterShareGroupOffsetsHandler,
     DeleteShareGroupOffsetsHandler,
@@ -419,6 +419,7 @@ class BrokerServer:
             ApiKey.SHARE_GROUP_DESCRIBE: ShareGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.STREAMS_GROUP_HEARTBEAT: StreamsGroupHeartbeatHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.STREAMS_GROUP_DESCRIBE: StreamsGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
+            ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE: StreamsGroupTopologyDescriptionUpdateHandler(self.metadata, self.auth),
             ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: DescribeShareGroupOffsetsHandler(
                 self.group_coordinator,
                 self.metadata,

@@ -102,6 +102,7 @@ class ApiKey(IntEnum):
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
+    STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE = 93
     ADD_RAFT_VOTER = 80
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82
@@ -251,6 +252,10 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
         # they answer UNSUPPORTED_VERSION (broker/group/streams_version.py).
         ApiRange(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, 1, 0),
         ApiRange(ApiKey.STREAMS_GROUP_DESCRIBE, 0, 1, 0),
+        # KIP-1331's push of a member's topology description (protocol/schema/: kio 0.6.5 has none).
+        # Like a Kafka 4.4 broker without group.streams.topology.description.plugin.class, kbroker
+        # keeps no descriptions and refuses every push (broker/handlers/streams_groups.py).
+        ApiRange(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, 0, 0, 0),
     )
 }
 

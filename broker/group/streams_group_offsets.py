@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from broker.group.consumer_group import CommitPartitionValidator, ConsumerGroupManager
 from broker.group.modern_group_manager import GroupError
 from broker.group.share_group_manager import ShareGroupManager
-from broker.group.streams_group import StreamsGroupMember
+from broker.group.streams_group import StreamsGroupMember, StreamsGroupState
 from broker.group.streams_group_manager import StreamsGroupManager
 from broker.group.streams_group_records import StreamsGroupTopologyValue
 
@@ -127,8 +127,11 @@ class ModernGroupOffsets:
         self._refuse_share_group(group_id)
 
     def subscribed_topics(self, group_id: str) -> set[str] | None:
-        """A streams group's topology's source and repartition source topics (StreamsGroup.isSubscribedToTopic)."""
+        """A streams group's topology's source and repartition source topics (StreamsGroup.isSubscribedToTopic):
+        none once the group is Empty, whose offsets OffsetDelete may then delete."""
         group = self._streams.groups.get(group_id)
         if group is None:
             return self._consumer.subscribed_topics(group_id)
-        return set() if group.topology is None else set(_source_topic_map(group.topology))
+        if group.topology is None or group.state in (StreamsGroupState.EMPTY, StreamsGroupState.DEAD):
+            return set()
+        return set(_source_topic_map(group.topology))

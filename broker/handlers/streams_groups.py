@@ -1,8 +1,9 @@
 """KIP-1071's streams group membership: StreamsGroupHeartbeat and StreamsGroupDescribe, answered as
 Kafka 4.4's KafkaApis (handleStreamsGroupHeartbeat, handleStreamsGroupDescribe) answers them, at
-v0-1 (v1's codecs are protocol/schema/'s).
+v0-1 (v1's codecs are protocol/schema/'s), and KIP-1331's StreamsGroupTopologyDescriptionUpdate v0,
+which a broker without a topology description plugin refuses.
 
-Both refuse everything while streams.version is below 1 (broker/group/streams_version.py), before
+All three refuse everything while streams.version is below 1 (broker/group/streams_version.py), before
 any authorization: a new cluster finalizes 1 from metadata.version 4.2-IV1, as Kafka 4.4's does.
 
 v1 is KIP-1331's. The heartbeat carries the real AcceptableRecoveryLag (v0's legacy field stays 0)
@@ -42,7 +43,7 @@ from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.security.standard_acl import AclOperation, ResourceType
 from protocol.api_keys import ApiKey, response_schema
-from protocol.entities import build, nested
+from protocol.entities import build, error_only, nested
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +51,8 @@ log = structlog.get_logger(__name__)
 LEAVE_EPOCHS = (-1, -2)
 # StreamsGroupDescribe v1's TopologyDescriptionStatus: not asked for, or asked for and not kept.
 TOPOLOGY_DESCRIPTION_NOT_REQUESTED, TOPOLOGY_DESCRIPTION_NOT_STORED = 0, 1
+# GroupCoordinatorService's refusal of every topology description push without a plugin.
+NO_TOPOLOGY_DESCRIPTION_PLUGIN = "The broker has no streams group topology description plugin configured."
 
 
 def _acceptable_recovery_lag(schema: Any, lag: int | None) -> int:
@@ -203,6 +206,27 @@ class StreamsGroupHeartbeatHandler:
             endpoint_information_epoch=r.endpoint_information_epoch,
             partitions_by_user_endpoint=endpoints,
         )
+
+
+class StreamsGroupTopologyDescriptionUpdateHandler:
+    """A member's push of its topology description. Kafka 4.4 checks streams.version, then READ on
+    the group (both answered with no message), then hands it to GroupCoordinatorService, whose
+    first check is that group.streams.topology.description.plugin.class is set: kbroker has no such
+    plugin, so every push that gets that far is refused as Kafka refuses it, before any look at the
+    member, the group or its coordinator. (The service's COORDINATOR_NOT_AVAILABLE while it is not
+    started has no counterpart: kbroker's coordinator serves from start-up.)"""
+
+    def __init__(self, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
+        self._metadata = metadata
+        self._auth = auth or AuthHelper(None)
+
+    def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
+        schema = response_schema(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, ctx.version)
+        if not streams_groups_enabled(self._metadata.image.features):
+            return error_only(schema, ErrorCode.unsupported_version)
+        if not self._auth.authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            return error_only(schema, ErrorCode.group_authorization_failed)
+        return error_only(schema, ErrorCode.unsupported_version, NO_TOPOLOGY_DESCRIPTION_PLUGIN)
 
 
 class StreamsGroupDescribeHandler:

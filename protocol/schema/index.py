@@ -28,6 +28,10 @@ SCHEMAS: Mapping[tuple[int, int], tuple[str, str]] = MappingProxyType(
             "protocol.schema.streams_group_describe.v1.request:StreamsGroupDescribeRequest",
             "protocol.schema.streams_group_describe.v1.response:StreamsGroupDescribeResponse",
         ),
+        (93, 0): (
+            "protocol.schema.streams_group_topology_description_update.v0.request:StreamsGroupTopologyDescriptionUpdateRequest",
+            "protocol.schema.streams_group_topology_description_update.v0.response:StreamsGroupTopologyDescriptionUpdateResponse",
+        ),
         (94, 0): (
             "protocol.schema.unregister_controller.v0.request:UnregisterControllerRequest",
             "protocol.schema.unregister_controller.v0.response:UnregisterControllerResponse",

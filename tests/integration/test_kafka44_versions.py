@@ -29,9 +29,9 @@ alone, byte for byte), DeleteGroups v3 (a null ErrorMessage per group) and TxnOf
 (KIP-1319: topic IDs, UNKNOWN_TOPIC_ID; GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH where v5 says
 ILLEGAL_GENERATION).
 
-The streams group APIs (KIP-1071) are listed at v0-1 as Kafka 4.4 lists them; their v1 (KIP-1331,
-protocol/schema/ too) is diffed in tests/integration/test_streams_groups_wire.py and
-tests/unit/test_streams_groups_v1.py.
+The streams group APIs (KIP-1071) are listed at v0-1 as Kafka 4.4 lists them, and KIP-1331's
+StreamsGroupTopologyDescriptionUpdate at v0; their v1 and its v0 (protocol/schema/ too) are diffed in
+tests/integration/test_streams_groups_wire.py and tests/unit/test_streams_groups_v1.py.
 """
 
 from __future__ import annotations
@@ -91,11 +91,10 @@ KAFKA_44_TOPS = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10, 15: 6, 18: 5, 22: 5, 
 # coordinator's five state APIs and the share group offsets APIs.
 KAFKA_44_SHARE_RANGES = {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 83: (0, 0), 84: (0, 0), 85: (0, 1), 86: (0, 0), 87: (0, 1), 90: (0, 1), 91: (0, 0), 92: (0, 0)}
 # KIP-1071's StreamsGroupHeartbeat and StreamsGroupDescribe as Kafka 4.4's BrokerApiVersionsCommand
-# lists them on a node with its defaults (whatever streams.version): v0-1, v1 being KIP-1331's.
-# (Kafka 4.4 also lists KIP-1331's StreamsGroupTopologyDescriptionUpdate (93) v0, which kbroker does
-# not serve: without a topology description plugin, Kafka's default, it only answers UNSUPPORTED_VERSION,
-# and no heartbeat ever asks a client to send it.)
-KAFKA_44_STREAMS_RANGES = {88: (0, 1), 89: (0, 1)}
+# lists them on a node with its defaults (whatever streams.version): v0-1, v1 being KIP-1331's; and
+# KIP-1331's StreamsGroupTopologyDescriptionUpdate v0, which both refuse without a topology
+# description plugin (Kafka's default).
+KAFKA_44_STREAMS_RANGES = {88: (0, 1), 89: (0, 1), 93: (0, 0)}
 GROUP_ID_NOT_FOUND, INVALID_PRODUCER_EPOCH, UNSUPPORTED_VERSION, INVALID_REGULAR_EXPRESSION = 69, 47, 35, 128
 SECOND = datetime.timedelta(seconds=1)
 
@@ -473,7 +472,7 @@ def test_kafka_tools_on_the_raised_versions(module_broker: BrokerProcess, topic:
     for api, top in (("ApiVersions(18)", 5), ("TxnOffsetCommit(28)", 6), ("DeleteGroups(42)", 3), ("DescribeGroups(15)", 6), ("WriteTxnMarkers(27)", 2), ("DescribeLogDirs(35)", 5), ("DescribeCluster(60)", 2), ("ListTransactions(66)", 2), ("ConsumerGroupDescribe(69)", 1), ("AddRaftVoter(80)", 1)):
         assert f"{api}: " in versions.stdout and f"to {top} [usable: {top}]" in versions.stdout.split(f"{api}: ")[1].split(",")[0], api
     # The streams group APIs, as the tool printed them for a Kafka 4.4 node.
-    for line in ("StreamsGroupHeartbeat(88): 0 to 1 [usable: 1]", "StreamsGroupDescribe(89): 0 to 1 [usable: 1]"):
+    for line in ("StreamsGroupHeartbeat(88): 0 to 1 [usable: 1]", "StreamsGroupDescribe(89): 0 to 1 [usable: 1]", "StreamsGroupTopologyDescriptionUpdate(93): 0 [usable: 0]"):
         assert line in versions.stdout, line
 
 

@@ -136,6 +136,7 @@ def test_supported_ranges_match_kafka_specs() -> None:
     # KIP-1071's streams group APIs, newer than the specs in ../shared; v1 is KIP-1331's (protocol/schema/).
     for key in (ApiKey.STREAMS_GROUP_HEARTBEAT, ApiKey.STREAMS_GROUP_DESCRIBE):
         by_key[key] = {"name": key.name, "validVersions": "0-1", "flexibleVersions": "0+"}
+    by_key[ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE] = {"name": "StreamsGroupTopologyDescriptionUpdateRequest", "validVersions": "0", "flexibleVersions": "0+"}
     # Vote v2 (KIP-996 pre-vote), AlterPartitionReassignments v1 (KIP-860, Kafka 4.1), Produce v12
     # and TxnOffsetCommit v5 (KIP-890 part 2, Kafka 4.0) are newer than the specs in ../shared, as
     # are the tops Kafka 4.4 serves: Produce v13, Fetch v18, ListOffsets v11, Metadata v13,

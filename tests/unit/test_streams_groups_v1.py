@@ -1,7 +1,7 @@
-"""KIP-1331's StreamsGroupHeartbeat v1 and StreamsGroupDescribe v1, which kio 0.6.5 lacks
-(protocol/schema/): their codecs (hypothesis round trips, bytes as a Kafka 4.4 node encoded them),
-and what v1 changes in the handlers, each answer as a Kafka 4.4 node with its defaults (no topology
-description plugin) gave it to the same request."""
+"""KIP-1331's StreamsGroupHeartbeat v1, StreamsGroupDescribe v1 and StreamsGroupTopologyDescriptionUpdate
+v0, which kio 0.6.5 lacks (protocol/schema/): their codecs (hypothesis round trips, bytes as a Kafka
+4.4 node encoded them), and what they change in the handlers, each answer as a Kafka 4.4 node with
+its defaults (no topology description plugin) gave it to the same request."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.schema.streams_group_heartbeat.v0 import request as heartbeat_v0
-from kio.static.primitive import i16, i32
+from kio.static.primitive import i8, i16, i32
 
+from broker.auth_helper import AuthHelper
 from broker.group.group_coordinator_shard import GroupCoordinatorShard
 from broker.group.group_metadata_manager import GroupConfig
-from broker.handlers.streams_groups import StreamsGroupDescribeHandler, StreamsGroupHeartbeatHandler
+from broker.handlers.streams_groups import StreamsGroupDescribeHandler, StreamsGroupHeartbeatHandler, StreamsGroupTopologyDescriptionUpdateHandler
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_delta import apply_records
 from broker.metadata.metadata_image import EMPTY_IMAGE
@@ -33,6 +34,8 @@ from protocol.schema.streams_group_describe.v1 import request as describe_v1
 from protocol.schema.streams_group_describe.v1 import response as describe_response_v1
 from protocol.schema.streams_group_heartbeat.v1 import request as heartbeat_v1
 from protocol.schema.streams_group_heartbeat.v1 import response as heartbeat_response_v1
+from protocol.schema.streams_group_topology_description_update.v0 import request as topology_update_v0
+from protocol.schema.streams_group_topology_description_update.v0 import response as topology_update_response_v0
 from tests.unit.test_kafka44_schemas import decode, encode
 
 GROUP = "app"
@@ -44,6 +47,7 @@ V1_ENTITIES = (
     describe_v1.StreamsGroupDescribeRequest,
     describe_response_v1.StreamsGroupDescribeResponse,
 )
+TOPOLOGY_UPDATE_ENTITIES = (topology_update_v0.StreamsGroupTopologyDescriptionUpdateRequest, topology_update_response_v0.StreamsGroupTopologyDescriptionUpdateResponse)
 # What a Kafka 4.4.0 node answered (the body after the response header), streams.version 1:
 # a v1 heartbeat with an empty member id (INVALID_REQUEST, AcceptableRecoveryLag -1, an empty
 # Status array)...
@@ -69,10 +73,10 @@ def test_v1_is_ours_and_v0_kios(api_key: ApiKey) -> None:
     assert request_schema(api_key, 0).__module__.startswith("kio.schema.")
 
 
-@pytest.mark.parametrize("schema", V1_ENTITIES, ids=lambda s: s.__name__)
+@pytest.mark.parametrize("schema", V1_ENTITIES + TOPOLOGY_UPDATE_ENTITIES, ids=lambda s: s.__name__)
 @settings(max_examples=40, deadline=None, suppress_health_check=LARGE_ENTITIES)
 @given(data=st.data())
-def test_v1_entities_round_trip(schema: type, data: st.DataObject) -> None:
+def test_entities_round_trip(schema: type, data: st.DataObject) -> None:
     entity = data.draw(st.from_type(schema))
     assert decode(schema, encode(entity)) == entity
 
@@ -209,3 +213,76 @@ def test_describe_below_streams_version_1_is_unsupported_in_request_order(versio
         ("", ErrorCode.unsupported_version, 0, None),
         ("a", ErrorCode.unsupported_version, 0, None),
     ]
+
+
+# -- StreamsGroupTopologyDescriptionUpdate v0 ----------------------------------------------------------
+
+# A push as kafka-clients 4.4's StreamsGroupTopologyDescriptionUpdateRequestData serializes it
+# (MessageUtil.toByteBufferAccessor at v0): a source and a sink in subtopology "0", and a global
+# store fed by a source and a processor.
+KAFKA_44_TOPOLOGY_UPDATE_REQUEST = bytes.fromhex(
+    "04" + b"app".hex() + "03" + b"m1".hex() + "00000000"
+    "02" "02" + b"0".hex() + "03"
+    "1a" + b"KSTREAM-SOURCE-0000000000".hex() + "01" "02" "03" + b"in".hex() + "00" "01" "02" "18" + b"KSTREAM-SINK-0000000001".hex() + "00"
+    "18" + b"KSTREAM-SINK-0000000001".hex() + "03" "01" "04" + b"out".hex() + "01" "01" "00" "00"
+    "02"
+    "1a" + b"KSTREAM-SOURCE-0000000002".hex() + "01" "02" "07" + b"global".hex() + "00" "01" "01" "00"
+    "19" + b"KTABLE-SOURCE-0000000003".hex() + "02" "01" "00" "02" "0d" + b"global-store".hex() + "01" "00"
+    "00" "00" "00"
+)
+# What a Kafka 4.4.0 node answered (the body after the response header) to a v0 push, whether of
+# that description to group "app" or of an empty one with an empty group and member id: with
+# streams.version 1 and no topology description plugin (its default), UNSUPPORTED_VERSION with
+# GroupCoordinatorService's message...
+KAFKA_44_TOPOLOGY_UPDATE_NO_PLUGIN = bytes.fromhex(
+    "00000000" "0023" "48" + b"The broker has no streams group topology description plugin configured.".hex() + "00"
+)
+# ... and once streams.version was downgraded to 0, UNSUPPORTED_VERSION with no message.
+KAFKA_44_TOPOLOGY_UPDATE_STREAMS_OFF = bytes.fromhex("00000000" "0023" "00" "00")
+
+
+def topology_update(group_id: str = "app", member_id: str = "m1") -> Any:
+    m = topology_update_v0
+    source = m.TopologyDescriptionNode(name="KSTREAM-SOURCE-0000000000", node_type=i8(1), source_topics=("in",), successors=("KSTREAM-SINK-0000000001",))
+    sink = m.TopologyDescriptionNode(name="KSTREAM-SINK-0000000001", node_type=i8(3), sink_topic="out")
+    store = m.TopologyDescriptionGlobalStore(
+        source=m.TopologyDescriptionNode(name="KSTREAM-SOURCE-0000000002", node_type=i8(1), source_topics=("global",)),
+        processor=m.TopologyDescriptionNode(name="KTABLE-SOURCE-0000000003", node_type=i8(2), stores=("global-store",)),
+    )
+    description = m.TopologyDescription(subtopologies=(m.TopologyDescriptionSubtopology(subtopology_id="0", nodes=(source, sink)),), global_stores=(store,))
+    return m.StreamsGroupTopologyDescriptionUpdateRequest(group_id=group_id, member_id=member_id, topology_epoch=i32(0), topology_description=description)
+
+
+def test_topology_update_v0_is_ours() -> None:
+    api_key = ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE
+    assert (int(api_key), SUPPORTED_APIS[api_key].min_version, SUPPORTED_APIS[api_key].max_version) == (93, 0, 0)
+    for schema in (request_schema(api_key, 0), response_schema(api_key, 0)):
+        assert schema.__module__.startswith("protocol.schema.")
+        assert (int(schema.__api_key__), int(schema.__version__), schema.__flexible__) == (93, 0, True)
+
+
+def test_topology_update_request_bytes_are_kafka_44s() -> None:
+    assert encode(topology_update()) == KAFKA_44_TOPOLOGY_UPDATE_REQUEST
+    assert decode(topology_update_v0.StreamsGroupTopologyDescriptionUpdateRequest, KAFKA_44_TOPOLOGY_UPDATE_REQUEST) == topology_update()
+
+
+def test_topology_update_is_refused_without_a_plugin_as_kafka_44_refuses_it() -> None:
+    """No plugin: the same refusal for any push, an invalid one (empty ids) too, since Kafka checks
+    the plugin before the request; below streams.version 1, the API's own refusal."""
+    handler = StreamsGroupTopologyDescriptionUpdateHandler(metadata(1))  # type: ignore[arg-type]
+    ctx = context(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, 0)
+    assert encode_body(handler(ctx, topology_update())) == KAFKA_44_TOPOLOGY_UPDATE_NO_PLUGIN
+    assert encode_body(handler(ctx, topology_update(group_id="", member_id=""))) == KAFKA_44_TOPOLOGY_UPDATE_NO_PLUGIN
+    off = StreamsGroupTopologyDescriptionUpdateHandler(metadata(0))  # type: ignore[arg-type]
+    assert encode_body(off(ctx, topology_update())) == KAFKA_44_TOPOLOGY_UPDATE_STREAMS_OFF
+
+
+def test_topology_update_needs_read_on_the_group() -> None:
+    """KafkaApis.handleStreamsGroupTopologyDescriptionUpdate: after streams.version, READ on the
+    group, refused as GROUP_AUTHORIZATION_FAILED with no message, before the plugin check."""
+    denied: Any = types.SimpleNamespace(authorizer=types.SimpleNamespace(authorize=lambda principal, host, action: False))
+    handler = StreamsGroupTopologyDescriptionUpdateHandler(metadata(1), AuthHelper(denied))  # type: ignore[arg-type]
+    answer = handler(context(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, 0), topology_update())
+    assert (answer.error_code, answer.error_message) == (ErrorCode.group_authorization_failed, None)
+    off = StreamsGroupTopologyDescriptionUpdateHandler(metadata(0), AuthHelper(denied))  # type: ignore[arg-type]
+    assert off(context(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, 0), topology_update()).error_code == ErrorCode.unsupported_version
