@@ -1,7 +1,8 @@
-"""Apache Kafka 4.4.0 itself as a reference cluster: N combined broker+controller nodes on loopback.
+"""Apache Kafka 4.4.0 itself as a reference cluster: N combined broker+controller nodes on loopback,
+or controller-only and broker-only nodes (``controllers`` and ``brokers``), as kbroker's test clusters.
 
     python -m benchmarks.apache_kafka fetch
-    python -m benchmarks.apache_kafka run [--nodes 3] [--dir DIR] [--override key=value ...]
+    python -m benchmarks.apache_kafka run [--nodes 3] [--controllers 0 --brokers 0] [--dir DIR] [--override key=value ...]
 
 The jars come from Maven Central once, resolved by ``mvn`` (dependency:copy-dependencies over a
 small pom: kafka_2.13 for the server and ``kafka.tools.StorageTool``, kafka-tools for the CLIs,
@@ -191,11 +192,20 @@ def _connects(port: int) -> bool:
         return False
 
 
-class KafkaNode:
-    """One combined broker+controller JVM; restarts keep its ports and log directory."""
+COMBINED = ("broker", "controller")
 
-    def __init__(self, node_id: int, client_port: int, controller_port: int, node_dir: Path, lib: Path, log4j_config: Path) -> None:
+
+class KafkaNode:
+    """One KRaft JVM, combined broker+controller unless ``roles`` says otherwise (a controller-only
+    node has no client port, a broker-only node no controller port); restarts keep its ports and
+    log directory."""
+
+    def __init__(
+        self, node_id: int, client_port: int | None, controller_port: int | None, node_dir: Path, lib: Path, log4j_config: Path,
+        roles: tuple[str, ...] = COMBINED,
+    ) -> None:
         self.node_id = node_id
+        self.roles = roles
         self.client_port = client_port
         self.controller_port = controller_port
         self.node_dir = node_dir
@@ -207,6 +217,14 @@ class KafkaNode:
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
         self._run_log_start = 0
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
 
     @property
     def bootstrap(self) -> str:
@@ -238,7 +256,10 @@ class KafkaNode:
     def await_started(self, timeout_s: float = START_TIMEOUT_S) -> None:
         assert self.proc is not None, f"node {self.node_id} never launched"
         deadline = time.monotonic() + timeout_s
-        while not (self._started_logged() and _connects(self.client_port)):
+        # KafkaRaftServer logs its started message whatever the roles; a controller-only node has only its controller port.
+        port = self.client_port if self.is_broker else self.controller_port
+        assert port is not None
+        while not (self._started_logged() and _connects(port)):
             if self.proc.poll() is not None:
                 self._close_log()
                 raise RuntimeError(f"node {self.node_id} exited with {self.proc.returncode} during start-up:\n{self.tail()}")
@@ -325,41 +346,57 @@ def kill_nodes(nodes: Iterable[KafkaNode]) -> None:
 
 
 class KafkaReferenceCluster:
-    """``nodes`` combined KRaft nodes of Apache Kafka, ids 1..nodes, all voters of a static quorum."""
+    """``nodes`` combined KRaft nodes of Apache Kafka, then ``controllers`` controller-only and
+    ``brokers`` broker-only ones, ids from 1 in that order (as tests/cluster/cluster.py numbers
+    kbroker's); every controller a voter of a static quorum."""
 
-    def __init__(self, root: Path, lib: Path, *, nodes: int = 3, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, root: Path, lib: Path, *, nodes: int = 3, overrides: dict[str, str] | None = None, controllers: int = 0, brokers: int = 0,
+    ) -> None:
         self.root = root
         self.lib = lib
         self.cluster_id = random_cluster_id()
         root.mkdir(parents=True, exist_ok=True)
         self.log4j_config = root / "log4j2.properties"
         self.log4j_config.write_text(LOG4J2_PROPERTIES)
-        ports = iter(free_ports(2 * nodes))
+        ports = iter(free_ports(2 * nodes + controllers + brokers))
+        roles = [COMBINED] * nodes + [("controller",)] * controllers + [("broker",)] * brokers
         self.nodes = {
-            i: KafkaNode(i, next(ports), next(ports), root / f"node{i}", lib, self.log4j_config)
-            for i in range(1, nodes + 1)
+            i: KafkaNode(
+                i, next(ports) if "broker" in r else None, next(ports) if "controller" in r else None,
+                root / f"node{i}", lib, self.log4j_config, roles=r,
+            )
+            for i, r in enumerate(roles, start=1)
         }
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values())
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values() if n.is_controller)
+        size = nodes + brokers
         for node in self.nodes.values():
             node.node_dir.mkdir(parents=True, exist_ok=True)
-            props = self.properties(node, voters, nodes) | (overrides or {})
+            props = self.properties(node, voters, size) | (overrides or {})
             node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     @staticmethod
     def properties(node: KafkaNode, voters: str, size: int) -> dict[str, str]:
-        return {
-            "process.roles": "broker,controller",
+        """``size``: how many brokers the cluster has, for the internal topics' replication."""
+        listeners = [f"PLAINTEXT://127.0.0.1:{node.client_port}"] if node.is_broker else []
+        listeners += [f"CONTROLLER://127.0.0.1:{node.controller_port}"] if node.is_controller else []
+        props = {
+            "process.roles": ",".join(node.roles),
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.client_port},CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port}",
+            "listeners": ",".join(listeners),
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT" if node.is_broker else "CONTROLLER:PLAINTEXT",
             "log.dirs": str(node.data_dir),
             # Kafka's defaults are 3 and 8 threads per node: too many for three JVMs on two cores.
             "num.network.threads": "2",
             "num.io.threads": "2",
+        }
+        if not node.is_broker:
+            return props
+        return props | {
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.client_port}",
+            "inter.broker.listener.name": "PLAINTEXT",
             "group.initial.rebalance.delay.ms": "0",
             # Internal topics' defaults (RF 3, min ISR 2) only fit clusters of three or more.
             "offsets.topic.replication.factor": str(min(size, 3)),
@@ -405,7 +442,15 @@ class KafkaReferenceCluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values() if n.running)
+        return ",".join(n.bootstrap for n in self.nodes.values() if n.running and n.is_broker)
+
+    @property
+    def brokers(self) -> list[KafkaNode]:
+        return [n for n in self.nodes.values() if n.is_broker]
+
+    @property
+    def controllers(self) -> list[KafkaNode]:
+        return [n for n in self.nodes.values() if n.is_controller]
 
     def controller_bootstrap(self, node_id: int) -> str:
         return self.nodes[node_id].controller_bootstrap
@@ -425,7 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("fetch", help="download the jars (once) and print their directory")
     run = commands.add_parser("run", help="start a cluster and keep it up until Ctrl-C")
-    run.add_argument("--nodes", type=int, default=3)
+    run.add_argument("--nodes", type=int, default=3, help="combined broker+controller nodes")
+    run.add_argument("--controllers", type=int, default=0, help="controller-only nodes, after the combined ones")
+    run.add_argument("--brokers", type=int, default=0, help="broker-only nodes, after the controllers")
     run.add_argument("--dir", type=Path, help="keep the nodes' data and logs here (default: a temporary directory)")
     run.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
@@ -436,11 +483,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     overrides = dict(o.split("=", 1) for o in args.override)
     with tempfile.TemporaryDirectory(prefix="apache-kafka-") as tmp:
-        with KafkaReferenceCluster(args.dir or Path(tmp), lib, nodes=args.nodes, overrides=overrides) as cluster:
+        with KafkaReferenceCluster(
+            args.dir or Path(tmp), lib, nodes=args.nodes, overrides=overrides, controllers=args.controllers, brokers=args.brokers
+        ) as cluster:
             cluster.start()
             print(f"Apache Kafka {KAFKA_VERSION}, cluster id {cluster.cluster_id}, up in {time.monotonic() - started:.1f} s", flush=True)
             print(f"bootstrap.servers={cluster.bootstrap}")
-            print(f"controllers={','.join(n.controller_bootstrap for n in cluster.nodes.values())}")
+            print(f"controllers={','.join(n.controller_bootstrap for n in cluster.controllers)}")
             print(f"logs: {cluster.root}/node*/server.log; Ctrl-C stops every node", flush=True)
             try:
                 while all(n.running for n in cluster.nodes.values()):

@@ -225,6 +225,8 @@ class BrokerServer:
             self.share_coordinator.config.state_topic_num_partitions,
             inter_broker_listener_name=cfg.inter_broker_listener.name,
         )
+        # KIP-227's incremental fetch sessions of consumers and followers (Fetch).
+        self.fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         # KIP-932's ShareFetch/ShareAcknowledge: share sessions, and the share partitions this node leads.
         self.share_sessions = ShareSessionCache(cfg.group_share_max_share_sessions)
         share_group_configs = ShareGroupConfigs.of_metadata(cfg, self.metadata)
@@ -376,7 +378,6 @@ class BrokerServer:
 
     def _handlers(self) -> dict[ApiKey, Callable[[RequestContext, object], object]]:
         cfg = self.config
-        sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots)
         identity = NodeIdentity(self.metadata.cluster_id, cfg.node_id)
         handlers: dict[ApiKey, Callable[[RequestContext, object], object]] = {
             ApiKey.API_VERSIONS: lambda ctx, req: api_versions_answer(ctx.version, req, self._apis, features=self._feature_info(), identity=identity if ctx.client.authenticated else None),
@@ -384,7 +385,7 @@ class BrokerServer:
             ApiKey.DESCRIBE_TOPIC_PARTITIONS: DescribeTopicPartitionsHandler(self.metadata, cfg.max_request_partition_size_limit, self.auth),
             ApiKey.PRODUCE: ProduceHandler(self.replica_manager, self.metadata, self.produce_verifier, self.auth, self.produce_quota),
             ApiKey.FETCH: FetchHandler(
-                self.replica_manager, self.metadata, sessions, self.metrics, cfg.fetch_max_bytes, ReplicationQuotaManager.leader(self.metadata), self.auth, self.fetch_quota
+                self.replica_manager, self.metadata, self.fetch_sessions, self.metrics, cfg.fetch_max_bytes, ReplicationQuotaManager.leader(self.metadata), self.auth, self.fetch_quota
             ),
             ApiKey.LIST_OFFSETS: ListOffsetsHandler(self.replica_manager, self.metadata, self.auth),
             ApiKey.DESCRIBE_CONFIGS: DescribeConfigsHandler(self.metadata, self.dynamic_config, self.log_manager.describe_cleaning, self.auth),

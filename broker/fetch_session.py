@@ -99,9 +99,16 @@ class FetchSessionCache:
         # In order of last use, the least recently used first.
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
         self._ids = (random.randint(1, 2**31 - 1) for _ in itertools.count())
+        # Kafka's IncrementalFetchSessionEvictionsPerSec: sessions dropped to make room for a new one.
+        self.evictions = 0
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    @property
+    def partitions_cached(self) -> int:
+        """Kafka's NumIncrementalFetchPartitionsCached: the partitions of every session."""
+        return sum(len(s.partitions) for s in self._sessions.values())
 
     def new_context(
         self,
@@ -156,6 +163,7 @@ class FetchSessionCache:
         oldest = next(iter(self._sessions.values()))
         if now_ms - oldest.last_used_ms > self._eviction_ms:
             del self._sessions[oldest.id]
+            self.evictions += 1
             return True
         # A session young enough is safe from everyone, except a consumer's from a follower.
         evictable = [
@@ -167,6 +175,7 @@ class FetchSessionCache:
         if (privileged, size, 0) < victim.eviction_key():
             return False
         del self._sessions[victim.id]
+        self.evictions += 1
         return True
 
 

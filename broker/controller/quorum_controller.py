@@ -15,11 +15,13 @@ and retries there. On the other controllers this object only follows the log.
 Broker liveness is soft state of the ClusterControlManager: a newly active controller gives
 every registered broker a fresh session, and a timer fences the brokers whose session runs out.
 The same timer, with auto.leader.rebalance.enable, gives leadership back to preferred replicas
-every leader.imbalance.check.interval.seconds, and, while some partition has no leader, tries
-an unclean election for those whose topic allows one every unclean.leader.election.interval.ms,
-as Kafka 4's controller does. It also appends a NoOpRecord every metadata.max.idle.interval.ms
-(KIP-835; 0 disables it), whatever else is written, so that the high watermark and every node's
-last applied offset and timestamp keep moving and a node that stopped following shows its lag.
+every leader.imbalance.check.interval.seconds, and tries an unclean election for each leaderless
+partition whose topic allows one every unclean.leader.election.interval.ms, as Kafka 4's
+controller does: that check is the only one that elects a partition left leaderless before its
+topic allowed unclean elections (enabling the config elects nothing by itself). It also appends
+a NoOpRecord every metadata.max.idle.interval.ms (KIP-835; 0 disables it), whatever else is
+written, so that the high watermark and every node's last applied offset and timestamp keep
+moving and a node that stopped following shows its lag.
 A fresh cluster's first active controller writes the finalized feature levels (metadata.version
 first, then eligible.leader.replicas.version 1 and transaction.version 2 as Kafka 4.1 formats
 new clusters); brokers register themselves through BrokerRegistration.
@@ -187,8 +189,7 @@ class QuorumController:
         self._balance_interval_ms = config.leader_imbalance_check_interval_seconds * 1000 if config.auto_leader_rebalance_enable else None
         self._next_balance_ms: int | None = None  # set only while active and balancing is on
         self._unclean_interval_ms = config.unclean_leader_election_interval_ms
-        self._next_unclean_ms: int | None = None  # set only while active and some partition has no leader
-        self._leaderless_checked: MetadataImage | None = None  # the image last looked at for leaderless partitions
+        self._next_unclean_ms: int | None = None  # set only while active
         self._max_idle_interval_ms = config.metadata_max_idle_interval_ms or None  # 0: no NoOpRecords
         self._next_no_op_ms: int | None = None  # set only while active and NoOpRecords are on
         # QuorumControllerMetrics: LastCommittedRecordOffset, LastAppliedRecordOffset and -Timestamp.
@@ -277,6 +278,7 @@ class QuorumController:
         if self._balance_interval_ms is not None:
             # As Kafka: the first check an interval after taking over, not at once.
             self._next_balance_ms = self._now_ms() + self._balance_interval_ms
+        self._next_unclean_ms = self._now_ms() + self._unclean_interval_ms
         if self._max_idle_interval_ms is not None:
             self._next_no_op_ms = self._now_ms() + self._max_idle_interval_ms
         self._log.info("controller.activated", epoch=epoch, committed_offset=self._committed, brokers=len(image.brokers))
@@ -299,7 +301,6 @@ class QuorumController:
         # As Kafka's OffsetControlManager.deactivate: what was appended but not committed is not applied.
         self._last_applied_record_offset = self._committed
         self._next_unclean_ms = None
-        self._leaderless_checked = None
         waiters, self._waiters = self._waiters, []
         for _, _, future in waiters:
             if not future.done():
@@ -476,19 +477,13 @@ class QuorumController:
         return more
 
     async def _elect_unclean_if_due(self) -> None:
-        """As Kafka schedules it: an interval after a partition is seen leaderless, again at once if the cap was reached."""
-        now = self._now_ms()
-        if self._next_unclean_ms is None:
-            image = self._image()
-            if image is not self._leaderless_checked and self._logic.replication.has_leaderless_partitions(image):
-                self._next_unclean_ms = now + self._unclean_interval_ms
-            self._leaderless_checked = image
+        """As Kafka's electUnclean periodic task: every interval from activation, again at once if the cap was reached."""
+        if self._next_unclean_ms is None or self._now_ms() < self._next_unclean_ms:
             return
-        if now < self._next_unclean_ms:
-            return
-        self._next_unclean_ms = None
-        self._leaderless_checked = None
-        if await self.elect_unclean_leaders() and self._active_epoch is not None:
+        # Set before the pass, so that a failed one waits an interval too.
+        self._next_unclean_ms = self._now_ms() + self._unclean_interval_ms
+        more = await self.elect_unclean_leaders()
+        if more and self._next_unclean_ms is not None:  # None: this controller resigned meanwhile
             self._next_unclean_ms = self._now_ms() + BALANCE_RERUN_MS
 
     async def maybe_write_no_op_record(self) -> bool:
@@ -607,18 +602,6 @@ class QuorumController:
 
         return await self._write(decide)
 
-    async def elect_leaderless_partitions(self) -> int:
-        """Give every leaderless partition a leader where its election rules now allow one; how many got one."""
-
-        def decide(image: MetadataImage) -> tuple[list[MetadataRecord], int]:
-            records = self._logic.replication.elect_leaderless(image)
-            return list(records), len(records)
-
-        elected = await self._write(decide)
-        if elected:
-            self._log.info("controller.leaderless_partitions_elected", partitions=elected)
-        return elected
-
     async def alter_client_quotas(self, alterations: list[QuotaAlteration], validate_only: bool) -> list[QuotaResult]:
         def decide(image: MetadataImage) -> tuple[list[MetadataRecord], list[QuotaResult]]:
             records, results = alter_client_quotas(image, alterations)
@@ -655,12 +638,9 @@ class QuorumController:
             )
             return ([] if validate_only else records), results
 
-        results = await self._write(decide)
-        if not validate_only:
-            # A topic or broker that now allows unclean elections gets its leaderless partitions
-            # a leader at once, as Kafka's dynamic config does, not at the next broker change.
-            await self.elect_leaderless_partitions()
-        return results
+        # A topic or broker that now allows unclean elections gets no leader for its leaderless
+        # partitions here: as in Kafka 4.4, the periodic check elects them (or ElectLeaders, unclean).
+        return await self._write(decide)
 
     # -- partition leaders ---------------------------------------------------------------------------
 

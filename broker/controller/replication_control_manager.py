@@ -650,9 +650,6 @@ class ReplicationControlManager:
                 self._elect_leader(image, topic, partition_id, Election.UNCLEAN, records)
         return ControllerResult(records, len(records) >= max_elections)
 
-    def has_leaderless_partitions(self, image: MetadataImage) -> bool:
-        return any(p.leader == NO_LEADER for t in image.topics.values() for p in t.partitions.values())
-
     def _change_builder(
         self,
         image: MetadataImage,

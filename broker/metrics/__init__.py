@@ -13,6 +13,7 @@ when Prometheus scrapes, by the collectors of this package, on the event loop.
 - ``selector_stats``: the counters and windowed rates behind them, kept by each listener's connections.
 - ``replica_manager_metrics``: kafka.server ReplicaManager.
 - ``delayed_operation_metrics``: kafka.server DelayedOperationPurgatory (Produce, Fetch).
+- ``fetch_session_metrics``: kafka.server FetchSessionCache (KIP-227's incremental fetch sessions).
 - ``controller_metrics``: kafka.controller KafkaController.
 - ``raft_metrics``: kafka.server raft-metrics.
 - ``log_metrics``: kafka.log LogFlushStats, LogCleaner, LogCleanerManager.

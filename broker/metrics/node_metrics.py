@@ -11,6 +11,7 @@ from broker.metrics.client_telemetry_metrics import ClientTelemetryCollector
 from broker.metrics.consumer_group_lag import ConsumerGroupLagCollector
 from broker.metrics.controller_metrics import ControllerMetricsCollector, QuorumControllerMetricsCollector
 from broker.metrics.delayed_operation_metrics import DelayedOperationMetricsCollector
+from broker.metrics.fetch_session_metrics import FetchSessionCacheMetricsCollector
 from broker.metrics.log_metrics import LogCleanerMetricsCollector, LogManagerMetricsCollector
 from broker.metrics.replica_manager_metrics import ReplicaManagerMetricsCollector
 from broker.metrics.socket_server_metrics import SocketServerMetricsCollector
@@ -30,6 +31,7 @@ def broker_collectors(broker: BrokerServer) -> list[Any]:
         BrokerTopicMetricsCollector(rm.topic_stats, lambda: broker.metadata.image.topics),
         ReplicaManagerMetricsCollector(rm),
         DelayedOperationMetricsCollector(rm),
+        FetchSessionCacheMetricsCollector(broker.fetch_sessions),
         # The node's transfer counters (sendfile or copied) go with the client listeners.
         SocketServerMetricsCollector(lambda: broker.socket_servers, broker.metrics),
         LogCleanerMetricsCollector(broker.log_manager),

@@ -178,7 +178,8 @@ def runbook(t: Target) -> None:
     replicas = [int(r) for r in field_of(next(line for line in described.splitlines() if "Partition: 0" in line), "Replicas").split(",")]
     # The same replicas in the opposite order: the preferred leader is now the last one.
     plan = {"version": 1, "partitions": [{"topic": "orders", "partition": 0, "replicas": replicas[::-1], "log_dirs": ["any"] * 3}]}
-    t.step("reassign-partitions --execute", REASSIGN, *b, "--execute", "--reassignment-json-file", t.file("plan.json", plan))
+    # With a throttle: the rates go on every broker of the move, the replicas on the topic, and --verify clears them.
+    t.step("reassign-partitions --execute", REASSIGN, *b, "--execute", "--reassignment-json-file", t.file("plan.json", plan), "--throttle", "10000000")
     t.until("reassign-partitions --verify", lambda out: "is completed" in out, REASSIGN, *b, "--verify", "--reassignment-json-file", t.file("plan.json", plan))
     t.step("leader-election --election-type PREFERRED", ELECTION, *b, "--election-type", "PREFERRED", "--all-topic-partitions")
     t.until("topics --describe after the election", lambda out: all_led(4)(out) and all(
@@ -470,4 +471,6 @@ def test_the_runbook_did_what_it_says(runbooks: Runbooks) -> None:
     assert "Successfully completed leader election (PREFERRED) for partitions orders-0" in out["leader-election --election-type PREFERRED"]
     assert "CompleteCommit" in out["transactions list"]
     assert "Reassignment of partition orders-0 is completed." in out["reassign-partitions --verify"]
+    assert "The inter-broker throttle limit was set to 10000000 B/s" in out["reassign-partitions --execute"]
+    assert "Clearing broker-level throttles on brokers 1,2,3\nClearing topic-level throttles on topic orders" in out["reassign-partitions --verify"]
     assert runbooks.kbroker.outputs["acls --list"][0] == 1

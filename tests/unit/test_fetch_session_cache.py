@@ -91,6 +91,22 @@ def test_old_sessions_go_to_larger_ones_and_stale_ones_to_anyone() -> None:
     assert open_session(cache, 0, privileged=False, now_ms=later + EVICTION_MS + 1) != 0
 
 
+def test_the_counts_kafka_reports_sessions_partitions_and_evictions() -> None:
+    """NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached, IncrementalFetchSessionEvictionsPerSec."""
+    cache = FetchSessionCache(2)
+    consumer = open_session(cache, 3, privileged=False, now_ms=0)
+    follower = open_session(cache, 2, privileged=True, now_ms=0)
+    assert (len(cache), cache.partitions_cached, cache.evictions) == (2, 5, 0)
+    cache.new_context(follower, 1, parts(A0), [("t", 0)], True, 1)
+    assert cache.partitions_cached == 5
+    # A follower takes a young consumer's slot; a session closed by its client is no eviction.
+    open_session(cache, 4, privileged=True, now_ms=2)
+    assert (len(cache), cache.partitions_cached, cache.evictions) == (2, 6, 1)
+    cache.new_context(follower, -1, OrderedDict(), [], True, 3)
+    assert (len(cache), cache.partitions_cached, cache.evictions) == (1, 4, 1)
+    assert cache.new_context(consumer, 1, OrderedDict(), [], False, 3).error == ErrorCode.fetch_session_id_not_found
+
+
 def test_needs_response_for_divergence_and_after_an_error() -> None:
     cached = CachedPartition(0, 100)
     assert cached.needs_response(10, 10, 0, False, 0)
