@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -79,12 +79,12 @@ class LogCleanerMetricsCollector:
 
 class LogManagerMetricsCollector:
     """Kafka 4.4's LogManager gauges of cordoned log dirs. ``config``: the broker's config in effect
-    (dynamic changes included); ``log_dir``: kbroker's one log dir, the only one with a
-    LogDirectoryCordoned series, as Kafka has one per log dir its LogManager keeps."""
+    (dynamic changes included); ``log_dirs``: the node's log dirs, each with a LogDirectoryCordoned
+    series, as Kafka has one per log dir its LogManager keeps."""
 
-    def __init__(self, config: Callable[[], BrokerConfig], log_dir: Path) -> None:
+    def __init__(self, config: Callable[[], BrokerConfig], log_dirs: Sequence[Path]) -> None:
         self._config = config
-        self._log_dir = log_dir.absolute()
+        self._log_dirs = [d.absolute() for d in log_dirs]
 
     def collect(self) -> Iterator[Metric]:
         # Kafka's Set.copyOf(cordonedLogDirs): each cordoned entry of log.dirs once, all of them for "*".
@@ -99,7 +99,8 @@ class LogManagerMetricsCollector:
             "kafka.log:type=LogManager,name=LogDirectoryCordoned,logDirectory=D: 1 while the log dir is cordoned, else 0.",
             labels=["logDirectory"],
         )
-        family.add_metric([str(self._log_dir)], 1 if self._log_dir in cordoned else 0)
+        for log_dir in self._log_dirs:
+            family.add_metric([str(log_dir)], 1 if log_dir in cordoned else 0)
         yield family
 
 

@@ -35,7 +35,7 @@ def broker_collectors(broker: BrokerServer) -> list[Any]:
         # The node's transfer counters (sendfile or copied) go with the client listeners.
         SocketServerMetricsCollector(lambda: broker.socket_servers, broker.metrics),
         LogCleanerMetricsCollector(broker.log_manager),
-        LogManagerMetricsCollector(lambda: broker.dynamic_config.config, broker.config.data_dir),
+        LogManagerMetricsCollector(lambda: broker.dynamic_config.config, broker.config.log_dir_paths),
         ConsumerGroupLagCollector(broker.group_coordinator, rm),
         ClientTelemetryCollector(broker.client_metrics, _now_ms),
         *([BrokerMetadataMetricsCollector(raft, _now_ms)] if (raft := broker._shared.raft_manager) is not None else []),  # noqa: SLF001

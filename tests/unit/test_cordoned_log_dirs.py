@@ -242,15 +242,16 @@ def test_the_log_manager_gauges_follow_the_config_in_effect() -> None:
     static = config()
     layers = DynamicLayers({}, {})
     current = [static]
-    collector = LogManagerMetricsCollector(lambda: current[0], Path("/d/a"))
-    cordoned = ("kafka_log_logmanager_logdirectorycordoned", (("logDirectory", "/d/a"),))
+    collector = LogManagerMetricsCollector(lambda: current[0], static.log_dir_paths)
+    a = ("kafka_log_logmanager_logdirectorycordoned", (("logDirectory", "/d/a"),))
+    b = ("kafka_log_logmanager_logdirectorycordoned", (("logDirectory", "/d/b"),))
     count = ("kafka_log_logmanager_cordonedlogdirectorycount", ())
-    assert gauges(collector) == {count: 0, cordoned: 0}
+    assert gauges(collector) == {count: 0, a: 0, b: 0}
     current[0] = layers.with_layer(True, {"cordoned.log.dirs": "/d/b"}).effective(static)
-    assert gauges(collector) == {count: 1, cordoned: 0}
+    assert gauges(collector) == {count: 1, a: 0, b: 1}
     current[0] = layers.with_layer(True, {"cordoned.log.dirs": "/d/b,/d/a"}).effective(static)
-    assert gauges(collector) == {count: 2, cordoned: 1}
+    assert gauges(collector) == {count: 2, a: 1, b: 1}
     current[0] = layers.with_layer(True, {"cordoned.log.dirs": "*"}).effective(static)
-    assert gauges(collector) == {count: 2, cordoned: 1}
+    assert gauges(collector) == {count: 2, a: 1, b: 1}
     current[0] = config(**{"cordoned.log.dirs": "/d/a"})  # server.properties alone counts too
-    assert gauges(collector) == {count: 1, cordoned: 1}
+    assert gauges(collector) == {count: 1, a: 1, b: 0}
