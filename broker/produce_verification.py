@@ -120,9 +120,10 @@ class ProduceVerifier:
             return None
         out = Verification()
         if transactional_id is None:
-            # Nothing to verify (nor a header to read on this hot path): a transactional batch
-            # without a transactional id meets the sentinel guard in the log, and is refused
-            # unless its transaction is open already.
+            # Nothing to verify (nor a header to read on this hot path): the handler refused a
+            # request whose partitions' first batches are transactional without an id, as Kafka;
+            # a transactional batch after a partition's first meets the sentinel guard in the
+            # log, and is refused unless its transaction is open already.
             return out
         producers: set[tuple[int, int]] = set()
         first_sequences: dict[TopicPartition, int] = {}

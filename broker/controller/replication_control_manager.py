@@ -599,12 +599,6 @@ class ReplicationControlManager:
         partitions = ((t, p) for t, p in _partitions(image) if p[2].leader == NO_LEADER)
         return self._leader_and_isr_updates(image, partitions, removed=frozenset(), added=broker_id)
 
-    def elect_leaderless(self, image: MetadataImage) -> list[PartitionChangeRecord]:
-        """Leaderless partitions get a leader where the rules now allow one: from the ISR, or from
-        any live replica where unclean.leader.election.enable is on for the topic."""
-        partitions = ((t, p) for t, p in _partitions(image) if p[2].leader == NO_LEADER)
-        return self._leader_and_isr_updates(image, partitions, removed=frozenset(), added=None)
-
     def _leader_and_isr_updates(
         self,
         image: MetadataImage,

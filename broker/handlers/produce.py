@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import struct
 import uuid
 from typing import Any
 
@@ -19,12 +20,24 @@ from broker.security.standard_acl import AclOperation, ResourceType
 from broker.replica_manager import ACKS_ALL, ProduceResult, ReplicaManager, leader_hint, now_ms
 from protocol.produce_request import FIRST_TOPIC_ID_VERSION, ProduceRequest
 from protocol.produce_response import encode_produce_response
-from protocol.record_batch import InvalidProduceRecords, validate_produce_records
+from protocol.record_batch import (
+    ATTRIBUTES,
+    BATCH_LENGTH,
+    LOG_OVERHEAD,
+    MAGIC,
+    TRANSACTIONAL_MASK,
+    InvalidProduceRecords,
+    validate_produce_records,
+)
 
 VALID_ACKS = (-1, 0, 1)
 # The errors Kafka's handleProduceRequest answers with the partition's current leader (KIP-951).
 LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 UNKNOWN_TOPIC_ID = ProduceResult(error_code=ErrorCode.unknown_topic_id)
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+# Kafka's smallest batch length (a v0 record's overhead): below it its batch iterator throws.
+_MIN_BATCH_LENGTH = 14
 
 
 class ProduceHandler:
@@ -47,11 +60,16 @@ class ProduceHandler:
         if ctx.version >= FIRST_TOPIC_ID_VERSION:
             request = self._resolve_topic_ids(request)
         acks = request.acks
+        # Kafka 4.4 refuses transactional records without a transactional id as not authorized,
+        # authorizer or not, before anything else; records that are not transactional are not
+        # asked about, whatever id the request names.
+        if _has_transactional_records(request) and (
+            request.transactional_id is None or not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+        ):
+            failed = ProduceResult(error_code=ErrorCode.transactional_id_authorization_failed)
+            return self._answer(ctx, request, {(t.name, p.index): failed for t in request.topic_data if t.name is not None for p in t.partition_data})
         denied: set[str] = set()
         if self._auth.enabled:
-            if request.transactional_id is not None and not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
-                failed = ProduceResult(error_code=ErrorCode.transactional_id_authorization_failed)
-                return self._answer(ctx, request, {(t.name, p.index): failed for t in request.topic_data if t.name is not None for p in t.partition_data})
             names = {t.name for t in request.topic_data if t.name is not None}
             denied = names - self._auth.filter_authorized(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
         if acks not in VALID_ACKS:
@@ -172,6 +190,23 @@ def _partition_results(request: ProduceRequest, results: dict[tuple[str, int], P
         (t.name or "", t.topic_id, [(p.index, results[(t.name, p.index)] if t.name is not None else UNKNOWN_TOPIC_ID) for p in t.partition_data])
         for t in request.topic_data
     ]
+
+
+def _has_transactional_records(request: ProduceRequest) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: is the first whole batch of any partition
+    a transactional one of magic 2? Read before the records are validated, as Kafka reads it; a
+    batch too short to be one is left to the validation, which refuses it."""
+    for t in request.topic_data:
+        for p in t.partition_data:
+            records = p.records
+            if records is None or len(records) < LOG_OVERHEAD:
+                continue
+            (length,) = _I32.unpack_from(records, BATCH_LENGTH)
+            if length < _MIN_BATCH_LENGTH or LOG_OVERHEAD + length > len(records) or not 1 < records[MAGIC] < 0x80:
+                continue
+            if _I16.unpack_from(records, ATTRIBUTES)[0] & TRANSACTIONAL_MASK:
+                return True
+    return False
 
 
 def _count_errors(ctx: RequestContext, topics: TopicResults) -> None:

@@ -10,7 +10,7 @@ replicated, as Kafka's does; the markers of partitions this node leads are writt
 answer, so a transaction on one node is complete by then, and the others follow in the
 background. A transaction whose markers could not all be written stays in its
 Prepare state; the periodic job (and a new coordinator, which reloads Prepare states) asks for
-them again. The rules and error codes follow Kafka 4.0: transaction version 1, and version 2
+them again. The rules and error codes follow Kafka 4.4: transaction version 1, and version 2
 (KIP-890 part 2) for clients that end their transactions with EndTxn v5.
 """
 
@@ -71,17 +71,6 @@ class EndTxnResult:
     error_code: int
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
-
-
-def _valid_end_txn_epoch(metadata: TransactionMetadata, producer_epoch: int) -> bool:
-    """Kafka's isValidEpoch. Under transaction version 2 the same epoch in a Prepare or Complete
-    state would be the next transaction's, not a retry: a retry names the epoch before the bump."""
-    if metadata.client_transaction_version < TV_2:
-        # Version 1 clients never bump the epoch themselves: strict equality.
-        return producer_epoch == metadata.producer_epoch
-    if metadata.state in (S.ONGOING, S.EMPTY, S.DEAD):
-        return producer_epoch == metadata.producer_epoch
-    return metadata.producer_epoch == producer_epoch + 1
 
 
 def _retry_after_producer_id_rotation(metadata: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:
@@ -290,49 +279,80 @@ class TransactionCoordinator:
         metadata = loaded.metadata.get(transactional_id)
         if metadata is None:
             return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
-        retry_on_overflow = _retry_after_producer_id_rotation(metadata, producer_id, producer_epoch)
-        if metadata.producer_id != producer_id and not retry_on_overflow:
+        if client_transaction_version >= TV_2:
+            return self._end_version_2(loaded, metadata, producer_id, producer_epoch, commit, client_transaction_version, next_producer_id)
+        if metadata.producer_id != producer_id:
             return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
-        if not retry_on_overflow and not _valid_end_txn_epoch(metadata, producer_epoch):
+        # Version 1 clients never bump the epoch themselves: strict equality.
+        if metadata.producer_epoch != producer_epoch:
             return EndTxnResult(ErrorCode.producer_fenced)
         if metadata.pending_transition_in_progress:
             return EndTxnResult(ErrorCode.concurrent_transactions)
-        if metadata.state is S.ONGOING and client_transaction_version >= TV_2 and metadata.is_producer_epoch_exhausted and next_producer_id == NO_PRODUCER_ID:
-            raise _NeedProducerId
+        return then(self._end_transaction(loaded, metadata, commit, client_transaction_version), partial(_end_answer, metadata))
 
-        def answer(error: int) -> EndTxnResult:
-            if error:
-                return EndTxnResult(error)
-            # The id and epoch as written: what the client uses from now on. A transaction that
-            # exhausted the epoch hands its producer on to the next id once its markers are in.
-            if metadata.next_producer_id != NO_PRODUCER_ID:
-                return EndTxnResult(0, metadata.next_producer_id, 0)
-            return EndTxnResult(0, metadata.producer_id, metadata.producer_epoch)
-
-        return then(self._end_transaction(loaded, metadata, commit, client_transaction_version, next_producer_id), answer)
-
-    def _end_transaction(
+    def _end_version_2(
         self,
         loaded: TxnStatePartition,
         metadata: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
         commit: bool,
-        client_transaction_version: int | None = None,
-        next_producer_id: int = NO_PRODUCER_ID,
-    ) -> Written:
-        """``client_transaction_version`` None: the coordinator's own abort, which bumps no epoch
-        of its own (a fence did already)."""
+        client_transaction_version: int,
+        next_producer_id: int,
+    ) -> Settled[EndTxnResult]:
+        """Kafka 4.4's EndTxn under transaction version 2, where the same epoch in a Complete state
+        is the next transaction's and a retry names the epoch before the bump. With no transaction
+        open (Empty, CompleteCommit, CompleteAbort) an abort at the current epoch is an empty
+        transaction's: the epoch is bumped and PrepareAbort and CompleteAbort written without a
+        partition; a commit is INVALID_TXN_STATE, and so is a retry of the other outcome."""
+        state = metadata.state
+        # Kafka holds the Complete transition pending from the Prepare record on, and under
+        # version 2 looks at a pending transition before the producer: while the markers are
+        # written every EndTxn is retried.
+        if metadata.pending_transition_in_progress or state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            self._complete_transaction(loaded, metadata)
+            return EndTxnResult(ErrorCode.concurrent_transactions)
+        retry_on_overflow = _retry_after_producer_id_rotation(metadata, producer_id, producer_epoch)
+        if metadata.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
+        retry = retry_on_overflow or metadata.producer_epoch == producer_epoch + 1
+        if producer_epoch != metadata.producer_epoch and not (retry and state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)):
+            return EndTxnResult(ErrorCode.producer_fenced)
+        if retry:
+            # A retry of an EndTxn that went through is answered as the first was.
+            if state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
+                return EndTxnResult(0, metadata.producer_id, metadata.producer_epoch)
+            return EndTxnResult(_invalid_end(metadata, commit))
+        if state is S.ONGOING:
+            prepare = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        elif not commit and state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            prepare = S.PREPARE_ABORT
+        else:
+            return EndTxnResult(_invalid_end(metadata, commit))
+        if metadata.is_producer_epoch_exhausted and next_producer_id == NO_PRODUCER_ID:
+            raise _NeedProducerId
+        transit = metadata.prepare_abort_or_commit(prepare, self._clock(), client_transaction_version, next_producer_id, no_partition_added=state is not S.ONGOING)
+        return then(self._write_prepare(loaded, metadata, transit), partial(_end_answer, metadata))
+
+    def _write_prepare(self, loaded: TxnStatePartition, metadata: TransactionMetadata, transit: TxnTransitMetadata) -> Written:
+        """Write PrepareCommit/PrepareAbort, then have the markers written."""
+
+        def send_markers(error: int) -> int:
+            # Only once the Prepare state is replicated: a new coordinator would otherwise
+            # find the transaction still open while its markers are already written.
+            if not error:
+                self._complete_transaction(loaded, metadata)
+            return error
+
+        return then(self.state.append_transaction(metadata, transit), send_markers)
+
+    def _end_transaction(self, loaded: TxnStatePartition, metadata: TransactionMetadata, commit: bool, client_transaction_version: int | None = None) -> Written:
+        """A version 1 client's end, or (``client_transaction_version`` None) the coordinator's
+        own abort, which bumps no epoch of its own (a fence did already)."""
         state = metadata.state
         if state is S.ONGOING:
-            transit = metadata.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, self._clock(), client_transaction_version, next_producer_id)
-
-            def send_markers(error: int) -> int:
-                # Only once the Prepare state is replicated: a new coordinator would otherwise
-                # find the transaction still open while its markers are already written.
-                if not error:
-                    self._complete_transaction(loaded, metadata)
-                return error
-
-            return then(self.state.append_transaction(metadata, transit), send_markers)
+            transit = metadata.prepare_abort_or_commit(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, self._clock(), client_transaction_version)
+            return self._write_prepare(loaded, metadata, transit)
         # A retry of an EndTxn that went through succeeds again.
         if state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
             return 0
@@ -343,8 +363,7 @@ class TransactionCoordinator:
         if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             self._complete_transaction(loaded, metadata)
             return ErrorCode.concurrent_transactions
-        log.info("txn.end_invalid_state", transactional_id=metadata.transactional_id, state=state.display_name, commit=commit)
-        return ErrorCode.invalid_txn_state
+        return _invalid_end(metadata, commit)
 
     def _fence_and_abort(self, loaded: TxnStatePartition, metadata: TransactionMetadata) -> Written:
         """Kafka's epoch fence: bump the epoch of an ongoing transaction and abort it under the new epoch."""
@@ -500,6 +519,21 @@ class TransactionCoordinator:
             listed.append(TransactionListing(metadata.transactional_id, metadata.producer_id, metadata.state.display_name))
         error = ErrorCode.coordinator_load_in_progress if self.state.loading else 0
         return error, unknown, listed
+
+
+def _end_answer(metadata: TransactionMetadata, error: int) -> EndTxnResult:
+    if error:
+        return EndTxnResult(error)
+    # The id and epoch as written: what the client uses from now on. A transaction that
+    # exhausted the epoch hands its producer on to the next id once its markers are in.
+    if metadata.next_producer_id != NO_PRODUCER_ID:
+        return EndTxnResult(0, metadata.next_producer_id, 0)
+    return EndTxnResult(0, metadata.producer_id, metadata.producer_epoch)
+
+
+def _invalid_end(metadata: TransactionMetadata, commit: bool) -> int:
+    log.info("txn.end_invalid_state", transactional_id=metadata.transactional_id, state=metadata.state.display_name, commit=commit)
+    return ErrorCode.invalid_txn_state
 
 
 def _log_expired(transactional_id: str, producer_id: int, error: int) -> None:

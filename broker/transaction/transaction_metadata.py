@@ -62,7 +62,8 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    # Kafka 4.4: under transaction version 2 an abort with no transaction open is an empty one's.
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
@@ -217,24 +218,41 @@ class TransactionMetadata:
         )
 
     def prepare_abort_or_commit(
-        self, state: TransactionState, now_ms: int, client_transaction_version: int | None = None, next_producer_id: int = NO_PRODUCER_ID
+        self,
+        state: TransactionState,
+        now_ms: int,
+        client_transaction_version: int | None = None,
+        next_producer_id: int = NO_PRODUCER_ID,
+        no_partition_added: bool = False,
     ) -> TxnTransitMetadata:
         """EndTxn (or an abort by the coordinator, ``client_transaction_version`` None: the
         id's version is kept). A transaction version 2 client's end bumps the epoch, so that
         the markers fence every batch of the transaction that ended; from an exhausted epoch
-        to the last one, and the producer goes on as ``next_producer_id`` at epoch 0."""
+        to the last one, and the producer goes on as ``next_producer_id`` at epoch 0.
+        ``no_partition_added``: the abort of a transaction that was never opened, which starts now."""
+        start = now_ms if no_partition_added else self.txn_start_timestamp
         if client_transaction_version is None or client_transaction_version < TV_2:
             return self._prepare(
                 state,
+                txn_start_timestamp=start,
                 txn_last_update_timestamp=now_ms,
                 client_transaction_version=self.client_transaction_version if client_transaction_version is None else client_transaction_version,
             )
-        if self.producer_epoch >= SHORT_MAX or (is_epoch_exhausted(self.producer_epoch) and next_producer_id == NO_PRODUCER_ID):
+        if is_epoch_exhausted(self.producer_epoch) and next_producer_id == NO_PRODUCER_ID:
             raise IllegalTransitionError(f"{self.transactional_id}: cannot bump an exhausted epoch {self.producer_epoch} without a new producer id")
+        if self.producer_epoch < SHORT_MAX:
+            epoch = self.producer_epoch + 1
+        elif state is S.PREPARE_ABORT:
+            # Only a fence reaches the last epoch; Kafka 4.4 aborts at it without a bump (and
+            # logs a bug), the producer moving on to the next id once the markers are in.
+            epoch = self.producer_epoch
+        else:
+            raise IllegalTransitionError(f"{self.transactional_id}: cannot bump the last epoch {self.producer_epoch}")
         return self._prepare(
             state,
-            producer_epoch=self.producer_epoch + 1,
+            producer_epoch=epoch,
             last_producer_epoch=self.producer_epoch,
+            txn_start_timestamp=start,
             txn_last_update_timestamp=now_ms,
             client_transaction_version=client_transaction_version,
             next_producer_id=next_producer_id if is_epoch_exhausted(self.producer_epoch) else NO_PRODUCER_ID,
@@ -281,15 +299,19 @@ class TransactionMetadata:
             self.txn_start_timestamp = transit.txn_start_timestamp
             self.topic_partitions = set(transit.topic_partitions)
         elif to in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            version_2 = transit.client_transaction_version >= TV_2
             # Transaction version 2 bumped the epoch: the written epoch is the next one.
             epoch_bumped = transit.producer_id == self.producer_id and transit.last_producer_epoch == self.producer_epoch == transit.producer_epoch - 1
+            # Its abort with no transaction open starts the empty transaction it aborts.
+            started = to is S.PREPARE_ABORT and version_2 and self.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
             if (
-                not (same_producer or (epoch_bumped and transit.client_transaction_version >= TV_2))
+                not (same_producer or (epoch_bumped and version_2))
                 or self.topic_partitions != transit.topic_partitions
                 or self.txn_timeout_ms != transit.txn_timeout_ms
-                or self.txn_start_timestamp != transit.txn_start_timestamp
+                or (self.txn_start_timestamp != transit.txn_start_timestamp and not started)
             ):
                 self._failure(transit)
+            self.txn_start_timestamp = transit.txn_start_timestamp
         elif to in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             rotated = self.next_producer_id != NO_PRODUCER_ID and transit.producer_id == self.next_producer_id and transit.producer_epoch == 0
             if not (same_producer or rotated) or self.txn_timeout_ms != transit.txn_timeout_ms or transit.txn_start_timestamp == -1:

@@ -118,8 +118,9 @@ def test_a_batch_outside_its_transaction_is_refused(module_broker: BrokerProcess
     assert produce(bs, 9, txn, topic, pid, epoch, 0, b"a") == ErrorCode.invalid_txn_state
     # Produce v11 clients know KIP-890's abortable error.
     assert produce(bs, 11, txn, topic, pid, epoch, 0, b"a") == ErrorCode.transaction_abortable
-    # A transactional batch without its transactional id cannot be verified at all.
-    assert produce(bs, 9, None, topic, pid, epoch, 0, b"a") == ErrorCode.invalid_txn_state
+    # A transactional batch without its transactional id is refused before anything else, as not
+    # authorized, authorizer or not (Kafka 4.4's KafkaApis).
+    assert produce(bs, 9, None, topic, pid, epoch, 0, b"a") == ErrorCode.transactional_id_authorization_failed
     assert offsets(bs, topic) == (0, 0)
     # An epoch the coordinator does not hold: PRODUCER_FENCED, told to the producer as INVALID_PRODUCER_EPOCH.
     assert add(bs, txn, pid, epoch, {topic: (0,)}) == {(topic, 0): ErrorCode.none}
@@ -190,8 +191,9 @@ def test_transaction_version_2_on_the_wire(module_broker: BrokerProcess) -> None
     assert produce(bs, 12, txn, topic, pid, epoch + 1, 0, b"aborted") == ErrorCode.none
     assert end_v5_txn(bs, txn, pid, epoch + 1, commit=False) == (ErrorCode.none, pid, epoch + 2)
     assert end_v5_txn(bs, txn, pid, epoch + 1, commit=False) == (ErrorCode.none, pid, epoch + 2)
-    # The same epoch again is not a retry under version 2: the producer is fenced.
-    assert end_v5_txn(bs, txn, pid, epoch + 2, commit=False)[0] == ErrorCode.producer_fenced
+    # The epoch the abort answered is no retry under version 2 but the next transaction's, empty:
+    # Kafka 4.4 aborts it and bumps the epoch again, and no marker is written.
+    assert end_v5_txn(bs, txn, pid, epoch + 2, commit=False) == (ErrorCode.none, pid, epoch + 3)
 
     assert offsets(bs, topic)[0] == offsets(bs, topic)[1] == 4
     assert values_of(bs, topic, "read_committed", 1) == ["committed"]

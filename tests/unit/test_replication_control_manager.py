@@ -8,6 +8,7 @@ import random
 import uuid
 
 from broker.controller.configuration_control_manager import UNCLEAN_LEADER_ELECTION_ENABLE, ConfigurationControlManager
+from broker.controller.controller_result import ControllerResult
 from broker.controller.partition_change_builder import RECOVERING, Election
 from broker.controller.replica_placer import StripedReplicaPlacer
 from broker.controller.replication_control_manager import CreatableTopic, ReplicationControlManager
@@ -202,11 +203,12 @@ def test_a_leaderless_partition_gets_an_unclean_leader_once_its_topic_allows_one
     unfence(rcm, log, 2)
     unfence(rcm, log, 3)
     assert (part(log, "t").leader, part(log, "t").isr) == (NO_LEADER, (1,))
-    assert rcm.elect_leaderless(log.image) == []  # unclean election off: 1 alone holds every acknowledged record
+    # Unclean election off: 1 alone holds every acknowledged record.
+    assert rcm.maybe_elect_unclean_leaders(log.image) == ControllerResult([], False)
     log.commit([ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name="t", name=UNCLEAN_LEADER_ELECTION_ENABLE, value="true")])
-    changes = rcm.elect_leaderless(log.image)
+    elected = rcm.maybe_elect_unclean_leaders(log.image)
     topic_id = log.image.topics["t"].topic_id
-    assert changes == [PartitionChangeRecord(partition_id=0, topic_id=topic_id, leader=2, isr=(2,), leader_recovery_state=RECOVERING)]
+    assert elected == ControllerResult([PartitionChangeRecord(partition_id=0, topic_id=topic_id, leader=2, isr=(2,), leader_recovery_state=RECOVERING)], False)
 
 
 def test_controlled_shutdown_moves_leadership_away() -> None:
