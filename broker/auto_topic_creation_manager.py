@@ -30,6 +30,16 @@ class AutoTopicCreationManager:
 
     async def create_topics(self, topics: list[CreatableTopic], timeout_ms: int = CREATE_TIMEOUT_MS) -> dict[str, int]:
         """Each topic's error code: 0 when it was created or already existed."""
+        out = {}
+        for name, (code, message) in (await self.create_topic_results(topics, timeout_ms)).items():
+            out[name] = 0 if code == ErrorCode.topic_already_exists.value else code
+            if out[name] != 0:
+                log.warning("auto_topic_creation.refused", topic=name, error=ErrorCode(code).name, message=message)
+        return out
+
+    async def create_topic_results(self, topics: list[CreatableTopic], timeout_ms: int = CREATE_TIMEOUT_MS) -> dict[str, tuple[int, str | None]]:
+        """Each topic's error code and message as the controller answered them (REQUEST_TIMED_OUT,
+        with no message, when no controller answered)."""
         request = CreateTopicsRequest(
             topics=tuple(
                 CreatableTopicEntity(
@@ -48,14 +58,8 @@ class AutoTopicCreationManager:
             response = await self._channel.send(request, timeout_ms=timeout_ms)
         except ControllerUnavailableError as e:
             log.warning("auto_topic_creation.failed", topics=[t.name for t in topics], error=str(e))
-            return {t.name: ErrorCode.request_timed_out.value for t in topics}
-        out = {}
-        for result in response.topics:
-            code = result.error_code.value
-            out[result.name] = 0 if code == ErrorCode.topic_already_exists.value else code
-            if out[result.name] != 0:
-                log.warning("auto_topic_creation.refused", topic=result.name, error=result.error_code.name, message=result.error_message)
-        return out
+            return {t.name: (ErrorCode.request_timed_out.value, None) for t in topics}
+        return {result.name: (result.error_code.value, result.error_message) for result in response.topics}
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, int]:
         """Topics a Metadata request named, with the controller's default partitions and replication factor."""

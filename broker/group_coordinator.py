@@ -32,6 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerConfig
 from broker.auto_topic_creation_manager import AutoTopicCreationManager
+from broker.expiring_error_cache import ExpiringErrorCache
 from broker.coordinator.coordinator_runtime import WRITE_ERRORS, CoordinatorNotAvailable, CoordinatorRuntime, Written, now_ms
 from broker.controller.replication_control_manager import CreatableTopic
 from broker.group import streams_group_records
@@ -142,8 +143,8 @@ class LatestOffsets(Protocol):
     def __call__(self, partitions: Iterable[tuple[str, int]]) -> Awaitable[dict[tuple[str, int], tuple[int, int]]]: ...
 
 
-# Errors.message() of the errors the share group offsets APIs answer with: Kafka sends an error's
-# default message where it has none of its own.
+# Errors.message() of the errors the share group offsets APIs answer with, and of those a CreateTopics
+# of streams internal topics may get: Kafka sends an error's default message where it has none of its own.
 ERROR_MESSAGES: dict[int, str] = {
     ErrorCode.unknown_server_error: "The server experienced an unexpected error when processing the request.",
     ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
@@ -165,6 +166,16 @@ ERROR_MESSAGES: dict[int, str] = {
     ErrorCode.group_id_not_found: "The group id does not exist.",
     ErrorCode.fenced_leader_epoch: "The leader epoch in the request is older than the epoch on the broker.",
     ErrorCode.fenced_state_epoch: "The coordinator rejected the request because the state epoch did not match.",
+    ErrorCode.invalid_topic_exception: "The request attempted to perform an operation on an invalid topic.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.topic_already_exists: "Topic with this name already exists.",
+    ErrorCode.invalid_partitions: "Number of partitions is below 1.",
+    ErrorCode.invalid_replication_factor: "Replication factor is below 1 or larger than the number of available brokers.",
+    ErrorCode.invalid_replica_assignment: "Replica assignment is invalid.",
+    ErrorCode.invalid_config: "Configuration is invalid.",
+    ErrorCode.not_controller: "This is not the correct controller for this cluster.",
+    ErrorCode.policy_violation: "Request parameters do not satisfy the configured policy.",
+    ErrorCode.throttling_quota_exceeded: "The throttling quota has been exceeded.",
 }
 
 
@@ -197,6 +208,8 @@ class GroupCoordinator:
         self._initializing: set[asyncio.Task[None]] = set()
         # Streams groups' internal topics being created, by name: a topic is asked for once at a time.
         self._creating: dict[str, asyncio.Task[None]] = {}
+        # Why their creation failed, kept for a time to live; a topic is not asked for again meanwhile.
+        self._creation_errors = ExpiringErrorCache()
 
     # -- partitions and loading --------------------------------------------------------------------
 
@@ -362,27 +375,39 @@ class GroupCoordinator:
             initialize(written)
         return written
 
-    def create_streams_internal_topics(self, topics: Mapping[str, InternalTopic], timeout_ms: int) -> None:
+    def create_streams_internal_topics(self, topics: Mapping[str, InternalTopic], error_ttl_ms: int) -> None:
         """Kafka's createStreamsInternalTopics: ask the controller for the internal topics a
-        streams group's topology needs, each once at a time; the answer does not wait for them."""
-        wanted = [t for name, t in topics.items() if name not in self._creating]
+        streams group's topology needs, each once at a time; the answer does not wait for them.
+        A topic's creation error is kept ``error_ttl_ms`` (Kafka: twice the group's heartbeat
+        interval), and the topic is not asked for again until it expires."""
+        now = now_ms()
+        wanted = [t for name, t in topics.items() if name not in self._creating and not self._creation_errors.has_error(name, now)]
         if not wanted:
             return
-        task = asyncio.get_running_loop().create_task(self._create_internal_topics(wanted, timeout_ms))
+        task = asyncio.get_running_loop().create_task(self._create_internal_topics(wanted, error_ttl_ms))
         for t in wanted:
             self._creating[t.name] = task
 
-    async def _create_internal_topics(self, topics: list[InternalTopic], timeout_ms: int) -> None:
+    def streams_internal_topic_creation_errors(self, topics: Iterable[str]) -> dict[str, str]:
+        """Kafka's getStreamsInternalTopicCreationErrors: the kept creation errors of these topics."""
+        return self._creation_errors.errors_for_topics(topics, now_ms())
+
+    async def _create_internal_topics(self, topics: list[InternalTopic], error_ttl_ms: int) -> None:
         try:
             creatable = [CreatableTopic(t.name, t.num_partitions, t.replication_factor, None, dict(t.configs)) for t in topics]
-            errors = await self._controller.create_topics(creatable, timeout_ms)
-            failed = {name: ErrorCode(code).name for name, code in errors.items() if code}
+            # Every error is kept, TOPIC_ALREADY_EXISTS too: Kafka keeps whatever is not NONE.
+            results = await self._controller.create_topic_results(creatable)
+            failed = {name: message or error_message(code) or ErrorCode(code).name for name, (code, message) in results.items() if code}
+            for name, error in failed.items():
+                self._creation_errors.put(name, error, error_ttl_ms, now_ms())
             if failed:
                 log.warning("group_coordinator.streams_internal_topics_failed", topics=failed)
             else:
                 log.info("group_coordinator.streams_internal_topics_created", topics=sorted(t.name for t in topics))
-        except Exception:  # a failed creation is asked for again at the group's next heartbeat
+        except Exception as e:
             log.exception("group_coordinator.streams_internal_topics_failed", topics=sorted(t.name for t in topics))
+            for t in topics:
+                self._creation_errors.put(t.name, str(e) or repr(e), error_ttl_ms, now_ms())
         finally:
             for t in topics:
                 self._creating.pop(t.name, None)

@@ -182,15 +182,16 @@ def with_internal_topic_errors(statuses: Iterable[Status], unauthorized: Iterabl
     creation still remembered, told only while the status says MISSING_INTERNAL_TOPICS."""
     out = list(statuses)
     missing = next((i for i, st in enumerate(out) if st.status_code == MISSING_INTERNAL_TOPICS), None)
-    denied = list(unauthorized)
+    # Kafka joins both lists with ", " (KafkaApis' mkString(", ")).
+    denied = ", ".join(unauthorized)
     if denied:
         if missing is None:
-            out.append(Status(MISSING_INTERNAL_TOPICS, f"Unauthorized to CREATE on topics {','.join(denied)}."))
+            out.append(Status(MISSING_INTERNAL_TOPICS, f"Unauthorized to CREATE on topics {denied}."))
         else:
-            out[missing] = Status(MISSING_INTERNAL_TOPICS, f"{out[missing].status_detail}; Unauthorized to CREATE on topics {','.join(denied)}.")
+            out[missing] = Status(MISSING_INTERNAL_TOPICS, f"{out[missing].status_detail}; Unauthorized to CREATE on topics {denied}.")
         return tuple(out)
     if creation_errors and missing is not None:
-        shown = ",".join(f"{topic} ({error})" for topic, error in list(creation_errors.items())[:3])
+        shown = ", ".join(f"{topic} ({error})" for topic, error in list(creation_errors.items())[:3])
         if len(creation_errors) > 3:
             shown += f" and {len(creation_errors) - 3} more"
         out[missing] = Status(MISSING_INTERNAL_TOPICS, f"{out[missing].status_detail}; Creation failed: {shown}.")

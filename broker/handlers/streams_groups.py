@@ -14,15 +14,21 @@ The describe also names the task assignor of the next assignment (KIP-1357): "st
 The coordinator gets the heartbeat's version: only a v1 member may be told MISSING_CLIENT_TAGS
 (status 6), which v0 clients do not know (KAFKA-20744).
 
-A heartbeat whose topology needs internal topics that do not exist has them created (Kafka's
-createStreamsInternalTopics, bounded by twice the group's session timeout) and is answered at
-once with MISSING_INTERNAL_TOPICS; a later heartbeat finds them.
+A heartbeat whose topology needs internal topics that do not exist is answered at once with
+MISSING_INTERNAL_TOPICS, and once its records are written the topics are asked for (Kafka's
+createStreamsInternalTopics); a later heartbeat finds them. As Kafka's KafkaApis does, none is
+asked for when the member may not CREATE some of them, which the status's detail then names
+("; Unauthorized to CREATE on topics a, b."); else the detail tells the creation errors of earlier
+heartbeats still kept ("; Creation failed: a (error), b (error), c (error) and 2 more."): the
+group coordinator keeps each for twice the group's heartbeat interval and does not ask for the
+topic again meanwhile. Both lists come in the order Kafka's java.util.HashMaps give them.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -30,11 +36,13 @@ from kio.schema.errors import ErrorCode
 
 from broker.auth_helper import AuthHelper
 from broker.controller.replication_control_manager import topic_name_error
+from broker.coordinator.coordinator_partitioner import java_string_hash
 from broker.group.group_metadata_manager import CoordinatorResult
 from broker.group.modern_group_manager import GroupError
 from broker.group.streams_assignor import STICKY_ASSIGNOR_NAME
-from broker.group.streams_group import StreamsGroup, StreamsGroupMember, TasksTuple
-from broker.group.streams_group_manager import StreamsGroupHeartbeatResponse, StreamsGroupResult
+from broker.group.streams_group import InternalTopic, StreamsGroup, StreamsGroupMember, TasksTuple
+from broker.group.streams_group_manager import StreamsGroupHeartbeatResponse, with_internal_topic_errors
+from broker.group.streams_group_records import StreamsGroupTopologyValue
 from broker.group.streams_version import streams_groups_enabled
 from broker.group_coordinator import CoordinatorNotAvailable, GroupCoordinator, now_ms, topic_partition_counts
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_UNKNOWN, INTERNAL_TOPICS
@@ -78,6 +86,35 @@ def _topology_topics(topology: Any) -> list[str]:
     return list(names)
 
 
+def java_hash_map_order(keys: Iterable[str]) -> list[str]:
+    """The order a java.util.HashMap iterates these keys in, put in this order: by bucket of the
+    table that holds them all (16, doubled each time it is more than three quarters full), then
+    as put."""
+    distinct = list(dict.fromkeys(keys))
+    capacity = 16
+    while len(distinct) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(key: str) -> int:
+        h = java_string_hash(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(distinct, key=bucket)
+
+
+def creatable_topics_order(topology: StreamsGroupTopologyValue, missing: Iterable[str]) -> list[str]:
+    """The missing internal topics in the order of Kafka's creatableTopics: the HashMap that
+    InternalTopicManager.missingInternalTopics fills with every internal topic of the topology
+    (subtopologies by id, each one's repartition source topics then its changelog topics, each
+    from a HashMap of their own) before it takes out the ones that exist."""
+    put: list[str] = []
+    for s in sorted(topology.subtopologies, key=lambda s: s.subtopology_id):
+        put += java_hash_map_order(t.name for t in s.repartition_source_topics)
+        put += java_hash_map_order(t.name for t in s.state_changelog_topics)
+    wanted = set(missing)
+    return [name for name in java_hash_map_order(put) if name in wanted]
+
+
 class StreamsGroupHeartbeatHandler:
     """A Kafka Streams client heartbeats its topology and owned tasks; the coordinator answers with
     its epoch, its tasks when they changed, and the group's status."""
@@ -118,24 +155,42 @@ class StreamsGroupHeartbeatHandler:
             api_version=ctx.version,
         )
         written = self._coordinator.execute(request.group_id, CoordinatorResult(records=result.records, timers=result.timers), before)
+        creatable: dict[str, InternalTopic] = {}
+        error_ttl_ms = 0
         if result.internal_topics:
-            self._create_internal_topics(ctx, request.group_id, result)
+            topology = shard.streams_groups.described_group(request.group_id).topology
+            assert topology is not None  # the topics to create are its own
+            creatable = {name: result.internal_topics[name] for name in creatable_topics_order(topology, result.internal_topics)}
+            error_ttl_ms = 2 * shard.streams_groups.heartbeat_interval_ms_of(request.group_id)
         leaving = request.member_epoch in LEAVE_EPOCHS
-        return when_settled(written, lambda error: self._response(schema, result.response, error, leaving))
 
-    def _create_internal_topics(self, ctx: RequestContext, group_id: str, result: StreamsGroupResult[StreamsGroupHeartbeatResponse]) -> None:
-        """Kafka creates only what the client may: CREATE on the cluster, or on each topic."""
-        wanted = dict(result.internal_topics)
-        if self._auth.enabled and not self._auth.authorize_cluster(ctx, AclOperation.CREATE, log_if_denied=False):
-            allowed = self._auth.filter_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, wanted)
-            denied = sorted(set(wanted) - allowed)
-            if denied:
-                log.info("streams_group.internal_topics_unauthorized", group=group_id, topics=denied)
-            wanted = {name: t for name, t in wanted.items() if name in allowed}
-        if wanted:
-            shard = self._coordinator.shard_for(group_id)
-            timeout_ms = 2 * shard.streams_groups.session_timeout_ms_of(group_id)
-            self._coordinator.create_streams_internal_topics(wanted, timeout_ms)
+        def answer(error: int) -> Any:
+            response = result.response
+            assert response is not None
+            if creatable and not error and not response.error_code:
+                response = self._create_internal_topics(ctx, request.group_id, response, creatable, error_ttl_ms)
+            return self._response(schema, response, error, leaving)
+
+        return when_settled(written, answer)
+
+    def _create_internal_topics(
+        self, ctx: RequestContext, group_id: str, response: StreamsGroupHeartbeatResponse, creatable: Mapping[str, InternalTopic], error_ttl_ms: int
+    ) -> StreamsGroupHeartbeatResponse:
+        """Kafka asks for the topics only when the member may CREATE all of them (on the cluster,
+        or on each topic); the status tells which it may not, or the creation errors still kept."""
+        denied: list[str] = []
+        if not self._auth.authorize_cluster(ctx, AclOperation.CREATE, log_if_denied=False):
+            allowed = self._auth.filter_authorized(ctx, AclOperation.CREATE, ResourceType.TOPIC, creatable)
+            denied = [name for name in creatable if name not in allowed]
+        errors: dict[str, str] = {}
+        if denied:
+            log.info("streams_group.internal_topics_unauthorized", group=group_id, topics=denied)
+        else:
+            self._coordinator.create_streams_internal_topics(creatable, error_ttl_ms)
+            kept = self._coordinator.streams_internal_topic_creation_errors(creatable)
+            errors = {name: kept[name] for name in java_hash_map_order(kept)}
+        statuses = with_internal_topic_errors(response.status or (), unauthorized=denied, creation_errors=errors)
+        return response if response.status is None and not statuses else replace(response, status=statuses)
 
     @staticmethod
     def _failed(schema: Any, error: int, message: str | None = None) -> Any:

@@ -4,24 +4,27 @@ after streams.version is downgraded to 0; ListGroups, DescribeGroups, OffsetComm
 streams member and the group id shared with the other group types.
 
 The topology is a word count's: one subtopology reading the source topic, with a compacted
-changelog topic the coordinator has created (one partition per source partition)."""
+changelog topic the coordinator has created (one partition per source partition). Internal topics
+that cannot be created (the controller refuses them; the member may not CREATE them, on
+test_acls.py's ACL-enabled node) are named in the status as Kafka 4.4 names them."""
 
 from __future__ import annotations
 
 import datetime
+import itertools
 import struct
 import subprocess
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, ResourcePatternType, ResourceType
 from kio.schema.api_versions.v3 import request as api_versions_v3
 from kio.schema.consumer_group_heartbeat.v0 import request as consumer_heartbeat_v0
 from kio.schema.describe_groups.v6 import request as describe_groups_v6
@@ -37,9 +40,10 @@ from protocol.schema.streams_group_describe.v1 import request as describe_v1
 from protocol.schema.streams_group_heartbeat.v1 import request as heartbeat_v1
 from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.integration.helpers import create_topic
+from tests.integration.test_acls import Secured, acl, add_acls, existing_topics, sasl_socket, secured  # noqa: F401  (the fixture)
 from tests.integration.test_cli import kbroker
 from tests.integration.test_features import await_finalized
-from tests.integration.wire import request
+from tests.integration.wire import exchange, request
 from tests import streams_jars
 
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
@@ -310,6 +314,155 @@ def test_streams_group_membership(node: BrokerProcess) -> None:
     # new target, and the remaining member gets both tasks at that epoch.
     assert before.group_epoch == before.assignment_epoch + 1
     assert (again.error_code, again.member_epoch, active(again)) == (ErrorCode.none, before.group_epoch, {0, 1}), again
+
+
+# -- internal topics that cannot be created -----------------------------------------------------------
+
+# The detail texts are what an Apache Kafka 4.4.0 node (one node, its defaults; with SASL_PLAINTEXT,
+# StandardAuthorizer and the same ACLs for the second test) answered to the same heartbeats. The
+# creation errors and the refused topics come in the order of Kafka's HashMaps, not sorted.
+KAFKA_POLICY_FAILED = (
+    "Internal topics are missing: policy-app-store-changelog; Creation failed: policy-app-store-changelog "
+    "(Invalid value bogus for configuration cleanup.policy: String must be one of: compact, delete)."
+)
+RF3_FAILED = (
+    "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be reached because only 1 broker(s) "
+    "are registered or some brokers have all their log directories cordoned."
+)
+KAFKA_FIVE_FAILED = (
+    "Creation failed: failing-app-unknown-changelog (Unknown topic config name: no.such.config), "
+    "failing-app-policy-changelog (Invalid value bogus for configuration cleanup.policy: String must be one of: compact, delete), "
+    f"failing-app-most-changelog ({RF3_FAILED}) and 2 more."
+)
+ACL_CHANGELOGS = ("acl-app-counts-changelog", "acl-app-totals-changelog", "acl-app-avg-changelog")
+KAFKA_UNAUTHORIZED = "Unauthorized to CREATE on topics acl-app-avg-changelog, acl-app-counts-changelog."
+
+
+def changelog(name: str, replication_factor: int = 0, configs: Mapping[str, str] | None = None) -> heartbeat_v0.TopicInfo:
+    kvs = tuple(heartbeat_v0.KeyValue(key=k, value=v) for k, v in (configs or {}).items())
+    return heartbeat_v0.TopicInfo(name=name, partitions=i32(0), replication_factor=i16(replication_factor), topic_configs=kvs)
+
+
+def changelogs_topology(source: str, changelogs: Sequence[heartbeat_v0.TopicInfo]) -> heartbeat_v0.Topology:
+    sub = heartbeat_v0.Subtopology(
+        subtopology_id="0",
+        source_topics=(source,),
+        source_topic_regex=(),
+        state_changelog_topics=tuple(changelogs),
+        repartition_sink_topics=(),
+        repartition_source_topics=(),
+        copartition_groups=(),
+    )
+    return heartbeat_v0.Topology(epoch=i32(0), subtopologies=(sub,))
+
+
+def owning_nothing(group: str, member_id: str, epoch: int, joining: heartbeat_v0.Topology | None = None) -> heartbeat_v0.StreamsGroupHeartbeatRequest:
+    """A v0 heartbeat of a member of ``group`` that owns no task; ``joining``: the topology it joins with."""
+    joined = {"topology": joining, "rebalance_timeout": datetime.timedelta(seconds=30), "process_id": str(uuid.uuid4()), "client_tags": ()} if joining else {"client_tags": None}
+    return heartbeat_v0.StreamsGroupHeartbeatRequest(
+        group_id=group,
+        member_id=member_id,
+        member_epoch=i32(epoch),
+        endpoint_information_epoch=i32(0),
+        active_tasks=(),
+        standby_tasks=(),
+        warmup_tasks=(),
+        task_offsets=None,
+        task_end_offsets=None,
+        **joined,
+    )
+
+
+def missing_internal_topics(answer: Any) -> str:
+    """The MISSING_INTERNAL_TOPICS status's detail ("" without one)."""
+    return next((s.status_detail for s in answer.status or () if s.status_code == MISSING_INTERNAL_TOPICS), "")
+
+
+def heartbeat_until(send: Callable[[Any], Any], group: str, member_id: str, joining: heartbeat_v0.Topology, told: Callable[[str], bool]) -> Any:
+    """Join ``group`` with ``joining`` (again while the coordinator loads or new ACLs reach the
+    authorizer), then heartbeat until the MISSING_INTERNAL_TOPICS detail is ``told``: that answer."""
+    deadline = time.monotonic() + WAIT_S
+    waiting = (*RETRIABLE, ErrorCode.group_authorization_failed, ErrorCode.topic_authorization_failed)
+    while (answer := send(owning_nothing(group, member_id, 0, joining))).error_code in waiting:
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.2)
+    while not told(missing_internal_topics(answer)):
+        assert answer.error_code == ErrorCode.none and time.monotonic() < deadline, answer
+        time.sleep(0.2)
+        answer = send(owning_nothing(group, member_id, answer.member_epoch))
+    return answer
+
+
+def test_internal_topics_whose_creation_failed_are_named_in_the_status(node: BrokerProcess) -> None:
+    """A changelog topic the controller refuses (a cleanup.policy Kafka does not know, an unknown
+    config, a replication factor of 3 on one node) stays missing, and the heartbeats after the
+    attempt say why, three topics at most, in Kafka 4.4's words."""
+    bs = node.bootstrap
+    create_topic(bs, "failing-words", partitions=2)
+    send = lambda body: request(bs, body)  # noqa: E731
+    failing = lambda detail: "; Creation failed: " in detail  # noqa: E731
+    request(bs, find_coordinator_v4.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("policy-app", "failing-app")))
+
+    policy = changelogs_topology("failing-words", [changelog("policy-app-store-changelog", configs={"cleanup.policy": "bogus"})])
+    answer = heartbeat_until(send, "policy-app", str(uuid.uuid4()), policy, failing)
+    assert missing_internal_topics(answer) == KAFKA_POLICY_FAILED
+
+    five = changelogs_topology(
+        "failing-words",
+        [
+            changelog("failing-app-policy-changelog", configs={"cleanup.policy": "bogus"}),
+            changelog("failing-app-replicas-changelog", replication_factor=3),
+            changelog("failing-app-unknown-changelog", configs={"no.such.config": "1"}),
+            changelog("failing-app-more-changelog", replication_factor=3),
+            changelog("failing-app-most-changelog", replication_factor=3),
+        ],
+    )
+    answer = heartbeat_until(send, "failing-app", str(uuid.uuid4()), five, failing)
+    summary, told = missing_internal_topics(answer).split("; ", 1)
+    assert told == KAFKA_FIVE_FAILED
+    # Kafka lists the missing topics in its HashMap's order (unknown, policy, most); kbroker's
+    # coordinator sorts them (broker/group/streams_group.py's configure_topics).
+    assert summary == "Internal topics are missing: failing-app-more-changelog, failing-app-most-changelog, failing-app-policy-changelog and 2 additional topics"
+    assert not {t for t in AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10).topics if t.startswith(("policy-app", "failing-app"))}
+
+
+def test_a_member_that_may_not_create_its_internal_topics_is_told_and_none_is_created(secured: Secured) -> None:  # noqa: F811
+    """On tests/integration/test_acls.py's node (SASL_PLAINTEXT with PLAIN users, StandardAuthorizer),
+    alice may READ the group and DESCRIBE its topics, and CREATE only one of its three changelog
+    topics: as Kafka 4.4, the coordinator creates none of them (not even that one), and the status
+    names the others; once she may CREATE them all, they are created."""
+    s = secured
+    alice = "User:alice"
+    await_finalized(s.plain, "streams.version", 1)
+    create_topic(s.plain, "acl-words", partitions=2)
+    add_acls(
+        s,
+        acl(ResourceType.GROUP, "acl-app", alice, AclOperation.READ),
+        acl(ResourceType.TOPIC, "acl-words", alice, AclOperation.DESCRIBE),
+        acl(ResourceType.TOPIC, "acl-app", alice, AclOperation.DESCRIBE, pattern=ResourcePatternType.PREFIXED),
+        acl(ResourceType.TOPIC, "acl-app-totals-changelog", alice, AclOperation.CREATE),
+    )
+    joining = changelogs_topology("acl-words", [changelog(name) for name in ACL_CHANGELOGS])
+    member = str(uuid.uuid4())
+    with sasl_socket(s, "alice") as sock:
+        ids = itertools.count(10)
+        send = lambda body: exchange(sock, body, next(ids))  # noqa: E731
+        send(find_coordinator_v4.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("acl-app",)))
+        answer = heartbeat_until(send, "acl-app", member, joining, lambda detail: "Unauthorized" in detail)
+        for _ in range(3):
+            assert answer.error_code == ErrorCode.none and missing_internal_topics(answer).split("; ", 1)[1] == KAFKA_UNAUTHORIZED, answer
+            time.sleep(0.3)
+            answer = send(owning_nothing("acl-app", member, answer.member_epoch))
+        assert not set(ACL_CHANGELOGS) & existing_topics(s)
+
+        # Allowed to CREATE them all (once the ACL reaches the authorizer): the next heartbeats have them created.
+        add_acls(s, acl(ResourceType.TOPIC, "acl-app", alice, AclOperation.CREATE, pattern=ResourcePatternType.PREFIXED))
+        deadline = time.monotonic() + WAIT_S
+        while missing_internal_topics(answer):
+            assert answer.error_code == ErrorCode.none and time.monotonic() < deadline, answer
+            time.sleep(0.3)
+            answer = send(owning_nothing("acl-app", member, answer.member_epoch))
+    assert set(ACL_CHANGELOGS) <= existing_topics(s)
 
 
 # -- a real Kafka Streams 4.4 application ------------------------------------------------------------

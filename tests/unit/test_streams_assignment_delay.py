@@ -293,12 +293,12 @@ def test_internal_topic_creation_errors_in_the_status() -> None:
     other = Status(ASSIGNMENT_DELAYED, INITIAL_REBALANCE_DELAYED)
     assert with_internal_topic_errors([other, missing], unauthorized=["a", "b"]) == (
         other,
-        Status(MISSING_INTERNAL_TOPICS, "Internal topics are missing: a, b; Unauthorized to CREATE on topics a,b."),
+        Status(MISSING_INTERNAL_TOPICS, "Internal topics are missing: a, b; Unauthorized to CREATE on topics a, b."),
     )
     assert with_internal_topic_errors([], unauthorized=["a"]) == (Status(MISSING_INTERNAL_TOPICS, "Unauthorized to CREATE on topics a."),)
     errors = {f"t{i}": f"Topic t{i} error." for i in range(5)}
     assert with_internal_topic_errors([missing], creation_errors=errors) == (
-        Status(MISSING_INTERNAL_TOPICS, "Internal topics are missing: a, b; Creation failed: t0 (Topic t0 error.),t1 (Topic t1 error.),t2 (Topic t2 error.) and 2 more."),
+        Status(MISSING_INTERNAL_TOPICS, "Internal topics are missing: a, b; Creation failed: t0 (Topic t0 error.), t1 (Topic t1 error.), t2 (Topic t2 error.) and 2 more."),
     )
     # Errors are told only while topics are missing.
     assert with_internal_topic_errors([other], creation_errors=errors) == (other,)
