@@ -23,7 +23,8 @@ from tests.chaos.client_logs import CLIENT_LOGS_ENV
 from tests.chaos.profile import PROFILES
 from tests.chaos.workloads.queue import QueueWorkload
 
-# Ten of each kind, as issue #18 asks (about 86 windows: 5-6 minutes on a quiet 2-core machine).
+# Ten of each kind, as issue #18 asks (about 86 windows: about 5 minutes on a quiet 2-core machine,
+# 2 of them holding the faults, most of the rest the cluster's own restarts and recoveries).
 FAULTS = int(os.environ.get("CHAOS_FAULTS", "10"))
 TOPOLOGY = Topology.parse(os.environ.get("CHAOS_TOPOLOGY", "combined-3"))
 PROFILE = PROFILES[os.environ.get("CHAOS_PROFILE", "fast")]
