@@ -69,6 +69,8 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("docs/metrics.md", "python -m benchmarks.metrics_cost"): "a cost benchmark (6 runs per setting of 4,000,000 records against brokers it starts): many minutes, and timings mean nothing on a shared machine",
     ("docs/metrics.md", "python -m benchmarks.request_metrics_cost"): "a cost benchmark (64,000 requests per run against brokers it starts): minutes, and timings mean nothing on a shared machine",
     ("docs/metrics.md", "python -m benchmarks.error_counts_cost"): "a CPU-time micro-benchmark (least of 7 runs of every answer): timings mean nothing on a shared machine",
+    ("docs/operations/kafka-tools.md", "kafka-streams-groups.sh --bootstrap-server 127.0.0.1:9092 --describe"): "needs a running Kafka Streams application (the group wordcount): tests/integration/test_streams_groups_command.py runs it against one, beside Kafka 4.4",
+    ("docs/operations/kafka-tools.md", "kafka-streams-groups.sh --bootstrap-server 127.0.0.1:9092 --reset-offsets"): "needs a stopped Kafka Streams application's group: tests/integration/test_streams_groups_command.py runs it, beside Kafka 4.4",
     ("docs/operations/cluster.md", "make cluster"): "the same command is run for README.md (three nodes and the console, stopped with Ctrl-C)",
 }
 

@@ -141,7 +141,7 @@ def test_a_remote_commit_marker_makes_the_transaction_stable(module_broker: Brok
     produced = request(
         module_broker.bootstrap,
         produce_v9.ProduceRequest(
-            transactional_id=None,
+            transactional_id="remote-marker-txn",
             acks=-1,
             timeout=datetime.timedelta(seconds=10),
             topic_data=(produce_v9.TopicProduceData(name=topic, partition_data=(produce_v9.PartitionProduceData(index=0, records=batch),)),),
