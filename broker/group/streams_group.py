@@ -40,6 +40,7 @@ from broker.group.streams_group_records import (
     TaskIds,
     TaskIdsWithEpochs,
 )
+from broker.java_hash_map import java_hash_map_order
 
 Record = tuple[object, object | None]
 Tasks = Mapping[str, frozenset[int]]
@@ -236,6 +237,19 @@ def _summarize(names: Iterable[str]) -> str:
     return ", ".join(listed[:3]) + more
 
 
+def creatable_topics_order(topology: StreamsGroupTopologyValue, missing: Iterable[str]) -> list[str]:
+    """The missing internal topics in the order of Kafka's creatableTopics: the HashMap that
+    InternalTopicManager.missingInternalTopics fills with every internal topic of the topology
+    (subtopologies by id, each one's repartition source topics then its changelog topics, each
+    from a HashMap of their own) before it takes out the ones that exist."""
+    put: list[str] = []
+    for s in sorted(topology.subtopologies, key=lambda s: s.subtopology_id):
+        put += java_hash_map_order(t.name for t in s.repartition_source_topics)
+        put += java_hash_map_order(t.name for t in s.state_changelog_topics)
+    wanted = set(missing)
+    return [name for name in java_hash_map_order(put) if name in wanted]
+
+
 def configure_topics(topology: StreamsGroupTopologyValue, topics: Topics) -> ConfiguredTopology:
     """Kafka's InternalTopicManager.configureTopics."""
     try:
@@ -258,7 +272,7 @@ def configure_topics(topology: StreamsGroupTopologyValue, topics: Topics) -> Con
                     )
         error = None
         if to_create:
-            error = TopicConfigurationError(MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {_summarize(sorted(to_create))}")
+            error = TopicConfigurationError(MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {_summarize(creatable_topics_order(topology, to_create))}")
         return ConfiguredTopology(topology.epoch, configured, to_create, error)
     except TopicConfigurationError as e:
         return ConfiguredTopology(topology.epoch, None, {}, e)

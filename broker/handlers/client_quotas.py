@@ -9,7 +9,7 @@ from typing import Any, Iterable
 from kio.schema.errors import ErrorCode
 
 from broker.controller.client_quota_control_manager import CLIENT_ID, IP, USER, QuotaAlteration, QuotaResult
-from broker.coordinator.coordinator_partitioner import java_string_hash
+from broker.java_hash_map import java_hash_map_order
 from broker.auth_helper import CLUSTER_AUTHORIZATION_FAILED, AuthHelper
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
@@ -83,18 +83,6 @@ def _filter(components: Any) -> tuple[dict[str, str | None], set[str]]:
             ErrorCode.invalid_request, "Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component."
         )
     return exact, present
-
-
-def java_hash_map_order(keys: Iterable[str]) -> list[str]:
-    """The order a Java HashMap of default capacity (16 buckets: an entity has at most four quota
-    keys) iterates these keys in, inserted in the given order: kafka-configs.sh prints a user's
-    quotas in the order Kafka's own map answers them."""
-
-    def bucket(key: str) -> int:
-        h = java_string_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & 15
-
-    return sorted(keys, key=bucket)
 
 
 def _matches(entity: QuotaEntity, exact: dict[str, str | None], present: set[str], strict: bool) -> bool:

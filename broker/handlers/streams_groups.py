@@ -36,17 +36,16 @@ from kio.schema.errors import ErrorCode
 
 from broker.auth_helper import AuthHelper
 from broker.controller.replication_control_manager import topic_name_error
-from broker.coordinator.coordinator_partitioner import java_string_hash
 from broker.group.group_metadata_manager import CoordinatorResult
 from broker.group.modern_group_manager import GroupError
 from broker.group.streams_assignor import STICKY_ASSIGNOR_NAME
-from broker.group.streams_group import InternalTopic, StreamsGroup, StreamsGroupMember, TasksTuple
+from broker.group.streams_group import InternalTopic, StreamsGroup, StreamsGroupMember, TasksTuple, creatable_topics_order
 from broker.group.streams_group_manager import StreamsGroupHeartbeatResponse, with_internal_topic_errors
-from broker.group.streams_group_records import StreamsGroupTopologyValue
 from broker.group.streams_version import streams_groups_enabled
 from broker.group_coordinator import CoordinatorNotAvailable, GroupCoordinator, now_ms, topic_partition_counts
 from broker.handlers.metadata import AUTHORIZED_OPERATIONS_UNKNOWN, INTERNAL_TOPICS
 from broker.handlers.settled import when_settled
+from broker.java_hash_map import java_hash_map_order
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.security.standard_acl import AclOperation, ResourceType
@@ -84,35 +83,6 @@ def _topology_topics(topology: Any) -> list[str]:
     for s in topology.subtopologies:
         names.update(dict.fromkeys(t.name for t in s.state_changelog_topics))
     return list(names)
-
-
-def java_hash_map_order(keys: Iterable[str]) -> list[str]:
-    """The order a java.util.HashMap iterates these keys in, put in this order: by bucket of the
-    table that holds them all (16, doubled each time it is more than three quarters full), then
-    as put."""
-    distinct = list(dict.fromkeys(keys))
-    capacity = 16
-    while len(distinct) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(key: str) -> int:
-        h = java_string_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(distinct, key=bucket)
-
-
-def creatable_topics_order(topology: StreamsGroupTopologyValue, missing: Iterable[str]) -> list[str]:
-    """The missing internal topics in the order of Kafka's creatableTopics: the HashMap that
-    InternalTopicManager.missingInternalTopics fills with every internal topic of the topology
-    (subtopologies by id, each one's repartition source topics then its changelog topics, each
-    from a HashMap of their own) before it takes out the ones that exist."""
-    put: list[str] = []
-    for s in sorted(topology.subtopologies, key=lambda s: s.subtopology_id):
-        put += java_hash_map_order(t.name for t in s.repartition_source_topics)
-        put += java_hash_map_order(t.name for t in s.state_changelog_topics)
-    wanted = set(missing)
-    return [name for name in java_hash_map_order(put) if name in wanted]
 
 
 class StreamsGroupHeartbeatHandler:

@@ -23,7 +23,7 @@ from kio.schema.sasl_handshake.v1 import request as handshake_v1
 from broker.config import BrokerConfig
 from broker.controller.client_quota_control_manager import QuotaAlteration, alter_client_quotas
 from broker.controller.scram_control_manager import ScramDeletion, ScramUpsertion, alter_credentials
-from broker.handlers.client_quotas import java_hash_map_order
+from broker.java_hash_map import java_hash_map_order
 from broker.metadata.image_writer import image_records
 from broker.metadata.metadata_delta import apply_records
 from broker.metadata.metadata_image import EMPTY_IMAGE

@@ -27,7 +27,9 @@ from broker.group.streams_group import ASSIGNMENT_DELAYED, MISSING_INTERNAL_TOPI
 from broker.group_coordinator import GroupCoordinator
 from broker.group.streams_group_manager import Status, with_internal_topic_errors
 from broker.group.streams_group_records import StreamsGroupTopologyValue, StreamsTopicInfo, Subtopology
-from broker.handlers.streams_groups import StreamsGroupHeartbeatHandler, creatable_topics_order, java_hash_map_order
+from broker.group.streams_group import creatable_topics_order
+from broker.handlers.streams_groups import StreamsGroupHeartbeatHandler
+from broker.java_hash_map import java_hash_map_order
 from broker.metadata.metadata_delta import apply_records
 from broker.metadata.metadata_image import EMPTY_IMAGE
 from broker.metadata.metadata_records import FeatureLevelRecord, PartitionRecord, TopicRecord
