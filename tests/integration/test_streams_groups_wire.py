@@ -36,6 +36,7 @@ from kio.schema.streams_group_describe.v0 import request as describe_v0
 from kio.schema.streams_group_heartbeat.v0 import request as heartbeat_v0
 from kio.static.primitive import i8, i16, i32
 
+from benchmarks.streams_groups import compile_word_count
 from protocol.schema.streams_group_describe.v1 import request as describe_v1
 from protocol.schema.streams_group_heartbeat.v1 import request as heartbeat_v1
 from tests.integration.conftest import BrokerProcess, StartBroker
@@ -508,10 +509,8 @@ class WordCountApp:
 
 
 def compile_app(out: Path) -> Path:
-    lib = streams_jars.fetch_jars()
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["javac", "-d", str(out), "-cp", f"{lib}/*", str(APP_DIR / "WordCount.java")], check=True, capture_output=True, timeout=120)
-    return out
+    return compile_word_count(streams_jars.fetch_jars(), out)
 
 
 def final_counts(bs: str, expected: Mapping[str, int]) -> dict[str, int]:
