@@ -36,6 +36,7 @@ LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenc
 UNKNOWN_TOPIC_ID = ProduceResult(error_code=ErrorCode.unknown_topic_id)
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_I8 = struct.Struct(">b")
 # Kafka's smallest batch length (a v0 record's overhead): below it its batch iterator throws.
 _MIN_BATCH_LENGTH = 14
 
@@ -62,12 +63,16 @@ class ProduceHandler:
         acks = request.acks
         # Kafka 4.4 refuses transactional records without a transactional id as not authorized,
         # authorizer or not, before anything else; records that are not transactional are not
-        # asked about, whatever id the request names.
-        if _has_transactional_records(request) and (
+        # asked about, whatever id the request names. Both refusals fail the whole request, as
+        # Kafka's error response does: every partition, a topic ID no topic has included.
+        try:
+            transactional = _has_transactional_records(request)
+        except InvalidProduceRecords as e:
+            return self._refuse_all(ctx, request, ProduceResult(error_code=ErrorCode(e.error_code), error_message=str(e)))
+        if transactional and (
             request.transactional_id is None or not self._auth.authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
         ):
-            failed = ProduceResult(error_code=ErrorCode.transactional_id_authorization_failed)
-            return self._answer(ctx, request, {(t.name, p.index): failed for t in request.topic_data if t.name is not None for p in t.partition_data})
+            return self._refuse_all(ctx, request, ProduceResult(error_code=ErrorCode.transactional_id_authorization_failed))
         denied: set[str] = set()
         if self._auth.enabled:
             names = {t.name for t in request.topic_data if t.name is not None}
@@ -93,7 +98,8 @@ class ProduceHandler:
                         if p.records is not None:
                             validate_produce_records(p.records, ctx.version)
                     except InvalidProduceRecords as e:
-                        results[(t.name, p.index)] = ProduceResult(error_code=ErrorCode(e.error_code), error_message=str(e))
+                        # Kafka answers the partition with the error alone (PartitionResponse(Errors)).
+                        results[(t.name, p.index)] = ProduceResult(error_code=ErrorCode(e.error_code))
                         continue
                     # A view into this request's own frame: offsets and epochs are rewritten in place.
                     entries.append((t.name, p.index, p.records))
@@ -134,7 +140,13 @@ class ProduceHandler:
         results.update(self._rm.append_records(verified, self._metadata.image, request.acks, verification.guards))
         return self._answer(ctx, request, results)
 
-    def _answer(self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]) -> Any:
+    def _refuse_all(self, ctx: RequestContext, request: ProduceRequest, refusal: ProduceResult) -> Any:
+        results = {(t.name, p.index): refusal for t in request.topic_data if t.name is not None for p in t.partition_data}
+        return self._answer(ctx, request, results, nameless=refusal)
+
+    def _answer(
+        self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult], nameless: ProduceResult = UNKNOWN_TOPIC_ID
+    ) -> Any:
         acks = request.acks
         if acks == ACKS_ALL:
             waiting = self._rm.pending_replication(results)
@@ -148,10 +160,10 @@ class ProduceHandler:
                 # No response can carry the error, so Kafka drops the connection: the
                 # client notices, refreshes metadata and stops writing into the void.
                 # Its ErrorsPerSec still counts the answer it would have sent (closeConnection).
-                _count_errors(ctx, _partition_results(request, results))
+                _count_errors(ctx, _partition_results(request, results, nameless))
                 return _close_after_earlier_responses(f"acks=0 produce failed for {len(failed)} partition(s), first {failed[0]}")
             return [Throttle(throttle_ms)] if throttle_ms else None
-        return self._response(ctx, request, results)
+        return self._response(ctx, request, results, nameless)
 
     async def _await_replication(
         self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult], waiting: dict[tuple[str, int], int]
@@ -159,14 +171,16 @@ class ProduceHandler:
         await self._rm.wait_for_replication(results, waiting, request.timeout_ms)
         return self._response(ctx, request, results)
 
-    def _response(self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]) -> list[bytes]:
+    def _response(
+        self, ctx: RequestContext, request: ProduceRequest, results: dict[tuple[str, int], ProduceResult], nameless: ProduceResult = UNKNOWN_TOPIC_ID
+    ) -> list[bytes]:
         image = self._metadata.image
         for (topic, index), result in results.items():
             # Also an answer decided after the append (a leadership lost while acks=all waited):
             # the client moves to the new leader without a metadata round trip, as with Kafka.
             if result.current_leader is None and result.error_code in LEADER_HINT_ERRORS:
                 result.current_leader = leader_hint(image, topic, index)
-        topics = _partition_results(request, results)
+        topics = _partition_results(request, results, nameless)
         _count_errors(ctx, topics)
         endpoints = self._metadata.leader_endpoints((r.current_leader for r in results.values()), ctx.client.listener)
         throttle_ms = self._throttle_ms(ctx)
@@ -184,27 +198,35 @@ class ProduceHandler:
 TopicResults = list[tuple[str, uuid.UUID | None, list[tuple[int, ProduceResult]]]]
 
 
-def _partition_results(request: ProduceRequest, results: dict[tuple[str, int], ProduceResult]) -> TopicResults:
-    """Each topic of the request with its partitions' results, in the request's order: the answer."""
+def _partition_results(request: ProduceRequest, results: dict[tuple[str, int], ProduceResult], nameless: ProduceResult = UNKNOWN_TOPIC_ID) -> TopicResults:
+    """Each topic of the request with its partitions' results, in the request's order: the answer.
+    A topic ID no topic has gets ``nameless``: UNKNOWN_TOPIC_ID, or the whole request's refusal."""
     return [
-        (t.name or "", t.topic_id, [(p.index, results[(t.name, p.index)] if t.name is not None else UNKNOWN_TOPIC_ID) for p in t.partition_data])
+        (t.name or "", t.topic_id, [(p.index, results[(t.name, p.index)] if t.name is not None else nameless) for p in t.partition_data])
         for t in request.topic_data
     ]
 
 
 def _has_transactional_records(request: ProduceRequest) -> bool:
-    """Kafka's RequestUtils.hasTransactionalRecords: is the first whole batch of any partition
-    a transactional one of magic 2? Read before the records are validated, as Kafka reads it; a
-    batch too short to be one is left to the validation, which refuses it."""
+    """Kafka's RequestUtils.hasTransactionalRecords: is the first whole batch of any partition a
+    transactional one of magic 2? Read before the records are validated, with Kafka's batch
+    iterator's checks: a first batch whose length is below 14, or whose magic (read once 17 bytes
+    are there, whole batch or not) is not 0 to 2, raises CORRUPT_MESSAGE for the whole request,
+    unless an earlier partition's first batch was transactional (Kafka stops at the first)."""
     for t in request.topic_data:
         for p in t.partition_data:
             records = p.records
             if records is None or len(records) < LOG_OVERHEAD:
                 continue
             (length,) = _I32.unpack_from(records, BATCH_LENGTH)
-            if length < _MIN_BATCH_LENGTH or LOG_OVERHEAD + length > len(records) or not 1 < records[MAGIC] < 0x80:
+            if length < _MIN_BATCH_LENGTH:
+                raise InvalidProduceRecords(ErrorCode.corrupt_message, f"Record size {length} is less than the minimum record overhead ({_MIN_BATCH_LENGTH})")
+            if len(records) <= MAGIC:
                 continue
-            if _I16.unpack_from(records, ATTRIBUTES)[0] & TRANSACTIONAL_MASK:
+            (magic,) = _I8.unpack_from(records, MAGIC)
+            if not 0 <= magic <= 2:
+                raise InvalidProduceRecords(ErrorCode.corrupt_message, f"Invalid magic found in record: {magic}")
+            if magic == 2 and LOG_OVERHEAD + length <= len(records) and _I16.unpack_from(records, ATTRIBUTES)[0] & TRANSACTIONAL_MASK:
                 return True
     return False
 

@@ -13,11 +13,21 @@ Both clusters get the same topic, transactional id and group names (so the same 
 partitions); producer ids and epochs differ, and answers name an epoch by its distance from the one
 InitProducerId gave. Each test asserts Kafka's answers, then that kbroker's are the same, but for
 one step kbroker answers differently on purpose: a new transaction reusing an aborted one's
-sequence (refused by kbroker, deduplicated by Kafka)."""
+sequence (refused by kbroker, deduplicated by Kafka).
+
+Before any of that, Kafka reads each partition's first batch to learn whether the request is
+transactional, and that read refuses some requests as a whole: every partition, a topic ID no topic
+has included, TRANSACTIONAL_ID_AUTHORIZATION_FAILED without a transactional id, CORRUPT_MESSAGE with
+its iterator's message for a batch length below 14 or a magic outside 0 to 2; under acks=0 the
+connection is closed. Refusals of the validation after it are per partition and carry no message."""
 
 from __future__ import annotations
 
+import datetime
+import socket
+import struct
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +39,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as find_v4
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_fetch.v8 import request as fetch_v8
+from kio.schema.produce.v9 import request as produce_v9
+from kio.schema.produce.v13 import request as produce_v13
 from kio.schema.txn_offset_commit.v5 import request as txn_commit_v5
 
 from benchmarks.apache_kafka import KafkaReferenceCluster
@@ -39,6 +51,8 @@ from tests.integration.helpers import unique_topic
 from tests.integration.test_transactions_kip890 import end_v5_txn, offsets, produce, producer_epoch_on
 from tests.integration.test_transactions_wire import add, describe, init
 from tests.integration.txn_helpers import values_of
+from broker.wire_client import encode_request, recv_exact
+from protocol.records import build_batch
 from tests.integration.wire import request
 
 TIMEOUT_S = 60.0
@@ -300,6 +314,73 @@ def transaction_version_2(cluster: Cluster, name: str) -> Answers:
     return answers + [[(p.committed_offset, p.error_code) for g in fetched.groups for t in g.topics for p in t.partitions]]
 
 
+def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
+    ask = metadata_v12.MetadataRequest(
+        topics=(metadata_v12.MetadataRequestTopic(topic_id=None, name=topic),), allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    [t] = request(bootstrap, ask).topics
+    return t.topic_id
+
+
+def refusals(cluster: Cluster, name: str) -> Answers:
+    """Produce requests refused as a whole before any partition is looked at (Kafka's
+    hasTransactionalRecords reads each partition's first batch), and one refused per partition.
+    Each answer: (topic, known?, partition, error, message) per partition, sorted, since Kafka's
+    error response lists partitions in a HashMap's order; topic IDs differ between the clusters."""
+    leader = new_topic(cluster, name)
+    known = topic_id(leader, name)
+    plain = bytes(build_batch([(None, b"v", (), 0)]))
+    transactional = bytes(build_batch([(None, b"v", (), 0)], producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True))
+    short = bytearray(plain)
+    struct.pack_into(">i", short, 8, 5)  # a batch length below Kafka's 14
+    magic_3 = bytearray(plain)
+    magic_3[16] = 3
+    magic_minus = bytearray(plain)
+    magic_minus[16] = 0x80
+
+    def by_id(partitions: list[tuple[uuid.UUID, bytes]], txn: str | None = None) -> list[Any]:
+        topics = tuple(
+            produce_v13.TopicProduceData(topic_id=tid, partition_data=(produce_v13.PartitionProduceData(index=0, records=records),)) for tid, records in partitions
+        )
+        r = request(leader, produce_v13.ProduceRequest(transactional_id=txn, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=topics))
+        return sorted((t.topic_id == known, p.index, p.error_code, p.error_message) for t in r.responses for p in t.partition_responses)
+
+    def by_name(partitions: list[tuple[str, bytes]]) -> list[Any]:
+        topics = tuple(
+            produce_v9.TopicProduceData(name=topic, partition_data=(produce_v9.PartitionProduceData(index=0, records=records),)) for topic, records in partitions
+        )
+        r = request(leader, produce_v9.ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=topics))
+        return sorted((t.name == name, p.index, p.error_code, p.error_message) for t in r.responses for p in t.partition_responses)
+
+    def closed_under_acks_0() -> bool:
+        body = produce_v9.ProduceRequest(
+            transactional_id=None,
+            acks=0,
+            timeout=datetime.timedelta(seconds=10),
+            topic_data=(produce_v9.TopicProduceData(name=name, partition_data=(produce_v9.PartitionProduceData(index=0, records=bytes(short)),)),),
+        )
+        host, port = leader.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+            sock.sendall(encode_request(body))
+            try:
+                recv_exact(sock, 4)
+            except (ConnectionError, EOFError):
+                return True
+            return False
+
+    elsewhere = uuid.uuid4()
+    return [
+        by_id([(known, transactional), (elsewhere, plain)]),  # no transactional id: every partition refused
+        by_id([(known, transactional), (elsewhere, bytes(short))]),  # the first transactional batch ends the look
+        by_id([(known, plain), (elsewhere, bytes(short))]),
+        by_name([(name, plain), (f"{name}-nowhere", bytes(magic_3))]),
+        by_name([(name, bytes(magic_minus))]),
+        by_name([(name, plain + plain)]),  # refused for its partition alone, by the validation after
+        closed_under_acks_0(),
+        offsets(leader, name),
+    ]
+
+
 def differences(answers: dict[str, Answers]) -> dict[int, tuple[Any, Any]]:
     """Where kbroker's answers differ from Kafka's: step -> (kbroker's, Kafka's)."""
     kbroker, kafka = answers["kbroker"], answers["kafka"]
@@ -388,4 +469,20 @@ def test_ends_with_no_transaction_open_as_kafka_answers_them(clusters: dict[str,
         (0, 0),
         [("CompleteAbort", ())],
     ]
+    assert differences(answers) == {}
+
+
+def test_produce_refused_as_a_whole_as_kafka_refuses_it(clusters: dict[str, Cluster]) -> None:
+    answers = side_by_side(clusters, refusals, unique_topic("refused"))
+    txn_refused = ErrorCode.transactional_id_authorization_failed
+    short = "Record size 5 is less than the minimum record overhead (14)"
+    assert answers["kafka"][:5] == [
+        [(False, 0, txn_refused, None), (True, 0, txn_refused, None)],
+        [(False, 0, txn_refused, None), (True, 0, txn_refused, None)],
+        [(False, 0, ErrorCode.corrupt_message, short), (True, 0, ErrorCode.corrupt_message, short)],
+        [(False, 0, ErrorCode.corrupt_message, "Invalid magic found in record: 3"), (True, 0, ErrorCode.corrupt_message, "Invalid magic found in record: 3")],
+        [(True, 0, ErrorCode.corrupt_message, "Invalid magic found in record: -128")],
+    ]
+    assert answers["kafka"][5][0][2] == ErrorCode.invalid_record
+    assert answers["kafka"][6:] == [True, (0, 0)]
     assert differences(answers) == {}
