@@ -348,10 +348,12 @@ def kill_nodes(nodes: Iterable[KafkaNode]) -> None:
 class KafkaReferenceCluster:
     """``nodes`` combined KRaft nodes of Apache Kafka, then ``controllers`` controller-only and
     ``brokers`` broker-only ones, ids from 1 in that order (as tests/cluster/cluster.py numbers
-    kbroker's); every controller a voter of a static quorum."""
+    kbroker's); every controller a voter of a static quorum. ``overrides`` for every node, then
+    ``node_overrides`` for some (a node's own log.dirs)."""
 
     def __init__(
         self, root: Path, lib: Path, *, nodes: int = 3, overrides: dict[str, str] | None = None, controllers: int = 0, brokers: int = 0,
+        node_overrides: dict[int, dict[str, str]] | None = None,
     ) -> None:
         self.root = root
         self.lib = lib
@@ -372,7 +374,7 @@ class KafkaReferenceCluster:
         size = nodes + brokers
         for node in self.nodes.values():
             node.node_dir.mkdir(parents=True, exist_ok=True)
-            props = self.properties(node, voters, size) | (overrides or {})
+            props = self.properties(node, voters, size) | (overrides or {}) | (node_overrides or {}).get(node.node_id, {})
             node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     @staticmethod

@@ -9,6 +9,12 @@ with no await in between (no append can come between the check and the swap on t
 the LogManager renames the logs, the partition serves the new one, and the AssignmentsManager
 tells the controller the replica's new dir. A future log found at start-up is picked up again.
 ``next_step`` is the sans-IO rule.
+
+replica.alter.log.dirs.io.max.bytes.per.second bounds the copies as Kafka's alter-log-dirs
+ReplicationQuotaManager does: a step copies up to replica.fetch.max.bytes (1 MiB) whenever the byte
+rate over the last 11 one-second windows is within the bound, so a move starts with a burst of up
+to 1 MiB and then waits until the rate has fallen back (Kafka's LocalLeaderEndPoint skips its fetch
+while the quota is exceeded; its thread records what it appended).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from typing import Callable
 import structlog
 
 from broker.replica_manager import ReplicaManager
+from broker.replication_quota_manager import monotonic_ms
+from replication.replication_quota import UNLIMITED, ReplicationQuota
 from storage.errors import StorageError, UnexpectedAppendOffsetError
 from storage.leader_epoch_cache import UNDEFINED_EPOCH
 from storage.log_config import LONG_MAX
@@ -85,11 +93,15 @@ def throttle_rate(value: str | None) -> float | None:
 
 
 class ReplicaAlterLogDirsManager:
-    def __init__(self, replica_manager: ReplicaManager, throttle_bytes_per_s: Callable[[], float | None] = lambda: None) -> None:
+    def __init__(
+        self, replica_manager: ReplicaManager, throttle_bytes_per_s: Callable[[], float | None] = lambda: None, clock_ms: Callable[[], int] = monotonic_ms
+    ) -> None:
         self._rm = replica_manager
         self._log_manager = replica_manager.log_manager
         # replica.alter.log.dirs.io.max.bytes.per.second: what the copies may read and write.
         self._throttle = throttle_bytes_per_s
+        self._quota = ReplicationQuota()
+        self._clock_ms = clock_ms
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -109,13 +121,10 @@ class ReplicaAlterLogDirsManager:
 
     async def _run(self) -> None:
         while True:
-            copied = self.step_all()
-            rate = self._throttle()
-            if copied and rate:
-                await asyncio.sleep(copied / rate)
-            elif copied:
+            if self.step_all():
                 await asyncio.sleep(0)
             else:
+                # Nothing to copy, or over the quota: a new move wakes this, the quota is looked at again soon.
                 try:
                     await asyncio.wait_for(self._wake.wait(), IDLE_WAIT_S)
                 except asyncio.TimeoutError:
@@ -152,8 +161,10 @@ class ReplicaAlterLogDirsManager:
 
     def _copy(self, current: UnifiedLog, future: UnifiedLog, offset: int) -> int:
         rate = self._throttle()
-        limit = max(1, min(MAX_COPY_BYTES, int(rate))) if rate else MAX_COPY_BYTES
-        info = current.read(offset, limit, current.log_end_offset, True)
+        self._quota.bound = int(rate) if rate else UNLIMITED
+        if self._quota.is_exceeded(self._clock_ms()):
+            return 0
+        info = current.read(offset, MAX_COPY_BYTES, current.log_end_offset, True)
         data = b"".join(os.pread(r.fd, r.length, r.position) for r in info.regions)
         if not data:
             return 0
@@ -171,6 +182,7 @@ class ReplicaAlterLogDirsManager:
         future.update_high_watermark(current.high_watermark)
         if current.log_start_offset > future.log_start_offset:
             future.maybe_increment_log_start_offset(min(current.log_start_offset, future.high_watermark))
+        self._quota.record(len(data), self._clock_ms())
         return len(data)
 
     def _swap(self, key: TopicPartition) -> None:
