@@ -117,6 +117,8 @@ from broker.kafka_apis import KafkaApis, RequestContext
 from broker.metadata.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.metrics.kafka_metrics_exporter import KafkaMetricsExporter
 from broker.metrics.node_metrics import broker_collectors
+from broker.metrics.share_coordinator_metrics import ShareCoordinatorMetricsCollector
+from broker.metrics.share_group_metrics import ShareGroupMetrics, ShareGroupMetricsCollector
 from broker.metadata.metadata_image import QuotaEntity, ScramCredential
 from broker.network import SharedConnectionQuotas, SocketServer, TransferMetrics
 from broker.produce_verification import ProduceVerifier
@@ -243,7 +245,8 @@ class BrokerServer:
             inter_broker_listener_name=cfg.inter_broker_listener.name,
         )
         self.share_partition_manager = SharePartitionManager(
-            cfg.node_id, share_log_reader, share_persister, self.share_settings, self.replica_manager.fetch_purgatory, dlq=self.share_group_dlq
+            cfg.node_id, share_log_reader, share_persister, self.share_settings, self.replica_manager.fetch_purgatory, dlq=self.share_group_dlq,
+            metrics=ShareGroupMetrics(self.replica_manager.topic_stats),
         )
         self.txn_marker_writer = TransactionMarkerWriter(self.replica_manager, self.metadata, self.group_coordinator)
         self.txn_markers = TransactionMarkerChannelManager(
@@ -335,6 +338,11 @@ class BrokerServer:
         # metrics.listener (broker/metrics/, docs/metrics.md): this broker's collectors on the node's endpoint.
         self.metrics_exporter = KafkaMetricsExporter.for_node(shared)
         self._metrics_collectors = broker_collectors(self) if self.metrics_exporter is not None else []
+        if self.metrics_exporter is not None:
+            self._metrics_collectors += [
+                ShareGroupMetricsCollector(self.share_partition_manager.metrics, self.share_partition_manager, self.share_sessions, self.group_coordinator),
+                ShareCoordinatorMetricsCollector(self.share_coordinator),
+            ]
         for collector in self._metrics_collectors:
             self.metrics_exporter.register(collector)  # type: ignore[union-attr]
 
@@ -416,7 +424,7 @@ class BrokerServer:
             ApiKey.DELETE_GROUPS: DeleteGroupsHandler(self.group_coordinator, self.auth),
             ApiKey.CONSUMER_GROUP_HEARTBEAT: ConsumerGroupHeartbeatHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.CONSUMER_GROUP_DESCRIBE: ConsumerGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
-            ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatHandler(self.group_coordinator, self.metadata, self.auth),
+            ApiKey.SHARE_GROUP_HEARTBEAT: ShareGroupHeartbeatHandler(self.group_coordinator, self.metadata, self.auth, self.share_partition_manager.metrics),
             ApiKey.SHARE_GROUP_DESCRIBE: ShareGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.STREAMS_GROUP_HEARTBEAT: StreamsGroupHeartbeatHandler(self.group_coordinator, self.metadata, self.auth),
             ApiKey.STREAMS_GROUP_DESCRIBE: StreamsGroupDescribeHandler(self.group_coordinator, self.metadata, self.auth),

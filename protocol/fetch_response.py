@@ -2,17 +2,22 @@
 
 kio would need the records as ``bytes``; here each partition's records stay whatever the
 log handed us (a region of a segment file, sent later with ``sendfile``), and only the
-framing around them is built in Python.
+framing around them is built in Python. ``encode_response_chunks`` frames any other kio
+answer the same way (ShareFetch): kio writes it, and a ``SplicedRecords`` value in a records
+field is spliced in as its regions.
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+from kio.serial import entity_writer
+
+from protocol.api_keys import response_header_version
 from protocol.headers import response_header
 from protocol.primitives import array_length, current_leader_field, node_endpoints_field, string, uvarint
 
@@ -48,10 +53,11 @@ class FetchPartitionResult:
 
     @property
     def records_size(self) -> int:
-        return sum(
-            len(r) if isinstance(r, (bytes, bytearray)) else r.length
-            for r in self.records
-        )
+        return chunks_size(self.records)
+
+
+def chunks_size(chunks: Iterable[Chunk]) -> int:
+    return sum(len(c) if isinstance(c, (bytes, bytearray)) else c.length for c in chunks)
 
 
 @dataclass(slots=True)
@@ -121,14 +127,8 @@ def encode_fetch_response(
                 head += _I32.pack(p.preferred_read_replica)
             size = p.records_size
             head += uvarint(size + 1) if flexible else _I32.pack(size)
-            for r in p.records:
-                if isinstance(r, (bytes, bytearray)):
-                    head += r
-                else:
-                    chunks.append(head)
-                    chunks.append(r)
-                    regions_size += r.length
-                    head = bytearray()
+            head, spliced = _splice(chunks, head, p.records)
+            regions_size += spliced
             if flexible:
                 tagged: list[bytes] = []
                 if p.diverging_epoch is not None:
@@ -145,7 +145,71 @@ def encode_fetch_response(
         head += node_endpoints_field(node_endpoints)
     elif flexible:
         head.append(0)
+    return _closed(chunks, head, frame_start, regions_size)
+
+
+def _splice(chunks: list[Chunk], head: bytearray, records: Iterable[Chunk]) -> tuple[bytearray, int]:
+    """``records`` after ``head``: bytes copied into it, each region a chunk of its own between
+    two heads. Returns the head to go on writing into and the size of the regions."""
+    regions_size = 0
+    for r in records:
+        if isinstance(r, (bytes, bytearray)):
+            head += r
+        else:
+            chunks.append(head)
+            chunks.append(r)
+            regions_size += r.length
+            head = bytearray()
+    return head, regions_size
+
+
+def _closed(chunks: list[Chunk], head: bytearray, frame_start: bytearray, regions_size: int) -> list[Chunk]:
+    """The frame's chunks with the last head, its size written into ``frame_start``'s first four bytes."""
     chunks.append(head)
     written = sum(len(c) for c in chunks if isinstance(c, bytearray))
     _I32.pack_into(frame_start, 0, written + regions_size - _I32.size)
     return chunks
+
+
+class SplicedRecords:
+    """A records field of a kio entity whose bytes are not copied into the frame: regions go out
+    with sendfile (copied on TLS listeners), bytes are written in place."""
+
+    __slots__ = ("chunks", "_size")
+
+    def __init__(self, chunks: Sequence[Chunk]) -> None:
+        self.chunks = chunks
+        self._size = chunks_size(chunks)
+
+    def __len__(self) -> int:
+        # kio writes the length prefix from len(), then the value with the buffer's write.
+        return self._size
+
+
+class _FrameWriter:
+    """kio's output buffer for a frame of chunks."""
+
+    __slots__ = ("chunks", "head", "regions_size")
+
+    def __init__(self, head: bytearray) -> None:
+        self.chunks: list[Chunk] = []
+        self.head = head
+        self.regions_size = 0
+
+    def write(self, data: bytes | SplicedRecords) -> int:
+        if isinstance(data, SplicedRecords):
+            self.head, spliced = _splice(self.chunks, self.head, data.chunks)
+            self.regions_size += spliced
+        else:
+            self.head += data
+        return len(data)
+
+
+def encode_response_chunks(api_key: int, version: int, correlation_id: int, body: Any) -> list[Chunk]:
+    """A kio response's whole frame as chunks, its ``SplicedRecords`` fields spliced in."""
+    frame_start = bytearray(_I32.size)
+    frame_start += response_header(correlation_id, response_header_version(api_key, version))
+    out = _FrameWriter(frame_start)
+    # kio's entity_writer is cached per entity type.
+    entity_writer(type(body))(out, body)
+    return _closed(out.chunks, out.head, frame_start, out.regions_size)

@@ -10,12 +10,17 @@ its own AcknowledgeErrorCode; a final (-1) request acknowledges, fetches nothing
 what the member still holds. A partition this node does not lead is NOT_LEADER_OR_FOLLOWER with
 its CurrentLeader and the leaders' NodeEndpoints.
 
-Records go out as bytes read from the log, whole batches covering the acquired offsets, not as
-sendfile regions. From v2 (gated by the API version, not by share.version): IsRenewAck lets a
-request carry acknowledge type 4 (Renew, KIP-1222), which restarts the acquisition locks of the
-member's records; elsewhere type 4 is INVALID_REQUEST for its partition. A renewing ShareFetch
-must set MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0 (else INVALID_REQUEST) and fetches
-nothing. ShareAcquireMode 1 (record_limit, KIP-1206) makes MaxRecords a hard limit; a mode
+Records go out as Fetch's do: the whole batches covering the acquired offsets (Kafka's
+FileRecords slice, compressed batches and read_committed's aborted or control batches included;
+AcquiredRecords says which offsets the member holds), as regions of the segment files spliced
+into the answer's frame and written with sendfile (copied on TLS listeners); only the batch
+headers are read here.
+
+From v2 (gated by the API version, not by share.version): IsRenewAck lets a request carry
+acknowledge type 4 (Renew, KIP-1222), which restarts the acquisition locks of the member's
+records; elsewhere type 4 is INVALID_REQUEST for its partition. A renewing ShareFetch must set
+MaxBytes, MinBytes, MaxRecords and MaxWaitMs to 0 (else INVALID_REQUEST) and fetches nothing.
+ShareAcquireMode 1 (record_limit, KIP-1206) makes MaxRecords a hard limit; a mode
 Kafka does not know fails the request with UNKNOWN_SERVER_ERROR, as Kafka's ShareAcquireMode.forId
 throws, after its acknowledgements were applied.
 """
@@ -24,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -38,6 +42,7 @@ from broker.handlers.share_groups import MAX_MEMBER_ID_LENGTH
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_image import MetadataImage
+from broker.metrics.request_errors import count_response
 from broker.partition import READ_COMMITTED, READ_UNCOMMITTED
 from broker.replica_manager import ReplicaManager, leader_hint
 from broker.security.standard_acl import AclOperation, ResourceType
@@ -62,7 +67,9 @@ from broker.share.share_session_cache import (
 )
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
-from protocol.record_batch import InvalidBatch, iter_headers
+from protocol.fetch_response import Chunk, SplicedRecords, encode_response_chunks
+from storage.fetch_data_info import FileRegion
+from storage.log_segment import scan_batches
 
 log = structlog.get_logger(__name__)
 
@@ -98,22 +105,29 @@ class ReplicaManagerLogReader:
         result = self._rm.read(topic, partition, fetch_offset, max_bytes, READ_COMMITTED if read_committed else READ_UNCOMMITTED, True, image)
         if result.read is None:
             return LogRead(result.error_code, current_leader=result.current_leader)
-        records = _whole_batches(result.read.info.regions)
-        batches = tuple(FetchedBatch(h.base_offset, h.last_offset, h.producer_id, h.is_transactional, h.is_control) for h in iter_headers(records))
         aborted = tuple(AbortedTransaction(pid, first) for pid, first in result.read.aborted_transactions or ())
-        return LogRead(records=records, batches=batches, aborted_transactions=aborted)
+        return _whole_batches(result.read.info.regions, aborted)
 
 
-def _whole_batches(regions: Iterable[Any]) -> bytes:
-    """A read's file regions as bytes, cut after the last whole batch."""
-    data = b"".join(os.pread(r.fd, r.length, r.position) for r in regions)
-    end = 0
-    try:
-        for header in iter_headers(data):
-            end = header.position + header.size
-    except InvalidBatch:
-        pass
-    return data[:end]
+def _whole_batches(regions: Iterable[FileRegion], aborted: tuple[AbortedTransaction, ...]) -> LogRead:
+    """A read's regions cut after the last whole batch, with each batch's offsets and end: only
+    the batch headers are read (the byte limit may have cut the last batch)."""
+    chunks: list[FileRegion] = []
+    batches: list[FetchedBatch] = []
+    ends: list[int] = []
+    size = 0
+    for region in regions:
+        end = region.position
+        for position, h in scan_batches(region.fd, region.position + region.length, region.position):
+            end = position + h.size
+            size += h.size
+            batches.append(FetchedBatch(h.base_offset, h.last_offset, h.producer_id, h.is_transactional, h.is_control))
+            ends.append(size)
+        if end > region.position:
+            chunks.append(region if end == region.position + region.length else FileRegion(region.fd, region.position, end - region.position))
+        if end < region.position + region.length:
+            break
+    return LogRead(chunks=tuple(chunks), batches=tuple(batches), batch_ends=tuple(ends), aborted_transactions=aborted)
 
 
 class _ShareRequestBase:
@@ -188,6 +202,7 @@ class _ShareRequestBase:
                 to_apply[tip] = batches
         if to_apply:
             results.update(await self._manager.acknowledge(group_id, member_id, to_apply, renew))
+            self._manager.metrics.share_acknowledged({tip: named[tip] for tip in to_apply}, results)
         return results
 
     def _current_leader(self, image: MetadataImage, tip: TopicIdPartition, error: int, hint: tuple[int, int] | None) -> tuple[int, int]:
@@ -290,7 +305,8 @@ class ShareFetchHandler(_ShareRequestBase):
         fetched: dict[TopicIdPartition, PartitionFetch],
         acks: dict[TopicIdPartition, int],
         lock_duration_ms: int,
-    ) -> Any:
+    ) -> list[Chunk]:
+        """The answer encoded here, as Fetch's is: its records are spliced in, not copied."""
         topic_cls = nested(schema, "ShareFetchableTopicResponse")
         partition_cls = nested(schema, "PartitionData")
         leader_cls = nested(schema, "LeaderIdAndEpoch")
@@ -313,13 +329,13 @@ class ShareFetchHandler(_ShareRequestBase):
                     acknowledge_error_code=acks.get(tip, ErrorCode.none),
                     acknowledge_error_message=None,
                     current_leader=build(leader_cls, leader_id=leader[0], leader_epoch=leader[1]),
-                    records=result.records,
+                    records=SplicedRecords(result.records),
                     acquired_records=tuple(
                         build(acquired_cls, first_offset=r.first_offset, last_offset=r.last_offset, delivery_count=r.delivery_count) for r in result.acquired
                     ),
                 )
             )
-        return build(
+        response = build(
             schema,
             throttle_time=0,
             error_code=ErrorCode.none,
@@ -328,6 +344,10 @@ class ShareFetchHandler(_ShareRequestBase):
             responses=tuple(build(topic_cls, topic_id=topic_id, partitions=tuple(parts)) for topic_id, parts in by_topic.items()),
             node_endpoints=self._node_endpoints(schema, ctx, leaders),
         )
+        if ctx.errors is not None:
+            # KafkaApis counts the entities handlers return; an answer encoded here counts its own.
+            count_response(ctx.errors, ApiKey.SHARE_FETCH, response)
+        return encode_response_chunks(ApiKey.SHARE_FETCH, ctx.version, ctx.header.correlation_id, response)
 
 
 class ShareAcknowledgeHandler(_ShareRequestBase):

@@ -13,7 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.auth_helper import AuthHelper
-from broker.group.share_group_manager import DescribedShareGroup, DescribedTopicPartitions, ShareGroupHeartbeatResponse
+from broker.group.share_group_manager import LEAVE_GROUP_MEMBER_EPOCH, DescribedShareGroup, DescribedTopicPartitions, ShareGroupHeartbeatResponse
 from broker.group.share_version import share_groups_enabled
 from broker.group_coordinator import CoordinatorNotAvailable, GroupCoordinator, now_ms, topic_partition_counts
 from broker.handlers.groups import HIDDEN_TOPICS_MESSAGE
@@ -21,6 +21,7 @@ from broker.handlers.metadata import AUTHORIZED_OPERATIONS_UNKNOWN
 from broker.handlers.settled import when_settled
 from broker.kafka_apis import RequestContext
 from broker.metadata.metadata_cache import MetadataCache
+from broker.metrics.share_group_metrics import ShareGroupMetrics
 from broker.security.standard_acl import AclOperation, ResourceType
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested
@@ -33,10 +34,11 @@ class ShareGroupHeartbeatHandler:
     """A share consumer heartbeats its subscription; the coordinator answers with its epoch and,
     when it changed, its assignment (only partitions whose share-group state is initialized)."""
 
-    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, auth: AuthHelper | None = None) -> None:
+    def __init__(self, coordinator: GroupCoordinator, metadata: MetadataCache, auth: AuthHelper | None = None, metrics: ShareGroupMetrics | None = None) -> None:
         self._coordinator = coordinator
         self._metadata = metadata
         self._auth = auth or AuthHelper(None)
+        self._metrics = metrics if metrics is not None else ShareGroupMetrics()
 
     def __call__(self, ctx: RequestContext, request):  # type: ignore[no-untyped-def]
         schema = response_schema(ApiKey.SHARE_GROUP_HEARTBEAT, ctx.version)
@@ -56,6 +58,8 @@ class ShareGroupHeartbeatHandler:
         except CoordinatorNotAvailable as e:
             return self._failed(schema, e.error_code)
         before = shard.snapshot([request.group_id])
+        group = shard.share_groups.groups.get(request.group_id)
+        epoch = group.group_epoch if group is not None else 0
         result = shard.share_groups.heartbeat(
             request,
             topic_partition_counts(self._metadata.image),
@@ -63,6 +67,9 @@ class ShareGroupHeartbeatHandler:
             client_id=ctx.header.client_id or "",
             client_host="/" + ctx.client.address.split(":")[0],
         )
+        group = shard.share_groups.groups.get(request.group_id)
+        if group is not None and group.group_epoch > epoch and request.member_epoch != LEAVE_GROUP_MEMBER_EPOCH:
+            self._metrics.share_group_rebalanced()  # Kafka's sensor, on a heartbeat's epoch bump (a leave's is not one)
         written = self._coordinator.execute_share_group(request.group_id, result, before)
         return when_settled(written, lambda error: self._response(schema, result.response, error))
 

@@ -29,6 +29,10 @@ class TopicMetrics:
         "total_fetch_requests",
         "failed_fetch_requests",
         "replication_bytes_out",
+        "total_share_fetch_requests",
+        "failed_share_fetch_requests",
+        "total_share_acknowledgement_requests",
+        "failed_share_acknowledgement_requests",
     )
 
     def __init__(self) -> None:
@@ -51,6 +55,14 @@ METERS = (
     ("total_fetch_requests", "TotalFetchRequestsPerSec", "Partition reads answered to fetch requests."),
     ("failed_fetch_requests", "FailedFetchRequestsPerSec", "Partition reads answered with a storage error."),
     ("replication_bytes_out", "ReplicationBytesOutPerSec", "Bytes of records sent to followers."),
+)
+# KIP-932's, counted by the share partition manager once per topic of a request; a topic shows
+# them only once one moved, as Kafka makes a topic's share meters on first use.
+SHARE_METERS = (
+    ("total_share_fetch_requests", "TotalShareFetchRequestsPerSec", "ShareFetch requests that read the topic."),
+    ("failed_share_fetch_requests", "FailedShareFetchRequestsPerSec", "ShareFetch requests that failed on one of the topic's partitions."),
+    ("total_share_acknowledgement_requests", "TotalShareAcknowledgementRequestsPerSec", "Requests that acknowledged records of the topic."),
+    ("failed_share_acknowledgement_requests", "FailedShareAcknowledgementRequestsPerSec", "Requests whose acknowledgement failed on one of the topic's partitions."),
 )
 
 
@@ -98,13 +110,16 @@ class BrokerTopicMetricsCollector:
             stats.retire_all_but(self._alive())
         total = stats.total()
         topics = sorted(stats.topics.items())
-        for attr, meter, doc in METERS:
-            family = Metric(prometheus_name(meter), f"kafka.server:type=BrokerTopicMetrics,name={meter}: {doc}", "counter")
-            sample = family.name + "_total"
-            family.add_sample(sample, {}, float(getattr(total, attr)))
-            for name, metrics in topics:
-                family.add_sample(sample, {"topic": name}, float(getattr(metrics, attr)))
-            yield family
+        for meters, every_topic in ((METERS, True), (SHARE_METERS, False)):
+            for attr, meter, doc in meters:
+                family = Metric(prometheus_name(meter), f"kafka.server:type=BrokerTopicMetrics,name={meter}: {doc}", "counter")
+                sample = family.name + "_total"
+                family.add_sample(sample, {}, float(getattr(total, attr)))
+                for name, metrics in topics:
+                    value = getattr(metrics, attr)
+                    if value or every_topic:
+                        family.add_sample(sample, {"topic": name}, float(value))
+                yield family
 
 
-__all__ = ["METERS", "BrokerTopicMetricsCollector", "BrokerTopicStats", "TopicMetrics", "prometheus_name"]
+__all__ = ["METERS", "SHARE_METERS", "BrokerTopicMetricsCollector", "BrokerTopicStats", "TopicMetrics", "prometheus_name"]

@@ -60,14 +60,16 @@ class InFlightState:
         increase_delivery_count: bool,
         max_delivery_count: int,
         member_id: str,
+        dlq: bool = False,
     ) -> bool:
         """Kafka's ``tryUpdateState``: False when the transition is not allowed.
 
         A record going back to AVAILABLE that was already delivered ``max_delivery_count``
-        times is archived instead; an archived record keeps its delivery count.
+        times is archived instead (ARCHIVING, to be written to the group's dead-letter queue
+        first, with ``dlq``); an archived record keeps its delivery count.
         """
         if new_state is RecordState.AVAILABLE and self.delivery_count >= max_delivery_count:
-            new_state = RecordState.ARCHIVED
+            new_state = RecordState.ARCHIVING if dlq else RecordState.ARCHIVED
         if not self.state.can_transition_to(new_state):
             return False
         self.state = new_state

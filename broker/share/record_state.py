@@ -17,11 +17,14 @@ class RecordState(enum.IntEnum):
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    # KIP-1191: archived for the dead-letter queue, until the DLQ write lands (or is given up on).
+    # Never delivered again, but not finished: the start offset stays before it.
+    ARCHIVING = 3
     ARCHIVED = 4
 
     @property
     def is_terminal(self) -> bool:
-        """ACKNOWLEDGED and ARCHIVED records are never delivered again."""
+        """ACKNOWLEDGED and ARCHIVED records are finished (Kafka's isStateTerminal)."""
         return self is RecordState.ACKNOWLEDGED or self is RecordState.ARCHIVED
 
     def can_transition_to(self, new_state: RecordState) -> bool:

@@ -9,6 +9,13 @@ back to AVAILABLE at the delivery count limit (a RELEASE, a lock timeout or a me
 "Offset delivery count exceeded the threshold.") is written to the DLQ topic. GAP acknowledgements
 and records archived for other reasons (aborted transactions, the log start moving) are not.
 
+Such a record is not ARCHIVED at once, as Kafka 4.4 does it: it goes ARCHIVING (state 3), persisted
+as that to the share coordinator, and only once its DLQ write landed, or was given up on, ARCHIVED
+(persisted again). A share partition loaded with ARCHIVING records (its leader failed in between)
+writes them to the DLQ again (``DlqBatch``; the cause from the delivery count: at the limit
+DELIVERY_COUNT_EXCEEDED, else CLIENT_REJECT), so the DLQ copy is not lost; it may be written twice
+if the old leader's write landed but its ARCHIVED did not.
+
 Each archived offset becomes one record on partition ``source partition % DLQ partitions``,
 timestamped when written, uncompressed, with the headers ``__dlq.errors.topic``, ``.partition``,
 ``.offset``, ``.group``, ``.delivery.count`` and ``.message`` (UTF-8 strings); its key and value are
@@ -23,9 +30,6 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from broker.share.acknowledgement_batch import ShareAcknowledgementBatch
-from broker.share.persister import PersisterStateBatch
-from broker.share.record_state import AcknowledgeType, RecordState
 from protocol.records import Header, build_batch
 
 # ShareGroupDLQStateManager.ProduceRequestHandler's header names.
@@ -67,59 +71,25 @@ class ShareGroupDLQRecordParameter:
     cause: DLQCause
 
 
-def for_acknowledgement(
-    group_id: str,
-    topic_id: uuid.UUID,
-    topic: str,
-    partition: int,
-    acknowledgements: Sequence[ShareAcknowledgementBatch],
-    changed: Iterable[PersisterStateBatch],
-) -> list[ShareGroupDLQRecordParameter]:
-    """What an acknowledgement archived for the DLQ: of the ``changed`` ranges it made ARCHIVED,
-    the REJECTed offsets (CLIENT_REJECT) and the RELEASEd ones at the delivery count limit
-    (DELIVERY_COUNT_EXCEEDED); GAPs have no record to write."""
-    params: list[ShareGroupDLQRecordParameter] = []
-    for batch in changed:
-        if batch.delivery_state is not RecordState.ARCHIVED:
-            continue
-        run: tuple[int, int, DLQCause] | None = None
-        for offset in range(batch.first_offset, batch.last_offset + 1):
-            cause = _cause_of(acknowledgements, offset)
-            if run is not None and cause is run[2] and offset == run[1] + 1:
-                run = (run[0], offset, cause)
-                continue
-            if run is not None:
-                params.append(ShareGroupDLQRecordParameter(group_id, topic_id, topic, partition, run[0], run[1], batch.delivery_count, run[2]))
-            run = None if cause is None else (offset, offset, cause)
-        if run is not None:
-            params.append(ShareGroupDLQRecordParameter(group_id, topic_id, topic, partition, run[0], run[1], batch.delivery_count, run[2]))
-    return params
+@dataclass(frozen=True, slots=True)
+class DlqBatch:
+    """SharePartition.DlqBatch: offsets ``first_offset..last_offset`` of a share partition held
+    ARCHIVING until their dead-letter write lands."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+    cause: DLQCause
 
 
-def for_release(
-    group_id: str, topic_id: uuid.UUID, topic: str, partition: int, changed: Iterable[PersisterStateBatch]
+def for_archiving(
+    group_id: str, topic_id: uuid.UUID, topic: str, partition: int, batches: Iterable[DlqBatch]
 ) -> list[ShareGroupDLQRecordParameter]:
-    """What a release (lock timeout, member leaving) archived: records that reached the delivery
-    count limit."""
+    """The DLQ writes of a share partition's ARCHIVING batches."""
     return [
-        ShareGroupDLQRecordParameter(
-            group_id, topic_id, topic, partition, b.first_offset, b.last_offset, b.delivery_count, DLQCause.DELIVERY_COUNT_EXCEEDED
-        )
-        for b in changed
-        if b.delivery_state is RecordState.ARCHIVED
+        ShareGroupDLQRecordParameter(group_id, topic_id, topic, partition, b.first_offset, b.last_offset, b.delivery_count, b.cause)
+        for b in batches
     ]
-
-
-def _cause_of(acknowledgements: Sequence[ShareAcknowledgementBatch], offset: int) -> DLQCause | None:
-    for ack in acknowledgements:
-        if ack.first_offset <= offset <= ack.last_offset:
-            ack_type = ack.type_of(offset)
-            if ack_type == AcknowledgeType.REJECT:
-                return DLQCause.CLIENT_REJECT
-            if ack_type == AcknowledgeType.RELEASE:
-                return DLQCause.DELIVERY_COUNT_EXCEEDED
-            return None
-    return None
 
 
 def validate_dlq_topic(
@@ -198,11 +168,11 @@ __all__ = [
     "DLQ_GROUP_ENABLE_CONFIG",
     "DLQ_TOPIC_NAME_PREFIX_DEFAULT",
     "DLQCause",
+    "DlqBatch",
     "ShareGroupDLQRecordParameter",
     "dlq_batches",
     "dlq_headers",
     "dlq_partition",
-    "for_acknowledgement",
-    "for_release",
+    "for_archiving",
     "validate_dlq_topic",
 ]

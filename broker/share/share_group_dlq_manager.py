@@ -11,7 +11,8 @@ values read from the local log when the group copies records, and the records pr
 to the leader of the DLQ partition, over the inter-broker network (also to this node: one path,
 as Kafka's KafkaClient). A retriable answer or a lost request backs off (1 s doubling to 30 s, 20%
 jitter) and tries again, for at most 5 attempts; then, or on any other error, the records are
-given up on with an error log: the share partition has archived them regardless.
+given up on with an error log. Either way the write's task ends with its error (NONE when it
+landed), and the share partition then moves the records from ARCHIVING to ARCHIVED.
 
 The writes of one share partition go one at a time, in the order they were enqueued, so that its
 DLQ records keep their offsets' order.

@@ -4,8 +4,9 @@
 The share-partition start offset (SPSO) is the first offset whose delivery is not finished;
 the end offset (SPEO) the last offset fetched into the cache (or, with nothing cached, the
 next offset to fetch). Between them every record is AVAILABLE, ACQUIRED (by one member, under
-an acquisition lock), ACKNOWLEDGED or ARCHIVED, tracked per fetched batch until something
-touches only part of a batch (``InFlightBatch``).
+an acquisition lock), ACKNOWLEDGED, ARCHIVING (archived for the group's dead-letter queue, its
+DLQ write not landed yet: never delivered again, but the SPSO stays before it) or ARCHIVED,
+tracked per fetched batch until something touches only part of a batch (``InFlightBatch``).
 
 Nothing here reads the log, keeps a timer or talks to the share coordinator:
 
@@ -15,7 +16,12 @@ Nothing here reads the log, keeps a timer or talks to the share coordinator:
   ``expire_acquisition_locks``;
 - every state change returns a ``ShareStateUpdate`` whose ``write`` holds the batches the
   share coordinator must persist (WriteShareGroupState), and ``initialize`` takes what
-  ReadShareGroupState returned.
+  ReadShareGroupState returned;
+- with ``dlq`` (the group has a dead-letter queue) a REJECT, or a record going back to AVAILABLE
+  at the delivery count limit, makes it ARCHIVING: the update's ``archiving`` names the DLQ
+  writes to make once ``write`` is persisted, and ``complete_archiving`` archives them when
+  each landed or was given up on (Kafka's initiateDLQAndArchive). ``archiving_batches`` are
+  those a loaded state holds, to write again (Kafka's maybeResumeDlqArchiving).
 
 State changes apply at once. Kafka keeps them pending until the share coordinator confirms
 the write and rolls them back on failure; that is not modelled here: a caller that cannot
@@ -25,11 +31,13 @@ persist a write must drop the share partition and initialise a new one from the 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import enum
 import heapq
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -43,6 +51,7 @@ from broker.share.acquired_records import (
 from broker.share.in_flight import EMPTY_MEMBER_ID, InFlightBatch, InFlightState, StateSnapshot
 from broker.share.persister import PersisterStateBatch, SharePartitionStateData
 from broker.share.record_state import AcknowledgeType, RecordState
+from broker.share.share_group_dlq import DLQCause, DlqBatch
 
 
 class SharePartitionState(enum.Enum):
@@ -88,12 +97,15 @@ class ShareStateUpdate:
 
     error: ErrorCode = ErrorCode.none
     write: SharePartitionStateData | None = None
+    # The ranges the change made ARCHIVING, to write to the dead-letter queue once ``write`` is.
+    archiving: tuple[DlqBatch, ...] = ()
 
 
 _NO_UPDATE = ShareStateUpdate()
 
 # A scheduled expiry: (deadline, token, member, first offset, last offset).
 _LockEntry = tuple[int, int, str, int, int]
+_Range = TypeVar("_Range", PersisterStateBatch, DlqBatch)
 
 
 class SharePartition:
@@ -178,7 +190,8 @@ class SharePartition:
         offset for earliest, ``latest_offset`` (Kafka's offset for the latest timestamp, the
         high watermark) for latest. Records a persisted state shows as ACQUIRED were never
         acknowledged, so they are available again: an acquisition lock does not outlive the
-        leader that granted it.
+        leader that granted it. ARCHIVING records stay ARCHIVING: ``archiving_batches`` says
+        which DLQ writes to make again.
         """
         if self.partition_state is SharePartitionState.ACTIVE:
             return ErrorCode.none
@@ -692,9 +705,11 @@ class SharePartition:
         *,
         now_ms: int = 0,
         renew: bool = False,
+        dlq: bool = False,
     ) -> ShareStateUpdate:
         """Kafka's ``acknowledge``: ACCEPT -> ACKNOWLEDGED, RELEASE -> AVAILABLE (ARCHIVED at the
-        delivery count limit), REJECT and GAP -> ARCHIVED. RENEW (KIP-1222, allowed only with
+        delivery count limit), REJECT and GAP -> ARCHIVED; with ``dlq`` a REJECT or a RELEASE at
+        the limit -> ARCHIVING instead (Kafka's recordStateWithDlq). RENEW (KIP-1222, allowed only with
         ``renew``: a v2 request with IsRenewAck) keeps the records ACQUIRED, delivery count
         unchanged, under a new acquisition lock of ``record_lock_duration_ms`` from ``now_ms``;
         nothing is persisted for it.
@@ -713,18 +728,19 @@ class SharePartition:
         undo: list[tuple[InFlightState, StateSnapshot]] = []
         changed: list[PersisterStateBatch] = []
         renewed: list[tuple[int, int, InFlightState]] = []
+        archiving: list[DlqBatch] = []
         for ack in batches:
             if ack.last_offset < self._start_offset:
                 # Finished already: the start offset moved past these records.
                 continue
-            error = self._acknowledge_batch(member_id, ack, undo, changed, renewed)
+            error = self._acknowledge_batch(member_id, ack, undo, changed, renewed, archiving if dlq else None)
             if error is not ErrorCode.none:
                 for state, saved in reversed(undo):
                     state.restore(saved)
                 return ShareStateUpdate(error)
         if renewed:
             self._renew_locks(member_id, renewed, now_ms + self.config.record_lock_duration_ms)
-        return self._complete_update(changed)
+        return self._complete_update(changed, archiving)
 
     def _renew_locks(self, member_id: str, renewed: list[tuple[int, int, InFlightState]], deadline: int) -> None:
         """One new acquisition lock for every record a request renewed; their old locks' expiry
@@ -743,7 +759,9 @@ class SharePartition:
         undo: list[tuple[InFlightState, StateSnapshot]],
         changed: list[PersisterStateBatch],
         renewed: list[tuple[int, int, InFlightState]],
+        archiving: list[DlqBatch] | None,
     ) -> ErrorCode:
+        """``archiving`` (None: the group has no dead-letter queue) collects what goes ARCHIVING."""
         index = bisect.bisect_right(self._keys, ack.first_offset) - 1
         if index < 0:
             if not (ack.first_offset < self._start_offset <= ack.last_offset and self._keys):
@@ -761,17 +779,13 @@ class SharePartition:
             full_match = ack.first_offset <= batch.first_offset and batch.last_offset <= ack.last_offset
             if batch.offset_states is None and full_match and not per_offset_types:
                 ack_type = AcknowledgeType(ack.acknowledge_types[0])
-                error = self._acknowledge_state(member_id, batch.state, ack_type, undo)
+                error = self._acknowledge_state(member_id, batch.state, ack_type, undo, archiving is not None)
                 if error is not ErrorCode.none:
                     return error
                 if ack_type is AcknowledgeType.RENEW:
                     renewed.append((batch.first_offset, batch.last_offset, batch.state))
                     continue
-                changed.append(
-                    PersisterStateBatch(
-                        batch.first_offset, batch.last_offset, batch.state.state, batch.state.delivery_count
-                    )
-                )
+                _note_change(changed, archiving, batch.first_offset, batch.last_offset, batch.state, ack_type)
                 continue
             if batch.offset_states is None:
                 if batch.state.state is not RecordState.ACQUIRED:
@@ -781,13 +795,13 @@ class SharePartition:
                 if offset < self._start_offset:
                     continue
                 ack_type = AcknowledgeType(ack.type_of(offset))
-                error = self._acknowledge_state(member_id, state, ack_type, undo)
+                error = self._acknowledge_state(member_id, state, ack_type, undo, archiving is not None)
                 if error is not ErrorCode.none:
                     return error
                 if ack_type is AcknowledgeType.RENEW:
                     renewed.append((offset, offset, state))
                     continue
-                changed.append(PersisterStateBatch(offset, offset, state.state, state.delivery_count))
+                _note_change(changed, archiving, offset, offset, state, ack_type)
         return ErrorCode.none
 
     def _acknowledge_state(
@@ -796,6 +810,7 @@ class SharePartition:
         state: InFlightState,
         ack_type: AcknowledgeType,
         undo: list[tuple[InFlightState, StateSnapshot]],
+        dlq: bool,
     ) -> ErrorCode:
         if state.state is not RecordState.ACQUIRED or state.member_id != member_id:
             return ErrorCode.invalid_record_state
@@ -805,19 +820,22 @@ class SharePartition:
                 return ErrorCode.invalid_record_state
             undo.append((state, saved))
             return ErrorCode.none
+        target = RecordState.ARCHIVING if dlq and ack_type is AcknowledgeType.REJECT else ack_type.record_state
         if not state.try_update(
-            ack_type.record_state,
+            target,
             increase_delivery_count=False,
             max_delivery_count=self.config.delivery_count_limit,
             member_id=EMPTY_MEMBER_ID,
+            dlq=dlq,
         ):
             return ErrorCode.invalid_record_state
         undo.append((state, saved))
         return ErrorCode.none
 
-    def release_acquired_records(self, member_id: str) -> ShareStateUpdate:
+    def release_acquired_records(self, member_id: str, *, dlq: bool = False) -> ShareStateUpdate:
         """Kafka's ``releaseAcquiredRecords``, when a member leaves or its share session
-        closes: its ACQUIRED records become AVAILABLE (ARCHIVED at the delivery count limit).
+        closes: its ACQUIRED records become AVAILABLE (ARCHIVED at the delivery count limit;
+        ARCHIVING with ``dlq``).
 
         Kafka stops at the first offset of a split batch that another member holds, leaving
         the leaver's later offsets in that batch to their lock timeout; here every offset the
@@ -829,7 +847,7 @@ class SharePartition:
         def held(state: InFlightState) -> bool:
             return state.state is RecordState.ACQUIRED and state.member_id == member_id
 
-        return self._complete_update(self._release_matching(self._keys, None, held))
+        return self._complete_update(*self._release_matching(self._keys, None, held, dlq))
 
     # ------------------------------------------------------ acquisition locks
 
@@ -843,19 +861,23 @@ class SharePartition:
             heapq.heappop(heap)
         return None
 
-    def expire_acquisition_locks(self, now_ms: int) -> ShareStateUpdate:
+    def expire_acquisition_locks(self, now_ms: int, *, dlq: bool = False) -> ShareStateUpdate:
         """Kafka's ``AcquisitionLockTimerTask``: every lock that expired at or before ``now_ms``
-        returns its records to AVAILABLE (ARCHIVED at the delivery count limit)."""
+        returns its records to AVAILABLE (ARCHIVED at the delivery count limit; ARCHIVING with
+        ``dlq``)."""
         heap = self._lock_heap
         changed: list[PersisterStateBatch] = []
+        archiving: list[DlqBatch] = []
         while heap and heap[0][0] <= now_ms:
             _, token, _, first, last = heapq.heappop(heap)
 
             def locked_by_token(state: InFlightState, token: int = token) -> bool:
                 return state.state is RecordState.ACQUIRED and state.lock_token == token
 
-            changed.extend(self._release_matching(self._keys_overlapping(first, last), (first, last), locked_by_token))
-        return self._complete_update(changed)
+            released, archived = self._release_matching(self._keys_overlapping(first, last), (first, last), locked_by_token, dlq)
+            changed.extend(released)
+            archiving.extend(archived)
+        return self._complete_update(changed, archiving)
 
     def _lock_held(self, token: int, first: int, last: int) -> bool:
         for key in self._keys_overlapping(first, last):
@@ -874,9 +896,12 @@ class SharePartition:
         keys: Sequence[int],
         bounds: tuple[int, int] | None,
         matches: Callable[[InFlightState], bool],
-    ) -> list[PersisterStateBatch]:
-        """Return the matching ACQUIRED records of ``keys`` (within ``bounds``) to AVAILABLE."""
+        dlq: bool,
+    ) -> tuple[list[PersisterStateBatch], list[DlqBatch]]:
+        """Return the matching ACQUIRED records of ``keys`` (within ``bounds``) to AVAILABLE: the
+        changed ranges, and those of them that went ARCHIVING."""
         changed: list[PersisterStateBatch] = []
+        archiving: list[DlqBatch] | None = [] if dlq else None
         limit = self.config.delivery_count_limit
         for key in list(keys):
             batch = self._batches[key]
@@ -887,10 +912,9 @@ class SharePartition:
                     increase_delivery_count=False,
                     max_delivery_count=limit,
                     member_id=EMPTY_MEMBER_ID,
+                    dlq=dlq,
                 ):
-                    changed.append(
-                        PersisterStateBatch(batch.first_offset, batch.last_offset, state.state, state.delivery_count)
-                    )
+                    _note_change(changed, archiving, batch.first_offset, batch.last_offset, state, AcknowledgeType.RELEASE)
                 continue
             first, last = bounds if bounds is not None else (batch.first_offset, batch.last_offset)
             for offset, state in batch.states_in(first, last):
@@ -899,13 +923,14 @@ class SharePartition:
                     increase_delivery_count=False,
                     max_delivery_count=limit,
                     member_id=EMPTY_MEMBER_ID,
+                    dlq=dlq,
                 ):
-                    changed.append(PersisterStateBatch(offset, offset, state.state, state.delivery_count))
-        return changed
+                    _note_change(changed, archiving, offset, offset, state, AcknowledgeType.RELEASE)
+        return changed, archiving or []
 
     # ------------------------------------------------------------ bookkeeping
 
-    def _complete_update(self, changed: list[PersisterStateBatch]) -> ShareStateUpdate:
+    def _complete_update(self, changed: list[PersisterStateBatch], archiving: Sequence[DlqBatch] = ()) -> ShareStateUpdate:
         """After a successful change: remember records to redeliver, move the start offset,
         and describe the write for the share coordinator."""
         if not changed:
@@ -918,7 +943,53 @@ class SharePartition:
             SharePartitionStateData(
                 self._start_offset, self._state_epoch, self.leader_epoch, tuple(_coalesce(changed))
             ),
+            tuple(_coalesce(archiving)),
         )
+
+    # ------------------------------------------------------- dead-letter queue
+
+    def complete_archiving(self, first_offset: int, last_offset: int) -> ShareStateUpdate:
+        """Kafka's initiateDLQAndArchive, once the DLQ write of ``first_offset..last_offset``
+        landed or was given up on: its records still ARCHIVING become ARCHIVED (the start offset
+        may move past them), to persist. Records the log start offset has since passed are gone
+        from the cache: nothing to write for those."""
+        if self.partition_state is not SharePartitionState.ACTIVE:
+            return _NO_UPDATE
+        changed: list[PersisterStateBatch] = []
+        for key in self._keys_overlapping(first_offset, last_offset):
+            batch = self._batches[key]
+            if batch.offset_states is None:
+                state = batch.state
+                if state.state is not RecordState.ARCHIVING:
+                    continue
+                if first_offset <= batch.first_offset and batch.last_offset <= last_offset:
+                    state.archive()
+                    changed.append(PersisterStateBatch(batch.first_offset, batch.last_offset, RecordState.ARCHIVED, state.delivery_count))
+                    continue
+                batch.split()
+            for offset, state in batch.states_in(first_offset, last_offset):
+                if state.state is RecordState.ARCHIVING:
+                    state.archive()
+                    changed.append(PersisterStateBatch(offset, offset, RecordState.ARCHIVED, state.delivery_count))
+        return self._complete_update(changed)
+
+    def archiving_batches(self) -> tuple[DlqBatch, ...]:
+        """The ARCHIVING ranges of the cache (after ``initialize``: a leader before this one
+        persisted them, and their DLQ writes may never have landed). The cause is not persisted:
+        at the delivery count limit it was DELIVERY_COUNT_EXCEEDED, else CLIENT_REJECT."""
+        found: list[DlqBatch] = []
+        limit = self.config.delivery_count_limit
+        for key in self._keys:
+            batch = self._batches[key]
+            if batch.offset_states is None:
+                runs: Iterator[tuple[int, int, InFlightState]] = iter(((batch.first_offset, batch.last_offset, batch.state),))
+            else:
+                runs = ((offset, offset, state) for offset, state in batch.offset_states.items())
+            for first, last, state in runs:
+                if state.state is RecordState.ARCHIVING:
+                    cause = DLQCause.DELIVERY_COUNT_EXCEEDED if state.delivery_count >= limit else DLQCause.CLIENT_REJECT
+                    found.append(DlqBatch(first, last, state.delivery_count, cause))
+        return tuple(_coalesce(found))
 
     def _maybe_update_cached_state_and_offsets(self) -> None:
         """Kafka's ``maybeUpdateCachedStateAndOffsets``: move the start offset past the prefix
@@ -1002,6 +1073,22 @@ def _is_available(state: InFlightState) -> bool:
     return state.state is RecordState.AVAILABLE
 
 
+def _note_change(
+    changed: list[PersisterStateBatch],
+    archiving: list[DlqBatch] | None,
+    first: int,
+    last: int,
+    state: InFlightState,
+    ack_type: AcknowledgeType,
+) -> None:
+    """Record a changed range; one gone ARCHIVING also for its DLQ write, with Kafka's cause: the
+    member's REJECT, else (a release at the delivery count limit) DELIVERY_COUNT_EXCEEDED."""
+    changed.append(PersisterStateBatch(first, last, state.state, state.delivery_count))
+    if archiving is not None and state.state is RecordState.ARCHIVING:
+        cause = DLQCause.CLIENT_REJECT if ack_type is AcknowledgeType.REJECT else DLQCause.DELIVERY_COUNT_EXCEEDED
+        archiving.append(DlqBatch(first, last, state.delivery_count, cause))
+
+
 def _persisted(state: InFlightState) -> tuple[RecordState, int]:
     if state.state is RecordState.ACQUIRED:
         return RecordState.AVAILABLE, state.delivery_count - 1
@@ -1016,20 +1103,14 @@ def _last_offset_of_batch_holding(fetched: Sequence[FetchedBatch], offset: int) 
     return offset
 
 
-def _coalesce(batches: list[PersisterStateBatch]) -> list[PersisterStateBatch]:
-    """Merge neighbouring ranges with the same state and delivery count."""
-    merged: list[PersisterStateBatch] = []
+def _coalesce(batches: Sequence[_Range]) -> list[_Range]:
+    """Merge neighbouring ranges alike but for their offsets (state batches, DLQ writes)."""
+    merged: list[_Range] = []
     for batch in batches:
         if merged:
             previous = merged[-1]
-            if (
-                previous.last_offset + 1 == batch.first_offset
-                and previous.delivery_state is batch.delivery_state
-                and previous.delivery_count == batch.delivery_count
-            ):
-                merged[-1] = PersisterStateBatch(
-                    previous.first_offset, batch.last_offset, batch.delivery_state, batch.delivery_count
-                )
+            if previous.last_offset + 1 == batch.first_offset and dataclasses.replace(previous, first_offset=batch.first_offset, last_offset=batch.last_offset) == batch:
+                merged[-1] = dataclasses.replace(previous, last_offset=batch.last_offset)
                 continue
         merged.append(batch)
     return merged

@@ -9,16 +9,24 @@ and the next leader initializes its own from what was persisted. Acquisitions ar
 with WriteShareGroupState before the acknowledgement that caused it is answered; a write that
 fails drops the share partition, so that the next fetch starts again from the persisted state.
 
+For a group with a dead-letter queue (KIP-1191), records archived by a REJECT or at the delivery
+count limit are persisted ARCHIVING first; once that write succeeded their DLQ write is enqueued,
+and when it lands (or is given up on) they become ARCHIVED, persisted again: as Kafka 4.4, a failed
+ARCHIVED write is only logged (the next write carries the start offset past them). A share
+partition initialized with ARCHIVING records enqueues their DLQ writes again.
+
 The records a fetch acquires are cut from the log read on batch boundaries: the answer holds
-whole batches covering the acquired offsets, as bytes (not sendfile regions).
+the whole batches covering the acquired offsets, as the log read's chunks (regions of the
+segment files, sent with sendfile as Fetch sends them; Kafka's FileRecords slice).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,16 +34,20 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.delayed_operations import Purgatory
+from broker.metrics.share_group_metrics import ShareGroupMetrics
 from broker.share.acknowledgement_batch import ShareAcknowledgementBatch
 from broker.share.acquired_records import AbortedTransaction, AcquiredRecords, FetchedBatch, ReadCommitted
 from broker.share.persister import SharePartitionStateData
-from broker.share.share_group_dlq import ShareGroupDLQRecordParameter, for_acknowledgement, for_release
+from broker.share.share_group_dlq import DlqBatch, ShareGroupDLQRecordParameter, for_archiving
 from broker.share.share_partition import SharePartition, SharePartitionConfig, ShareStateUpdate, validate_acknowledgement_batches
 from broker.share.share_session_cache import TopicIdPartition
 from broker.share_coordinator.share_partition_key import SharePartitionKey
-from protocol.record_batch import InvalidBatch, iter_headers
+from storage.fetch_data_info import FileRegion
 
 log = structlog.get_logger(__name__)
+
+# Record bytes as a read holds them: a region of a segment file (sent with sendfile), or bytes.
+RecordChunk = bytes | FileRegion
 
 
 def now_ms() -> int:
@@ -83,7 +95,9 @@ class DeadLetterQueue(Protocol):
 
     def enabled(self, group_id: str) -> bool: ...
 
-    def enqueue(self, params: Iterable[ShareGroupDLQRecordParameter]) -> object: ...
+    def enqueue(self, params: Iterable[ShareGroupDLQRecordParameter]) -> Sequence[Awaitable[int]]:
+        """One write per param, each done with NONE or the error it was given up on."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,14 +109,26 @@ class LeaderState:
 
 @dataclass(frozen=True, slots=True)
 class LogRead:
-    """Whole batches read from a fetch offset (``records``) and their offsets (``batches``)."""
+    """Whole batches read from a fetch offset: their offsets (``batches``) and their bytes
+    (``chunks``: regions of segment files, or bytes), ``batch_ends[i]`` the end of batch i
+    counted in bytes from the start of the first chunk."""
 
     error: int = ErrorCode.none
-    records: bytes = b""
+    chunks: tuple[RecordChunk, ...] = ()
     batches: tuple[FetchedBatch, ...] = ()
+    batch_ends: tuple[int, ...] = ()
     aborted_transactions: tuple[AbortedTransaction, ...] = ()
     # (leader id, leader epoch) for NOT_LEADER_OR_FOLLOWER/FENCED_LEADER_EPOCH answers.
     current_leader: tuple[int, int] | None = None
+
+    @property
+    def size(self) -> int:
+        return self.batch_ends[-1] if self.batch_ends else 0
+
+    @property
+    def records(self) -> bytes:
+        """The batches' bytes, read from their files (the dead-letter queue's original records)."""
+        return b"".join(c if isinstance(c, bytes) else os.pread(c.fd, c.length, c.position) for c in self.chunks)
 
 
 class FetchWaiters(Protocol):
@@ -137,7 +163,8 @@ class PartitionFetch:
     """One partition's part of a ShareFetch answer."""
 
     error: int = ErrorCode.none
-    records: bytes = b""
+    # Whole batches covering ``acquired``: regions of segment files, or bytes.
+    records: tuple[RecordChunk, ...] = ()
     acquired: tuple[AcquiredRecords, ...] = ()
     current_leader: tuple[int, int] | None = None
 
@@ -176,10 +203,11 @@ class SharePartitionManager:
         settings: Callable[[str], GroupShareSettings],
         waiters: FetchWaiters | None = None,
         dlq: DeadLetterQueue | None = None,
+        metrics: ShareGroupMetrics | None = None,
     ) -> None:
         self._node_id = node_id
-        # Takes the records a state change archived (REJECTed, or at the delivery count limit),
-        # once the change is persisted: Kafka writes them after persisting ARCHIVING.
+        # Takes the records a state change made ARCHIVING (REJECTed, or at the delivery count
+        # limit), once that is persisted; they are ARCHIVED when their write is done.
         self._dlq = dlq
         self._reader = reader
         self._persister = persister
@@ -190,6 +218,7 @@ class SharePartitionManager:
         self._waiters: FetchWaiters = waiters if waiters is not None else Purgatory()
         self._partitions: dict[SharePartitionKey, _Entry] = {}
         self._tasks: set[asyncio.Task[object]] = set()
+        self.metrics = metrics if metrics is not None else ShareGroupMetrics()
 
     # ------------------------------------------------------------------ views
 
@@ -200,6 +229,12 @@ class SharePartitionManager:
     def __len__(self) -> int:
         return len(self._partitions)
 
+    def share_partitions(self) -> Iterator[tuple[SharePartitionKey, str, SharePartition]]:
+        """The initialized share partitions, with their topic's name."""
+        for key, entry in list(self._partitions.items()):
+            if entry.ready.done() and entry.ready.result() == ErrorCode.none:
+                yield key, entry.topic, entry.share_partition
+
     # ------------------------------------------------------------- fetching
 
     async def fetch(
@@ -208,7 +243,8 @@ class SharePartitionManager:
         """DelayedShareFetch: initialize the share partitions, then acquire what the log holds past
         each one's next fetch offset once at least min_bytes wait there, or when max_wait is up.
         ``partitions`` pairs each partition with its topic's name."""
-        deadline = time.monotonic() + params.max_wait_ms / 1000
+        started = time.monotonic()
+        deadline = started + params.max_wait_ms / 1000
         results: dict[TopicIdPartition, PartitionFetch] = {}
         ready: list[tuple[TopicIdPartition, _Entry]] = []
         errors = await asyncio.gather(*(self._initialized(group_id, tip, topic) for tip, topic in partitions))
@@ -217,11 +253,12 @@ class SharePartitionManager:
                 results[tip] = PartitionFetch(error)
             else:
                 ready.append((tip, entry))
+        self.metrics.partitions_acquired(group_id, len(ready), len(partitions), started)
         settings = self._settings(group_id)
         while True:
             live = [(tip, entry) for tip, entry in ready if self._partitions.get(entry.key) is entry]
             reads = self._read_all(live, params, settings.read_committed)
-            available = sum(len(read.records) for read in reads.values() if read.error == ErrorCode.none)
+            available = sum(read.size for read in reads.values() if read.error == ErrorCode.none)
             failed = any(read.error != ErrorCode.none for read in reads.values()) or len(live) < len(ready)
             remaining = deadline - time.monotonic()
             if available >= max(params.min_bytes, 1) or failed or remaining <= 0 or not live:
@@ -244,6 +281,7 @@ class SharePartitionManager:
             fetched = self._acquire(entry, member_id, read, budget, params, settings, now)
             budget -= sum(r.last_offset - r.first_offset + 1 for r in fetched.acquired)
             results[tip] = fetched
+        self.metrics.share_fetched(partitions, results, params)
         return results
 
     def _read_all(self, live: list[tuple[TopicIdPartition, _Entry]], params: ShareFetchParams, read_committed: bool) -> dict[TopicIdPartition, LogRead]:
@@ -315,6 +353,7 @@ class SharePartitionManager:
     async def _initialize(self, entry: _Entry, state: LeaderState) -> None:
         key = entry.key
         error: int
+        started = time.monotonic()
         try:
             result = await self._persister.read_state(key.group_id, key.topic_id, key.partition, state.leader_epoch)
             error = int(result.error)
@@ -336,6 +375,12 @@ class SharePartitionManager:
                 del self._partitions[key]
         if not entry.ready.done():
             entry.ready.set_result(error)
+        if error == ErrorCode.none:
+            self.metrics.partition_loaded(started)
+            archiving = entry.share_partition.archiving_batches()
+            if archiving:
+                log.info("share_partition.resuming_dlq", group=key.group_id, topic=entry.topic, partition=key.partition, batches=len(archiving))
+                self._spawn(self._dead_letter(entry, archiving))
 
     # ------------------------------------------------------ acknowledging
 
@@ -367,8 +412,11 @@ class SharePartitionManager:
         if renew:
             # A renewal takes the group's lock duration and renew setting as they are now.
             sp.config = self._settings(group_id).partition
-        update = sp.acknowledge(member_id, batches, now_ms=now_ms(), renew=renew)
-        return await self._complete(entry, update, self._dlq_params(entry, update, batches))
+        update = sp.acknowledge(member_id, batches, now_ms=now_ms(), renew=renew, dlq=self._dlq_enabled(group_id))
+        error = await self._complete(entry, update)
+        if error == ErrorCode.none:
+            self.metrics.records_acknowledged(batches)
+        return error
 
     async def release_session(self, group_id: str, member_id: str, partitions: Iterable[TopicIdPartition]) -> dict[TopicIdPartition, int]:
         """Kafka's releaseSession: the member's acquired records of its session's partitions go
@@ -377,8 +425,8 @@ class SharePartitionManager:
             entry = self._partitions.get(SharePartitionKey(group_id, tip.topic_id, tip.partition))
             if entry is None or not entry.ready.done() or entry.ready.result() != ErrorCode.none:
                 return ErrorCode.none
-            update = entry.share_partition.release_acquired_records(member_id)
-            return await self._complete(entry, update, self._dlq_params(entry, update))
+            update = entry.share_partition.release_acquired_records(member_id, dlq=self._dlq_enabled(group_id))
+            return await self._complete(entry, update)
 
         tips = list(partitions)
         errors = await asyncio.gather(*(release(tip) for tip in tips))
@@ -390,7 +438,7 @@ class SharePartitionManager:
         if tips:
             self._spawn(self.release_session(group_id, member_id, tips))
 
-    async def _complete(self, entry: _Entry, update: ShareStateUpdate, dlq: Sequence[ShareGroupDLQRecordParameter] = ()) -> int:
+    async def _complete(self, entry: _Entry, update: ShareStateUpdate) -> int:
         """Persist a state change, then let waiting fetches see what it made available."""
         if update.error != ErrorCode.none:
             return int(update.error)
@@ -398,36 +446,53 @@ class SharePartitionManager:
             return ErrorCode.none
         self._schedule_expiry(entry)
         self._waiters.touch(entry.key)
-        return await self._persist(entry, update.write, dlq)
+        return await self._persist(entry, update)
 
-    def _dlq_params(
-        self, entry: _Entry, update: ShareStateUpdate, acknowledgements: Sequence[ShareAcknowledgementBatch] | None = None
-    ) -> list[ShareGroupDLQRecordParameter]:
-        """What a state change archived for the group's dead-letter queue, when it has one:
-        acknowledgements' REJECTs and RELEASEs at the limit, releases' records at the limit."""
-        key = entry.key
-        if self._dlq is None or update.write is None or not self._dlq.enabled(key.group_id):
-            return []
-        changed = update.write.state_batches
-        if acknowledgements is None:
-            return for_release(key.group_id, key.topic_id, entry.topic, key.partition, changed)
-        return for_acknowledgement(key.group_id, key.topic_id, entry.topic, key.partition, acknowledgements, changed)
+    def _dlq_enabled(self, group_id: str) -> bool:
+        return self._dlq is not None and self._dlq.enabled(group_id)
 
-    async def _persist(self, entry: _Entry, write: SharePartitionStateData, dlq: Sequence[ShareGroupDLQRecordParameter] = ()) -> int:
+    async def _persist(self, entry: _Entry, update: ShareStateUpdate, *, archived: bool = False) -> int:
+        """Write ``update``; once it is persisted, start the DLQ writes of what it made ARCHIVING.
+        A failed write drops the share partition, except the ARCHIVED one after a DLQ write
+        (``archived``), which Kafka only logs."""
         key = entry.key
+        assert update.write is not None
         async with entry.write_lock:
             try:
-                error = int(await self._persister.write_state(key.group_id, key.topic_id, key.partition, write))
+                error = int(await self._persister.write_state(key.group_id, key.topic_id, key.partition, update.write))
             except Exception:
                 log.exception("share_partition.write_failed", group=key.group_id, topic=entry.topic, partition=key.partition)
                 error = ErrorCode.unknown_server_error
         if error != ErrorCode.none:
-            # The in-memory state is ahead of the coordinator's: start again from what it holds.
-            log.warning("share_partition.write_failed", group=key.group_id, topic=entry.topic, partition=key.partition, error=ErrorCode(error).name)
-            self._drop(key, entry)
-        elif dlq and self._dlq is not None:
-            self._dlq.enqueue(dlq)
+            if archived:
+                log.error("share_partition.archived_write_failed", group=key.group_id, topic=entry.topic, partition=key.partition, error=ErrorCode(error).name)
+            else:
+                # The in-memory state is ahead of the coordinator's: start again from what it holds.
+                log.warning("share_partition.write_failed", group=key.group_id, topic=entry.topic, partition=key.partition, error=ErrorCode(error).name)
+                self._drop(key, entry)
+        elif update.archiving:
+            self._spawn(self._dead_letter(entry, update.archiving))
         return persister_error_for_member(error)
+
+    async def _dead_letter(self, entry: _Entry, batches: Sequence[DlqBatch]) -> None:
+        """Kafka's initiateDLQAndArchive: write ``batches`` to the group's DLQ, and archive each
+        once its write is done, whether it landed or was given up on. A share partition this
+        node no longer holds is left to its next leader, which writes them again."""
+        key = entry.key
+        bound = log.bind(group=key.group_id, topic=entry.topic, partition=key.partition)
+        params = for_archiving(key.group_id, key.topic_id, entry.topic, key.partition, batches)
+        writes: Sequence[Awaitable[int]] = self._dlq.enqueue(params) if self._dlq is not None else [_given_up() for _ in params]
+        for batch, write in zip(batches, writes):
+            error = await write
+            if self._partitions.get(key) is not entry:
+                bound.info("share_partition.dlq_left_to_next_leader", first_offset=batch.first_offset, last_offset=batch.last_offset)
+                return
+            if error != ErrorCode.none:
+                bound.warning("share_partition.dlq_failed_archiving_regardless", first_offset=batch.first_offset, last_offset=batch.last_offset, error=ErrorCode(error).name)
+            update = entry.share_partition.complete_archiving(batch.first_offset, batch.last_offset)
+            if update.write is not None:
+                self._waiters.touch(key)
+                await self._persist(entry, update, archived=True)
 
     # ---------------------------------------------------- acquisition locks
 
@@ -446,13 +511,14 @@ class SharePartitionManager:
         entry.expiry = None
         if self._partitions.get(entry.key) is not entry:
             return
-        update = entry.share_partition.expire_acquisition_locks(now_ms())
+        update = entry.share_partition.expire_acquisition_locks(now_ms(), dlq=self._dlq_enabled(entry.key.group_id))
         self._schedule_expiry(entry)
         if update.write is not None:
             key = entry.key
+            self.metrics.locks_expired(key, update.write.state_batches)
             log.debug("share_partition.locks_expired", group=key.group_id, topic=entry.topic, partition=key.partition)
             self._waiters.touch(key)
-            self._spawn(self._persist(entry, update.write, self._dlq_params(entry, update)))
+            self._spawn(self._persist(entry, update))
 
     # ------------------------------------------------------------ leadership
 
@@ -497,22 +563,41 @@ class SharePartitionManager:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def _covering(read: LogRead, acquired: Sequence[AcquiredRecords]) -> bytes:
+async def _given_up() -> int:
+    """A DLQ write with no DLQ manager to make it."""
+    return ErrorCode.invalid_config
+
+
+def _covering(read: LogRead, acquired: Sequence[AcquiredRecords]) -> tuple[RecordChunk, ...]:
     """ShareFetchUtils.maybeSliceFetchRecords: the whole batches from the one holding the first
-    acquired offset to the one holding the last."""
+    acquired offset to the one holding the last (a slice of the read, not a copy)."""
     first, last = acquired[0].first_offset, acquired[-1].last_offset
-    records = read.records
     start = end = -1
-    try:
-        for header in iter_headers(records):
-            if header.last_offset < first:
-                continue
-            if header.base_offset > last:
-                break
-            if start < 0:
-                start = header.position
-            end = header.position + header.size
-    except InvalidBatch:
-        pass
-    return records[start:end] if start >= 0 else b""
+    for i, batch in enumerate(read.batches):
+        if batch.last_offset < first:
+            continue
+        if batch.base_offset > last:
+            break
+        if start < 0:
+            start = read.batch_ends[i - 1] if i else 0
+        end = read.batch_ends[i]
+    return _sliced(read.chunks, start, end) if start >= 0 else ()
+
+
+def _sliced(chunks: Sequence[RecordChunk], start: int, end: int) -> tuple[RecordChunk, ...]:
+    """Bytes ``start`` to ``end`` of ``chunks`` (counted from the first one's start), as chunks."""
+    out: list[RecordChunk] = []
+    at = 0
+    for chunk in chunks:
+        length = len(chunk) if isinstance(chunk, bytes) else chunk.length
+        lo, hi = max(start - at, 0), min(end - at, length)
+        if lo < hi:
+            if isinstance(chunk, bytes):
+                out.append(chunk[lo:hi])
+            else:
+                out.append(chunk if (lo, hi) == (0, length) else FileRegion(chunk.fd, chunk.position + lo, hi - lo))
+        at += length
+        if at >= end:
+            break
+    return tuple(out)
 

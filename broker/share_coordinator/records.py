@@ -54,7 +54,7 @@ class ShareUpdateKey:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareStateBatch:
     """ShareSnapshotValue.StateBatch and ShareUpdateValue.StateBatch, which are laid out alike.
-    ``delivery_state`` is the raw int8 (0 Available, 2 Acknowledged, 4 Archived)."""
+    ``delivery_state`` is the raw int8 (0 Available, 2 Acknowledged, 3 Archiving, 4 Archived)."""
 
     FIELDS: ClassVar[tuple[Field, ...]] = (
         Field("first_offset", "int64"),

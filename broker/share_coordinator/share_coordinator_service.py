@@ -20,6 +20,7 @@ partitions get tombstones, as Kafka's onTopicsDeleted writes.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Iterable
 from functools import partial
@@ -36,6 +37,7 @@ from broker.group.share_version import share_groups_enabled
 from broker.metadata.metadata_cache import MetadataCache
 from broker.metadata.metadata_delta import MetadataDelta
 from broker.metadata.metadata_image import MetadataImage
+from broker.metrics.share_coordinator_metrics import ShareCoordinatorMetrics
 from broker.replica_manager import ReplicaManager
 from broker.share_coordinator import share_partition_key
 from broker.share_coordinator.config import STATE_TOPIC, ShareCoordinatorConfig
@@ -99,6 +101,7 @@ class ShareCoordinatorService:
         )
         self.shards = self.runtime.shards
         self._pruner = RecordPruner()
+        self.metrics = ShareCoordinatorMetrics()
         self._periodic_jobs: list[asyncio.Task[None]] = []  # running while share groups are enabled
 
     def partition_for(self, key: SharePartitionKey) -> int:
@@ -160,6 +163,7 @@ class ShareCoordinatorService:
         """Nothing waits in a share coordinator shard: its writes in flight fail with the runtime's
         NOT_COORDINATOR. Its pruning starts afresh on a later leadership, as Kafka's onResignation."""
         self._pruner.forget(index)
+        self.metrics.resigned(index)
 
     # -- the operations, one share partition each ------------------------------------------------------
 
@@ -168,10 +172,17 @@ class ShareCoordinatorService:
 
     def read_state(self, key: SharePartitionKey, leader_epoch: int) -> Answer[ReadStateResult]:
         """A write too: a newer leader epoch is recorded, fencing the share partition's old leader."""
-        return self._run(key, lambda shard: shard.read_state_and_maybe_update_leader_epoch(key, leader_epoch), lambda e: ReadStateResult(error_code=e))
+        return self._run(key, lambda shard: self._counted(shard.read_state_and_maybe_update_leader_epoch(key, leader_epoch)), lambda e: ReadStateResult(error_code=e))
 
     def write_state(self, key: SharePartitionKey, data: WriteStateData) -> Answer[PartitionResult]:
-        return self._run(key, lambda shard: shard.write_state(key, data), _partition_error)
+        started = time.monotonic()
+        return self.metrics.timed(self._run(key, lambda shard: self._counted(shard.write_state(key, data), always=True), _partition_error), started)
+
+    def _counted(self, result: ShareCoordinatorResult[T], always: bool = False) -> ShareCoordinatorResult[T]:
+        """Kafka's ShareCoordinatorWrite sensor: every write the shard took, and a read that wrote."""
+        if always or result.records:
+            self.metrics.record_write()
+        return result
 
     def read_state_summary(self, key: SharePartitionKey) -> Answer[ReadStateSummaryResult]:
         return self._run(key, lambda shard: shard.read_state_summary(key), lambda e: ReadStateSummaryResult(error_code=e))
@@ -266,6 +277,7 @@ class ShareCoordinatorService:
             return
         self._rm.fetch_purgatory.touch(partition.key)
         self._pruner.pruned(index, target)
+        self.metrics.pruned(index, target)
         log.info("share_coordinator.pruned", partition=index, offset=target)
 
     def _stop_periodic_jobs(self) -> None:

@@ -3,8 +3,9 @@
 The batches a share partition's leader writes may overlap each other and those already held.
 Kafka 4.4 merges them with a sweep over the batch boundaries: each offset takes the state of the
 batch of highest priority that covers it (higher delivery count first, then the higher delivery
-state: Archived 4 > Acknowledged 2 > Available 0), and neighbouring ranges that end up with the same
-state and count coalesce. So the priority, not the order of the writes, decides an offset: a
+state: Archived 4 > Archiving 3 > Acknowledged 2 > Available 0, so that the ARCHIVED written once a
+dead-letter write lands replaces the ARCHIVING before it), and neighbouring ranges that end up with
+the same state and count coalesce. So the priority, not the order of the writes, decides an offset: a
 record's delivery count only grows, which makes the latest write the winner in practice. Batches,
 or their parts, below the start offset are dropped first (a start offset of -1 keeps everything).
 """

@@ -2,7 +2,12 @@
 share.version 2 (a new cluster's level, as Kafka 4.4's) and a group naming errors.deadletterqueue.topic.name, a REJECTed record and one
 RELEASEd at share.delivery.count.limit land on the DLQ topic with Kafka 4.4's headers (and, with
 errors.deadletterqueue.copy.record.enable, the original key and value); the ACCEPTed ones do not.
-With share.version downgraded to 1 nothing is written.
+With share.version downgraded to 1 nothing is written. A rejected record is ARCHIVING until its
+DLQ write lands or is given up on (a DLQ topic without errors.deadletterqueue.group.enable is
+refused at once): only then ARCHIVED, and the group's start offset (DescribeShareGroupOffsets)
+passes it (``archived_after_dlq``, run on both). kbroker's share coordinator has the new start
+offset with the ARCHIVED write; Kafka 4.4's with the state change after it (Kafka writes the start
+offset of before each change), so more records are accepted until it shows.
 
 The expected headers are those Apache Kafka 4.4 wrote for this same scenario (``dlq_scenario``,
 run once against ``benchmarks/apache_kafka.py``'s node, where share.version 2 is the default):
@@ -16,12 +21,17 @@ import time
 from typing import Any
 
 from confluent_kafka import Producer
+from kio.schema.describe_share_group_offsets.v0 import request as offsets_v0
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
+from kio.static.primitive import i8, i32
 
 from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.integration.helpers import consume, create_topic
 from tests.integration.test_cli import kbroker
 from tests.integration.test_features import await_finalized
 from tests.integration.test_share_fetch_wire import ACCEPT, REJECT, RELEASE, RawShareMember, acquired, join_assigned, set_group_configs, topic_id
+from tests.integration.wire import request
 
 WAIT_S = 30.0
 DLQ_ENABLE = {"errors.deadletterqueue.group.enable": "true"}
@@ -125,6 +135,63 @@ def test_no_dlq_below_share_version_2(broker_factory: StartBroker) -> None:
     assert consume(bs, "dlq.dlq-v1-g", 0, 0, 1, timeout_s=3) == []
 
 
+def share_start_offset(bs: str, group: str, topic: str) -> int | None:
+    """The group's start offset of ``topic``-0 (DescribeShareGroupOffsets at its coordinator), None
+    while unknown."""
+    [c] = request(bs, find_coordinator_v4.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,))).coordinators
+    if c.error_code != ErrorCode.none:
+        return None
+    topics = (offsets_v0.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(i32(0),)),)
+    answer = request(f"{c.host}:{c.port}", offsets_v0.DescribeShareGroupOffsetsRequest(groups=(offsets_v0.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=topics),)))
+    found = [int(p.start_offset) for g in answer.groups for t in g.topics for p in t.partitions if p.error_code == ErrorCode.none]
+    return found[0] if found else None
+
+
+def accept_more_until_past(bs: str, member: RawShareMember, group: str, topic: str, offset: int, next_offset: int) -> bool:
+    """Until the group's start offset is past ``offset``, produce and ACCEPT one record at a time
+    from ``next_offset``; False if it is not within WAIT_S (``offset`` stuck)."""
+    producer = Producer({"bootstrap.servers": bs, "acks": "all"})
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if (share_start_offset(bs, group, topic) or 0) > offset:
+            return True
+        producer.produce(topic, value=b"more", partition=0)
+        assert producer.flush(WAIT_S) == 0
+        acquire_until(member, {next_offset})
+        answer = member.acknowledge({0: [(next_offset, next_offset, ACCEPT)]})
+        assert answer.error_code == 0, answer
+        next_offset += 1
+    return False
+
+
+def archived_after_dlq(bs: str, group: str, enabled_on_topic: bool) -> tuple[int, bool]:
+    """Two records, 0 REJECTed and 1 accepted, the group's DLQ topic taking writes or (not
+    ``enabled_on_topic``) refusing them. Returns how many DLQ records there are, and whether the
+    group's start offset then passes record 0."""
+    topic, dlq_topic = f"{group}-src", f"dlq.{group}"
+    create_topic(bs, topic, partitions=1)
+    create_topic(bs, dlq_topic, partitions=1, configs=DLQ_ENABLE if enabled_on_topic else None)
+    set_group_configs(bs, group, {"share.auto.offset.reset": "earliest", "errors.deadletterqueue.topic.name": dlq_topic})
+    produce_keyed(bs, topic, 2)
+    member = RawShareMember(bs, group, topic_id(bs, topic))
+    try:
+        join_assigned(bs, group, member.member_id, topic, 1)
+        acquire_until(member, {0, 1})
+        answer = member.acknowledge({0: [(0, 0, REJECT), (1, 1, ACCEPT)]})
+        assert answer.error_code == 0 and [p.error_code for t in answer.responses for p in t.partitions] == [0], answer
+        dlq_records = len(consume(bs, dlq_topic, 0, 0, 1, timeout_s=WAIT_S if enabled_on_topic else 1))
+        passed = accept_more_until_past(bs, member, group, topic, 0, 2)
+        return dlq_records + len(consume(bs, dlq_topic, 0, 1, 1, timeout_s=1)), passed
+    finally:
+        member.close()
+
+
+def test_the_start_offset_passes_a_rejected_record_once_its_dlq_write_is_done(broker_factory: StartBroker) -> None:
+    bs = share_node(broker_factory, 2).bootstrap
+    assert archived_after_dlq(bs, "dlq-landed-g", enabled_on_topic=True) == (1, True)
+    assert archived_after_dlq(bs, "dlq-refused-g", enabled_on_topic=False) == (0, True)
+
+
 def run_against_kafka() -> Any:
     """The reference run: ``python -m tests.integration.test_share_group_dlq`` prints what Kafka 4.4 wrote."""
     import tempfile
@@ -140,6 +207,8 @@ def run_against_kafka() -> Any:
             got = dlq_scenario(cluster.bootstrap, group, f"{group}-src", f"dlq.{group}", copy)
             print(copy, got)
             print("same as expected():", got == expected(group, f"{group}-src", copy))
+        for enabled in (True, False):
+            print("archived_after_dlq:", enabled, archived_after_dlq(cluster.bootstrap, f"dlq-archived-{enabled}-g", enabled))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
-"""KIP-1191's share group dead-letter queue: what archived records go to it (share_group_dlq), how
-they are checked and written (ShareGroupDLQManager with a fake network), and SharePartitionManager
-handing them over once the archiving is persisted. The header names, values and causes are those
+"""KIP-1191's share group dead-letter queue: which records go ARCHIVING for it (SharePartition) and
+how a loaded ARCHIVING state resumes, how they are checked and written (ShareGroupDLQManager with a
+fake network), and SharePartitionManager handing them over once ARCHIVING is persisted and
+archiving them once their write is done. The states are Kafka 4.4's (kafka.server.share.SharePartition
+recordStateWithDlq, initiateDLQAndArchive, maybeResumeDlqArchiving). The header names, values and causes are those
 Kafka 4.4's ShareGroupDLQStateManager writes (checked against a Kafka 4.4 node in
 tests/integration/test_share_group_dlq.py)."""
 
@@ -18,58 +20,142 @@ from kio.schema.errors import ErrorCode
 from broker.metadata.metadata_image import TOPIC_RESOURCE
 from broker.network_client import RequestTimeoutError
 from broker.share.acknowledgement_batch import ShareAcknowledgementBatch
-from broker.share.persister import PersisterStateBatch
+from broker.share.acquired_records import FetchedBatch
+from broker.share.persister import PersisterStateBatch, SharePartitionStateData
 from broker.share.record_state import RecordState
 from broker.share.share_group_dlq import (
     DLQCause,
+    DlqBatch,
     ShareGroupDLQRecordParameter,
     dlq_batches,
     dlq_partition,
-    for_acknowledgement,
-    for_release,
+    for_archiving,
     validate_dlq_topic,
 )
 from broker.share.share_group_dlq_manager import DLQBrokerSettings, ShareGroupDLQManager
+from broker.share.share_partition import SharePartition, SharePartitionConfig, ShareAutoOffsetReset
 from broker.share.share_partition_manager import SharePartitionManager
+from broker.share_coordinator.state_batch_combiner import combine_state_batches
 from protocol.record_batch import iter_headers
 from protocol.records import iter_batches, iter_records
-from tests.unit.test_share_partition_manager import EARLIEST, PARAMS, TIP, TOPIC_ID, FakeLog, FakePersister, run
+from tests.unit.test_share_partition_manager import EARLIEST, KEY, PARAMS, TIP, TOPIC_ID, FakeLog, FakePersister, run
 
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
-ARCHIVED, ACKNOWLEDGED, AVAILABLE = RecordState.ARCHIVED, RecordState.ACKNOWLEDGED, RecordState.AVAILABLE
+ARCHIVED, ARCHIVING, ACKNOWLEDGED, AVAILABLE = RecordState.ARCHIVED, RecordState.ARCHIVING, RecordState.ACKNOWLEDGED, RecordState.AVAILABLE
+REJECTED, EXCEEDED = DLQCause.CLIENT_REJECT, DLQCause.DELIVERY_COUNT_EXCEEDED
 
 
 def param(first: int, last: int, count: int = 1, cause: DLQCause = DLQCause.CLIENT_REJECT, partition: int = 0) -> ShareGroupDLQRecordParameter:
     return ShareGroupDLQRecordParameter("g", TOPIC_ID, "t", partition, first, last, count, cause)
 
 
-# --- which archived records go to the DLQ -------------------------------------------------------------
+# --- which records go ARCHIVING, and back from a persisted state ----------------------------------------
 
 
-def test_rejects_and_releases_at_the_limit_go_gaps_and_accepts_do_not() -> None:
-    acks = [
-        ShareAcknowledgementBatch(0, 3, (REJECT, REJECT, RELEASE, GAP)),
-        ShareAcknowledgementBatch(4, 5, (ACCEPT,)),
-        ShareAcknowledgementBatch(6, 7, (RELEASE,)),
+def share_partition(limit: int = 2, persisted: SharePartitionStateData | None = None) -> SharePartition:
+    sp = SharePartition("g", TOPIC_ID, 0, SharePartitionConfig(delivery_count_limit=limit, auto_offset_reset=ShareAutoOffsetReset.EARLIEST))
+    assert sp.initialize(persisted, earliest_offset=0, latest_offset=0) is ErrorCode.none
+    return sp
+
+
+def acquire(sp: SharePartition, first: int, last: int, now_ms: int = 0) -> list[tuple[int, int, int]]:
+    got = sp.acquire("a", [FetchedBatch(first, last)], 500, now_ms)
+    return [(r.first_offset, r.last_offset, r.delivery_count) for r in got.records]
+
+
+def states(sp: SharePartition, first: int, last: int) -> list[tuple[RecordState, int] | None]:
+    found = [sp.record_state(o) for o in range(first, last + 1)]
+    return [None if s is None else (s.state, s.delivery_count) for s in found]
+
+
+def written(update: Any) -> list[tuple[int, int, RecordState, int]]:
+    return [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in update.write.state_batches]
+
+
+def test_a_reject_goes_archiving_with_a_dlq_and_archived_without() -> None:
+    acks = [ShareAcknowledgementBatch(0, 3, (REJECT, ACCEPT, RELEASE, GAP))]
+    plain = share_partition()
+    acquire(plain, 0, 3)
+    update = plain.acknowledge("a", acks)
+    assert written(update) == [(0, 0, ARCHIVED, 1), (1, 1, ACKNOWLEDGED, 1), (2, 2, AVAILABLE, 1), (3, 3, ARCHIVED, 1)]
+    assert update.archiving == () and plain.start_offset == 2
+
+    sp = share_partition()
+    acquire(sp, 0, 3)
+    update = sp.acknowledge("a", acks, dlq=True)
+    # A GAP has no record to write: ARCHIVED at once. The ARCHIVING record holds the start offset.
+    assert written(update) == [(0, 0, ARCHIVING, 1), (1, 1, ACKNOWLEDGED, 1), (2, 2, AVAILABLE, 1), (3, 3, ARCHIVED, 1)]
+    assert update.archiving == (DlqBatch(0, 0, 1, REJECTED),)
+    assert sp.start_offset == 0 and update.write.start_offset == 0
+    # Never delivered again, nor acknowledged again.
+    assert sp.next_fetch_offset() == 2
+    assert acquire(sp, 0, 3) == [(2, 2, 2)]
+    assert sp.acknowledge("a", [ShareAcknowledgementBatch(0, 0, (ACCEPT,))], dlq=True).error is ErrorCode.invalid_record_state
+    # The DLQ write done: ARCHIVED, persisted, and the start offset moves past it.
+    done = sp.complete_archiving(0, 0)
+    assert written(done) == [(0, 0, ARCHIVED, 1)] and done.archiving == ()
+    assert sp.start_offset == 2 == done.write.start_offset
+    assert sp.complete_archiving(0, 0).write is None
+
+
+def test_the_delivery_count_limit_goes_archiving_on_release_expiry_and_leaving() -> None:
+    sp = share_partition(limit=1)
+    acquire(sp, 0, 5)
+    update = sp.acknowledge("a", [ShareAcknowledgementBatch(0, 1, (RELEASE,))], dlq=True)
+    assert written(update) == [(0, 1, ARCHIVING, 1)] and update.archiving == (DlqBatch(0, 1, 1, EXCEEDED),)
+    update = sp.release_acquired_records("a", dlq=True)
+    assert written(update) == [(2, 5, ARCHIVING, 1)] and update.archiving == (DlqBatch(2, 5, 1, EXCEEDED),)
+
+    sp = share_partition(limit=1)
+    acquire(sp, 0, 1, now_ms=0)
+    update = sp.expire_acquisition_locks(10**9, dlq=True)
+    assert written(update) == [(0, 1, ARCHIVING, 1)] and update.archiving == (DlqBatch(0, 1, 1, EXCEEDED),)
+    # Completing part of a batch splits it; the rest stays ARCHIVING and holds the start offset.
+    assert written(sp.complete_archiving(1, 1)) == [(1, 1, ARCHIVED, 1)]
+    assert states(sp, 0, 1) == [(ARCHIVING, 1), (ARCHIVED, 1)] and sp.start_offset == 0
+    assert written(sp.complete_archiving(0, 0)) == [(0, 0, ARCHIVED, 1)] and sp.start_offset == 2
+
+
+def test_a_loaded_archiving_state_is_written_again() -> None:
+    sp = share_partition()
+    acquire(sp, 0, 4)
+    sp.acknowledge("a", [ShareAcknowledgementBatch(0, 0, (ACCEPT,)), ShareAcknowledgementBatch(1, 1, (REJECT,)), ShareAcknowledgementBatch(2, 4, (RELEASE,))], dlq=True)
+    acquire(sp, 2, 4)
+    sp.acknowledge("a", [ShareAcknowledgementBatch(2, 2, (RELEASE,)), ShareAcknowledgementBatch(3, 4, (ACCEPT,))], dlq=True)
+    persisted = sp.persisted_state()
+    # WriteShareGroupState carries ARCHIVING as its id, 3.
+    assert [(b.first_offset, b.last_offset, int(b.delivery_state), b.delivery_count) for b in persisted.state_batches] == [
+        (1, 1, 3, 1), (2, 2, 3, 2), (3, 4, 2, 2)
     ]
-    # One coalesced ARCHIVED range 0-3 (the same delivery count), 4-5 acknowledged, 6 released
-    # below the limit, 7 archived at it.
-    changed = [
-        PersisterStateBatch(0, 3, ARCHIVED, 2),
-        PersisterStateBatch(4, 5, ACKNOWLEDGED, 2),
-        PersisterStateBatch(6, 6, AVAILABLE, 1),
-        PersisterStateBatch(7, 7, ARCHIVED, 5),
-    ]
-    assert for_acknowledgement("g", TOPIC_ID, "t", 0, acks, changed) == [
-        param(0, 1, 2, DLQCause.CLIENT_REJECT),
-        param(2, 2, 2, DLQCause.DELIVERY_COUNT_EXCEEDED),
-        param(7, 7, 5, DLQCause.DELIVERY_COUNT_EXCEEDED),
-    ]
+    # The next leader: the cause is not persisted, the delivery count tells it (limit 2).
+    loaded = share_partition(persisted=persisted)
+    assert loaded.archiving_batches() == (DlqBatch(1, 1, 1, REJECTED), DlqBatch(2, 2, 2, EXCEEDED))
+    assert loaded.start_offset == 1 and loaded.next_fetch_offset() == 5
+    assert written(loaded.complete_archiving(1, 2)) == [(1, 1, ARCHIVED, 1), (2, 2, ARCHIVED, 2)]
+    assert loaded.start_offset == 5 and loaded.archiving_batches() == ()
 
 
-def test_releases_send_what_they_archived() -> None:
-    changed = [PersisterStateBatch(0, 2, AVAILABLE, 1), PersisterStateBatch(3, 4, ARCHIVED, 3)]
-    assert for_release("g", TOPIC_ID, "t", 0, changed) == [param(3, 4, 3, DLQCause.DELIVERY_COUNT_EXCEEDED)]
+def test_archiving_batches_of_split_batches_coalesce() -> None:
+    persisted = SharePartitionStateData(0, 1, 0, (PersisterStateBatch(0, 3, ARCHIVING, 1), PersisterStateBatch(4, 4, AVAILABLE, 1)))
+    sp = share_partition(persisted=persisted)
+    assert sp.archiving_batches() == (DlqBatch(0, 3, 1, REJECTED),)
+    sp.complete_archiving(1, 1)
+    assert sp.archiving_batches() == (DlqBatch(0, 0, 1, REJECTED), DlqBatch(2, 3, 1, REJECTED))
+
+
+def test_archiving_is_not_finished_and_archived_replaces_it_at_the_coordinator() -> None:
+    assert RecordState(3) is ARCHIVING and not ARCHIVING.is_terminal and ARCHIVED.is_terminal
+    # The share coordinator keeps the ARCHIVED written after the DLQ write over the ARCHIVING
+    # before it (same delivery count: the higher state wins), whatever their order.
+    held = [PersisterStateBatch(0, 3, ARCHIVING, 1)]
+    assert combine_state_batches(held, [PersisterStateBatch(1, 2, ARCHIVED, 1)], 0) == [
+        PersisterStateBatch(0, 0, ARCHIVING, 1), PersisterStateBatch(1, 2, ARCHIVED, 1), PersisterStateBatch(3, 3, ARCHIVING, 1)
+    ]
+    assert combine_state_batches([PersisterStateBatch(1, 2, ARCHIVED, 1)], held, 0)[1] == PersisterStateBatch(1, 2, ARCHIVED, 1)
+
+
+def test_for_archiving_names_the_share_partition() -> None:
+    assert for_archiving("g", TOPIC_ID, "t", 0, [DlqBatch(0, 1, 2, REJECTED), DlqBatch(3, 3, 5, EXCEEDED)]) == [param(0, 1, 2, REJECTED), param(3, 3, 5, EXCEEDED)]
 
 
 # --- whether the DLQ topic may take them ---------------------------------------------------------------
@@ -276,18 +362,33 @@ def test_writes_of_one_share_partition_go_in_order() -> None:
 
 
 class FakeDLQ:
+    """Each write done when the test says, with the error it says."""
+
     def __init__(self, enabled: bool = True) -> None:
         self.on = enabled
         self.params: list[ShareGroupDLQRecordParameter] = []
+        self.writes: list[asyncio.Future[int]] = []
 
     def enabled(self, group_id: str) -> bool:
         return self.on
 
-    def enqueue(self, params: Any) -> None:
+    def enqueue(self, params: Any) -> list[asyncio.Future[int]]:
+        futures = [asyncio.get_running_loop().create_future() for _ in params]
         self.params += params
+        self.writes += futures
+        return futures
+
+    async def finish(self, index: int, error: int = ErrorCode.none) -> None:
+        self.writes[index].set_result(error)
+        for _ in range(5):
+            await asyncio.sleep(0)
 
 
-def test_archived_records_are_handed_over_after_the_write() -> None:
+def states_written(persister: FakePersister) -> list[list[tuple[int, int, RecordState, int]]]:
+    return [[(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in w.state_batches] for w in persister.writes]
+
+
+def test_archiving_is_persisted_before_the_dlq_write_and_archived_after() -> None:
     log, persister = FakeLog(4), FakePersister()
     dlq = FakeDLQ()
 
@@ -296,11 +397,21 @@ def test_archived_records_are_handed_over_after_the_write() -> None:
         await m.fetch("g", "a", [(TIP, "t")], PARAMS)
         acks = [ShareAcknowledgementBatch(0, 3, (ACCEPT, REJECT, RELEASE, GAP))]
         assert await m.acknowledge("g", "a", {TIP: acks}) == {TIP: ErrorCode.none}
-        assert dlq.params == [param(1, 1, 1, DLQCause.CLIENT_REJECT)] and len(persister.writes) == 1
-        # Offset 2 again, released at the limit of 2 by the member leaving.
+        await asyncio.sleep(0)
+        assert states_written(persister) == [[(0, 0, ACKNOWLEDGED, 1), (1, 1, ARCHIVING, 1), (2, 2, AVAILABLE, 1), (3, 3, ARCHIVED, 1)]]
+        assert dlq.params == [param(1, 1, 1, REJECTED)]
+        sp = m.share_partition(KEY)
+        assert sp is not None and sp.start_offset == 1
+        await dlq.finish(0)
+        assert states_written(persister)[1:] == [[(1, 1, ARCHIVED, 1)]] and persister.writes[1].start_offset == 2 == sp.start_offset
+        # Offset 2 again, released at the limit of 2 by the member leaving; the DLQ write given up
+        # on: archived regardless.
         await m.fetch("g", "a", [(TIP, "t")], PARAMS)
         await m.release_session("g", "a", [TIP])
-        assert dlq.params[1:] == [param(2, 2, 2, DLQCause.DELIVERY_COUNT_EXCEEDED)]
+        await asyncio.sleep(0)
+        assert dlq.params[1:] == [param(2, 2, 2, EXCEEDED)] and states_written(persister)[2] == [(2, 2, ARCHIVING, 2)]
+        await dlq.finish(1, ErrorCode.not_enough_replicas)
+        assert states_written(persister)[3:] == [[(2, 2, ARCHIVED, 2)]] and sp.start_offset == 4
         await m.shutdown()
 
     run(body)
@@ -314,7 +425,45 @@ def test_nothing_is_handed_over_without_a_dlq_or_when_the_write_fails() -> None:
             m = SharePartitionManager(1, log, persister, lambda group_id: EARLIEST, dlq=dlq)
             await m.fetch("g", "a", [(TIP, "t")], PARAMS)
             await m.acknowledge("g", "a", {TIP: [ShareAcknowledgementBatch(0, 1, (REJECT,))]})
+            await asyncio.sleep(0)
             await m.shutdown()
 
         run(body)
         assert dlq.params == []
+
+
+def test_a_new_leader_writes_the_archiving_records_again() -> None:
+    state = SharePartitionStateData(1, 1, 0, (PersisterStateBatch(1, 1, ARCHIVING, 1), PersisterStateBatch(2, 2, ARCHIVING, 2)))
+    log, persister = FakeLog(4), FakePersister(state=state)
+    dlq = FakeDLQ()
+
+    async def body() -> None:
+        m = SharePartitionManager(1, log, persister, lambda group_id: EARLIEST, dlq=dlq)
+        got = (await m.fetch("g", "a", [(TIP, "t")], PARAMS))[TIP]
+        assert [(r.first_offset, r.last_offset) for r in got.acquired] == [(3, 3)]
+        # Whatever the group's DLQ setting now: the records were promised to the DLQ.
+        assert dlq.params == [param(1, 1, 1, REJECTED), param(2, 2, 2, EXCEEDED)]
+        await dlq.finish(0)
+        await dlq.finish(1)
+        assert states_written(persister) == [[(1, 1, ARCHIVED, 1)], [(2, 2, ARCHIVED, 2)]]
+        assert [w.start_offset for w in persister.writes] == [2, 3]
+        await m.shutdown()
+
+    run(body)
+
+
+def test_a_dlq_write_done_after_leadership_moved_is_left_to_the_next_leader() -> None:
+    log, persister = FakeLog(2), FakePersister()
+    dlq = FakeDLQ()
+
+    async def body() -> None:
+        m = SharePartitionManager(1, log, persister, lambda group_id: EARLIEST, dlq=dlq)
+        await m.fetch("g", "a", [(TIP, "t")], PARAMS)
+        await m.acknowledge("g", "a", {TIP: [ShareAcknowledgementBatch(0, 1, (REJECT,))]})
+        await asyncio.sleep(0)
+        m.on_metadata_update(None, SimpleNamespace(topics_by_id={}))
+        await dlq.finish(0)
+        assert states_written(persister) == [[(0, 1, ARCHIVING, 1)]]
+        await m.shutdown()
+
+    run(body)

@@ -65,8 +65,9 @@ class FakeLog:
         if not self.leader:
             return LogRead(ErrorCode.not_leader_or_follower)
         chosen = [b for b in self.batches if next(iter_headers(b)).last_offset >= fetch_offset]
-        records = b"".join(chosen)
-        return LogRead(records=records, batches=tuple(FetchedBatch(h.base_offset, h.last_offset) for h in iter_headers(records)))
+        ends = [sum(map(len, chosen[: i + 1])) for i in range(len(chosen))]
+        batches = tuple(FetchedBatch(h.base_offset, h.last_offset) for b in chosen for h in iter_headers(b))
+        return LogRead(chunks=tuple(chosen), batches=batches, batch_ends=tuple(ends))
 
 
 @dataclass
@@ -99,8 +100,8 @@ def manager(log: FakeLog, persister: FakePersister, settings: GroupShareSettings
     return SharePartitionManager(1, log, persister, lambda group_id: settings)
 
 
-def offsets(records: bytes) -> list[tuple[int, int]]:
-    return [(h.base_offset, h.last_offset) for h in iter_headers(records)]
+def offsets(records: tuple[bytes, ...]) -> list[tuple[int, int]]:
+    return [(h.base_offset, h.last_offset) for h in iter_headers(b"".join(records))]
 
 
 def test_a_fetch_initializes_once_and_acquires_whole_batches() -> None:
