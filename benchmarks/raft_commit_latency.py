@@ -174,7 +174,7 @@ class QuorumNode:
             await self.raft.resign(SHUTDOWN_TIMEOUT_MS)
             await self.raft.shutdown()
         await self.server.stop_accepting()
-        await self.server.close_connections(0)
+        await self.server.close_connections()
         self.network.close()
         await self.network.wait_closed()
 

@@ -643,13 +643,15 @@ class BrokerServer:
         if await self.lifecycle.controlled_shutdown(timeout_s):
             log.info("broker.controlled_shutdown_complete", node_id=self.config.node_id)
 
-    async def stop_listeners(self, grace_s: float) -> None:
+    async def stop_listeners(self) -> None:
+        """Kafka's SocketServer.stopProcessingRequests: no new connections, and every open one
+        closed at once. A produce still waiting for its ISR (a node cut off from its followers)
+        or a long-polling fetch is not answered: waiting for it held the stop up for seconds,
+        and its client retries at the new leader all the same."""
         for server in self.socket_servers:
             await server.stop_accepting()
-        self.replica_manager.fetch_purgatory.touch_all()
-        self.replica_manager.produce_purgatory.touch_all()
         for server in self.socket_servers:
-            await server.close_connections(grace_s)
+            await server.close_connections()
 
     async def shutdown(self) -> None:
         # First, as Kafka's BrokerServer: the metadata log goes on committing while this broker

@@ -184,11 +184,12 @@ class ControllerServer:
             for lst in cfg.advertised_controller_listeners
         ]
 
-    async def stop_listeners(self, grace_s: float) -> None:
+    async def stop_listeners(self) -> None:
+        """At once, as Kafka's ControllerServer: a request still waiting for a commit is dropped."""
         for server in self.socket_servers:
             await server.stop_accepting()
         for server in self.socket_servers:
-            await server.close_connections(grace_s)
+            await server.close_connections()
 
     async def shutdown(self) -> None:
         await self.registration_manager.close()

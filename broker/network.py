@@ -617,6 +617,11 @@ class Connection:
     def closed(self) -> bool:
         return self._closed.done()
 
+    @property
+    def unanswered(self) -> int:
+        """Answers of handlers that had to wait (acks=all, a long poll) not taken for sending yet."""
+        return len(self._awaited)
+
     def _close(self) -> None:
         if self._closed.done():
             return
@@ -845,13 +850,18 @@ class SocketServer:
         if self._server_sock:
             self._server_sock.close()
 
-    async def close_connections(self, grace_s: float) -> None:
-        """Let in-flight requests finish for up to ``grace_s``, then drop every connection."""
+    async def close_connections(self) -> None:
+        """Take no more requests and close every connection at once, as Kafka's
+        SocketServer.stopProcessingRequests: the answers already made go out as far as the socket
+        takes them, those still awaited are dropped (a produce waiting for acks=all, a long-polling
+        fetch), and their clients retry elsewhere."""
         for conn in self._connections.values():
             conn.stop_reading()
-        if self._connections:
-            await asyncio.wait(set(self._connections), timeout=grace_s)
-        for task in list(self._connections):
+        tasks = set(self._connections)
+        if not tasks:
+            return
+        unanswered = sum(conn.unanswered for conn in self._connections.values())
+        for task in tasks:
             task.cancel()
-        if self._connections:
-            await asyncio.wait(set(self._connections), timeout=1.0)
+        await asyncio.wait(tasks, timeout=1.0)
+        log.info("socket_server.connections_closed", listener=self.listener, connections=len(tasks), unanswered=unanswered)

@@ -8,8 +8,10 @@ reach this one while it elects; the broker's publishers are installed before the
 replayed; the broker opens its client listeners last, once unfenced.
 
 Shutdown mirrors it: a broker first asks the controller to move its leaderships away
-(controlled shutdown), then stops serving clients; a leader of the quorum resigns so that
-another voter takes over without waiting out an election timeout.
+(controlled shutdown), then closes every client connection at once, as Kafka's
+stopProcessingRequests does (answers still awaited, such as an acks=all produce, are dropped),
+then flushes and checkpoints its logs; a leader of the quorum resigns so that another voter takes
+over without waiting out an election timeout.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from broker.shared_server import SharedServer
 
 log = structlog.get_logger(__name__)
 
-SHUTDOWN_GRACE_S = 10.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 RAFT_RESIGN_TIMEOUT_MS = 5000
 
@@ -76,14 +77,14 @@ class KafkaRaftServer:
         log.info("node.stopping", node_id=self.config.node_id)
         if self.broker is not None:
             await self.broker.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
-            await self.broker.stop_listeners(SHUTDOWN_GRACE_S)
+            await self.broker.stop_listeners()
             await self.broker.shutdown()
         # Before the controller listeners close: a resigning leader is done once it sees the next
         # leader, which it learns from that leader's BeginQuorumEpoch. With the listeners closed
         # first, every shutdown of the active controller waited out the whole timeout.
         await self.shared.resign(RAFT_RESIGN_TIMEOUT_MS)
         if self.controller is not None:
-            await self.controller.stop_listeners(SHUTDOWN_GRACE_S)
+            await self.controller.stop_listeners()
             await self.controller.shutdown()
         await self.shared.shutdown()
         log.info("broker.stopped", node_id=self.config.node_id)

@@ -4,6 +4,8 @@ acknowledged record."""
 
 from __future__ import annotations
 
+import datetime
+import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -14,11 +16,12 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest
 from kio.schema.describe_producers.v0.request import TopicRequest as DescribeProducersTopic
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 
 from broker.coordinator.coordinator_partitioner import partition_for
 from broker.group_coordinator import GROUP_METADATA_TOPIC
 from broker.server import CONTROLLED_SHUTDOWN_TIMEOUT_S
-from broker.wire_client import request
+from broker.wire_client import encode_request, request
 from tests.cluster.cluster import KafkaCluster, leader_id, wait_until
 from tests.integration.helpers import unique_topic
 
@@ -254,32 +257,59 @@ def test_a_broker_cut_off_from_the_controllers_stops_once_its_session_is_over(cl
     """SIGTERM to a broker that no controller can hear: its controlled shutdown is never approved,
     and it stops once its heartbeats have gone unanswered for broker.session.timeout.ms (by then the
     controller has fenced it and moved its leaderships) rather than waiting out the whole
-    controlled-shutdown timeout. Reconnected and started again, it rejoins the ISR, nothing lost."""
-    name = unique_topic("cutoff")
-    create(cluster.bootstrap, name)
-    wait_until("a full ISR", lambda: len(partition_state(cluster.bootstrap, name)[1]) == 3 or None, TIMEOUT_S)
-    acked = produce(cluster.bootstrap, name, [b"before-%d" % i for i in range(100)])
-    assert len(acked) == 100
+    controlled-shutdown timeout. A request it holds (a consumer's fetch long-polling for a minute)
+    is not waited for: as Kafka's SocketServer.stopProcessingRequests, it closes the connection at
+    once, unanswered, then flushes and checkpoints its logs, so that its next start recovers none.
+    Reconnected and started again, it rejoins the ISR, nothing lost."""
     controller = wait_until("an active controller", lambda: leader_id(cluster, 1), TIMEOUT_S)
     victim = cluster.nodes[next(n for n in sorted(cluster.nodes) if n != controller)]
-    survivor = next(n for n in cluster.brokers if n.node_id != victim.node_id)
+    others = [n for n in sorted(cluster.nodes) if n != victim.node_id]
+    survivor = cluster.nodes[others[0]]
+    name = unique_topic("cutoff")
+    topic = NewTopic(name, num_partitions=1, replica_assignment=[[victim.node_id, *others]], config={"min.insync.replicas": "2"})
+    client = admin(cluster.bootstrap)
+    client.create_topics([topic], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S)[name].result(timeout=TIMEOUT_S)
+    wait_until("the victim leading a full ISR", lambda: partition_state(cluster.bootstrap, name) == (victim.node_id, (1, 2, 3)) or None, TIMEOUT_S)
+    acked = produce(cluster.bootstrap, name, [b"before-%d" % i for i in range(100)])
+    assert len(acked) == 100
+    log_end = max(offset for _, offset, _ in acked) + 1
+    held_fetch = FetchRequest(
+        max_wait=datetime.timedelta(seconds=2 * TIMEOUT_S),
+        min_bytes=1 << 20,
+        topics=(FetchTopic(topic=name, partitions=(FetchPartition(partition=0, fetch_offset=log_end, partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=(),
+    )
     started = time.monotonic()
     try:
         cluster.isolate(victim.node_id)
-        victim.stop()  # must still exit 0
+        with socket.create_connection(("127.0.0.1", victim.port), timeout=TIMEOUT_S) as held:
+            held.sendall(encode_request(held_fetch, client_id="held-consumer"))
+            victim.stop()  # must still exit 0
+            assert held.recv(4) == b"", "the held fetch was answered"
         stopped_s = time.monotonic() - started
     finally:
         cluster.heal()
     assert victim.events_named("broker.controlled_shutdown_unanswered", current_run=True), victim.tail()
     assert not victim.events_named("broker.controlled_shutdown_timed_out", current_run=True), victim.tail()
     assert stopped_s < CONTROLLED_SHUTDOWN_TIMEOUT_S
+    [closed] = [e for e in victim.events_named("socket_server.connections_closed", current_run=True) if e["listener"] == "PLAINTEXT"]
+    assert closed["unanswered"] >= 1, closed
+    # Closed as soon as the controlled shutdown gave up, not after waiting for the fetch (the
+    # grace this broker had waited, 10 s): seconds apart at most on the busiest machine.
+    gave_up = victim.events_named("broker.controlled_shutdown_unanswered", current_run=True)[0]
+    assert logged_at(closed) - logged_at(gave_up) < 5.0, victim.tail()
     acked += produce(survivor.bootstrap, name, [b"after-%d" % i for i in range(100)])
     assert len(acked) == 200
     victim.launch()
     victim.await_started()
+    assert not victim.events_named("log_manager.recovering", current_run=True), "a clean stop left logs to recover"
     wait_until("the restarted broker back in the ISR", lambda: victim.node_id in partition_state(survivor.bootstrap, name)[1] or None, TIMEOUT_S)
     records = read_all(survivor.bootstrap, name, 1, len(acked))
     assert set(acked) <= set(records)
+
+
+def logged_at(event: dict[str, object]) -> float:
+    return datetime.datetime.fromisoformat(str(event["timestamp"])).timestamp()
 
 
 def test_a_follower_behind_the_leaders_log_start_starts_over_there(cluster: KafkaCluster) -> None:

@@ -179,7 +179,7 @@ def _answers(apis: KafkaApis, channel: RequestChannelMetrics, *requests: Any) ->
         finally:
             writer.close()
             await server.stop_accepting()
-            await server.close_connections(0)
+            await server.close_connections()
         return answers
 
     return asyncio.run(run())
