@@ -272,6 +272,8 @@ class BrokerServer:
         )
         self.replica_manager.in_session = self._in_session
         self.assignments_manager = AssignmentsManager(cfg.node_id, self.log_manager, self.channel, lambda: self.lifecycle.broker_epoch)
+        # A moving replica swaps dirs once the controller names the new one (Kafka's directoryEventHandler).
+        self.replica_alter_log_dirs_manager.assignments = self.assignments_manager
         self.producer_id_manager = ProducerIdManager(cfg.node_id, ControllerProducerIdAllocator(self.channel, lambda: self.lifecycle.broker_epoch))
         self.txn_coordinator = TransactionCoordinator(
             self.txn_state_manager,

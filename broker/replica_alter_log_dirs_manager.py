@@ -4,11 +4,18 @@ AlterReplicaLogDirs gives the partition a future log in the destination dir (Log
 task fills it from the current log, as a follower fills its log from a leader's: the batches from
 the future's log end, appended as a follower appends them (offsets, leader epochs and producer
 state kept), truncating where the current log was truncated and starting over past what
-retention deleted. Once the future log holds everything the current one does, the swap runs
-with no await in between (no append can come between the check and the swap on the event loop):
-the LogManager renames the logs, the partition serves the new one, and the AssignmentsManager
-tells the controller the replica's new dir. A future log found at start-up is picked up again.
-``next_step`` is the sans-IO rule.
+retention deleted. ``next_step`` is the sans-IO rule.
+
+The swap waits for the controller, as Kafka's ReplicaAlterLogDirsThread.maybePromoteFutureReplica
+does: once the future log has caught up, the AssignmentsManager is asked to assign the replica to
+the new dir (QUEUED, copying goes on); once the controller has accepted (ACCEPTED), the next step
+that finds the future log caught up swaps, with no await between the check and the swap (no
+append can come in between on the event loop): the LogManager renames the logs and the partition
+serves the new one. So the metadata names the new dir no later than the swap. A move given up
+while QUEUED or ACCEPTED (a new AlterReplicaLogDirs to the old dir or a third one, the partition
+or the future log gone) has the old dir asked for again, as Kafka reverts "for canceled future
+replica". A future log found at start-up is picked up again and asks for its dir once caught up
+(Kafka instead promotes it at once when the metadata already names its dir).
 
 replica.alter.log.dirs.io.max.bytes.per.second bounds the copies as Kafka's alter-log-dirs
 ReplicationQuotaManager does: a step copies up to replica.fetch.max.bytes (1 MiB) whenever the byte
@@ -21,9 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 import structlog
 
@@ -52,6 +60,25 @@ class MoveStep:
 
 
 COPY, TRUNCATE, START_AT, SWAP = "copy", "truncate", "start_at", "swap"
+# Kafka's ReassignmentState between None (no Promotion yet) and Effective (swapped, forgotten).
+QUEUED, ACCEPTED = "queued", "accepted"
+
+
+class DirectoryEventHandler(Protocol):
+    """Kafka's DirectoryEventHandler.handleAssignment (the AssignmentsManager's on_assignment)."""
+
+    def on_assignment(self, key: TopicPartition, directory: uuid.UUID, on_accepted: Callable[[], None] | None = None) -> None: ...
+
+
+@dataclass(slots=True)
+class Promotion:
+    """A caught-up future log's assignment: ``future`` the future log's folder, ``target`` its dir's
+    id, ``original`` the id of the dir to name again if the move is given up."""
+
+    future: Path
+    target: uuid.UUID
+    original: uuid.UUID
+    state: str = QUEUED
 
 
 def next_step(current_start: int, current_end: int, future_end: int, diverged_at: int | None) -> MoveStep:
@@ -102,6 +129,9 @@ class ReplicaAlterLogDirsManager:
         self._throttle = throttle_bytes_per_s
         self._quota = ReplicationQuota()
         self._clock_ms = clock_ms
+        # Who asks the controller for a moving replica's new dir; None swaps at once (Kafka's NOOP handler).
+        self.assignments: DirectoryEventHandler | None = None
+        self._promotions: dict[TopicPartition, Promotion] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -116,6 +146,7 @@ class ReplicaAlterLogDirsManager:
     def alter(self, topic: str, partition: int, log_dir: Path) -> None:
         """Move the hosted replica to ``log_dir`` (its current dir: give up a move under way)."""
         future = self._log_manager.get_or_create_future_log(topic, partition, log_dir)
+        self._forget_abandoned_promotions()
         if future is not None:
             self._wake.set()
 
@@ -133,6 +164,7 @@ class ReplicaAlterLogDirsManager:
 
     def step_all(self) -> int:
         """One step of every move under way; the bytes copied."""
+        self._forget_abandoned_promotions()
         copied = 0
         for key in list(self._log_manager.future_logs):
             try:
@@ -156,8 +188,41 @@ class ReplicaAlterLogDirsManager:
         elif step.action == COPY:
             return self._copy(current, future, step.offset)
         else:
-            self._swap(key)
+            self._promote(key, current, future)
         return 0
+
+    def _promote(self, key: TopicPartition, current: UnifiedLog, future: UnifiedLog) -> None:
+        """Kafka's maybePromoteFutureReplica, the future log caught up: ask for its dir, or swap once the controller has accepted it."""
+        promotion = self._promotions.get(key)
+        if promotion is None:
+            target, original = self._log_manager.directory_id(future.parent_dir), self._log_manager.directory_id(current.parent_dir)
+            if self.assignments is None or target is None or original is None:
+                self._swap(key)
+                return
+            self._promotions[key] = Promotion(future.dir, target, original)
+            self.assignments.on_assignment(key, target, lambda: self._accepted(key, future.dir))
+            log.info("replica_alter_log_dirs.assignment_queued", topic=key[0], partition=key[1], log_dir=str(future.parent_dir))
+        elif promotion.state == ACCEPTED:
+            del self._promotions[key]
+            self._swap(key)
+
+    def _accepted(self, key: TopicPartition, future: Path) -> None:
+        promotion = self._promotions.get(key)
+        if promotion is not None and promotion.future == future:
+            promotion.state = ACCEPTED
+            self._wake.set()
+            log.info("replica_alter_log_dirs.assignment_accepted", topic=key[0], partition=key[1], log_dir=str(future.parent))
+
+    def _forget_abandoned_promotions(self) -> None:
+        """The moves given up since their dir was asked for: the controller is to name the old dir again."""
+        for key, promotion in list(self._promotions.items()):
+            future = self._log_manager.future_logs.get(key)
+            if future is not None and future.dir == promotion.future:
+                continue
+            del self._promotions[key]
+            if self.assignments is not None:
+                self.assignments.on_assignment(key, promotion.original)
+            log.info("replica_alter_log_dirs.assignment_reverted", topic=key[0], partition=key[1], state=promotion.state)
 
     def _copy(self, current: UnifiedLog, future: UnifiedLog, offset: int) -> int:
         rate = self._throttle()
@@ -193,4 +258,4 @@ class ReplicaAlterLogDirsManager:
         log.info("replica_alter_log_dirs.moved", topic=key[0], partition=key[1], log_dir=str(plog.parent_dir), log_end_offset=plog.log_end_offset)
 
 
-__all__ = ["MoveStep", "ReplicaAlterLogDirsManager", "diverging_offset", "next_step", "throttle_rate"]
+__all__ = ["ACCEPTED", "QUEUED", "DirectoryEventHandler", "MoveStep", "Promotion", "ReplicaAlterLogDirsManager", "diverging_offset", "next_step", "throttle_rate"]

@@ -439,7 +439,10 @@ class QuorumController:
 
         fenced = await self._write(decide)
         for broker_id in fenced:
-            self._log.warning("controller.broker_fenced", broker=broker_id, reason="no heartbeat within broker.session.timeout.ms")
+            # Its last heartbeat (or this controller's activation) to the committed fencing: where a failover's seconds went.
+            session = self._cluster.heartbeats.sessions.get(broker_id)
+            silent_ms = None if session is None else self._now_ms() - session.last_contact_ms
+            self._log.warning("controller.broker_fenced", broker=broker_id, silent_ms=silent_ms, reason="no heartbeat within broker.session.timeout.ms")
         return fenced
 
     async def balance_partition_leaders(self) -> bool:
@@ -521,15 +524,23 @@ class QuorumController:
                     # A bug here must not stop fencing or balancing for good; it is logged and tried again.
                     self._log.exception("controller.periodic_task_failed", task=task.__name__)
 
-    def _next_check_ms(self) -> int:
+    def next_timer_due_ms(self) -> int | None:
+        """When the timer next has work (None while inactive or with none to come): the first
+        millisecond past the earliest session expiry, or the next balance, unclean-election or
+        NoOpRecord pass. Fencing is due then, not at a check period's next tick: Kafka 4.4 checks
+        every broker.session.timeout.ms / 8, so fences up to 1.1 s later than this."""
         if not self.is_active:
-            return SESSION_CHECK_MAX_MS
+            return None
         expiry = self._cluster.next_session_expiry_ms(self._image())
         # A session runs out once the clock is past its expiry, hence the extra millisecond.
         due = [t for t in (None if expiry is None else expiry + 1, self._next_balance_ms, self._next_unclean_ms, self._next_no_op_ms) if t is not None]
-        if not due:
+        return min(due, default=None)
+
+    def _next_check_ms(self) -> int:
+        due = self.next_timer_due_ms()
+        if due is None:
             return SESSION_CHECK_MAX_MS
-        return min(max(min(due) - self._now_ms(), SESSION_CHECK_MIN_MS), SESSION_CHECK_MAX_MS)
+        return min(max(due - self._now_ms(), SESSION_CHECK_MIN_MS), SESSION_CHECK_MAX_MS)
 
     # -- topics and configs -------------------------------------------------------------------------
 

@@ -231,10 +231,11 @@ def log_dir_moves(cluster: Any, dirs: dict[int, tuple[Path, Path]], kafka_lib: P
             marks: dict[str, float] = {}  # when the replica was in ``away`` alone on disk, and when the controller said so
 
             def settled(n: int = node_id, to: Path = away) -> bool:
-                if "moved" not in marks and moved(dirs[n], topic, to):
-                    marks["moved"] = time.monotonic()
+                # Looked at every 50 ms, the assignment first: both seen in one look read +0.00 s.
                 if "assigned" not in marks and assigned_dir(cluster, topic, n) == directory_ids[n][to]:
                     marks["assigned"] = time.monotonic()
+                if "moved" not in marks and moved(dirs[n], topic, to):
+                    marks["moved"] = time.monotonic()
                 return len(marks) == 2
 
             wait_until(f"node {node_id}'s replica in {away}, on disk and in the controller's assignment (asked: {answer})", settled, TIMEOUT_S, interval_s=0.05)
@@ -269,8 +270,8 @@ def log_dir_moves(cluster: Any, dirs: dict[int, tuple[Path, Path]], kafka_lib: P
 def test_a_followers_and_then_the_leaders_replica_move_to_their_other_dir_under_acks_all(tmp_path: Path, kafka_lib: Path) -> None:
     """Every node with two log dirs (``log_dir_moves``): kafka-log-dirs shows the future replica
     while it is copied and then the replica in its new dir alone, nothing acknowledged is lost, the
-    leader and the ISR stay, the controller learns each replica's new dir, and node 1, stopped and
-    started again, loads its replica from there and rejoins the ISR."""
+    leader and the ISR stay, the controller accepts each replica's new dir before the node swaps
+    the logs, and node 1, stopped and started again, loads its replica from there and rejoins the ISR."""
     dirs = {n: (tmp_path / f"node{n}" / "data", tmp_path / f"node{n}" / "data2") for n in (1, 2, 3)}
     overrides = {n: {"log.dirs": f"{a},{b}"} for n, (a, b) in dirs.items()}
     # The tools' JVM starts while the nodes do: its start-up is most of a first tool's run.
@@ -280,6 +281,7 @@ def test_a_followers_and_then_the_leaders_replica_move_to_their_other_dir_under_
     tools.join()
     try:
         seen = log_dir_moves(cluster, dirs, kafka_lib)
+        events = {move.node: cluster.nodes[move.node].log_events() for move in seen.moves}
     finally:
         cluster.close()
     topic = seen.topic
@@ -289,6 +291,10 @@ def test_a_followers_and_then_the_leaders_replica_move_to_their_other_dir_under_
         assert sorted(replica_dirs(move.while_copying, topic)[move.node]) == sorted([(str(move.home), False), (str(move.away), True)])
         assert move.state_after == (1, (1, 2, 3))
         assert replica_dirs(move.after, topic)[move.node] == [(str(move.away), False)]
+        # The new dir asked for and accepted by the controller (its answer follows the commit)
+        # before the swap, as Kafka 4.4's ReplicaAlterLogDirsThread: the node's own log, in order.
+        order = [e["event"] for e in events[move.node] if e.get("topic") == topic and e["event"].startswith("replica_alter_log_dirs.")]
+        assert order == ["replica_alter_log_dirs.assignment_queued", "replica_alter_log_dirs.assignment_accepted", "replica_alter_log_dirs.moved"], order
     assert not seen.errors, seen.errors[:3]
     assert_acked_once_at_their_offsets(seen.records, seen.acked)
     assert all(p.leader == 1 and set(p.isr) == {1, 2, 3} for p in seen.committed), seen.committed

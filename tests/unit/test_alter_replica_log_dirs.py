@@ -2,21 +2,36 @@
 ReplicaManager.alterReplicaLogDirs decides it, in its order (topic name too long for a future
 dir, LogDirNotFound, an offline dir, a cordoned one, a replica not here), the response's
 shape (per topic; the unauthorized answer per topic entry of each dir, as getErrorResponse), and
-the move itself on a node of two dirs (ReplicaAlterLogDirsManager, stepped by hand)."""
+the move itself on a node of two dirs (ReplicaAlterLogDirsManager, stepped by hand): its copy
+throttle, and the swap only once the controller has named the new dir (Kafka 4.4's
+ReplicaAlterLogDirsThread.maybePromoteFutureReplica), the old dir asked back when the move is given up."""
 
 from __future__ import annotations
 
 import errno
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.handlers.alter_replica_log_dirs import AlterReplicaLogDirsHandler, names_log_dir, partition_dirs
-from broker.replica_alter_log_dirs_manager import COPY, START_AT, SWAP, TRUNCATE, MoveStep, ReplicaAlterLogDirsManager, next_step, throttle_rate
+from broker.replica_alter_log_dirs_manager import (
+    ACCEPTED,
+    COPY,
+    MAX_COPY_BYTES,
+    QUEUED,
+    START_AT,
+    SWAP,
+    TRUNCATE,
+    MoveStep,
+    ReplicaAlterLogDirsManager,
+    next_step,
+    throttle_rate,
+)
 from broker.replica_manager import ReplicaManager
 from broker.metadata.metadata_loader import MetadataLoader
 from broker.kafka_apis import RequestContext
@@ -29,6 +44,7 @@ from protocol.headers import RequestHeader
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.meta_properties import MetaProperties, random_directory_id, write_meta_properties
+from tests.unit.batch_factory import make_batch
 from tests.unit.test_replica_manager_delta import A, ME, Node, partition
 
 OTHER_BROKER = 2
@@ -249,3 +265,125 @@ def test_the_destination_of_a_replica_not_here_yet_is_where_its_log_goes(jbod: t
     node.commit(partition(1, (1,)))
     assert node.rm.partitions[("a", 1)].log.parent_dir == b
     assert not node.log_manager.preferred_log_dirs
+
+
+# -- the swap waits for the controller --------------------------------------------------------------------
+
+
+@dataclass
+class Controller:
+    """What the AssignmentsManager is asked (on_assignment); ``accept`` plays the controller's answer."""
+
+    asked: list[tuple[tuple[str, int], uuid.UUID]] = field(default_factory=list)
+    callbacks: dict[tuple[str, int], Callable[[], None]] = field(default_factory=dict)
+
+    def on_assignment(self, key: tuple[str, int], directory: uuid.UUID, on_accepted: Callable[[], None] | None = None) -> None:
+        self.asked.append((key, directory))
+        if on_accepted is not None:
+            self.callbacks[key] = on_accepted
+
+    def accept(self, key: tuple[str, int]) -> None:
+        self.callbacks.pop(key)()
+
+
+def dir_id(node: TwoDirNode, log_dir: Path) -> uuid.UUID:
+    directory = node.log_manager.directory_id(log_dir)
+    assert directory is not None
+    return directory
+
+
+def test_the_swap_waits_until_the_controller_names_the_new_dir(jbod: tuple[TwoDirNode, Path, Path]) -> None:
+    node, a, b = jbod
+    controller = node.mover.assignments = Controller()
+    for _ in range(10):
+        node.produce("a", 0)
+    alter(node.handler, [(str(b), [("a", [0])])])
+    node.mover.step_all()  # copied: caught up
+    assert not controller.asked
+    node.mover.step_all()  # caught up: the new dir is asked for, no swap
+    assert controller.asked == [(("a", 0), dir_id(node, b))]
+    assert node.mover._promotions[("a", 0)].state == QUEUED
+    node.produce("a", 0)  # copying goes on while the controller has not answered
+    for _ in range(3):
+        node.mover.step_all()
+    assert node.log_manager.future_logs[("a", 0)].log_end_offset == 11
+    assert node.rm.partitions[("a", 0)].log.parent_dir == a and len(controller.asked) == 1
+    controller.accept(("a", 0))
+    assert node.mover._promotions[("a", 0)].state == ACCEPTED
+    node.produce("a", 0)  # accepted, behind again: copied first, then swapped
+    node.mover.step_all()
+    assert node.rm.partitions[("a", 0)].log.parent_dir == a
+    node.mover.step_all()
+    assert node.rm.partitions[("a", 0)].log.parent_dir == b and node.records() == 12
+    assert not node.mover._promotions and not node.log_manager.future_logs
+
+
+def test_a_move_given_up_after_asking_has_the_old_dir_asked_back(jbod: tuple[TwoDirNode, Path, Path]) -> None:
+    node, a, b = jbod
+    controller = node.mover.assignments = Controller()
+    node.produce("a", 0)
+    alter(node.handler, [(str(b), [("a", [0])])])
+    node.mover.step_all()
+    node.mover.step_all()
+    assert controller.asked == [(("a", 0), dir_id(node, b))]
+    # Cancelled (AlterReplicaLogDirs to the current dir): Kafka's "Reverting reassignment for canceled future replica".
+    alter(node.handler, [(str(a), [("a", [0])])])
+    assert controller.asked[1:] == [(("a", 0), dir_id(node, a))] and not node.mover._promotions
+    controller.accept(("a", 0))  # the answer to the first request, too late: no swap
+    node.mover.step_all()
+    assert node.rm.partitions[("a", 0)].log.parent_dir == a and not node.log_manager.future_logs
+    # Moved again, accepted, then sent to a new future log in the same dir: that one asks again.
+    alter(node.handler, [(str(b), [("a", [0])])])
+    node.mover.step_all()
+    node.mover.step_all()
+    controller.accept(("a", 0))
+    node.log_manager.remove_future_log("a", 0)
+    alter(node.handler, [(str(b), [("a", [0])])])
+    assert controller.asked[3:] == [(("a", 0), dir_id(node, a))]
+    node.mover.step_all()
+    node.mover.step_all()
+    assert controller.asked[4:] == [(("a", 0), dir_id(node, b))] and node.rm.partitions[("a", 0)].log.parent_dir == a
+
+
+def test_after_a_restart_between_the_assignment_and_the_swap_the_move_asks_again(jbod: tuple[TwoDirNode, Path, Path]) -> None:
+    node, a, b = jbod
+    node.mover.assignments = Controller()
+    for _ in range(4):
+        node.produce("a", 0)
+    alter(node.handler, [(str(b), [("a", [0])])])
+    node.mover.step_all()
+    node.mover.step_all()
+    node.mover.assignments.accept(("a", 0))  # type: ignore[attr-defined]
+    node.log_manager.shutdown()  # before the swap
+    again = TwoDirNode([a, b])
+    controller = again.mover.assignments = Controller()
+    again.commit(TopicRecord(name="a", topic_id=A), partition(0, (1,)))
+    assert again.rm.partitions[("a", 0)].log.parent_dir == a and again.log_manager.future_logs[("a", 0)].parent_dir == b
+    again.mover.step_all()
+    assert controller.asked == [(("a", 0), dir_id(again, b))]
+    controller.accept(("a", 0))
+    again.mover.step_all()
+    assert again.rm.partitions[("a", 0)].log.parent_dir == b and again.records() == 4
+    node.log_manager = again.log_manager  # shut down by the fixture
+
+
+def test_the_copy_takes_up_to_1_mib_while_within_the_rate_then_waits(jbod: tuple[TwoDirNode, Path, Path]) -> None:
+    node, _, b = jbod
+    now = [0]
+    node.mover = ReplicaAlterLogDirsManager(node.rm, lambda: 512 * 1024, clock_ms=lambda: now[0])
+    node.handler = AlterReplicaLogDirsHandler(node.rm, Metadata(node), node.mover)  # type: ignore[arg-type]
+    for _ in range(30):  # 30 batches of 100 KiB
+        batch = memoryview(make_batch([bytes(100 * 1024)]))
+        assert node.rm.append_records([("a", 0, batch)], node.loader.image)[("a", 0)].error_code == ErrorCode.none
+    alter(node.handler, [(str(b), [("a", [0])])])
+    first = node.mover.step_all()
+    assert 900 * 1024 < first <= MAX_COPY_BYTES  # a burst of whole batches, up to replica.fetch.max.bytes
+    assert node.mover.step_all() == 0  # over 512 KiB/s (at least one 1 s window counted)
+    now[0] = 1_500
+    assert node.mover.step_all() == 0  # still 1 MiB over 1.5 s
+    now[0] = 2_000
+    assert 0 < node.mover.step_all() <= MAX_COPY_BYTES  # back within the rate: the next burst
+    node.mover = ReplicaAlterLogDirsManager(node.rm, lambda: None, clock_ms=lambda: now[0])
+    while node.mover.step_all():  # unbounded: a step after a step, then (no AssignmentsManager: Kafka's NOOP handler) the swap
+        pass
+    assert node.rm.partitions[("a", 0)].log.parent_dir == b and node.records() == 30

@@ -2,22 +2,29 @@
 which dir holds each replica (PartitionChangeRecord.directories), and a heartbeat's OfflineLogDirs
 takes the broker out of the leadership and ISR of the replicas in those dirs, as Kafka 4.4's
 ReplicationControlManager.handleAssignReplicasToDirs and handleDirectoriesOffline do; and (not a
-Kafka check) AlterPartition may not add such a replica back to the ISR."""
+Kafka check) AlterPartition may not add such a replica back to the ISR. The broker's side: the
+AssignmentsManager's choice of replicas to report, and the dirs asked for explicitly
+(on_assignment, Kafka's onAssignment) with their callback run once the controller accepted."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
 from pathlib import Path
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.assignments_manager import pending_assignments
+from broker.assignments_manager import AssignmentsManager, pending_assignments
+from broker.controller_channel import ControllerUnavailableError
 from broker.controller.partition_change_builder import directory_is_online
 from broker.metadata.metadata_image import UNASSIGNED_DIR
 from broker.metadata.metadata_records import BrokerRegistrationChangeRecord, PartitionChangeRecord
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
+from protocol.api_keys import ApiKey, response_schema
+from protocol.entities import build, nested
 from storage.meta_properties import MetaProperties, write_meta_properties
 from tests.unit.test_cluster_control_manager import Controller
 
@@ -133,4 +140,96 @@ def test_the_broker_asks_for_the_replicas_whose_dir_the_metadata_does_not_name(t
     assert batch == {DIR_A: {topic_id: [("t", 0)]}, DIR_B: {topic_id: [("t", 1)]}} and left == {("gone", 0)}
     assign(c, [(DIR_A, [(topic_id, [0])]), (DIR_B, [(topic_id, [1])])])
     assert pending_assignments(1, c.log.image, logs, keys) == ({}, {("gone", 0)})
+    logs.shutdown()
+
+
+def two_dir_logs(tmp_path: Path) -> tuple[LogManager, list[Path]]:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    for d, directory_id in zip(dirs, (DIR_A, DIR_B)):
+        write_meta_properties(d, MetaProperties(cluster_id="c", node_id=1, directory_id=base64.urlsafe_b64encode(directory_id.bytes).rstrip(b"=").decode()))
+    logs = LogManager(dirs, LogConfig())
+    logs.startup()
+    return logs, dirs
+
+
+def test_a_requested_dir_is_sent_as_asked_and_a_moving_replica_is_left_to_its_move(tmp_path: Path) -> None:
+    c = cluster()
+    topic_id = c.log.image.topics["t"].topic_id
+    logs, dirs = two_dir_logs(tmp_path)
+    for p in (0, 1):
+        logs.get_or_create_log("t", p, logs.default_config, None)
+    assert logs.get_log("t", 0).parent_dir == dirs[0]  # type: ignore[union-attr]
+    assign(c, [(DIR_A, [(topic_id, [0])]), (DIR_B, [(topic_id, [1])])])
+    # Asked for: sent even where the metadata names it already; a replica not on broker 1 any more is dropped.
+    requested = {("t", 0): DIR_B, ("t", 1): DIR_B, ("other", 0): DIR_A}
+    assert pending_assignments(1, c.log.image, logs, set(), requested) == ({DIR_B: {topic_id: [("t", 0), ("t", 1)]}}, set())
+    # t-0 moving to b, the metadata naming b already (a restart between the assignment and the
+    # swap): its log in a is not reported, the swap will make the metadata right.
+    logs.get_or_create_future_log("t", 0, dirs[1])
+    assign(c, [(DIR_B, [(topic_id, [0])])])
+    assert pending_assignments(1, c.log.image, logs, {("t", 0)}) == ({}, set())
+    logs.remove_future_log("t", 0)
+    assert pending_assignments(1, c.log.image, logs, {("t", 0)}) == ({DIR_A: {topic_id: [("t", 0)]}}, set())
+    logs.shutdown()
+
+
+class Channel:
+    """The controller at the other end: the unit Controller, answering as ControllerApis does;
+    the first ``unavailable`` calls find no controller."""
+
+    def __init__(self, c: Controller, unavailable: int = 0) -> None:
+        self.c, self.unavailable, self.sent = c, unavailable, 0
+        self.manager: AssignmentsManager | None = None
+
+    async def send(self, request: Any, timeout_ms: int | None = None) -> Any:
+        self.sent += 1
+        if self.unavailable:
+            self.unavailable -= 1
+            raise ControllerUnavailableError("no controller")
+        directories = [(d.id_, [(t.topic_id, [int(p.partition_index) for p in t.partitions]) for t in d.topics]) for d in request.directories]
+        result = assign(self.c, directories, int(request.broker_epoch))  # type: ignore[arg-type]
+        assert self.manager is not None
+        self.manager.on_metadata_update(None, self.c.log.image)  # type: ignore[arg-type]
+        schema = response_schema(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0)
+        dir_cls, topic_cls, partition_cls = nested(schema, "DirectoryData"), nested(schema, "TopicData"), nested(schema, "PartitionData")
+        return build(
+            schema,
+            throttle_time=0,
+            error_code=result.response.error_code,
+            directories=tuple(
+                build(dir_cls, id_=d, topics=tuple(build(topic_cls, topic_id=t, partitions=tuple(build(partition_cls, partition_index=i, error_code=e) for i, e in ps)) for t, ps in ts))
+                for d, ts in result.response.directories
+            ),
+        )
+
+
+def test_on_assignment_runs_its_callback_once_the_controller_accepted_after_retries(tmp_path: Path) -> None:
+    c = cluster()
+    logs, dirs = two_dir_logs(tmp_path)
+    logs.get_or_create_log("t", 0, logs.default_config, None)
+    channel = Channel(c, unavailable=1)
+    manager = AssignmentsManager(1, logs, channel, lambda: c.log.image.brokers[1].epoch)  # type: ignore[arg-type]
+    channel.manager = manager
+    manager.on_metadata_update(None, c.log.image)  # type: ignore[arg-type]
+    accepted: list[uuid.UUID] = []
+
+    async def scenario() -> None:
+        manager.start()
+        for _ in range(100):  # the logs loaded at start: t-0 in a
+            if directory(c, 0) == DIR_A:
+                break
+            await asyncio.sleep(0.05)
+        logs.get_or_create_future_log("t", 0, dirs[1])
+        manager.on_assignment(("t", 0), DIR_A, lambda: accepted.append(DIR_A))
+        manager.on_assignment(("t", 0), DIR_B, lambda: accepted.append(DIR_B))  # replaces the one not sent
+        for _ in range(100):
+            if accepted:
+                break
+            await asyncio.sleep(0.05)
+        await manager.close()
+
+    asyncio.run(scenario())
+    # The first request found no controller and was sent again; the callback ran once, for b.
+    assert accepted == [DIR_B] and directory(c, 0) == DIR_B and channel.sent >= 2
+    assert logs.get_log("t", 0).parent_dir == dirs[0]  # type: ignore[union-attr]  # not reported back: moving to b
     logs.shutdown()

@@ -274,6 +274,30 @@ def test_the_session_timer_fences_on_its_own() -> None:
     run(scenario())
 
 
+def test_a_broker_last_heard_at_t_is_fenced_just_past_t_plus_the_session_timeout() -> None:
+    """The timer is due at the first session expiry, not at a check period's next tick (Kafka 4.4
+    checks every session timeout / 8, up to 1.1 s late): a SIGKILLed partition leader's partitions
+    move broker.session.timeout.ms after its last heartbeat."""
+    async def scenario() -> None:
+        quorum, clock = FakeQuorum(), Clock()
+        quorum.auto_commit = True
+        node = Node(quorum, 1, clock, metadata_max_idle_interval_ms=0)  # no NoOpRecord passes to wake the timer
+        quorum.elect(1)
+        c = node.controller
+        last_heard = clock.now
+        epochs = await live_brokers(node, 1, 2)
+        clock.now += 4_321
+        await c.broker_heartbeat(2, epochs[2], c.committed_offset, False, False)
+        assert c.next_timer_due_ms() == last_heard + SESSION_MS + 1
+        clock.now = last_heard + SESSION_MS
+        assert await c.fence_stale_brokers() == []
+        clock.now += 1
+        assert await c.fence_stale_brokers() == [1]
+        assert c.next_timer_due_ms() == last_heard + 4_321 + SESSION_MS + 1
+
+    run(scenario())
+
+
 def test_a_new_active_controller_gives_every_broker_a_fresh_session() -> None:
     async def scenario() -> None:
         quorum, nodes, clock = cluster(1, 2)

@@ -17,7 +17,8 @@ def test_a_timed_out_transition_fails_the_later_ones_of_its_partition_and_moves_
     async def test(node: Node) -> None:
         c = node.coordinator
         other = next(t for t in (f"other-{i}" for i in range(100)) if node.state.partition_for(t) == node.state.partition_for(TXN))
-        pid, epoch = await replicated_init(node, timeout_ms=100)  # its transitions wait 100 ms
+        # Its transitions wait 1 s: long enough for both writes to be made on a busy machine.
+        pid, epoch = await replicated_init(node, timeout_ms=1000)
         other_pid, other_epoch = await replicated_init(node, other, timeout_ms=60000)
         added = await waiting(c.add_partitions(TXN, pid, epoch, [(DATA, 0)]))
         other_added = await waiting(c.add_partitions(other, other_pid, other_epoch, [(DATA, 1)]))
