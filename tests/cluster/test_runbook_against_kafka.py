@@ -5,13 +5,16 @@ compared line for line once ids, ports, hosts, times and paths are masked.
 The runbook: kafka-topics (--create with RF 3 and configs, --list, --describe, --alter
 --partitions), kafka-console-producer and kafka-console-consumer (keys, --from-beginning,
 --max-messages, print.key), kafka-consumer-groups (--list, --describe with --state and --members,
---reset-offsets --to-earliest --execute, --delete-offsets, --delete), kafka-get-offsets,
-kafka-delete-records (on a delete topic and on a compacted one), kafka-configs (a topic's and the
-brokers' default configs, --alter and --describe; broker-loggers), kafka-producer-perf-test with a
-transactional id, then kafka-transactions list / describe / describe-producers,
-kafka-reassign-partitions (--generate, --execute, --verify), kafka-leader-election PREFERRED on
-every partition, kafka-log-dirs, kafka-metadata-quorum (--status, --replication),
-kafka-features, kafka-acls --list (no authorizer), kafka-client-metrics, kafka-cluster cluster-id.
+--reset-offsets --to-earliest --execute, --delete-offsets, --delete), a share group (KIP-932) on the
+same records (kafka-configs on the group, kafka-console-share-consumer, kafka-share-groups --list,
+--describe with --state and --members, --reset-offsets --to-earliest --dry-run and --execute,
+--delete-offsets, --delete), kafka-get-offsets, kafka-delete-records (on a delete topic and on a
+compacted one), kafka-configs (a topic's and the brokers' default configs, --alter and --describe;
+broker-loggers), kafka-producer-perf-test with a transactional id, then kafka-transactions list /
+describe / describe-producers, kafka-reassign-partitions (--generate, --execute, --verify),
+kafka-leader-election PREFERRED on every partition, kafka-log-dirs, kafka-metadata-quorum
+(--status, --replication), kafka-features, kafka-acls --list (no authorizer), kafka-client-metrics,
+kafka-cluster cluster-id.
 
 Each cluster's runbook runs in one JVM (tests/ToolRunner.java through tests/kafka_tools.py): a JVM
 start per command would cost the test minutes. The two runbooks run side by side, as do the two
@@ -58,10 +61,20 @@ TRANSACTIONS = TOOLS + "TransactionsCommand"
 ACLS = TOOLS + "AclCommand"
 CLIENT_METRICS = TOOLS + "ClientMetricsCommand"
 CLUSTER = TOOLS + "ClusterTool"
+SHARE_CONSUMER = TOOLS + "consumer.ConsoleShareConsumer"
+SHARE_GROUPS = TOOLS + "consumer.group.ShareGroupCommand"
 
 WAIT_S = 60.0
 # Twelve keys that the default partitioner (murmur2) spreads over all four partitions of "orders".
 RECORDS = [f"key-{i}:value-{i}" for i in range(12)]
+# A share consumer is assigned its partitions a heartbeat after it joins, once the group
+# coordinator has initialized their state on the share coordinator, whose __share_group_state is
+# created on that first use: at the default 5 s heartbeat and 50 partitions, the step took ~6 s.
+BROKER_CONFIGS = {
+    "group.share.heartbeat.interval.ms": "1000",
+    "group.share.min.heartbeat.interval.ms": "1000",
+    "share.coordinator.state.topic.num.partitions": "3",
+}
 
 
 # -- the runbook ------------------------------------------------------------------------------
@@ -148,6 +161,21 @@ def runbook(t: Target) -> None:
     t.step("consumer-groups --delete-offsets", GROUPS, *b, "--delete-offsets", "--group", "runbook-group", "--topic", "orders")
     t.step("consumer-groups --delete", GROUPS, *b, "--delete", "--group", "runbook-group")
     t.step("consumer-groups --list after delete", GROUPS, *b, "--list")
+    # A share group (KIP-932) reading the same records, before they are deleted
+    share = ("--group", "runbook-share")
+    t.step("configs group --alter", CONFIGS, *b, "--entity-type", "groups", "--entity-name", "runbook-share", "--alter", "--add-config", "share.auto.offset.reset=earliest")
+    t.step("console-share-consumer", SHARE_CONSUMER, *b, "--topic", "orders", *share, "--max-messages", str(len(RECORDS)),
+           "--formatter-property", "print.key=true", "--formatter-property", "print.partition=true", "--formatter-property", "print.offset=true")  # fmt: skip
+    t.step("share-groups --list", SHARE_GROUPS, *b, "--list")
+    t.until("share-groups --describe --state", lambda out: " Empty " in out, SHARE_GROUPS, *b, "--describe", *share, "--state")
+    t.step("share-groups --describe --members", SHARE_GROUPS, *b, "--describe", *share, "--members")
+    t.step("share-groups --describe", SHARE_GROUPS, *b, "--describe", *share)
+    t.step("share-groups --reset-offsets --to-earliest --dry-run", SHARE_GROUPS, *b, "--reset-offsets", *share, "--topic", "orders", "--to-earliest", "--dry-run")
+    t.step("share-groups --reset-offsets --to-earliest", SHARE_GROUPS, *b, "--reset-offsets", *share, "--topic", "orders", "--to-earliest", "--execute")
+    t.step("share-groups --describe after reset", SHARE_GROUPS, *b, "--describe", *share)
+    t.step("share-groups --delete-offsets", SHARE_GROUPS, *b, "--delete-offsets", *share, "--topic", "orders")
+    t.step("share-groups --delete", SHARE_GROUPS, *b, "--delete", *share)
+    t.step("share-groups --list after delete", SHARE_GROUPS, *b, "--list")
     # Deleting records
     below = {"version": 1, "partitions": [{"topic": "orders", "partition": p, "offset": 1} for p in range(4)]}
     t.step("delete-records", DELETE_RECORDS, *b, "--offset-json-file", t.file("delete.json", below))
@@ -310,6 +338,11 @@ def numbers_masked(lines: list[str]) -> list[str]:
     return [re.sub(r"\d+(\.\d+)?", "<n>", line) for line in lines]
 
 
+def coordinator_masked(lines: list[str]) -> list[str]:
+    """The group's coordinator leads its __consumer_offsets partition, wherever the controller put it."""
+    return [re.sub(r"<HOST:PORT> \(\d+\)", "<HOST:PORT> (<ID>)", line) for line in lines]
+
+
 def chain(*steps: Callable[[list[str]], list[str]]) -> Callable[[list[str]], list[str]]:
     def apply(lines: list[str]) -> list[str]:
         for s in steps:
@@ -326,8 +359,10 @@ NORMALIZE: dict[str, Callable[[list[str]], list[str]]] = {
     "topics --describe payments": normalize_placement,
     "topics --describe after the election": normalize_placement,
     "console-consumer": sort_lines,
-    # The group's coordinator leads its __consumer_offsets partition, wherever the controller put it.
-    "consumer-groups --describe --state": lambda lines: [re.sub(r"<HOST:PORT> \(\d+\)", "<HOST:PORT> (<ID>)", line) for line in lines],
+    "consumer-groups --describe --state": coordinator_masked,
+    # A share consumer's fetches come from the partitions' leaders in any order.
+    "console-share-consumer": sort_lines,
+    "share-groups --describe --state": coordinator_masked,
     "delete-records": sort_lines,
     "delete-records on a compacted topic": sort_lines,
     "producer-perf-test --transactional-id": numbers_masked,
@@ -355,6 +390,15 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, Callable[[list[str]], list[str]]]] = {
         "the loggers are each broker's own: Kafka's Java classes, kbroker's Python modules; the header line matches",
         header_only,
     ),
+    "share-groups --describe": (
+        "after the share consumer acknowledged every record: Kafka 4.4's share partition writes its state with the start "
+        "offset from before the acknowledgement (it moves its own start offset once the write is done and writes no more), so "
+        "its START-OFFSET is 0 (or where an earlier acknowledgement left it), kbroker's the log end offset; and kbroker's "
+        "share partitions do not yet write a delivery-complete count (WriteShareGroupState v1, which Kafka's SharePartition "
+        "keeps), so the group coordinator cannot compute a LAG and prints '-' where Kafka prints 0. The rows (group, topic, "
+        "partition) match",
+        mask_columns("START-OFFSET", "LAG"),
+    ),
 }
 
 
@@ -375,8 +419,8 @@ def runbooks(tmp_path_factory: pytest.TempPathFactory, kafka_lib: Path) -> Itera
         pytest.skip("no javac to compile the tool runner")
     root = tmp_path_factory.mktemp("runbook")
     started = time.monotonic()
-    kbroker = KafkaCluster(root / "kbroker", combined=3)
-    kafka = KafkaReferenceCluster(root / "kafka", kafka_lib, nodes=3)
+    kbroker = KafkaCluster(root / "kbroker", combined=3, overrides=BROKER_CONFIGS)
+    kafka = KafkaReferenceCluster(root / "kafka", kafka_lib, nodes=3, overrides=BROKER_CONFIGS)
     # Both clusters start at once, and the runner compiles meanwhile: the start-ups are mostly
     # waiting (kbroker's on Python imports, Kafka's on JVMs and its quorum) and overlap well.
     errors: list[BaseException] = []
@@ -474,3 +518,9 @@ def test_the_runbook_did_what_it_says(runbooks: Runbooks) -> None:
     assert "The inter-broker throttle limit was set to 10000000 B/s" in out["reassign-partitions --execute"]
     assert "Clearing broker-level throttles on brokers 1,2,3\nClearing topic-level throttles on topic orders" in out["reassign-partitions --verify"]
     assert runbooks.kbroker.outputs["acls --list"][0] == 1
+    assert len(out["console-share-consumer"].splitlines()) == len(RECORDS)
+    assert out["share-groups --list"].split() == ["runbook-share"]
+    assert [line.split()[-1] for line in out["share-groups --describe after reset"].splitlines()[2:]] == ["3", "4", "2", "3"]
+    assert out["share-groups --delete-offsets"].split()[-2:] == ["orders", "Successful"]
+    assert "Deletion of requested share groups ('runbook-share') was successful." in out["share-groups --delete"]
+    assert out["share-groups --list after delete"] == ""
