@@ -164,16 +164,14 @@ class DefaultStatePersister:
         )
         return ReadStateResult(error, SharePartitionStateData(int(result.start_offset), int(result.state_epoch), leader_epoch, batches))
 
-    async def write_state(
-        self, group_id: str, topic_id: uuid.UUID, partition: int, state: SharePartitionStateData, delivery_complete_count: int = UNKNOWN_DELIVERY_COMPLETE_COUNT
-    ) -> int:
-        """WriteShareGroupState v1: the share partition's changed state batches; the error."""
+    async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state: SharePartitionStateData) -> int:
+        """WriteShareGroupState v1: the share partition's changed state batches and its delivery-complete count; the error."""
         data = write_v1.PartitionData(
             partition=i32(partition),
             state_epoch=i32(state.state_epoch),
             leader_epoch=i32(state.leader_epoch),
             start_offset=i64(state.start_offset),
-            delivery_complete_count=i32(delivery_complete_count),
+            delivery_complete_count=i32(state.delivery_complete_count),
             state_batches=tuple(
                 write_v1.StateBatch(first_offset=i64(b.first_offset), last_offset=i64(b.last_offset), delivery_state=i8(int(b.delivery_state)), delivery_count=i16(b.delivery_count))
                 for b in state.state_batches

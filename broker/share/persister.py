@@ -3,7 +3,8 @@
 ``PersisterStateBatch`` is Kafka's ``org.apache.kafka.server.share.persister.PersisterStateBatch``
 (the StateBatches entries of ReadShareGroupState/WriteShareGroupState);
 ``SharePartitionStateData`` is one partition's data of those requests (start offset, state
-epoch, leader epoch, state batches).
+epoch, leader epoch, state batches and, in a write, the delivery-complete count: Kafka's
+PartitionStateBatchData).
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ class PersisterStateBatch:
 
 @dataclass(frozen=True, slots=True)
 class SharePartitionStateData:
-    """A start offset of -1 means the group has no state for the partition yet."""
+    """A start offset of -1 means the group has no state for the partition yet.
+    ``delivery_complete_count`` (WriteShareGroupState v1, KIP-1226) is the number of ACKNOWLEDGED or
+    ARCHIVED records from the start offset on; -1 (a read, which does not carry it) is unknown."""
 
     start_offset: int
     state_epoch: int
     leader_epoch: int
     state_batches: tuple[PersisterStateBatch, ...] = ()
+    delivery_complete_count: int = -1

@@ -17,6 +17,10 @@ Nothing here reads the log, keeps a timer or talks to the share coordinator:
 - every state change returns a ``ShareStateUpdate`` whose ``write`` holds the batches the
   share coordinator must persist (WriteShareGroupState), and ``initialize`` takes what
   ReadShareGroupState returned;
+- ``delivery_complete_count`` (Kafka's deliveryCompleteCount, KIP-1226) is the number of
+  ACKNOWLEDGED or ARCHIVED records from the start offset on, kept up to date as records finish
+  and the start offset moves; every write carries it, so that the group coordinator can tell a
+  share partition's lag (high watermark - start offset - this count);
 - with ``dlq`` (the group has a dead-letter queue) a REJECT, or a record going back to AVAILABLE
   at the delivery count limit, makes it ARCHIVING: the update's ``archiving`` names the DLQ
   writes to make once ``write`` is persisted, and ``complete_archiving`` archives them when
@@ -26,6 +30,9 @@ Nothing here reads the log, keeps a timer or talks to the share coordinator:
 State changes apply at once. Kafka keeps them pending until the share coordinator confirms
 the write and rolls them back on failure; that is not modelled here: a caller that cannot
 persist a write must drop the share partition and initialise a new one from the coordinator.
+So a write carries the start offset after its change, with the delivery-complete count that goes
+with it; Kafka's carries the start offset from before (it moves once the write is done) with the
+count after the change: both tell the same lag.
 """
 
 from __future__ import annotations
@@ -130,6 +137,7 @@ class SharePartition:
         self._start_offset = 0
         self._end_offset = 0
         self._state_epoch = 0
+        self._delivery_complete_count = 0
         # Set when a record may have become AVAILABLE again behind the end offset.
         self._find_next_fetch_offset = False
         self._lock_heap: list[_LockEntry] = []
@@ -150,6 +158,11 @@ class SharePartition:
     @property
     def state_epoch(self) -> int:
         return self._state_epoch
+
+    @property
+    def delivery_complete_count(self) -> int:
+        """The ACKNOWLEDGED and ARCHIVED records of the cache from the start offset on."""
+        return self._delivery_complete_count
 
     def in_flight_batches(self) -> Iterator[InFlightBatch]:
         """The cached batches in offset order (read only: for tests and describe tools)."""
@@ -213,11 +226,14 @@ class SharePartition:
                 self.partition_state = SharePartitionState.FAILED
                 self._keys.clear()
                 self._batches.clear()
+                self._delivery_complete_count = 0
                 return ErrorCode.unknown_server_error
             previous_last = state_batch.last_offset
             delivery_state = state_batch.delivery_state
             if delivery_state is RecordState.ACQUIRED:
                 delivery_state = RecordState.AVAILABLE
+            elif delivery_state.is_terminal:
+                self._delivery_complete_count += state_batch.last_offset - state_batch.first_offset + 1
             self._keys.append(state_batch.first_offset)
             self._batches[state_batch.first_offset] = InFlightBatch(
                 state_batch.first_offset,
@@ -633,11 +649,15 @@ class SharePartition:
                 if not should_archive(batch.state):
                     continue
                 if first <= batch.first_offset and batch.last_offset <= last:
+                    if not batch.state.state.is_terminal:
+                        self._delivery_complete_count += batch.last_offset - batch.first_offset + 1
                     batch.state.archive()
                     continue
                 batch.split()
-            for _, state in batch.states_in(first, last):
+            for offset, state in batch.states_in(first, last):
                 if should_archive(state):
+                    if offset >= self._start_offset and not state.state.is_terminal:
+                        self._delivery_complete_count += 1
                     state.archive()
 
     def _archive_gaps(self, first: int, last: int) -> None:
@@ -657,6 +677,7 @@ class SharePartition:
         self._maybe_update_cached_state_and_offsets()
 
     def _insert_archived(self, first: int, last: int) -> None:
+        self._delivery_complete_count += last - first + 1
         bisect.insort(self._keys, first)
         self._batches[first] = InFlightBatch(first, last, InFlightState(RecordState.ARCHIVED, 0))
 
@@ -672,6 +693,7 @@ class SharePartition:
         """
         if log_start_offset <= self._start_offset:
             return
+        self._delivery_complete_count -= self._terminal_records_in(self._start_offset, log_start_offset - 1)
         self._start_offset = log_start_offset
         drop = 0
         for key in self._keys:
@@ -683,6 +705,7 @@ class SharePartition:
         if not self._keys:
             self._end_offset = log_start_offset
             self._find_next_fetch_offset = False
+            self._delivery_complete_count = 0
             return
         first_key = self._keys[0]
         if first_key < log_start_offset:
@@ -935,13 +958,18 @@ class SharePartition:
         and describe the write for the share coordinator."""
         if not changed:
             return _NO_UPDATE
-        if any(batch.delivery_state is RecordState.AVAILABLE for batch in changed):
-            self._find_next_fetch_offset = True
+        for batch in changed:
+            # Every change is a record leaving ACQUIRED or ARCHIVING: a terminal one just finished.
+            if batch.delivery_state is RecordState.AVAILABLE:
+                self._find_next_fetch_offset = True
+            elif batch.delivery_state.is_terminal:
+                self._delivery_complete_count += batch.last_offset - batch.first_offset + 1
         self._maybe_update_cached_state_and_offsets()
         return ShareStateUpdate(
             ErrorCode.none,
             SharePartitionStateData(
-                self._start_offset, self._state_epoch, self.leader_epoch, tuple(_coalesce(changed))
+                self._start_offset, self._state_epoch, self.leader_epoch, tuple(_coalesce(changed)),
+                self._delivery_complete_count,
             ),
             tuple(_coalesce(archiving)),
         )
@@ -1003,7 +1031,10 @@ class SharePartition:
             self._keys.clear()
             self._batches.clear()
             self._find_next_fetch_offset = False
+            self._delivery_complete_count = 0
             return
+        # Every record of the prefix passed is finished, so each was counted.
+        self._delivery_complete_count -= last_finished + 1 - self._start_offset
         self._start_offset = last_finished + 1
         drop = 0
         for key in self._keys:
@@ -1033,6 +1064,19 @@ class SharePartition:
                     return last_finished
                 last_finished = offset
         return last_finished
+
+    def _terminal_records_in(self, first: int, last: int) -> int:
+        """The ACKNOWLEDGED and ARCHIVED cached records of ``first..last`` (Kafka's
+        countTerminalRecordsUpToNewLSO)."""
+        count = 0
+        for key in self._keys_overlapping(first, last):
+            batch = self._batches[key]
+            if batch.offset_states is None:
+                if batch.state.state.is_terminal:
+                    count += min(last, batch.last_offset) - max(first, batch.first_offset) + 1
+                continue
+            count += sum(1 for _, state in batch.states_in(first, last) if state.state.is_terminal)
+        return count
 
     def _keys_within(self, first: int, last: int) -> list[int]:
         """First offsets of the batches that start within ``first..last`` (Kafka's subMap)."""
@@ -1065,7 +1109,7 @@ class SharePartition:
                 state, count = _persisted(offset_state)
                 batches.append(PersisterStateBatch(offset, offset, state, count))
         return SharePartitionStateData(
-            self._start_offset, self._state_epoch, self.leader_epoch, tuple(_coalesce(batches))
+            self._start_offset, self._state_epoch, self.leader_epoch, tuple(_coalesce(batches)), self._delivery_complete_count
         )
 
 

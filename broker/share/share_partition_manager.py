@@ -64,9 +64,7 @@ class StatePersister(Protocol):
 
     async def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int) -> ReadStateResult: ...
 
-    async def write_state(
-        self, group_id: str, topic_id: uuid.UUID, partition: int, state: SharePartitionStateData, delivery_complete_count: int = -1
-    ) -> int: ...
+    async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state: SharePartitionStateData) -> int: ...
 
 
 # Kafka's SharePartition.fetchPersisterError: what a member is told when reading or writing a share

@@ -393,11 +393,10 @@ KNOWN_DIFFERENCES: dict[str, tuple[str, Callable[[list[str]], list[str]]]] = {
     "share-groups --describe": (
         "after the share consumer acknowledged every record: Kafka 4.4's share partition writes its state with the start "
         "offset from before the acknowledgement (it moves its own start offset once the write is done and writes no more), so "
-        "its START-OFFSET is 0 (or where an earlier acknowledgement left it), kbroker's the log end offset; and kbroker's "
-        "share partitions do not yet write a delivery-complete count (WriteShareGroupState v1, which Kafka's SharePartition "
-        "keeps), so the group coordinator cannot compute a LAG and prints '-' where Kafka prints 0. The rows (group, topic, "
-        "partition) match",
-        mask_columns("START-OFFSET", "LAG"),
+        "its START-OFFSET is 0 (or where an earlier acknowledgement left it), kbroker's the log end offset. Both write the "
+        "delivery-complete count that goes with their start offset (WriteShareGroupState v1), so the LAG (high watermark - "
+        "start offset - that count) matches, as do the rows (group, topic, partition)",
+        mask_columns("START-OFFSET"),
     ),
 }
 

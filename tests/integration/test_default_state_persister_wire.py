@@ -65,10 +65,10 @@ def test_the_persister_round_trips_share_group_state(share_node: BrokerProcess) 
         try:
             assert await persister.initialize_state(GROUP, 0, {(tid, 0): 10, (tid, 1): 20}) == {(tid, 0): ErrorCode.none, (tid, 1): ErrorCode.none}
 
-            first = SharePartitionStateData(10, 0, 1, (PersisterStateBatch(10, 14, RecordState.ACKNOWLEDGED, 1),))
-            assert await persister.write_state(GROUP, tid, 0, first, delivery_complete_count=5) == ErrorCode.none
-            second = SharePartitionStateData(10, 0, 1, (PersisterStateBatch(15, 19, RecordState.ARCHIVED, 2),))
-            assert await persister.write_state(GROUP, tid, 0, second, delivery_complete_count=10) == ErrorCode.none
+            first = SharePartitionStateData(10, 0, 1, (PersisterStateBatch(10, 14, RecordState.ACKNOWLEDGED, 1),), delivery_complete_count=5)
+            assert await persister.write_state(GROUP, tid, 0, first) == ErrorCode.none
+            second = SharePartitionStateData(10, 0, 1, (PersisterStateBatch(15, 19, RecordState.ARCHIVED, 2),), delivery_complete_count=10)
+            assert await persister.write_state(GROUP, tid, 0, second) == ErrorCode.none
 
             read = await persister.read_state(GROUP, tid, 0, 1)
             assert read.error == ErrorCode.none

@@ -239,8 +239,8 @@ def test_an_empty_group_id_is_refused_unsent(group: str) -> None:
 
 def test_write_sends_v1_with_the_state_batches_and_delivery_complete_count() -> None:
     network = Coordinators(ErrorCode.none)
-    state = SharePartitionStateData(20, 5, 7, (PersisterStateBatch(20, 24, RecordState.ARCHIVED, 3),))
-    assert asyncio.run(persister(network).write_state("g", TOPIC_ID, 1, state, delivery_complete_count=6)) == ErrorCode.none
+    state = SharePartitionStateData(20, 5, 7, (PersisterStateBatch(20, 24, RecordState.ARCHIVED, 3),), delivery_complete_count=6)
+    assert asyncio.run(persister(network).write_state("g", TOPIC_ID, 1, state)) == ErrorCode.none
     [(_, body)] = network.sent
     assert body.__version__ == 1
     [partition] = body.topics[0].partitions

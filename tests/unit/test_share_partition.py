@@ -105,8 +105,9 @@ def test_initialize_from_persisted_state() -> None:
         ),
     )
     sp = make(persisted=persisted)
-    # The finished prefix is dropped; an acquisition does not survive the leader.
-    assert (sp.start_offset, sp.end_offset, sp.state_epoch) == (15, 29, 2)
+    # The finished prefix is dropped; an acquisition does not survive the leader. 20-24 stay
+    # counted as delivered behind the AVAILABLE 15-19.
+    assert (sp.start_offset, sp.end_offset, sp.state_epoch, sp.delivery_complete_count) == (15, 29, 2, 5)
     assert state_of(sp, 25) == (RecordState.AVAILABLE, 1, "")
     assert sp.next_fetch_offset() == 15
     got = sp.acquire("m", batches((10, 19), (20, 29), (30, 39)), 100, 0, fetch_offset=15)
@@ -527,6 +528,100 @@ def test_record_limit_splits_a_cached_batch_bigger_than_the_limit() -> None:
 LIMIT = 3
 
 
+# ------------------------------------------------------- delivery-complete count
+
+
+def count_of(update: ShareStateUpdate) -> int:
+    assert update.error is ErrorCode.none and update.write is not None
+    return update.write.delivery_complete_count
+
+
+def test_delivery_complete_count_through_acknowledgements() -> None:
+    sp = make(limit=2)
+    sp.acquire("m", batches((0, 9)), 100, 0)
+    assert sp.delivery_complete_count == 0
+    # 2-4 finish behind 0-1, still acquired: the start offset stays, the count grows.
+    assert count_of(sp.acknowledge("m", [ack(2, 3, ACCEPT), ack(4, 4, REJECT)])) == 3
+    assert (sp.start_offset, sp.delivery_complete_count) == (0, 3)
+    # A release is not a finish; a gap is.
+    assert count_of(sp.acknowledge("m", [ack(5, 6, RELEASE, GAP)])) == 4
+    # 0-1 finish: the start offset passes 0-4 (all counted), 5 is AVAILABLE again.
+    assert count_of(sp.acknowledge("m", [ack(0, 1, ACCEPT)])) == 1
+    assert sp.start_offset == 5
+    assert sp.delivery_complete_count == terminal_from_start(sp) == 1
+    # 5 redelivered and released at the delivery count limit: archived, and passed.
+    sp.acquire("m", batches((5, 9)), 100, 0, fetch_offset=5)
+    update = sp.acknowledge("m", [ack(5, 5, RELEASE)])
+    assert (sp.start_offset, count_of(update)) == (7, 0)
+    assert count_of(sp.acknowledge("m", [ack(7, 9, ACCEPT)])) == 0
+    assert (sp.start_offset, list(sp.in_flight_batches())) == (10, [])
+
+
+def test_failed_acknowledgement_leaves_the_count() -> None:
+    sp = make()
+    sp.acquire("m", batches((0, 9)), 100, 0)
+    update = sp.acknowledge("m", [ack(1, 2, ACCEPT), ack(3, 12, ACCEPT)])
+    assert update.error is ErrorCode.invalid_request
+    assert sp.delivery_complete_count == 0
+
+
+def test_delivery_complete_count_through_release_and_lock_expiry_at_the_limit() -> None:
+    sp = make(limit=1)
+    sp.acquire("a", batches((0, 4)), 100, 0)
+    sp.acquire("b", batches((5, 9)), 100, 0)
+    # Delivered once and the limit is 1: a release or an expiry archives.
+    assert count_of(sp.release_acquired_records("b")) == 5
+    assert sp.start_offset == 0
+    assert count_of(sp.expire_acquisition_locks(LOCK_MS)) == 0
+    assert (sp.start_offset, sp.delivery_complete_count) == (10, 0)
+
+
+def test_delivery_complete_count_when_the_log_start_offset_moves() -> None:
+    sp = make()
+    sp.acquire("m", batches((0, 4), (5, 9)), 100, 0)
+    sp.acknowledge("m", [ack(1, 2, ACCEPT), ack(6, 6, REJECT), ack(8, 9, ACCEPT)])
+    assert (sp.start_offset, sp.delivery_complete_count) == (0, 5)
+    # 1, 2 and 6 are gone with the log; 8-9 stay counted.
+    sp.update_log_start_offset(7)
+    assert (sp.start_offset, sp.delivery_complete_count) == (7, 2)
+    sp.update_log_start_offset(20)
+    assert (sp.start_offset, sp.delivery_complete_count) == (20, 0)
+
+
+def test_delivery_complete_count_of_archived_compacted_and_aborted_records() -> None:
+    sp = make()
+    sp.acquire("a", batches((0, 4)), 100, 0)
+    # 5-9 were compacted away: archived, finished, counted until the start offset passes them.
+    sp.acquire("b", batches((10, 14)), 100, 0, fetch_offset=5)
+    assert (sp.start_offset, sp.delivery_complete_count) == (0, 5)
+    assert count_of(sp.acknowledge("a", [ack(0, 4, ACCEPT)])) == 0
+    assert sp.start_offset == 10
+    fetched = [FetchedBatch(15, 19, producer_id=7, is_transactional=True), FetchedBatch(20, 20, producer_id=7, is_transactional=True, is_control=True)]
+    sp.acquire("b", fetched, 100, 0, read_committed=ReadCommitted((AbortedTransaction(7, 15),)))
+    assert sp.delivery_complete_count == terminal_from_start(sp) == 5
+
+
+def test_archiving_records_count_once_archived() -> None:
+    sp = make()
+    sp.acquire("m", batches((0, 9)), 100, 0)
+    # Rejected for the dead-letter queue: ARCHIVING is not finished yet.
+    assert count_of(sp.acknowledge("m", [ack(2, 4, REJECT)], dlq=True)) == 0
+    assert count_of(sp.complete_archiving(2, 4)) == 3
+    assert count_of(sp.acknowledge("m", [ack(0, 1, ACCEPT)])) == 0
+    assert sp.start_offset == 5
+
+
+def test_delivery_complete_count_from_persisted_state() -> None:
+    # The count a read would carry is not needed: the terminal batches tell it (as Kafka counts them).
+    terminal = (PersisterStateBatch(2, 3, RecordState.ACKNOWLEDGED, 1), PersisterStateBatch(5, 5, RecordState.ARCHIVED, 5))
+    persisted = SharePartitionStateData(0, 1, 0, (PersisterStateBatch(0, 1, RecordState.AVAILABLE, 1), *terminal))
+    sp = make(persisted=persisted)
+    assert (sp.start_offset, sp.delivery_complete_count) == (0, 3)
+    assert sp.persisted_state().delivery_complete_count == 3
+    assert make(persisted=sp.persisted_state()).delivery_complete_count == 3
+    assert make(persisted=SharePartitionStateData(-1, 1, 0), earliest=4).delivery_complete_count == 0
+
+
 def expand_acquired(records: Sequence[AcquiredRecords]) -> dict[int, int]:
     return {
         offset: r.delivery_count for r in records for offset in range(r.first_offset, r.last_offset + 1)
@@ -541,6 +636,11 @@ def expand_write(update: ShareStateUpdate) -> dict[int, tuple[RecordState, int]]
         for b in update.write.state_batches
         for offset in range(b.first_offset, b.last_offset + 1)
     }
+
+
+def terminal_from_start(sp: SharePartition) -> int:
+    """What ``delivery_complete_count`` must be, counted the slow way."""
+    return sum(1 for offset, state, _, _, _ in dump(sp) if offset >= sp.start_offset and state.is_terminal)
 
 
 class Harness:
@@ -575,6 +675,8 @@ class Harness:
         return got
 
     def apply(self, update: ShareStateUpdate) -> None:
+        if update.write is not None:
+            assert update.write.delivery_complete_count == self.sp.delivery_complete_count
         for offset, (state, count) in expand_write(update).items():
             assert offset not in self.final, (offset, self.final[offset], state)
             assert count <= self.sp.config.delivery_count_limit
@@ -591,6 +693,7 @@ class Harness:
             assert (member != "") == (state is RecordState.ACQUIRED)
             if offset >= sp.start_offset and offset in self.final:
                 assert state is self.final[offset]
+        assert sp.delivery_complete_count == terminal_from_start(sp)
 
     def held_runs(self, member: str) -> list[tuple[int, int]]:
         runs: list[tuple[int, int]] = []
@@ -691,9 +794,9 @@ def test_random_operations_keep_the_invariants(log: list[tuple[int, int]], membe
     drain(h, members)
 
 
-def observe(sp: SharePartition) -> tuple[int, int, int, list[tuple[int, RecordState, int, str]]]:
+def observe(sp: SharePartition) -> tuple[int, int, int, int, list[tuple[int, RecordState, int, str]]]:
     rows = [(o, s, c, m) for o, s, c, m, _ in dump(sp) if o >= sp.start_offset]
-    return sp.start_offset, sp.end_offset, sp.next_fetch_offset(), rows
+    return sp.start_offset, sp.end_offset, sp.next_fetch_offset(), sp.delivery_complete_count, rows
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

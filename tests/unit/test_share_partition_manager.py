@@ -85,7 +85,7 @@ class FakePersister:
         await asyncio.sleep(0)
         return SimpleNamespace(error=self.read_error, state=self.state)
 
-    async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state: SharePartitionStateData, delivery_complete_count: int = -1) -> int:
+    async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int, state: SharePartitionStateData) -> int:
         if self.gate is not None:
             await self.gate.wait()
         self.writes.append(state)
@@ -228,6 +228,21 @@ def test_acknowledgements_are_persisted_before_they_are_answered() -> None:
         assert write.state_batches == (PersisterStateBatch(0, 1, RecordState.ACKNOWLEDGED, 1), PersisterStateBatch(2, 3, RecordState.AVAILABLE, 1))
         # The released records go to the next fetch, delivered a second time.
         assert (await m.fetch("g", "b", [(TIP, "t")], PARAMS))[TIP].acquired == (AcquiredRecords(2, 3, 2),)
+        await m.shutdown()
+
+    run(body)
+
+
+def test_writes_carry_the_delivery_complete_count() -> None:
+    log, persister = FakeLog(4), FakePersister()
+
+    async def body() -> None:
+        m = manager(log, persister)
+        await m.fetch("g", "a", [(TIP, "t")], PARAMS)
+        # 2-3 finish behind 0-1, still acquired: the group's lag is 2 records, not 4.
+        assert await m.acknowledge("g", "a", {TIP: [ShareAcknowledgementBatch(2, 3, (1,))]}) == {TIP: ErrorCode.none}
+        assert await m.acknowledge("g", "a", {TIP: [ShareAcknowledgementBatch(0, 1, (1,))]}) == {TIP: ErrorCode.none}
+        assert [(w.start_offset, w.delivery_complete_count) for w in persister.writes] == [(0, 2), (4, 0)]
         await m.shutdown()
 
     run(body)
