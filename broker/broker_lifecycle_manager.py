@@ -85,7 +85,9 @@ class BrokerLifecycleManager:
         self._log_dir_ids = log_dir_ids
         self._heartbeat_interval_s = heartbeat_interval_ms / 1000
         self._session_timeout_s = session_timeout_ms / 1000
-        self._last_answered = 0.0  # loop time of the last heartbeat or registration the controller accepted
+        # Loop time the controller's session for this broker last started: its last accepted
+        # heartbeat or registration, or a new quorum leader's election (see handle_leader_change).
+        self._last_answered = 0.0
         self.lease = BrokerSessionLease(session_timeout_ms, quorum_fetch_timeout_ms)
         self._channel = channel
         self._metadata_offset = metadata_offset
@@ -135,6 +137,14 @@ class BrokerLifecycleManager:
         self._log.info("broker.controlled_shutdown_complete", broker_epoch=self.broker_epoch)
         return True
 
+    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        """A new quorum leader: its controller gives every registered broker a fresh session when
+        it activates, as Kafka's does, so this broker is not fenced yet however long the previous
+        controllers left it unanswered; a controlled shutdown right after a controller outage then
+        waits for the new controller instead of giving up at once."""
+        if leader_id is not None:
+            self._last_answered = max(self._last_answered, asyncio.get_running_loop().time())
+
     def propagate_directory_cordoned(self) -> None:
         """Kafka's propagateDirectoryCordoned: tell the controller at once, not a heartbeat later."""
         if self.broker_epoch >= 0:
@@ -161,9 +171,12 @@ class BrokerLifecycleManager:
             # While fenced at start-up the broker asks again at once (as Kafka's does): every
             # interval spent waiting here is start-up time.
             interval_s = self._heartbeat_interval_s if self.state != BrokerState.RECOVERY else STARTUP_HEARTBEAT_MS / 1000
+            # asyncio.timeout, not wait_for: on Python 3.11 a cancel (close) arriving as the wake is
+            # set was left waiting on wait_for's inner task for ever.
             try:
-                await asyncio.wait_for(self._wake.wait(), interval_s)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(interval_s):
+                    await self._wake.wait()
+            except TimeoutError:
                 pass
 
     async def _register(self) -> None:

@@ -270,6 +270,7 @@ class BrokerServer:
             cordoned_log_dirs_supported=self._cordoned_log_dirs_supported,
             offline_log_dirs=self.log_dirs.offline_ids,
         )
+        raft.add_leader_change_hook(self.lifecycle.handle_leader_change)
         self.replica_manager.in_session = self._in_session
         self.assignments_manager = AssignmentsManager(cfg.node_id, self.log_manager, self.channel, lambda: self.lifecycle.broker_epoch)
         # A moving replica swaps dirs once the controller names the new one (Kafka's directoryEventHandler).

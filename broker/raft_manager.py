@@ -106,6 +106,7 @@ class KafkaRaftManager:
         self._listeners: list[RaftListener] = []
         # Called after each round of actions, once the listeners have seen them.
         self._poll_hooks: list[Callable[[], None]] = []
+        self._leader_change_hooks: list[Callable[[int | None, int], None]] = []
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._handles = itertools.count()
         self._wake = asyncio.Event()
@@ -126,6 +127,10 @@ class KafkaRaftManager:
 
     def add_poll_hook(self, hook: Callable[[], None]) -> None:
         self._poll_hooks.append(hook)
+
+    def add_leader_change_hook(self, hook: Callable[[int | None, int], None]) -> None:
+        """Called with each new (leader id or None, epoch) after the listeners."""
+        self._leader_change_hooks.append(hook)
 
     def high_watermark(self) -> int | None:
         """The Raft log's high watermark, None until this node knows it."""
@@ -317,6 +322,8 @@ class KafkaRaftManager:
             self._log.info("raft.leader_change", leader=action.leader_id, epoch=action.epoch)
             for listener in self._listeners:
                 listener.handle_leader_change(action.leader_id, action.epoch)
+            for hook in self._leader_change_hooks:
+                hook(action.leader_id, action.epoch)
 
     def _snapshot_timestamp(self, snapshot_id: OffsetAndEpoch) -> int:
         reader = self.metadata_log.read_snapshot(snapshot_id) if self.metadata_log is not None else None
