@@ -147,9 +147,12 @@ class AssignmentsManager:
                         on_accepted()
             # Woken by metadata updates; and every RETRY_BACKOFF_S for retries and for the logs the
             # replica manager creates a slice at a time after the delta that named them.
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallowed a close's cancel
+            # that arrived with a wake-up, and this loop ran on for ever.
             try:
-                await asyncio.wait_for(self._wake.wait(), RETRY_BACKOFF_S if sendable else None)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(RETRY_BACKOFF_S if sendable else None):
+                    await self._wake.wait()
+            except TimeoutError:
                 pass
             self._wake.clear()
 

@@ -156,9 +156,12 @@ class ReplicaAlterLogDirsManager:
                 await asyncio.sleep(0)
             else:
                 # Nothing to copy, or over the quota: a new move wakes this, the quota is looked at again soon.
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallowed a close's
+                # cancel that arrived with a new move, and this loop ran on for ever.
                 try:
-                    await asyncio.wait_for(self._wake.wait(), IDLE_WAIT_S)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(IDLE_WAIT_S):
+                        await self._wake.wait()
+                except TimeoutError:
                     pass
                 self._wake.clear()
 

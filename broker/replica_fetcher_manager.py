@@ -140,8 +140,11 @@ class ReplicaFetcher:
             if data is None or not (data.session_partitions or data.to_forget):
                 self._wake.clear()
                 wait = min((s.delayed_until - now for s in self.partitions.values() if s.delayed_until > now), default=backoff_s)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallowed a shutdown's
+                # cancel that arrived as a partition was added, and this loop ran on for ever.
                 try:
-                    await asyncio.wait_for(self._wake.wait(), max(min(wait, backoff_s), 0.001))
+                    async with asyncio.timeout(max(min(wait, backoff_s), 0.001)):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
                 continue

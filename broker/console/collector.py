@@ -200,8 +200,11 @@ class Collector:
             if left <= 0:
                 return
             self._updated.clear()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallowed a cancel (the console
+            # stopping) that arrived as a poll completed, and the connection was served on.
             try:
-                await asyncio.wait_for(self._updated.wait(), left)
+                async with asyncio.timeout(left):
+                    await self._updated.wait()
             except TimeoutError:
                 return
 

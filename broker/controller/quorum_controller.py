@@ -507,9 +507,12 @@ class QuorumController:
     async def _periodic_timer(self) -> None:
         while True:
             self._wake_timer.clear()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallowed a shutdown's cancel
+            # that arrived with a wake-up (an activation, a registration), and the timer ran on for ever.
             try:
-                await asyncio.wait_for(self._wake_timer.wait(), self._next_check_ms() / 1000)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(self._next_check_ms() / 1000):
+                    await self._wake_timer.wait()
+            except TimeoutError:
                 pass
             if self._active_epoch is not None and not self._raft.is_leader():
                 self._deactivate("this node no longer leads the metadata quorum")
