@@ -30,13 +30,22 @@ def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) 
 
 
 def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """The offsets in ``path``; {} when it does not exist, CheckpointError when it is malformed."""
+    """The offsets in ``path``; {} when it does not exist, CheckpointError when it is malformed.
+
+    An empty file, or one holding only its version, is no entries: Kafka creates every checkpoint
+    file empty when it opens it (CheckpointFile's constructor) and its CheckpointReadBuffer reads
+    such a file as an empty list, so a Kafka node killed before its first checkpoint leaves these.
+    """
     if not path.exists():
         return {}
     lines = path.read_text().splitlines()
+    if not lines:
+        return {}
     try:
-        if not lines or int(lines[0]) != VERSION:
+        if int(lines[0]) != VERSION:
             raise CheckpointError(f"{path}: unknown checkpoint version {lines[:1]}")
+        if len(lines) == 1:
+            return {}
         count = int(lines[1])
         out: dict[tuple[str, int], int] = {}
         for line in lines[2 : 2 + count]:

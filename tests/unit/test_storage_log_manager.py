@@ -36,7 +36,16 @@ def test_checkpoint_file_round_trip(tmp_path: Path) -> None:
     assert read_offset_checkpoint(path) == {}
 
 
-@pytest.mark.parametrize("text", ["1\n0\n", "0\n2\na 0 1\n", "0\n1\na zero 1\n", ""])
+@pytest.mark.parametrize("text", ["", "0\n"])
+def test_a_checkpoint_kafka_created_and_never_wrote_is_empty(tmp_path: Path, text: str) -> None:
+    # Kafka creates each checkpoint file empty when it opens it; one killed before its first
+    # checkpoint leaves it so, and Kafka's own reader takes it for no entries.
+    path = tmp_path / "cp"
+    path.write_text(text)
+    assert read_offset_checkpoint(path) == {}
+
+
+@pytest.mark.parametrize("text", ["1\n0\n", "0\n2\na 0 1\n", "0\n1\na zero 1\n", "\n"])
 def test_malformed_checkpoint(tmp_path: Path, text: str) -> None:
     path = tmp_path / "cp"
     path.write_text(text)
