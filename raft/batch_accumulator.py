@@ -38,9 +38,12 @@ class BatchAccumulator(Generic[T]):
         self._linger_ms = linger_ms
         self._max_batch_size = max_batch_size
         self._serde = serde
-        self._values: list[tuple[bytes, int]] = []
+        self._values: list[bytes] = []
         self._size = _BATCH_OVERHEAD
         self._base_offset = base_offset
+        # Kafka's BatchBuilder appendTime: when the batch was started, the timestamp of every record
+        # in it (each with a timestamp delta of 0, which Kafka's RecordsIterator insists on).
+        self._append_time = 0
         self._linger_deadline: int | None = None
         self._completed: list[CompletedBatch] = []
 
@@ -60,8 +63,9 @@ class BatchAccumulator(Generic[T]):
             self._complete()
         if not self._values:
             self._base_offset = self._next_offset
+            self._append_time = now_ms
             self._linger_deadline = now_ms + self._linger_ms
-        self._values.extend((v, now_ms) for v in values)
+        self._values.extend(values)
         self._size += size
         self._next_offset += len(values)
         return self._next_offset - 1
@@ -78,7 +82,7 @@ class BatchAccumulator(Generic[T]):
     def _complete(self) -> None:
         if not self._values:
             return
-        data = build_batch([(None, v, (), ts) for v, ts in self._values], base_offset=self._base_offset, partition_leader_epoch=self.epoch)
+        data = build_batch([(None, v, (), self._append_time) for v in self._values], base_offset=self._base_offset, partition_leader_epoch=self.epoch)
         self._completed.append(CompletedBatch(self._base_offset, self._next_offset - 1, data))
         self._values = []
         self._size = _BATCH_OVERHEAD
