@@ -723,7 +723,12 @@ class KafkaRaftClient(Generic[T]):
             return
         if now >= state.election_deadline_ms:
             if self._may_stand():
-                self._transition_to_prospective(now)
+                # Kafka 4.4's pollResigned: unattached in the next epoch, never back to the one it led.
+                # A pre-vote lost in that epoch would store it with no leader and the vote for itself,
+                # which Kafka reads back as a candidate there; its followers, which stored it as leader,
+                # then name it leader of its own epoch and Kafka halts (IllegalStateException in
+                # transitionToFollower), as a Kafka node started on a kbroker directory did.
+                self._transition_to_unattached(state.epoch + 1, now, election_deadline_ms=now)
                 return
             state.election_deadline_ms = self.quorum.random_election_timeout_ms(now)
         for voter_id in sorted(state.unacked_voters):

@@ -495,6 +495,37 @@ def test_check_quorum_makes_a_cut_off_leader_resign() -> None:
     assert leader.leader_changes[-1].leader_id is None
 
 
+def test_a_resigned_leader_never_stores_its_epoch_without_itself_as_leader() -> None:
+    """Kafka 4.4's pollResigned: once its election timeout passes, a resigned leader goes
+    unattached in the next epoch. Had it stood again in the epoch it led and lost, its store would
+    say "epoch E, no leader, voted for itself", which Kafka restarts as a candidate of E; a
+    follower that stored it as E's leader answers its Vote naming it, and Kafka halts on following
+    itself (seen on a Kafka 4.4 cluster started on the directories of a kbroker cluster)."""
+    quorum = Quorum([1, 2, 3])
+    leader = quorum.elect()
+    epoch = leader.client.leader_and_epoch[1]
+    writes: list[ElectionState] = []
+    write = leader.store.write_election_state
+    leader.store.write_election_state = lambda state: (writes.append(state), write(state))[1]  # type: ignore[method-assign]
+    quorum.isolate(leader.node_id)
+    quorum.run(CONFIG.check_quorum_timeout_ms + 4 * CONFIG.election_timeout_ms)
+    assert not leader.client.is_leader()
+    assert writes, "it stood again, in a later epoch"
+    assert all(s.epoch > epoch or s.leader_id == leader.node_id for s in writes), writes
+    # Restarted from the store (a leader that crashed): the same from its resigned start.
+    quorum.heal()
+    new_leader = quorum.leader()
+    assert new_leader is not None and new_leader is not leader
+    quorum.crash(new_leader.node_id)
+    crashed_epoch = new_leader.client.leader_and_epoch[1]
+    quorum.isolate(new_leader.node_id)
+    restarted = quorum.restart(new_leader.node_id)
+    assert isinstance(restarted.client.quorum_state.state, ResignedState)
+    quorum.run(4 * CONFIG.election_timeout_ms)
+    stored = restarted.store.read_election_state()
+    assert stored is not None and (stored.epoch > crashed_epoch or stored.leader_id == restarted.node_id), stored
+
+
 def test_a_split_vote_with_a_dead_voter_is_retried_without_waiting_out_the_election_timeout() -> None:
     """The leader of three died and both others stood in the same epoch: each refuses the other,
     the dead one answers nothing, so neither can win. They back off at once (Kafka waits for the
