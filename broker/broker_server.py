@@ -172,6 +172,7 @@ class BrokerServer:
         defaults = LogConfig.from_properties(cfg.topic_defaults())
         self.log_manager = LogManager(cfg.log_dir_paths, defaults, now_ms, shared.log_dir_failure_channel)
         self.log_manager.cordoned_log_dirs = lambda: self.dynamic_config.config.cordoned_log_dir_paths
+        self.log_manager.producer_id_expiration_ms = cfg.producer_id_expiration_ms
         self.log_manager.startup()
         self.log_dirs = BrokerLogDirs(self.log_manager, self.log_manager.cordoned_log_dirs, self._directory_id)
         listener = cfg.advertised_listener

@@ -80,7 +80,7 @@ class LogLoader:
         self._leader_epoch_cache.truncate_from_end(log_end_offset)
         self._leader_epoch_cache.truncate_from_start(log_start_offset)
         rebuild_producer_state(
-            self._producer_state, local, log_start_offset, log_end_offset if unflushed_from is None else min(unflushed_from, log_end_offset)
+            self._producer_state, local, log_start_offset, log_end_offset if unflushed_from is None else min(unflushed_from, log_end_offset), self._now_ms()
         )
         # Per log only when something happened to it; LogManager sums up the rest.
         notable = not self._clean or recovered or truncated or rebuilt
@@ -229,10 +229,13 @@ class LogLoader:
         return min(recovery_point, end), end, recovered, truncated
 
 
-def rebuild_producer_state(state: ProducerStateManager, local: LocalLog, log_start_offset: int, trusted_up_to: int) -> None:
+def rebuild_producer_state(state: ProducerStateManager, local: LocalLog, log_start_offset: int, trusted_up_to: int, now_ms: int) -> None:
     """Kafka's rebuildProducerState: load the newest snapshot at or below ``trusted_up_to`` and
     replay batch headers from it to the log end."""
     state.truncate_and_reload(log_start_offset, trusted_up_to)
+    # Kafka's loadFromSnapshot leaves out the snapshot's producers idle past producer.id.expiration.ms
+    # (by their last batch's timestamp), open transactions kept; producers the replay finds stay.
+    state.remove_expired_producers(now_ms, state.producer_id_expiration_ms)
     start, end = state.map_end_offset, local.log_end_offset
     replayed = 0
     if start < end:

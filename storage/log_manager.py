@@ -35,6 +35,7 @@ from storage.log_config import LONG_MAX, LogConfig
 from storage.log_dir_failure_channel import LogDirFailureChannel, maybe_handle_io_exception
 from storage.meta_properties import MetaPropertiesError, check_startup, directories_of, parse_kafka_uuid, read_meta_properties
 from storage.partition_metadata import PartitionMetadataFile, flush_partition_metadata
+from storage.producer_state_manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +77,8 @@ class LogManager:
         self.default_config = default_config
         self.failure_channel = failure_channel if failure_channel is not None else LogDirFailureChannel()
         self._now_ms = now_ms
+        # producer.id.expiration.ms for the logs it opens (their snapshots' idle producers are not loaded).
+        self.producer_id_expiration_ms = DEFAULT_PRODUCER_ID_EXPIRATION_MS
         self.logs: dict[tuple[str, int], UnifiedLog] = {}
         self.had_clean_shutdown = False
         # The broker epoch the clean-shutdown marker holds (-1: none): BrokerRegistration's PreviousBrokerEpoch (KIP-966).
@@ -213,6 +216,7 @@ class LogManager:
                 now_ms=self._now_ms,
                 listener=self,
                 failure_channel=self.failure_channel,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
             plog.update_high_watermark(high_watermarks.get(key, 0))
             logs[key] = plog
@@ -380,6 +384,7 @@ class LogManager:
             now_ms=self._now_ms,
             listener=self,
             failure_channel=self.failure_channel,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
         )
 
     def take_new_logs(self) -> set[tuple[str, int]]:

@@ -339,9 +339,11 @@ def check_tv2_marker_epoch(topic_partition: str, producer_id: int, current: Prod
 
 
 class ProducerStateManager:
-    def __init__(self, topic_partition: str, directory: Path, *, created: bool = False) -> None:
+    def __init__(self, topic_partition: str, directory: Path, *, created: bool = False, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         self._tp = topic_partition
         self.dir = directory
+        # producer.id.expiration.ms as the log was opened: a snapshot's producers idle longer are not loaded.
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         # Open transactions: first offset -> producer id.
         self._ongoing: dict[int, int] = {}

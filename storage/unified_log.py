@@ -31,7 +31,7 @@ from storage.log_loader import LogLoader, rebuild_producer_state
 from storage.log_segment import LogSegment
 from storage.log_validator import LogValidator
 from storage.partition_metadata import PARTITION_METADATA_FILE, PartitionMetadataFile
-from storage.producer_state_manager import AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager, VerificationGuard
+from storage.producer_state_manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS, AppendOrigin, CompletedTxn, ProducerAppendInfo, ProducerStateManager, VerificationGuard
 
 log = structlog.get_logger(__name__)
 
@@ -146,6 +146,7 @@ class UnifiedLog:
         now_ms: Callable[[], int] = wall_clock_ms,
         listener: LogListener | None = None,
         failure_channel: LogDirFailureChannel | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> UnifiedLog:
         try:
             directory.mkdir(parents=True)
@@ -154,7 +155,7 @@ class UnifiedLog:
             created = False
         local = LocalLog(directory, config, now_ms)
         epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT_FILE, created=created)
-        producer_state = ProducerStateManager(local.tp, directory, created=created)
+        producer_state = ProducerStateManager(local.tp, directory, created=created, producer_id_expiration_ms=producer_id_expiration_ms)
         metadata_file = PartitionMetadataFile(directory / PARTITION_METADATA_FILE)
         try:
             if created:
@@ -379,6 +380,11 @@ class UnifiedLog:
         offset_of_max_timestamp: int,
         now: int,
     ) -> None:
+        # As Kafka's append, which begins with maybeFlushMetadataFile: once a log holds records its
+        # topic id is on disk. A Kafka node opening the dir after a crash sets a log without one
+        # aside as a stray, its records with it. A no-op but for a log's first append (the
+        # log-flush job writes the file of a log nobody appends to).
+        self.partition_metadata_file.maybe_flush()
         local = self._local
         config = local.config
         if local.segments[-1].should_roll(config.segment_bytes, config.max_segment_ms, len(records), max_timestamp, last_offset, now):
@@ -642,7 +648,7 @@ class UnifiedLog:
         self.high_watermark = min(self.high_watermark, target_offset)
         self.leader_epoch_cache.truncate_from_end(target_offset)
         self.log_start_offset = min(self.log_start_offset, target_offset)
-        rebuild_producer_state(self.producer_state, self._local, self.log_start_offset, target_offset)
+        rebuild_producer_state(self.producer_state, self._local, self.log_start_offset, target_offset, self._now_ms())
         self.producer_state.on_high_watermark_updated(self.high_watermark)
         return True
 

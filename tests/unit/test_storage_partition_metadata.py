@@ -13,7 +13,7 @@ from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.partition_metadata import PartitionMetadataFile, flush_partition_metadata, uuid_to_kafka_string
-from tests.unit.batch_factory import FakeClock
+from tests.unit.batch_factory import FakeClock, make_batch
 
 TOPIC_ID = uuid.UUID("5f5e8a2c-6b7d-4c7e-9a51-0d3f2b1c4e6a")
 
@@ -111,6 +111,18 @@ def test_log_manager_hands_new_logs_metadata_to_the_flush_job(tmp_path: Path) ->
     other.flush()  # a log flush (and so a clean shutdown) fsyncs it too
     assert not other.partition_metadata_file.dirty
     manager.shutdown()
+
+
+def test_the_first_append_writes_it_before_the_records(tmp_path: Path) -> None:
+    # As Kafka's UnifiedLog.append (maybeFlushMetadataFile first): a Kafka 4.4 node that opens the
+    # dir after a crash sets a log holding records but no topic id aside as a stray.
+    manager = LogManager(tmp_path, LogConfig(), FakeClock())
+    manager.startup()
+    plog = manager.get_or_create_log("t", 0, LogConfig(), TOPIC_ID)
+    assert not (tmp_path / "t-0" / "partition.metadata").exists()
+    plog.append_as_leader(memoryview(make_batch([b"v"])), 0)
+    plog.close_handlers()  # crash: the flush job never ran
+    assert PartitionMetadataFile(tmp_path / "t-0" / "partition.metadata").read() == TOPIC_ID
 
 
 def test_a_crash_before_the_write_records_the_id_again_on_restart(tmp_path: Path) -> None:
