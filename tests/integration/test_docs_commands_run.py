@@ -72,6 +72,11 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("docs/operations/kafka-tools.md", "kafka-streams-groups.sh --bootstrap-server 127.0.0.1:9092 --describe"): "needs a running Kafka Streams application (the group wordcount): tests/integration/test_streams_groups_command.py runs it against one, beside Kafka 4.4",
     ("docs/operations/kafka-tools.md", "kafka-streams-groups.sh --bootstrap-server 127.0.0.1:9092 --reset-offsets"): "needs a stopped Kafka Streams application's group: tests/integration/test_streams_groups_command.py runs it, beside Kafka 4.4",
     ("docs/operations/cluster.md", "make cluster"): "the same command is run for README.md (three nodes and the console, stopped with Ctrl-C)",
+    ("docs/operations/kafka-data-dir.md", "kbroker serve --config"): "needs a stopped Kafka 4.4 node's directory: tests/integration/test_kafka_dir_takeover.py runs Kafka and kbroker in turn on one",
+    ("docs/operations/kafka-data-dir.md", "kafka-server-start.sh"): "needs a node directory kbroker served from: tests/integration/test_kafka_dir_takeover.py runs Kafka and kbroker in turn on one",
+    ("docs/operations/kafka-data-dir.md", "kafka-topics.sh --bootstrap-server 127.0.0.1:9092 --describe --under-replicated-partitions"): "needs a cluster just taken over from Kafka: tests/cluster/test_kafka_cluster_takeover.py waits for every ISR of three over the admin client; the tool's --describe runs in tests/cluster/test_runbook_against_kafka.py",
+    ("docs/operations/kafka-data-dir.md", "kafka-leader-election.sh"): "needs a cluster just taken over from Kafka; tests/cluster/test_runbook_against_kafka.py runs the same election against kbroker and Kafka 4.4 clusters",
+    ("docs/operations/kafka-data-dir.md", "kbroker storage format --cluster-id CLUSTER_ID"): "needs a running Kafka 4.4 controller quorum: tests/cluster/test_broker_under_kafka_controllers.py formats a broker so with Kafka's cluster id and starts it",
 }
 
 
