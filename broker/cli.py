@@ -47,7 +47,7 @@ def _storage(args: argparse.Namespace) -> int:
     try:
         config = load_config(Path(args.config), {})
         if args.action == "info":
-            return storage_info(config, sys.stdout)
+            return storage_info(config, sys.stdout, verbose=args.verbose)
         format_storage(
             config,
             args.cluster_id,
@@ -308,8 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--add-scram", "-S", action="append", metavar="MECHANISM=[name=USER,password=PASSWORD]", help="a SCRAM credential the new cluster starts with (repeatable)"
     )
     fmt.add_argument("--release-version", "-r", metavar="VERSION", help="the metadata.version a new cluster starts at, as 4.0 or 4.4-IV2 (default: 4.4)")
-    info = storage_sub.add_parser("info", help="show the log directories and their meta.properties")
+    info = storage_sub.add_parser("info", help="show the log directories, their meta.properties and what kbroker finds in them")
     info.add_argument("--config", "-c", required=True, help="the node's server.properties")
+    info.add_argument("--verbose", "-v", action="store_true", help="read every segment whole (CRCs, exact log ends) instead of names, sizes and the last index entry")
     storage_sub.add_parser("random-uuid", help="print a random cluster id")
     storage.set_defaults(func=_storage)
 

@@ -22,6 +22,7 @@ from typing import Sequence, TextIO
 from broker.config import BrokerConfig
 from broker.controller.controller_logic import cluster_bootstrap_records
 from broker.controller.feature_control_manager import new_cluster_features
+from broker.log_dir_inventory import describe_log_dir, duplicate_partitions, render
 from broker.metadata import metadata_version as mv
 from broker.metadata.bootstrap_directory import write_bootstrap_metadata
 from broker.security.scram_parser import ScramParseError, parse_add_scram
@@ -215,8 +216,10 @@ def format_storage(
             raise StorageToolError(f"Error while writing meta.properties file {directory}: {e.strerror or e}") from None
 
 
-def storage_info(config: BrokerConfig, out: TextIO) -> int:
-    """Kafka's `kafka-storage.sh info`: the directories, their metadata, and any problem (exit code 1)."""
+def storage_info(config: BrokerConfig, out: TextIO, *, verbose: bool = False) -> int:
+    """Kafka's `kafka-storage.sh info`: the directories, their metadata, and any problem (exit code 1),
+    as Kafka 4.4 prints them; then what kbroker found in each directory (broker/log_dir_inventory.py),
+    whose problems (what would stop kbroker, or a broker running on the directory) exit 1 too."""
     problems: list[str] = []
     found: list[Path] = []
     first: MetaProperties | None = None
@@ -252,8 +255,23 @@ def storage_info(config: BrokerConfig, out: TextIO) -> int:
         for problem in problems:
             print(f"  {problem}", file=out)
         print("", file=out)
-        return 1
-    return 0
+    inventories = [
+        describe_log_dir(
+            directory,
+            is_log_dir=any(_same_directory(directory, d) for d in config.log_dir_paths),
+            is_metadata_dir=_same_directory(directory, config.metadata_dir),
+            has_broker=config.is_broker,
+            verbose=verbose,
+        )
+        for directory in found
+    ]
+    for inventory in inventories:
+        print("\n".join(render(inventory)), file=out)
+        print("", file=out)
+    duplicates = duplicate_partitions(inventories)
+    for duplicate in duplicates:
+        print(f"problem: {duplicate}", file=out)
+    return 1 if problems or duplicates or any(i.problems for i in inventories) else 0
 
 
 def verify_storage(config: BrokerConfig) -> str:
