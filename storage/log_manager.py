@@ -133,10 +133,15 @@ class LogManager:
         for log_dir in self.log_dirs:
             if not self._load_directory_id(log_dir) and len(self.log_dirs) > 1:
                 continue
+            message = f"Error while loading log dir {log_dir}"
             try:
-                with maybe_handle_io_exception(self.failure_channel, log_dir, f"Error while loading log dir {log_dir}"):
+                with maybe_handle_io_exception(self.failure_channel, log_dir, message):
                     self._load_logs(log_dir)
-            except KafkaStorageError:
+            except KafkaStorageError as e:
+                # A malformed leader-epoch-checkpoint or partition.metadata is an IOException in
+                # Kafka's readers, which takes the dir offline: its logs must not go unserved in a
+                # dir that still counts as live (new empty logs would be created beside them).
+                self.failure_channel.maybe_add_offline_log_dir(log_dir, message, OSError(str(e)))
                 self._forget_logs_in(log_dir)
                 if not self.live_log_dirs:
                     raise
