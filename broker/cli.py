@@ -14,6 +14,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from broker.config import ConfigError, load_config
     from broker.log_setup import setup_logging
+    from storage.file_lock import DirLockError
     from storage.meta_properties import MetaPropertiesError
 
     setup_logging()
@@ -30,7 +31,7 @@ def _serve(args: argparse.Namespace) -> int:
         from broker.server import serve
 
         uvloop.run(serve(config))
-    except (ConfigError, MetaPropertiesError) as e:
+    except (ConfigError, MetaPropertiesError, DirLockError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -13,9 +13,10 @@ batch's CRC as recovery would.
 
 Which software wrote the files is said only from files that carry it: kbroker's producer-state
 snapshots end with its "kbrk" trailer (storage/producer_state_snapshot.py) and its log cleaner
-leaves `.swapend` files; Apache Kafka's snapshots of producers have no trailer, and Kafka holds
-a `.lock` file in each directory while it runs (removed when it stops cleanly). A snapshot of no
-producer looks the same from both, and the metadata log's Raft snapshots carry no mark.
+leaves `.swapend` files; Apache Kafka's snapshots of producers have no trailer. A snapshot of no
+producer looks the same from both, and the metadata log's Raft snapshots carry no mark; so does
+the `.lock` file both hold in each directory while they run (storage/file_lock.py; removed when
+they stop cleanly), whose holder, if any, is named.
 
 Nothing here opens a file for writing: every reader used is one that only reads (the index,
 checkpoint, epoch, partition.metadata, snapshot and quorum-state readers of the storage and
@@ -47,6 +48,7 @@ from storage.abstract_index import CorruptIndexError
 from storage.checkpoints import CheckpointError, read_offset_checkpoint
 from storage.cleaner_checkpoint import CLEANER_OFFSET_CHECKPOINT
 from storage.errors import KafkaStorageError
+from storage.file_lock import LOCK_FILE_NAME as LOCK_FILE
 from storage.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCache
 from storage.local_log import FUTURE_DIR_SUFFIX, SWAP_END_FILE_SUFFIX, parse_topic_partition
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
@@ -69,7 +71,6 @@ HEADER_BUDGET = 20_000
 # Partitions whose offsets a topic's line shows without --verbose (empty ones are counted apart).
 PARTITIONS_SHOWN = 10
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
-LOCK_FILE = ".lock"  # Kafka's LogManager.LockFileName; kbroker takes no lock file
 METADATA_FOLDER = f"{METADATA_TOPIC}-{METADATA_PARTITION}"
 # The index readers only read; the size bounds how many entries an append may add.
 _READ_ONLY_INDEX_SIZE = 2**31 - 1
@@ -120,7 +121,6 @@ class WriterEvidence:
     kafka_snapshots: list[str] = field(default_factory=list)  # producer snapshots of producers, no trailer
     kbroker_snapshots: list[str] = field(default_factory=list)  # with kbroker's trailer
     swap_ends: list[str] = field(default_factory=list)  # kbroker's log cleaner
-    kafka_lock: int | None = None  # a .lock: the process holding it, 0 when none does
     # (mtime, writer) of the newest snapshot that tells, for the last writer of a mixed directory.
     newest: tuple[int, str] | None = None
 
@@ -156,11 +156,13 @@ def describe_log_dir(directory: Path, *, is_log_dir: bool, is_metadata_dir: bool
     clean = marker.exists()
     if is_log_dir and has_broker:
         facts.append(_shutdown_fact(marker) if clean else _no_shutdown_fact(directory, folders))
+    lock_fact = None
     if LOCK_FILE in names:
         holder = _lock_holder(directory / LOCK_FILE)
         if holder is not None:
             problems.append(f"{LOCK_FILE} is locked by process {holder}: a broker is running on this directory")
-        evidence.kafka_lock = holder if holder is not None else 0
+        held = f"held by process {holder}" if holder is not None else f"left by a broker ({KAFKA} or {KBROKER}) that did not stop cleanly"
+        lock_fact = f"{LOCK_FILE}: {held}"
 
     recovery_points = _checkpoint(directory, RECOVERY_POINT_CHECKPOINT, recover, "every log is recovered from its first segment")
     log_starts = _checkpoint(directory, LOG_START_OFFSET_CHECKPOINT, recover, "each log starts at its first segment")
@@ -195,6 +197,8 @@ def describe_log_dir(directory: Path, *, is_log_dir: bool, is_metadata_dir: bool
         partitions.append(PartitionFacts(topic, partition, log, recovery_points.get(key), future=name.endswith(FUTURE_DIR_SUFFIX)))
 
     facts.append(_writer_fact(evidence))
+    if lock_fact is not None:
+        facts.append(lock_fact)
     current = [p for p in partitions if not p.future]
     if is_log_dir or current:
         facts.extend(_partition_facts(current, verbose))
@@ -533,9 +537,6 @@ def _writer_fact(evidence: WriterEvidence) -> str:
     kafka, kbroker = [], []
     if evidence.kafka_snapshots:
         kafka.append(f"{_count(evidence.kafka_snapshots, 'producer snapshot')} without kbroker's trailer ({_some(evidence.kafka_snapshots)})")
-    if evidence.kafka_lock is not None:
-        held = f"held by process {evidence.kafka_lock}" if evidence.kafka_lock else "left by a Kafka broker that did not stop cleanly"
-        kafka.append(f"a {LOCK_FILE} {held}")
     if evidence.kbroker_snapshots:
         kbroker.append(f"{_count(evidence.kbroker_snapshots, 'producer snapshot')} with kbroker's trailer ({_some(evidence.kbroker_snapshots)})")
     if evidence.swap_ends:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from pathlib import Path
 
 import structlog
 
@@ -47,11 +48,12 @@ class KafkaRaftServer:
     async def startup(self) -> None:
         cfg = self.config
         started = time.monotonic()
-        self.shared.check_storage()
         failure_handler = LogDirFailureHandler(
             self.shared.log_dir_failure_channel, asyncio.get_running_loop(), log_dirs=cfg.log_dir_paths, metadata_dir=cfg.metadata_dir
         )
+        # Before the directories are locked: one that cannot be goes offline.
         failure_handler.install()
+        self.shared.check_storage()
         self.shared.start_raft()
         if cfg.is_controller:
             self.controller = ControllerServer(self.shared, self.metrics)
@@ -59,13 +61,18 @@ class KafkaRaftServer:
         if cfg.is_broker:
             local = self.controller.apis if self.controller is not None else None
             self.broker = BrokerServer(self.shared, self.metrics, local)
-            failure_handler.on_offline = self.broker.handle_log_dir_failure
+            failure_handler.on_offline = self._handle_log_dir_failure
         self.shared.start()
         if self.controller is not None:
             self.controller.start()
             log.info("controller.started", node_id=cfg.node_id, cluster_id=self.shared.cluster_id, startup_s=round(time.monotonic() - started, 3))
         if self.broker is not None:
             await self.broker.start(started)
+
+    def _handle_log_dir_failure(self, log_dir: Path) -> None:
+        assert self.broker is not None
+        self.broker.handle_log_dir_failure(log_dir)
+        self.shared.release_dir_lock(log_dir)
 
     def request_stop(self) -> None:
         self._stopping.set()

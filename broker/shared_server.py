@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 from typing import Callable
 
 import structlog
@@ -29,8 +30,9 @@ from raft.raft_config import RaftConfig
 from raft.snapshot_retention import MetadataRetention
 from raft.voter_set import Endpoint, VoterNode, VoterSet
 from broker.storage_tool import verify_storage
-from storage.log_dir_failure_channel import LogDirFailureChannel
-from storage.meta_properties import parse_kafka_uuid, read_meta_properties
+from storage.file_lock import DirLockError, FileLock, lock_dir
+from storage.log_dir_failure_channel import LogDirFailureChannel, describe_os_error
+from storage.meta_properties import directories_of, parse_kafka_uuid, read_meta_properties
 
 log = structlog.get_logger(__name__)
 
@@ -66,18 +68,61 @@ class SharedServer:
         self.raft_network: NetworkClient | None = None
         self.raft_manager: KafkaRaftManager | None = None
         self.metadata_loader = MetadataLoader(high_watermark=self._raft_high_watermark)
+        self.dir_locks: dict[Path, FileLock] = {}
 
     def _raft_high_watermark(self) -> int | None:
         return None if self.raft_manager is None else self.raft_manager.high_watermark()
 
     def check_storage(self) -> str:
-        """Every log dir formatted for this node and cluster (the zero-config node formats its own); the cluster id."""
+        """Every directory locked, then every log dir formatted for this node and cluster (the
+        zero-config node formats its own); the cluster id."""
         cfg = self.config
+        self.lock_dirs()
         self.cluster_id = verify_storage(cfg)
         meta = read_meta_properties(cfg.metadata_dir)
         if meta is not None and meta.directory_id:
             self.directory_id = parse_kafka_uuid(meta.directory_id)
         return self.cluster_id
+
+    def lock_dirs(self) -> None:
+        """Kafka's `.lock` on every log dir of a broker and on the metadata log dir, held until
+        ``shutdown``. Taken before anything in them is read or written: Kafka's own order (the
+        meta.properties check, then the metadata log, then the LogManager's locks) lets a combined
+        node open, and write, a metadata log that another process runs on before its lock fails.
+        Raises DirLockError with Kafka's message when another process holds one. A dir that cannot
+        be locked for a disk error goes offline, as Kafka's LogManager takes it (the failure
+        handler must be installed), unless it is the metadata log dir or the only one: then the
+        node does not start, as Kafka's KafkaRaftManager does not."""
+        cfg = self.config
+        directories = directories_of(cfg.log_dir_paths, cfg.metadata_dir) if cfg.is_broker else [cfg.metadata_dir]
+        try:
+            for directory in directories:
+                if not directory.is_dir():
+                    if not cfg.implicit_quorum:
+                        continue  # not formatted: the start-up check refuses it
+                    directory.mkdir(parents=True)
+                try:
+                    self.dir_locks[directory] = lock_dir(directory)
+                except OSError as e:
+                    message = f"Disk error while locking directory {directory}"
+                    if directory == cfg.metadata_dir or len(directories) == 1:
+                        raise DirLockError(f"{message}: {describe_os_error(e)}") from None
+                    self.log_dir_failure_channel.maybe_add_offline_log_dir(directory, message, e)
+        except DirLockError:
+            # What this start took, let go; the files stay, as the JVM's exit leaves them.
+            for lock in self.dir_locks.values():
+                lock.unlock_and_close()
+            self.dir_locks.clear()
+            raise
+
+    def release_dir_lock(self, directory: Path) -> None:
+        """An offline dir's lock, deleted (Kafka's LogManager.handleLogDirFailure destroys it)."""
+        lock = self.dir_locks.pop(directory, None)
+        if lock is not None:
+            try:
+                lock.destroy()
+            except OSError as e:
+                log.warning("log_dir.lock_not_released", dir=str(directory), cause=describe_os_error(e))
 
     def start_raft(self) -> KafkaRaftManager:
         """Open the metadata log and start the Raft manager; the loader is its first listener."""
@@ -145,6 +190,9 @@ class SharedServer:
             if network is not None:
                 network.close()
                 await network.wait_closed()
+        # Last, once every log is closed: the next process may take the directories.
+        for directory in list(self.dir_locks):
+            self.release_dir_lock(directory)
 
 
 __all__ = ["SharedServer", "quorum_voter_set"]
