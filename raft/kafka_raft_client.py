@@ -1181,7 +1181,7 @@ class KafkaRaftClient(Generic[T]):
             fields: dict[str, Any] = dict(
                 partition_index=METADATA_PARTITION,
                 error_code=partition_error,
-                high_watermark=-1 if self._high_watermark is None or not self.is_leader() else self._high_watermark,
+                high_watermark=self._leader_high_watermark(),
                 last_stable_offset=-1,
                 log_start_offset=self.log.start_offset(),
                 current_leader=build(nested(schema, "LeaderIdAndEpoch"), leader_id=-1 if leader_id is None else leader_id, leader_epoch=epoch),
@@ -1247,7 +1247,7 @@ class KafkaRaftClient(Generic[T]):
         max_bytes = max(min(partition.partition_max_bytes, self.config.max_fetch_size_bytes), 1)
         records = self.log.read(partition.fetch_offset, max_bytes).records
         replica = self._replica(state, replica_id)
-        hw = -1 if self._high_watermark is None else self._high_watermark
+        hw = self._leader_high_watermark()
         hw_news = replica is not None and replica.sent_high_watermark != hw
         if replica is not None:
             replica.sent_high_watermark = hw
@@ -1289,6 +1289,17 @@ class KafkaRaftClient(Generic[T]):
         if candidate > state.epoch_start_offset and (self._high_watermark is None or candidate > self._high_watermark):
             self._set_high_watermark(candidate)
 
+    def _leader_high_watermark(self) -> int:
+        """The high watermark the leader tells its followers and DescribeQuorum: none (-1) until it
+        has committed a record of its own epoch, as Kafka's LeaderState, whose high watermark starts
+        empty. The one this node learned as a follower can be below what another follower learned
+        from the previous leader, and a Kafka follower halts on a high watermark that goes back
+        (FollowerState.updateHighWatermark: "Non-monotonic update of high watermark")."""
+        state = self.quorum.state
+        if not isinstance(state, LeaderState) or self._high_watermark is None or self._high_watermark <= state.epoch_start_offset:
+            return -1
+        return self._high_watermark
+
     def _set_high_watermark(self, offset: int) -> None:
         self._high_watermark = offset
         self.log.update_high_watermark(offset)
@@ -1306,7 +1317,7 @@ class KafkaRaftClient(Generic[T]):
             if force:
                 continue
             replica = self._replica(state, self._fetch_replica_id(parked.body))  # type: ignore[arg-type]
-            hw = -1 if self._high_watermark is None else self._high_watermark
+            hw = self._leader_high_watermark()
             hw_moved = replica is not None and replica.sent_high_watermark != hw
             if now >= parked.deadline_ms or self.log.end_offset() > parked.fetch_offset or hw_moved:
                 del self._parked[handle]
@@ -1517,7 +1528,7 @@ class KafkaRaftClient(Generic[T]):
             voters = tuple(describe(state.voter_states[v]) for v in sorted(state.voter_states))
             observers = tuple(describe(state.observer_states[o]) for o in sorted(state.observer_states))
             data = build(partition_type, partition_index=METADATA_PARTITION, error_code=ErrorCode.none, error_message=None, leader_id=self.node_id,
-                         leader_epoch=state.epoch, high_watermark=-1 if self._high_watermark is None else self._high_watermark, current_voters=voters, observers=observers)
+                         leader_epoch=state.epoch, high_watermark=self._leader_high_watermark(), current_voters=voters, observers=observers)
         topic = build(nested(schema, "TopicData"), topic_name=METADATA_TOPIC, partitions=(data,))
         nodes: tuple[Any, ...] = ()
         if "nodes" in schema.__dataclass_fields__:  # type: ignore[attr-defined]

@@ -48,7 +48,7 @@ from raft.kafka_raft_client import (
 from raft.kafka_metadata_log import KafkaMetadataLog, MetadataLogConfig
 from raft.snapshot_retention import MetadataRetention
 from raft.memory_log import MemoryLog
-from raft.quorum_state import CandidateState, FollowerState, ProspectiveState, ResignedState, UnattachedState
+from raft.quorum_state import CandidateState, FollowerState, LeaderState, ProspectiveState, ResignedState, UnattachedState
 from raft.quorum_state_store import ElectionState, MemoryQuorumStateStore
 from raft.raft_config import RaftConfig
 from raft.replicated_log import OffsetAndEpoch
@@ -385,6 +385,41 @@ def test_high_watermark_needs_a_majority_not_just_the_leader() -> None:
     quorum.run(1500)
     assert leader.client.high_watermark == hw
     assert "lonely" not in leader.records()
+
+
+def test_a_new_leader_tells_no_high_watermark_until_it_commits_in_its_own_epoch() -> None:
+    # Kafka's LeaderState starts without one. The one the new leader learned as a follower can be
+    # below what another follower learned from the old leader, and a Kafka 4.4 follower told a lower
+    # one halts ("Non-monotonic update of high watermark"), as a rolling migration showed.
+    quorum = Quorum([1, 2, 3])
+    old = quorum.elect()
+    old.client.append(["a"], quorum.now)
+    quorum.run_until(lambda: all(n.client.high_watermark == old.client.high_watermark for n in quorum.nodes.values()))
+    epoch = old.client.leader_and_epoch[1]
+    quorum.crash(old.node_id)
+    quorum.run_until(lambda: quorum.leader() is not None and quorum.leader().client.leader_and_epoch[1] > epoch)  # type: ignore[union-attr]
+    new = quorum.leader()
+    assert new is not None
+    quorum.isolate(new.node_id)  # the record of its own epoch cannot commit
+    state = new.client.quorum_state.state
+    assert isinstance(state, LeaderState)
+    start = state.epoch_start_offset
+    known = new.client.high_watermark
+    assert known is not None and known <= start  # what it learned as a follower
+    other = next(n for n in quorum.nodes.values() if n.up and n is not new)
+
+    def fetch_answer() -> Any:
+        fetch = other.client._fetch_request()
+        partition = dataclasses.replace(fetch.topics[0].partitions[0], current_leader_epoch=new.client.leader_and_epoch[1])
+        fetch = dataclasses.replace(fetch, max_wait=datetime.timedelta(0), topics=(dataclasses.replace(fetch.topics[0], partitions=(partition,)),))
+        return answer(new, fetch, quorum.now).responses[0].partitions[0]
+
+    assert fetch_answer().high_watermark == -1
+    describe = DescribeQuorumRequest(topics=(DescribeTopic(topic_name=METADATA_TOPIC, partitions=(DescribePartition(partition_index=0),)),))
+    assert answer(new, describe, quorum.now).topics[0].partitions[0].high_watermark == -1
+    quorum.heal()
+    quorum.run_until(lambda: new.client.high_watermark is not None and new.client.high_watermark > start)
+    assert fetch_answer().high_watermark == new.client.high_watermark
 
 
 def test_append_on_a_follower_raises_not_leader() -> None:
