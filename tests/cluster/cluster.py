@@ -26,8 +26,13 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Mapping, TypeVar
 
 from confluent_kafka.admin import AdminClient
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
 
+from broker import wire_client
 from broker.cli import main as kbroker_main
+from broker.metadata_quorum_command import CONTROLLER_ENDPOINT_TYPE
 from tests.cluster.link_proxy import LinkProxy, ProxyLoop
 from tests.integration.conftest import REPO, BrokerProcess, retire
 from tests.ports import free_ports
@@ -342,8 +347,17 @@ def quorum_status(controller: str, timeout_s: float = 30.0) -> dict[str, str] | 
 
 
 def leader_id(cluster: KafkaCluster, asked: int) -> int | None:
-    """The quorum leader as controller ``asked`` reports it; None without one."""
-    status = quorum_status(cluster.controller_bootstrap(asked))
-    if status is None or int(status["LeaderId"]) < 0:
-        return None
-    return int(status["LeaderId"])
+    """The quorum leader as controller ``asked`` knows it (its DescribeCluster's controller id, as
+    kafka-metadata-quorum finds the leader); None without one. Asked in process and of ``asked``
+    alone: describing the quorum is forwarded to the leader, which waits out a whole request
+    timeout when the leader is paused or cut off."""
+    response = wire_client.request(
+        cluster.controller_bootstrap(asked),
+        DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=i8(CONTROLLER_ENDPOINT_TYPE)),
+        client_id="cluster-test",
+    )
+    if response.error_code == ErrorCode.unsupported_version:
+        # Before metadata.version 3.7-IV0 controllers answer no DescribeCluster.
+        status = quorum_status(cluster.controller_bootstrap(asked))
+        return None if status is None or int(status["LeaderId"]) < 0 else int(status["LeaderId"])
+    return None if response.error_code != ErrorCode.none or response.controller_id < 0 else int(response.controller_id)
