@@ -38,10 +38,9 @@ from kio.schema.init_producer_id.v5 import request as init_producer_id_v5
 from kio.schema.list_offsets.v7 import request as list_offsets_v7
 from kio.schema.produce.v11 import request as produce_v11
 
-from benchmarks.apache_kafka import KafkaNode, KafkaReferenceCluster
 from protocol.records import build_batch, iter_batches, iter_records
-from tests.integration.conftest import BrokerProcess, retire
 from tests.integration.helpers import poll_messages
+from tests.integration.kafka_node_dir import KafkaNodeDir
 from tests.integration.wire import request
 
 API_TIMEOUT_S = 30
@@ -352,17 +351,12 @@ OVERRIDES = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms"
 SUSPECT = re.compile(r"corrupt|unknown|unreadable|checkpoint|snapshot|malformed|invalid|failed to (load|read)|recover", re.IGNORECASE)
 
 
-class Owners:
+class Owners(KafkaNodeDir):
     """The Kafka node and the kbroker process sharing one node directory, never both running."""
 
     def __init__(self, root: Path, lib: Path) -> None:
-        self.cluster = KafkaReferenceCluster(root, lib, nodes=1, overrides=OVERRIDES)
-        self.kafka: KafkaNode = self.cluster.nodes[1]
-        self.kbroker = BrokerProcess(self.kafka.data_dir)
-        assert self.kafka.client_port is not None
-        self.kbroker.config_file = self.kafka.config_file
-        self.kbroker.port = self.kafka.client_port
-        self.metadata_dir = self.kafka.data_dir / "__cluster_metadata-0"
+        super().__init__(root, lib, OVERRIDES)
+        self.metadata_dir = self.data / "__cluster_metadata-0"
         self._kafka_log_start = 0  # where this run of Kafka's server.log begins
 
     def start(self, owner: str) -> str:
@@ -403,10 +397,6 @@ class Owners:
     def metadata_snapshots(self) -> set[str]:
         return {p.name for p in self.metadata_dir.glob("*.checkpoint")}
 
-    def close(self) -> None:
-        self.cluster.close()
-        retire(self.kbroker)
-
 
 def preallocated_index(event: dict[str, Any]) -> bool:
     """kbroker rebuilds an index Kafka preallocated and never trimmed (it was killed) and says so; Kafka
@@ -417,7 +407,6 @@ def preallocated_index(event: dict[str, Any]) -> bool:
 @pytest.fixture(scope="module")
 def owners(kafka_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Owners]:
     o = Owners(tmp_path_factory.mktemp("takeover"), kafka_lib)
-    o.cluster.format()
     yield o
     o.close()
 

@@ -35,8 +35,9 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Producer
 
-from benchmarks.apache_kafka import KafkaReferenceCluster, free_ports
-from tests.integration.conftest import REPO, START_TIMEOUT_S, BrokerProcess, retire
+from benchmarks.apache_kafka import free_ports
+from tests.integration.conftest import REPO, START_TIMEOUT_S
+from tests.integration.kafka_node_dir import KafkaNodeDir
 from tests.integration.helpers import create_topic
 
 TIMEOUT_S = 60
@@ -70,17 +71,11 @@ def refused_without_a_change(pid: int, directory: Path, attempt: list[str]) -> s
     return result
 
 
-class Node:
+class Node(KafkaNodeDir):
     """One Kafka node's directory and server.properties, and the kbroker process that shares them."""
 
     def __init__(self, root: Path, lib: Path) -> None:
-        self.cluster = KafkaReferenceCluster(root, lib, nodes=1, overrides={"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500"})
-        self.kafka = self.cluster.nodes[1]
-        self.data = self.kafka.data_dir
-        self.kbroker = BrokerProcess(self.data)
-        assert self.kafka.client_port is not None
-        self.kbroker.config_file = self.kafka.config_file
-        self.kbroker.port = self.kafka.client_port
+        super().__init__(root, lib, {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500"})
         self.serve = [sys.executable, "-m", "broker", "serve", "--config", str(self.kafka.config_file)]
 
     def kafka_controller_command(self) -> list[str]:
@@ -99,15 +94,10 @@ class Node:
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         return self.kafka.java("kafka.Kafka", str(config))
 
-    def close(self) -> None:
-        self.cluster.close()
-        retire(self.kbroker)
-
 
 @pytest.fixture(scope="module")
 def node(kafka_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     n = Node(tmp_path_factory.mktemp("lock"), kafka_lib)
-    n.cluster.format()
     yield n
     n.close()
 
