@@ -19,6 +19,10 @@ When the server gives the session a lifetime (connections.max.reauth.ms), the co
 no new request after 85-95% of it, as Kafka's client re-authenticates then; it closes once its
 last answer is in and the next request opens and authenticates a new one.
 
+A client made with ``discover_api_versions`` (Kafka's discoverBrokerVersions) asks each new
+connection's ApiVersions once it is set up; a request sent with ``downgrade`` then goes out in the
+newest version the other node takes, as Kafka's NetworkClient picks it.
+
 Reading is an ``asyncio.BufferedProtocol`` over the sans-IO FrameDecoder: the kernel copies a
 large response straight into a buffer of its own size, and the body is decoded by kio's native
 reader in the caller's task, only if the caller is still waiting.
@@ -36,9 +40,10 @@ import struct
 from collections import deque
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import structlog
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
@@ -94,6 +99,10 @@ class RequestTimeoutError(NetworkError):
 
 class InvalidResponseError(NetworkError):
     """The response could not be decoded; its connection has been closed."""
+
+
+class UnsupportedVersionError(NetworkError):
+    """The other node takes no version of the request that this node can build (not sent)."""
 
 
 def exponential_backoff_ms(failed_attempts: int, initial_ms: float, max_ms: float, random_unit: float) -> float:
@@ -161,6 +170,8 @@ class _Connection(asyncio.BufferedProtocol):
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # Loop time after which no new request goes out on this connection (its SASL session's end).
         self.expires_at = float("inf")
+        # api key: (min, max) version the other node takes, when the client discovers them.
+        self.api_versions: Mapping[int, tuple[int, int]] | None = None
         self._retiring = False
 
     @property
@@ -303,8 +314,10 @@ class NetworkClient:
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
         rng: random.Random | None = None,
         channel: ClientChannel = PLAINTEXT_CHANNEL,
+        discover_api_versions: bool = False,
     ) -> None:
         self.client_id = client_id
+        self._discover_api_versions = discover_api_versions
         self._channel = channel
         self._request_timeout_ms = request_timeout_ms
         self._reconnect_backoff_ms = reconnect_backoff_ms
@@ -321,13 +334,19 @@ class NetworkClient:
 
     # -- public API ----------------------------------------------------------------------------------
 
-    async def send(self, destination: Destination, body: Any, timeout_ms: int | None = None, api_version: int | None = None) -> Any:
+    async def send(
+        self, destination: Destination, body: Any, timeout_ms: int | None = None, api_version: int | None = None,
+        downgrade: Callable[[int], Any] | None = None,
+    ) -> Any:
         """Send ``body`` and return the decoded response.
 
         ``timeout_ms`` (default request_timeout_ms) bounds everything: waiting out a reconnect
         backoff, connecting, and the response. ``api_version``, if given, must be the body
-        class's version (a kio entity is encoded in its own version only).
-        Raises RequestTimeoutError, DisconnectError (ConnectionSetupTimeoutError), InvalidResponseError.
+        class's version (a kio entity is encoded in its own version only). ``downgrade``: when the
+        connection's discovered ApiVersions stop below the body's version, the body is replaced by
+        ``downgrade(their newest)``, None if it has no such version.
+        Raises RequestTimeoutError, DisconnectError (ConnectionSetupTimeoutError), InvalidResponseError,
+        UnsupportedVersionError.
         """
         loop = asyncio.get_running_loop()
         codec = _codec(type(body))
@@ -340,6 +359,8 @@ class NetworkClient:
         request = self._encode(codec, body)
         node = self._node(destination)
         connection = await self._connection(node, deadline, codec, timeout_ms)
+        if downgrade is not None and connection.api_versions is not None:
+            codec, request = self._in_usable_version(connection, codec, request, downgrade)
         try:
             async with asyncio.timeout_at(deadline):
                 await connection.wait_writable()
@@ -426,6 +447,17 @@ class NetworkClient:
         frame = out.getbuffer()
         _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
         return frame
+
+    def _in_usable_version(self, connection: _Connection, codec: _Codec, request: memoryview, downgrade: Callable[[int], Any]) -> tuple[_Codec, memoryview]:
+        assert connection.api_versions is not None
+        theirs = connection.api_versions.get(codec.api_key)
+        if theirs is not None and theirs[0] <= codec.api_version <= theirs[1]:
+            return codec, request
+        older = downgrade(theirs[1]) if theirs is not None and theirs[1] < codec.api_version else None
+        if older is None:
+            raise UnsupportedVersionError(f"{codec.name} v{codec.api_version}: {connection.label} takes {theirs or 'no version'}")
+        older_codec = _codec(type(older))
+        return older_codec, self._encode(older_codec, older)
 
     def _next_correlation_id(self) -> int:
         return next(self._correlation_ids) & 0x7FFFFFFF
@@ -516,6 +548,8 @@ class NetworkClient:
                     )
                     if self._channel.sasl_mechanism is not None:
                         await self._authenticate(connection)
+                    if self._discover_api_versions:
+                        connection.api_versions = await self._api_versions(connection)
             except TimeoutError:
                 if connection is not None:
                     connection.close("not set up in time")
@@ -534,7 +568,7 @@ class NetworkClient:
                 raise AuthenticationError(f"authentication to {node.label} failed: {e}") from None
             except NetworkError as e:  # the connection went during the exchange
                 self._connect_failed(node, str(e))
-                raise DisconnectError(f"connection to {node.label} lost while authenticating: {e}") from None
+                raise DisconnectError(f"connection to {node.label} lost while it was set up: {e}") from None
         finally:
             node.connecting = None
         if not connection.is_open:  # lost between connection_made and this task resuming
@@ -561,6 +595,13 @@ class NetworkClient:
         lifetime_s = answer.session_lifetime.total_seconds()
         if lifetime_s > 0:
             connection.expires_at = asyncio.get_running_loop().time() + lifetime_s * (0.85 + 0.1 * self._rng.random())
+
+    async def _api_versions(self, connection: _Connection) -> Mapping[int, tuple[int, int]] | None:
+        """The versions the other node takes, per api key; None (not known) if it refused to say."""
+        answer = await self._exchange(connection, ApiVersionsRequest(client_software_name="kbroker", client_software_version="1"))
+        if answer.error_code != ErrorCode.none:
+            return None
+        return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in answer.api_keys}
 
     async def _exchange(self, connection: _Connection, body: Any) -> Any:
         codec = _codec(type(body))

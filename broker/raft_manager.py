@@ -15,10 +15,12 @@ import itertools
 import time
 import uuid
 from contextlib import AbstractContextManager
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 import structlog
+from kio.schema.fetch.v18.request import FetchRequest
 
 from broker.log_dir_failure_handler import halt
 from broker.metadata.metadata_records import MetadataRecord, decode_metadata_record
@@ -35,6 +37,7 @@ from raft.kafka_raft_client import (
     NotLeaderError,
     Respond,
     Send,
+    fetch_request_in_version,
 )
 from raft.quorum_state import LeaderState
 from raft.snapshot_retention import last_contained_log_timestamp
@@ -332,7 +335,9 @@ class KafkaRaftManager:
     async def _send(self, action: Send) -> None:
         assert self.client is not None
         try:
-            response = await self._network.send(action.destination, action.body, timeout_ms=action.timeout_ms)
+            # Kafka's KafkaNetworkChannel leaves the Fetch version to its NetworkClient: the newest the peer takes.
+            downgrade = partial(fetch_request_in_version, action.body) if isinstance(action.body, FetchRequest) else None
+            response = await self._network.send(action.destination, action.body, timeout_ms=action.timeout_ms, downgrade=downgrade)
         except NetworkError as e:
             self._log.debug("raft.send_failed", destination=action.destination_id, request=type(action.body).__name__, error=str(e))
             response = None

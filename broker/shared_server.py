@@ -129,7 +129,10 @@ class SharedServer:
         cfg = self.config
         to_controllers = controller_channel(cfg)
         self.network = NetworkClient(f"kbroker-{cfg.node_id}", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS, channel=to_controllers)
-        self.raft_network = NetworkClient(f"kbroker-{cfg.node_id}-raft", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS, channel=to_controllers)
+        # The Raft client's Fetch goes out in the newest version each controller takes, as Kafka's (ApiVersions).
+        self.raft_network = NetworkClient(
+            f"kbroker-{cfg.node_id}-raft", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS, channel=to_controllers, discover_api_versions=True
+        )
         if cfg.is_broker:
             self.inter_broker_network = NetworkClient(
                 f"kbroker-{cfg.node_id}-inter-broker", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS, channel=inter_broker_channel(cfg)

@@ -266,9 +266,8 @@ SUPPORTED_APIS: dict[int, ApiRange] = {
 CONTROLLER_APIS: dict[int, ApiRange] = {
     r.key: r
     for r in (
-        # KRaft's Fetch stops at v17: KIP-1166's answer-early-when-the-follower's-high-watermark-is-behind
-        # (v18) is not in raft/ yet.
-        ApiRange(ApiKey.FETCH, 4, 17, 12),
+        # v18 (KIP-1166): a follower's HighWatermark behind the leader's is answered at once.
+        ApiRange(ApiKey.FETCH, 4, 18, 12),
         SUPPORTED_APIS[ApiKey.API_VERSIONS],
         SUPPORTED_APIS[ApiKey.CREATE_TOPICS],
         SUPPORTED_APIS[ApiKey.DELETE_TOPICS],

@@ -1,4 +1,4 @@
-"""FetchRequest v4–v17 read straight from the frame.
+"""FetchRequest v4–v18 read straight from the frame.
 
 Every consumer and follower sends one of these per round trip, and kio's generic path (a
 length walk, then entities built field by field) was the largest Python cost of serving a
@@ -20,12 +20,16 @@ FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13
 FIRST_REPLICA_STATE_VERSION = 15
 
-# Top-level tags (v12+) and the partition tag (v17+) of FetchRequest.json.
+# Top-level tags (v12+) and the partition tags (v17+, v18+) of FetchRequest.json.
 _CLUSTER_ID_TAG = 0
 _REPLICA_STATE_TAG = 1
 _REPLICA_DIRECTORY_ID_TAG = 0
+_HIGH_WATERMARK_TAG = 1
+# FetchPartition.HighWatermark's default: the fetcher does not send one (KIP-1166).
+NO_HIGH_WATERMARK = 2**63 - 1
 
 _REPLICA_STATE = struct.Struct(">iq")
+_I64 = struct.Struct(">q")
 
 
 class FetchPartition(NamedTuple):
@@ -36,6 +40,7 @@ class FetchPartition(NamedTuple):
     log_start_offset: int
     partition_max_bytes: int
     replica_directory_id: uuid.UUID | None = None
+    high_watermark: int = NO_HIGH_WATERMARK  # a Raft follower's, v18+
 
 
 class FetchTopic(NamedTuple):
@@ -197,6 +202,9 @@ def _partitions(r: BodyReader, version: int) -> tuple[FetchPartition, ...]:
         if _REPLICA_DIRECTORY_ID_TAG in tags and version >= 17:
             directory = r.at(*tags[_REPLICA_DIRECTORY_ID_TAG]).uuid("replica directory id")
             partition = partition._replace(replica_directory_id=directory)
+        if _HIGH_WATERMARK_TAG in tags and version >= 18:
+            high_watermark = r.at(*tags[_HIGH_WATERMARK_TAG]).fixed(_I64, "high watermark")[0]
+            partition = partition._replace(high_watermark=high_watermark)
         partitions.append(partition)
         pos = r.pos
     r.pos = pos

@@ -27,7 +27,9 @@ fast reader); both are read by field name.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import importlib
 import random
 import uuid
 from dataclasses import dataclass
@@ -43,8 +45,8 @@ from kio.schema.end_quorum_epoch.v1.request import PartitionData as EndPartition
 from kio.schema.end_quorum_epoch.v1.request import ReplicaInfo
 from kio.schema.end_quorum_epoch.v1.request import TopicData as EndTopic
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v17.request import FetchPartition, FetchRequest, FetchTopic
-from kio.schema.fetch.v17.request import ReplicaState as FetchReplicaState
+from kio.schema.fetch.v18.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v18.request import ReplicaState as FetchReplicaState
 from kio.schema.fetch_snapshot.v1.request import FetchSnapshotRequest, PartitionSnapshot, TopicSnapshot
 from kio.schema.fetch_snapshot.v1.request import SnapshotId as RequestSnapshotId
 from kio.schema.update_raft_voter.v0.request import KRaftVersionFeature as UpdateVoterKRaftVersionFeature
@@ -54,10 +56,11 @@ from kio.schema.vote.v2.request import PartitionData as VotePartition
 from kio.schema.vote.v2.request import TopicData as VoteTopic
 from kio.schema.vote.v2.request import VoteRequest
 
-from kio.static.primitive import i16, i32, u16
+from kio.static.primitive import i16, i32, i64, u16
 
 from protocol.api_keys import ApiKey, response_schema
 from protocol.entities import build, nested, nested_or_none
+from protocol.fetch_request import NO_HIGH_WATERMARK
 from protocol.records import build_batch, iter_batches, iter_records
 from raft.batch_accumulator import BatchAccumulator, RecordBatchTooLargeError
 from raft.control_records import KRaftVersion, build_control_batch, decode_control_record, kraft_version_record, leader_change_message, snapshot_footer, snapshot_header
@@ -82,7 +85,14 @@ from raft.voter_set import Endpoint, VoterNode, VoterSet, directory_or_none
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 METADATA_PARTITION = 0
-FETCH_RESPONSE_VERSION = 17  # when the caller gives no version (every node sends v17)
+# The Fetch versions a Raft follower or observer can send. Kafka's Raft client sends the newest one
+# its peer's ApiVersions allows (KafkaNetworkChannel's FetchRequest.SimpleBuilder; its NetworkClient
+# discovers the versions), whatever the metadata.version: v18 to a Kafka 4.1+ node, whose leader
+# answers at once a follower whose HighWatermark (KIP-1166) is behind its own. It is built at the
+# newest and rebuilt older by ``fetch_request_in_version`` for an older peer; v13 is Kafka 3.3's.
+FETCH_VERSIONS = range(13, 19)
+FIRST_REPLICA_STATE_VERSION = 15  # Fetch: ReplicaState (id and epoch) replaces ReplicaId
+FETCH_VERSION = FETCH_VERSIONS[-1]  # the one built; also the answer's when the caller gives no version
 # The kraft.version range this build supports (Kafka 4.4's KRaftVersion 0 and 1), told to the leader in UpdateRaftVoter.
 SUPPORTED_KRAFT_VERSION = (KRaftVersion.KRAFT_VERSION_0, KRaftVersion.KRAFT_VERSION_1)
 # Kafka's KafkaRaftClient checks the metadata log's retention this often (a constant there too).
@@ -225,6 +235,29 @@ class _PendingVoterChange:
 def _java_enum(kraft_version: KRaftVersion) -> str:
     """How Kafka's messages print a KRaftVersion (its enum constant's name)."""
     return f"KRAFT_VERSION_{int(kraft_version)}"
+
+
+def fetch_request_in_version(body: FetchRequest, version: int) -> Any | None:
+    """The Raft Fetch ``body`` as Fetch ``version``, for a peer whose newest is that (Kafka's
+    SimpleBuilder.build): the fields the version has; below v15 the replica id moves from
+    ReplicaState to the top. None below the oldest version this client speaks."""
+    if version == FETCH_VERSION:
+        return body
+    if version not in FETCH_VERSIONS:
+        return None
+    schema = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+    topics = tuple(
+        build(schema.FetchTopic, topic_id=t.topic_id, partitions=tuple(build(schema.FetchPartition, **_fields(p)) for p in t.partitions)) for t in body.topics
+    )
+    if version >= FIRST_REPLICA_STATE_VERSION:
+        replica: dict[str, Any] = {"replica_state": build(schema.ReplicaState, **_fields(body.replica_state))}
+    else:
+        replica = {"replica_id": body.replica_state.replica_id}
+    return build(schema.FetchRequest, **_fields(body) | replica | {"topics": topics, "forgotten_topics_data": ()})
+
+
+def _fields(entity: Any) -> dict[str, Any]:
+    return {f.name: getattr(entity, f.name) for f in dataclasses.fields(entity)}
 
 
 def _request_version(body: Any, default: int) -> int:
@@ -903,6 +936,8 @@ class KafkaRaftClient(Generic[T]):
                             log_start_offset=self.log.start_offset(),
                             partition_max_bytes=self.config.max_fetch_size_bytes,
                             replica_directory_id=self.directory_id,
+                            # Kafka's follower sends the high watermark it knows, -1 for none.
+                            high_watermark=i64(-1 if self._high_watermark is None else self._high_watermark),
                         ),
                     ),
                 ),
@@ -1198,7 +1233,7 @@ class KafkaRaftClient(Generic[T]):
 
     def _handle_fetch_request(self, handle: int, body: Any, now: int, version: int | None = None) -> None:
         if version is None:
-            version = _request_version(body, FETCH_RESPONSE_VERSION)
+            version = _request_version(body, FETCH_VERSION)
         if not self._valid_cluster_id(getattr(body, "cluster_id", None)):
             return self._respond(handle, self._fetch_response(version, ErrorCode.inconsistent_cluster_id))
         topics = getattr(body, "topics", ())
@@ -1248,7 +1283,10 @@ class KafkaRaftClient(Generic[T]):
         records = self.log.read(partition.fetch_offset, max_bytes).records
         replica = self._replica(state, replica_id)
         hw = self._leader_high_watermark()
-        hw_news = replica is not None and replica.sent_high_watermark != hw
+        # News: a high watermark this replica was not sent, or (v18) one above what it says it has,
+        # as after an answer that never reached it (Kafka's isHighWatermarkUpdated).
+        follower_hw = getattr(partition, "high_watermark", NO_HIGH_WATERMARK)  # none before v18: never behind
+        hw_news = (replica is not None and replica.sent_high_watermark != hw) or follower_hw < hw
         if replica is not None:
             replica.sent_high_watermark = hw
         return self._fetch_response(version, ErrorCode.none, ErrorCode.none, records=records), not records and not hw_news

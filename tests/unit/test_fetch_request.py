@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader
 
-from protocol.fetch_request import FetchRequest, read_fetch_request
+from protocol.fetch_request import NO_HIGH_WATERMARK, FetchRequest, read_fetch_request
 from protocol.headers import InvalidRequest
 from tests.unit.body_cases import damaged, encode, names
 
@@ -84,6 +84,7 @@ def expected_fields(request: Any) -> dict[str, Any]:
             getattr(p, "log_start_offset", -1),
             p.partition_max_bytes,
             getattr(p, "replica_directory_id", None),
+            getattr(p, "high_watermark", NO_HIGH_WATERMARK),
         )
 
     return {

@@ -28,7 +28,7 @@ from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest
 from kio.schema.describe_quorum.v2.request import PartitionData as DescribePartition
 from kio.schema.describe_quorum.v2.request import TopicData as DescribeTopic
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v17.request import FetchRequest
+from kio.schema.fetch.v18.request import FetchRequest
 from kio.schema.vote.v2.request import PartitionData as VotePartition
 from kio.schema.vote.v2.request import TopicData as VoteTopic
 from kio.schema.vote.v2.request import VoteRequest
@@ -44,6 +44,7 @@ from raft.kafka_raft_client import (
     NotLeaderError,
     Respond,
     Send,
+    fetch_request_in_version,
 )
 from raft.kafka_metadata_log import KafkaMetadataLog, MetadataLogConfig
 from raft.snapshot_retention import MetadataRetention
@@ -893,7 +894,8 @@ def test_fetch_from_the_servers_fetch_reader_is_served_like_a_kio_one() -> None:
     quorum.run(100)
     kio_fetch = dataclasses.replace(quorum.nodes[4].client._fetch_request(), max_wait=datetime.timedelta(0))
     kio_fetch = dataclasses.replace(kio_fetch, topics=(dataclasses.replace(kio_fetch.topics[0], partitions=(dataclasses.replace(kio_fetch.topics[0].partitions[0], current_leader_epoch=leader.client.leader_and_epoch[1], fetch_offset=0, last_fetched_epoch=0),)),))
-    parsed = read_fetch_request(bytearray(encode_body(kio_fetch)), 0, 17)
+    parsed = read_fetch_request(bytearray(encode_body(kio_fetch)), 0, 18)
+    assert parsed.topics[0].partitions[0].high_watermark == quorum.nodes[4].client.high_watermark
     response = answer(leader, parsed, quorum.now)
     partition = response.responses[0].partitions[0]
     assert partition.error_code == ErrorCode.none
@@ -931,6 +933,53 @@ def test_a_caught_up_fetch_waits_for_new_data_or_its_max_wait() -> None:
     assert leader.client.next_deadline_ms() <= quorum.now + 400
     late = [a for a in leader.client.poll(quorum.now + 400) if isinstance(a, Respond) and a.handle == 501]
     assert len(late) == 1 and not late[0].body.responses[0].partitions[0].records
+
+
+def test_a_fetch_whose_high_watermark_is_behind_the_leaders_is_answered_at_once() -> None:
+    """KIP-1166 (Fetch v18): the follower says which high watermark it has, and the leader answers
+    at once when its own is higher, as after an answer that never reached the follower."""
+    quorum = Quorum([1, 2, 3], observers=[4])
+    leader = quorum.elect()
+    quorum.run(700)
+    quorum.crash(4)
+    hw = leader.client.high_watermark
+    assert hw is not None and hw > 0
+    caught_up = caught_up_fetch(quorum, leader, 4, 400)
+    answer(leader, dataclasses.replace(caught_up, max_wait=datetime.timedelta(0)))  # the leader has sent it hw
+
+    def with_high_watermark(value: int) -> FetchRequest:
+        partition = dataclasses.replace(caught_up.topics[0].partitions[0], high_watermark=value)
+        return dataclasses.replace(caught_up, topics=(dataclasses.replace(caught_up.topics[0], partitions=(partition,)),))
+
+    leader.client.handle_request(700, with_high_watermark(hw), quorum.now)
+    assert not [a for a in leader.client.poll(quorum.now + 1) if isinstance(a, Respond)]  # parked: nothing new
+    leader.client.handle_request(701, with_high_watermark(hw - 1), quorum.now)
+    (early,) = [a for a in leader.client.poll(quorum.now + 1) if isinstance(a, Respond) and a.handle == 701]
+    assert early.body.responses[0].partitions[0].high_watermark == hw
+
+
+def test_the_raft_fetch_carries_the_followers_high_watermark_and_is_rebuilt_for_older_peers() -> None:
+    quorum = Quorum([1, 2, 3], observers=[4])
+    quorum.elect()
+    quorum.run(700)
+    observer = quorum.nodes[4].client
+    fetch = observer._fetch_request()
+    partition = fetch.topics[0].partitions[0]
+    assert type(fetch).__version__ == 18 and partition.high_watermark == observer.high_watermark
+    assert fetch_request_in_version(fetch, 18) is fetch
+    for version in range(13, 18):
+        older = fetch_request_in_version(fetch, version)
+        assert type(older).__version__ == version
+        (older_partition,) = older.topics[0].partitions
+        assert not hasattr(older_partition, "high_watermark")
+        assert (older_partition.fetch_offset, older_partition.last_fetched_epoch, older_partition.current_leader_epoch) == (
+            partition.fetch_offset, partition.last_fetched_epoch, partition.current_leader_epoch,
+        )
+        replica_id = older.replica_state.replica_id if version >= 15 else older.replica_id
+        assert (replica_id, older.cluster_id, older.max_wait, older.topics[0].topic_id) == (4, fetch.cluster_id, fetch.max_wait, fetch.topics[0].topic_id)
+        encode_body(older)
+    assert fetch_request_in_version(fetch, 17).topics[0].partitions[0].replica_directory_id == partition.replica_directory_id
+    assert fetch_request_in_version(fetch, 12) is None
 
 
 def test_a_waiting_fetch_is_answered_when_the_leader_steps_down() -> None:

@@ -39,10 +39,12 @@ from broker.network_client import (
     InvalidResponseError,
     NetworkClient,
     RequestTimeoutError,
+    UnsupportedVersionError,
     _codec,
     exponential_backoff_ms,
 )
-from protocol.api_keys import KNOWN_APIS, is_flexible, request_schema, response_header_version
+from protocol.api_keys import KNOWN_APIS, is_flexible, request_schema, response_header_version, response_schema
+from protocol.entities import build
 from protocol.headers import RequestHeader, parse_request_header
 from protocol.messages import decode_request, encode_body, encode_response
 
@@ -233,6 +235,49 @@ def test_round_trips_flexible_and_classic_headers(run: Any) -> None:
             net.close()
             await net.wait_closed()
             await server.stop()
+
+    run(main())
+
+
+def test_a_discovering_client_sends_the_newest_version_the_peer_takes(run: Any) -> None:
+    """As Kafka's NetworkClient with discoverBrokerVersions: each new connection asks ApiVersions
+    first, and a request with a downgrade goes out in the peer's newest version, or not at all."""
+    from functools import partial
+
+    from raft.kafka_raft_client import fetch_request_in_version
+    from tests.unit.test_kafka_raft_client import Quorum
+
+    fetch = Quorum([1], observers=[2]).nodes[2].client._fetch_request()
+
+    def peer(fetch_max: int) -> Answer:
+        async def answer(header: RequestHeader, body: Any) -> Any:
+            if header.api_key == 18:
+                return ApiVersionsResponse(
+                    error_code=ErrorCode.none, throttle_time=ZERO,
+                    api_keys=(ApiVersion(api_key=i16(1), min_version=i16(4), max_version=i16(fetch_max)), ApiVersion(api_key=i16(18), min_version=i16(0), max_version=i16(4))),
+                )
+            return build(response_schema(1, header.api_version), throttle_time=0, error_code=ErrorCode.none, session_id=0, responses=(), node_endpoints=())
+
+        return answer
+
+    async def main() -> None:
+        servers = [await ScriptedServer(peer(m)).start() for m in (18, 17, 14, 12)]
+        net = client(discover_api_versions=True)
+        plain = client()
+        try:
+            for server in servers[:3]:
+                await net.send(server.destination, fetch, downgrade=partial(fetch_request_in_version, fetch))
+            with pytest.raises(UnsupportedVersionError):
+                await net.send(servers[3].destination, fetch, downgrade=partial(fetch_request_in_version, fetch))
+            await plain.send(servers[1].destination, fetch)  # no discovery: the body's own version
+            seen = [[(h.api_key, h.api_version) for h in server.requests] for server in servers]
+            assert seen == [[(18, 3), (1, 18)], [(18, 3), (1, 17), (1, 18)], [(18, 3), (1, 14)], [(18, 3)]]
+        finally:
+            for c in (net, plain):
+                c.close()
+                await c.wait_closed()
+            for server in servers:
+                await server.stop()
 
     run(main())
 
