@@ -13,10 +13,13 @@ and ``cached_lib`` says whether they are there. A machine without ``mvn`` (a fre
 only Java 17, as CI's) gets Maven itself from Maven Central first, checked against its SHA-512.
 
 The quorum is static (``controller.quorum.voters``, kraft.version 0), as in the kbroker cluster
-of tests/cluster, and every controller.quorum.* timeout is Kafka's default. Ports are chosen
-when the cluster is built and kept across restarts; one cluster id is formatted into every log
-directory; every node is launched before any is awaited, so the quorum forms as it would on
-separate machines. Heaps and thread pools are sized for a shared 2-core machine.
+of tests/cluster, unless ``dynamic_quorum`` names the controllers in
+``controller.quorum.bootstrap.servers`` instead (KIP-853, kraft.version 1: the voters come from the
+format options, ``--standalone`` or ``--initial-controllers``, and from ``add-controller``); every
+controller.quorum.* timeout is Kafka's default. Ports are chosen when the cluster is built and kept
+across restarts; one cluster id is formatted into every log directory; every node is launched before
+any is awaited, so the quorum forms as it would on separate machines. Heaps and thread pools are
+sized for a shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO, Iterable, Mapping, Sequence
 
 KAFKA_VERSION = "4.4.0"
 LOG4J_VERSION = "2.25.4"
@@ -80,6 +83,17 @@ SERVER_JVM_OPTS = (
     "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
 )
 TOOL_JVM_OPTS = ("-Xmx256M", "-Djava.awt.headless=true")
+# A test suite starts dozens of Kafka JVMs that live for seconds on a 2-core machine; compiled by C1
+# alone (the fast-compiling JIT) each start costs about half the CPU. tests/conftest.py sets this
+# variable; benchmarks leave it unset and run Kafka as its own scripts do.
+SHORT_LIVED_JVM_OPTS_ENV = "KBROKER_SHORT_LIVED_JVM_OPTS"
+
+
+def short_lived_jvm_opts() -> tuple[str, ...]:
+    """The extra JVM options of SHORT_LIVED_JVM_OPTS_ENV (none unless a test run sets it)."""
+    return tuple(os.environ.get(SHORT_LIVED_JVM_OPTS_ENV, "").split())
+
+
 # KafkaRaftServer logs this once the broker has caught up with the metadata log and is unfenced.
 STARTED_MESSAGE = b"Kafka Server started"
 
@@ -240,7 +254,7 @@ class KafkaNode:
 
     def java(self, main_class: str, *args: str, jvm_opts: tuple[str, ...] = SERVER_JVM_OPTS) -> list[str]:
         # The JVM expands lib/* itself; kafka-run-class.sh puts the same on the class path.
-        return ["java", *jvm_opts, f"-Dlog4j2.configurationFile={self.log4j_config}", f"-Dkafka.logs.dir={self.node_dir}",
+        return ["java", *jvm_opts, *short_lived_jvm_opts(), f"-Dlog4j2.configurationFile={self.log4j_config}", f"-Dkafka.logs.dir={self.node_dir}",
                 "-cp", str(self.lib / "*"), main_class, *args]
 
     def launch(self) -> None:
@@ -304,11 +318,15 @@ class KafkaNode:
             self._log_file = None
 
 
-def format_storage(nodes: Iterable[KafkaNode], cluster_id: str) -> None:
-    """`kafka-storage format` on every node at once (each is a JVM start: seconds)."""
+def format_storage(nodes: Iterable[KafkaNode], cluster_id: str, node_args: Mapping[int, Sequence[str]] | None = None) -> None:
+    """`kafka-storage format` on every node at once (each is a JVM start: seconds); ``node_args``
+    adds options for some nodes (a dynamic quorum's ``--standalone``, ``--no-initial-controllers``)."""
     procs = [
         (node, subprocess.Popen(
-            node.java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(node.config_file), jvm_opts=TOOL_JVM_OPTS),
+            node.java(
+                "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(node.config_file), *(node_args or {}).get(node.node_id, ()),
+                jvm_opts=TOOL_JVM_OPTS,
+            ),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         ))
         for node in nodes
@@ -348,12 +366,14 @@ def kill_nodes(nodes: Iterable[KafkaNode]) -> None:
 class KafkaReferenceCluster:
     """``nodes`` combined KRaft nodes of Apache Kafka, then ``controllers`` controller-only and
     ``brokers`` broker-only ones, ids from 1 in that order (as tests/cluster/cluster.py numbers
-    kbroker's); every controller a voter of a static quorum. ``overrides`` for every node, then
-    ``node_overrides`` for some (a node's own log.dirs)."""
+    kbroker's); every controller a voter of a static quorum, or with ``dynamic_quorum`` every one
+    named in controller.quorum.bootstrap.servers (the voters are then whatever ``format``'s
+    ``node_args`` say). ``overrides`` for every node, then ``node_overrides`` for some (a node's
+    own log.dirs)."""
 
     def __init__(
         self, root: Path, lib: Path, *, nodes: int = 3, overrides: dict[str, str] | None = None, controllers: int = 0, brokers: int = 0,
-        node_overrides: dict[int, dict[str, str]] | None = None,
+        node_overrides: dict[int, dict[str, str]] | None = None, dynamic_quorum: bool = False,
     ) -> None:
         self.root = root
         self.lib = lib
@@ -374,7 +394,11 @@ class KafkaReferenceCluster:
         size = nodes + brokers
         for node in self.nodes.values():
             node.node_dir.mkdir(parents=True, exist_ok=True)
-            props = self.properties(node, voters, size) | (overrides or {}) | (node_overrides or {}).get(node.node_id, {})
+            props = self.properties(node, voters, size)
+            if dynamic_quorum:
+                del props["controller.quorum.voters"]
+                props["controller.quorum.bootstrap.servers"] = ",".join(n.controller_bootstrap for n in self.controllers)
+            props |= (overrides or {}) | (node_overrides or {}).get(node.node_id, {})
             node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     @staticmethod
@@ -425,8 +449,8 @@ class KafkaReferenceCluster:
         node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         return cluster, port
 
-    def format(self) -> None:
-        format_storage(self.nodes.values(), self.cluster_id)
+    def format(self, node_args: Mapping[int, Sequence[str]] | None = None) -> None:
+        format_storage(self.nodes.values(), self.cluster_id, node_args)
 
     def start(self) -> "KafkaReferenceCluster":
         self.format()

@@ -40,7 +40,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.apache_kafka import TOOL_JVM_OPTS, KafkaReferenceCluster, fetch_jars, free_ports
+from benchmarks.apache_kafka import TOOL_JVM_OPTS, KafkaReferenceCluster, fetch_jars, free_ports, short_lived_jvm_opts
 from benchmarks.transactions import find_coordinator
 from broker.cli import main as kbroker_main
 from tests.cluster.cluster import wait_until
@@ -73,6 +73,28 @@ CONTROLLER_ONLY = {
 }
 
 
+def kbroker_broker(node_dir: Path, node_id: int, voters: str, extra: dict[str, str]) -> BrokerProcess:
+    """A kbroker broker-only node under Kafka's controllers ``voters`` (id@host:port,...): its
+    server.properties (``extra`` added) in ``node_dir``, its log dir node_dir/data; not formatted."""
+    broker = BrokerProcess(node_dir / "data")
+    broker.data_dir.mkdir(parents=True)
+    broker.config_file = node_dir / "server.properties"
+    props = {
+        "node.id": str(node_id),
+        "process.roles": "broker",
+        "listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.quorum.voters": voters,
+        "log.dirs": str(broker.data_dir),
+        "broker.heartbeat.interval.ms": "500",
+    } | extra
+    broker.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return broker
+
+
 class MixedCluster:
     """Kafka controller-only and broker-only nodes (ids 1.. as KafkaReferenceCluster numbers them)
     and kbroker broker-only nodes (ids 11..) under Kafka's controllers."""
@@ -86,25 +108,9 @@ class MixedCluster:
         self.kbrokers: dict[int, BrokerProcess] = {}
         self.metrics: dict[int, str] = {}
         for node_id, metrics_port in zip(KBROKER_IDS[:kbroker_brokers], free_ports(kbroker_brokers)):
-            broker = BrokerProcess(root / f"kbroker{node_id}" / "data")
-            broker.data_dir.mkdir(parents=True)
-            broker.config_file = root / f"kbroker{node_id}" / "server.properties"
-            props = BROKER_SHARED | {
-                "node.id": str(node_id),
-                "process.roles": "broker",
-                "listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
-                "inter.broker.listener.name": "PLAINTEXT",
-                "controller.listener.names": "CONTROLLER",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                "controller.quorum.voters": voters,
-                "log.dirs": str(broker.data_dir),
-                "broker.heartbeat.interval.ms": "500",
-                "metrics.listener": f"http://127.0.0.1:{metrics_port}",
-            }
             self.metrics[node_id] = f"http://127.0.0.1:{metrics_port}/metrics"
-            broker.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            self.kbrokers[node_id] = broker
+            extra = BROKER_SHARED | {"metrics.listener": f"http://127.0.0.1:{metrics_port}"}
+            self.kbrokers[node_id] = kbroker_broker(root / f"kbroker{node_id}", node_id, voters, extra)
 
     @property
     def kafka_broker_ids(self) -> list[int]:
@@ -259,7 +265,7 @@ class VerifiableTool:
         self._stdout: IO[bytes] = open(out, "wb")
         self._stderr: IO[bytes] = open(out.with_suffix(".stderr"), "wb")
         self.proc = subprocess.Popen(
-            ["java", *TOOL_JVM_OPTS, "-cp", f"{lib}/*", main_class, *args], stdin=subprocess.DEVNULL, stdout=self._stdout, stderr=self._stderr
+            ["java", *TOOL_JVM_OPTS, *short_lived_jvm_opts(), "-cp", f"{lib}/*", main_class, *args], stdin=subprocess.DEVNULL, stdout=self._stdout, stderr=self._stderr
         )
 
     def events(self) -> Iterator[dict]:

@@ -1,22 +1,29 @@
 """A live Apache Kafka 4.4 cluster converted to kbroker one node at a time, and back (issue 36, M3).
 
-    python -m benchmarks.rolling_migration [--runs 2] [--back/--no-back] [--scenario combined|brokers-only]
+    python -m benchmarks.rolling_migration [--runs 2] [--back/--no-back] [--scenario combined|brokers-only] [--kill-step N]
 
 One run: three Kafka nodes (``combined``: broker+controller, a static quorum of the three;
 ``brokers-only``: three Kafka controller-only nodes stay, three broker-only nodes convert). A
 topic of 6 partitions, RF 3, min.insync.replicas 2 takes Kafka's VerifiableProducer (acks=all,
 idempotent) throughout, a VerifiableConsumer group reads it and commits, and a confluent-kafka
-transactional loop commits every 20 records to a second topic of the same shape. Then each node
-in turn gets M1's takeover while the load goes on: SIGTERM (Kafka's controlled shutdown), kbroker
+transactional loop commits every 20 records to a second topic of the same shape. Once records
+are acknowledged, the group has its partitions and a transaction has committed, each node in turn
+gets M1's takeover while the load goes on: SIGTERM (Kafka's controlled shutdown), kbroker
 started on that node's own server.properties and log directory (same node id, ports and quorum),
 and the step ends once the node is unfenced and every ISR (the two topics, __consumer_offsets,
-__transaction_state) is full again. With --back the same is done from kbroker to Kafka. Checked at
-the end, as benchmarks/mixed_cluster.py checks: every acknowledged record in the log once, the
+__transaction_state) is full again. With --back the same is done from kbroker to Kafka.
+``--kill-step N`` stops the node of step N (1, 2, ... in that order: the steps to kbroker, then
+the steps back) with SIGKILL instead: a crash in the middle of the live conversion, the new
+process recovering the old one's unclean log directory, and the active controller refusing the
+new registration until the old broker session times out. ``--txn-interval`` pauses the transactional
+loop after each commit (tests/cluster/test_rolling_migration.py runs a short, light run). Checked
+at the end, as benchmarks/mixed_cluster.py checks: every acknowledged record in the log once, the
 group read every one and committed to the log end, every committed transaction read by a
 read_committed consumer whole and once, no aborted one read.
 
 Per step it prints how long the stop, the start and the wait for full ISRs took, which node
-leads the metadata quorum afterwards (and of which kind), and the errors the clients saw meanwhile.
+leads the metadata quorum afterwards (and of which kind), the records acknowledged and the
+transactions committed during it, and the errors the clients saw meanwhile.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest, PartitionData, TopicData
 from kio.schema.errors import ErrorCode
@@ -56,15 +64,29 @@ STEP_TIMEOUT_S = 180.0
 
 
 @dataclass
+class PacedTransactionalLoop(TransactionalLoop):
+    """mixed_cluster's transactional loop, pausing ``pause_s`` after each commit: fewer
+    transactions, and less of the two small CPUs, for a short run."""
+
+    pause_s: float = 0.0
+
+    def commit(self, producer: Producer, txn: int) -> None:
+        super().commit(producer, txn)
+        self.stop.wait(self.pause_s)
+
+
+@dataclass
 class Step:
     name: str
     node: int
-    stop_s: float  # SIGTERM until the process exited
+    stop_s: float  # SIGTERM (or SIGKILL) until the process exited
     start_s: float  # launch until it logged its start
     isr_s: float  # from its start until unfenced with every ISR full
     started_at_ms: int = 0
     ended_at_ms: int = 0
     quorum: str = ""  # leader id, kind and epoch of the metadata quorum once the step ended
+    acked: int = 0  # records the producer had acknowledged between the stop and the step's end
+    txn_committed: int = 0  # transactions committed meanwhile
     producer_errors: dict = field(default_factory=dict)
     consumer: dict = field(default_factory=dict)
     txn_errors: dict = field(default_factory=dict)
@@ -126,21 +148,25 @@ class RollingCluster:
                 return f"{partition.leader_id} {self.serving[partition.leader_id]} e{partition.leader_epoch}"
         return "?"
 
-    def convert(self, node_id: int, to: str, load_alive: Callable[[], None]) -> Step:
-        """Stop what serves ``node_id`` (SIGTERM) and start ``to`` on its directory."""
+    def convert(self, node_id: int, to: str, load_alive: Callable[[], None], kill: bool = False) -> Step:
+        """Stop what serves ``node_id`` (SIGTERM, or SIGKILL with ``kill``) and start ``to`` on its directory."""
         kafka, kbroker = self.kafka.nodes[node_id], self.kbroker[node_id]
         old: KafkaNode | ClusterNode = kafka if to == "kbroker" else kbroker
         new: KafkaNode | ClusterNode = kbroker if to == "kbroker" else kafka
         began = time.monotonic()
         began_ms = int(time.time() * 1000)
-        old.stop()
+        if kill:
+            old.kill()
+        else:
+            old.stop()
         stopped = time.monotonic()
         new.launch()
         self.serving[node_id] = to
         new.await_started()
         started = time.monotonic()
         wait_until(f"node {node_id} ({to}) unfenced and every ISR full", lambda: load_alive() or self.fully_replicated(), STEP_TIMEOUT_S, 0.5)
-        step = Step(f"{node_id}: {'kafka>kbroker' if to == 'kbroker' else 'kbroker>kafka'}", node_id, stopped - began, started - stopped, time.monotonic() - started)
+        name = f"{node_id}: {'kafka>kbroker' if to == 'kbroker' else 'kbroker>kafka'}{' (SIGKILL)' if kill else ''}"
+        step = Step(name, node_id, stopped - began, started - stopped, time.monotonic() - started)
         step.started_at_ms, step.ended_at_ms = began_ms, int(time.time() * 1000)
         step.quorum = self.quorum()
         return step
@@ -202,11 +228,17 @@ def in_window(events: list[dict], step: Step) -> list[dict]:
     return [e for e in events if step.started_at_ms <= int(e.get("timestamp", 0)) <= step.ended_at_ms]
 
 
-def run_once(root: Path, lib: Path, scenario: str, back: bool, settle_s: float, throughput: int) -> dict:
+def run_once(
+    root: Path, lib: Path, scenario: str, back: bool, settle_s: float, throughput: int, kill_step: int | None = None, txn_interval_s: float = 0.0
+) -> dict:
+    """One run; ``kill_step`` (1-based, in plan order) SIGKILLs that step's node instead of SIGTERM."""
     started = time.monotonic()
     cluster = RollingCluster(root, lib, scenario)
+    plan = [(n, "kbroker") for n in cluster.converting] + ([(n, "kafka") for n in cluster.converting] if back else [])
+    if kill_step is not None and not 1 <= kill_step <= len(plan):
+        raise ValueError(f"--kill-step {kill_step}: the run has steps 1 to {len(plan)}")
     tools: list[VerifiableTool] = []
-    loop = TransactionalLoop(cluster.bootstrap, TXN_TOPIC, TXN_ID)
+    loop = PacedTransactionalLoop(cluster.bootstrap, TXN_TOPIC, TXN_ID, pause_s=txn_interval_s)
     thread = threading.Thread(target=loop.run, daemon=True)
     try:
         cluster.start()
@@ -219,27 +251,38 @@ def run_once(root: Path, lib: Path, scenario: str, back: bool, settle_s: float, 
         producer = verifiable_producer(lib, work, cluster.bootstrap, TOPIC, throughput)
         tools += [producer, consumer]
         thread.start()
-        wait_until("the internal topics and every ISR full", cluster.fully_replicated, TIMEOUT_S, 0.5)
 
         def load_alive() -> None:
             for tool in tools:
                 if tool.proc.poll() is not None:
                     raise RuntimeError(f"{tool.out.name} exited with {tool.proc.returncode}")
 
+        def load_running() -> bool:
+            load_alive()
+            return bool(loop.committed) and any(e.get("name") == "producer_send_success" for e in producer.events()) and any(
+                e.get("name") == "partitions_assigned" for e in consumer.events()
+            )
+
+        # The first step starts under the whole load: a group still joining would count its first
+        # assignment as a rebalance of step 1.
+        wait_until(
+            "every ISR full, records acknowledged, the group assigned, a transaction committed", lambda: load_running() and cluster.fully_replicated(), TIMEOUT_S, 0.5
+        )
+
         steps: list[Step] = []
-        plan = [(n, "kbroker") for n in cluster.converting] + ([(n, "kafka") for n in cluster.converting] if back else [])
         try:
             time.sleep(settle_s)
-            for node_id, to in plan:
-                txn_before = Counter(loop.errors)
+            for number, (node_id, to) in enumerate(plan, 1):
+                txn_before, committed_before = Counter(loop.errors), len(loop.committed)
                 try:
-                    step = cluster.convert(node_id, to, load_alive)
+                    step = cluster.convert(node_id, to, load_alive, kill=number == kill_step)
                 except Exception as e:  # a step that never completes ends the run: what died, and why
                     leadership = cluster.leadership_log()
                     return {"scenario": scenario, "failure": f"node {node_id} to {to}: {e}", "exited": cluster.exited(),
                             "steps": [s.__dict__ for s in steps], "leadership": [" ".join(map(str, x)) for x in leadership],
                             "kbroker_led": kbroker_led(leadership), "wall_s": round(time.monotonic() - started, 1)}  # fmt: skip
                 step.txn_errors = dict(Counter(loop.errors) - txn_before)
+                step.txn_committed = len(loop.committed) - committed_before
                 steps.append(step)
                 print(f"  step {step.name}: stop {step.stop_s:.1f}s start {step.start_s:.1f}s ISRs full {step.isr_s:.1f}s quorum {step.quorum}", flush=True)
                 time.sleep(settle_s)
@@ -253,6 +296,7 @@ def run_once(root: Path, lib: Path, scenario: str, back: bool, settle_s: float, 
         consumer_events = list(consumer.events())
         for step in steps:
             window = in_window(producer_events, step)
+            step.acked = sum(1 for e in window if e.get("name") == "producer_send_success")
             step.producer_errors = dict(Counter(e.get("exception", "?") for e in window if e.get("name") == "producer_send_error"))
             window = in_window(consumer_events, step)
             step.consumer = {
@@ -324,12 +368,14 @@ def print_checks(run: int, row: dict) -> None:
 
 
 def print_steps(row: dict) -> None:
-    header = ("step", "stop s", "start s", "ISRs full s", "SIGTERM to full ISRs s", "quorum leader", "producer errors", "group rebalances/commit fails", "txn errors")
+    header = ("step", "stop s", "start s", "ISRs full s", "stop signal to full ISRs s", "quorum leader", "acked", "txns committed", "producer errors",
+              "group rebalances/commit fails", "txn errors")  # fmt: skip
     print(" | ".join(header))
     for s in row["steps"]:
         errors = ", ".join(f"{k.rsplit('.', 1)[-1]} {n}" for k, n in s["producer_errors"].items()) or "-"
         txn = ", ".join(f"{k} {n}" for k, n in s["txn_errors"].items()) or "-"
-        print(" | ".join((s["name"], f"{s['stop_s']:.1f}", f"{s['start_s']:.1f}", f"{s['isr_s']:.1f}", f"{s['stop_s'] + s['start_s'] + s['isr_s']:.1f}", s["quorum"], errors,
+        print(" | ".join((s["name"], f"{s['stop_s']:.1f}", f"{s['start_s']:.1f}", f"{s['isr_s']:.1f}", f"{s['stop_s'] + s['start_s'] + s['isr_s']:.1f}", s["quorum"],
+                          str(s["acked"]), str(s["txn_committed"]), errors,
                           f"{s['consumer'].get('rebalances', '-')}/{s['consumer'].get('commit_failures', '-')}", txn)))  # fmt: skip
 
 
@@ -340,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", choices=("combined", "brokers-only"), default="combined")
     parser.add_argument("--settle", type=float, default=8.0, help="seconds of load before the first step and after each")
     parser.add_argument("--throughput", type=int, default=200, help="VerifiableProducer's records per second")
+    parser.add_argument("--kill-step", type=int, metavar="N", help="SIGKILL instead of SIGTERM at step N (1-based: the steps to kbroker, then back)")
+    parser.add_argument("--txn-interval", type=float, default=0.0, help="seconds the transactional loop pauses after each commit")
     parser.add_argument("--dir", type=Path, help="keep every run's logs here")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
@@ -348,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     base = args.dir or Path(tempfile.mkdtemp(prefix="rolling-migration-"))
     for run in range(1, args.runs + 1):
         print(f"run {run}: {base / f'run{run}'}", flush=True)
-        row = run_once(base / f"run{run}", lib, args.scenario, args.back, args.settle, args.throughput)
+        row = run_once(base / f"run{run}", lib, args.scenario, args.back, args.settle, args.throughput, args.kill_step, args.txn_interval)
         rows.append(row)
         print_table(run, row)
         print("quorum leadership (time, node, epoch, leader it saw):", *row["leadership"], sep="\n  ")

@@ -1,20 +1,25 @@
 """Suite-wide hooks and fixtures: fixtures can ask whether the test they served failed; Kafka's own
-jars; Hypothesis without its per-example deadline."""
+jars, and its JVMs started with the JIT that starts fastest; Hypothesis without its per-example deadline."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Generator
 
 import pytest
 from hypothesis import settings
 
-from benchmarks.apache_kafka import fetch_jars
+from benchmarks.apache_kafka import SHORT_LIVED_JVM_OPTS_ENV, fetch_jars
 
 # A property test asserts what the code does, not how fast: on a busy 2-core machine an example
 # of a codec test took 303 ms against Hypothesis's default 200 ms deadline and failed the run.
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+# Kafka's nodes, formats and tools started by tests compile with C1 only: a node's start takes about
+# half the CPU time, and what a test makes them do is short and light.
+os.environ.setdefault(SHORT_LIVED_JVM_OPTS_ENV, "-XX:TieredStopAtLevel=1")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from benchmarks.apache_kafka import CACHE_DIR, TOOL_JVM_OPTS
+from benchmarks.apache_kafka import CACHE_DIR, TOOL_JVM_OPTS, short_lived_jvm_opts
 
 RUNNER_SOURCE = Path(__file__).with_name("ToolRunner.java")
 TOOL_TIMEOUT_S = 90.0
@@ -57,7 +57,7 @@ class ToolJvm:
         self._stderr: IO[bytes] = open(stderr_path, "ab")
         self.stderr_path = stderr_path
         self.proc = subprocess.Popen(
-            ["java", *TOOL_JVM_OPTS, f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{classes}:{lib}/*", "ToolRunner"],
+            ["java", *TOOL_JVM_OPTS, *short_lived_jvm_opts(), f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{classes}:{lib}/*", "ToolRunner"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
         )  # fmt: skip
         self._lock = threading.Lock()

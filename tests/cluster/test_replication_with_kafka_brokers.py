@@ -4,6 +4,9 @@ survive the SIGKILL of a leader of each kind, in turn, with nothing lost and not
 every ISR is whole again after each restart (kbroker leaders send AlterPartition to Kafka's
 controller to take the returning Kafka broker back, and the reverse); a consumer group committed
 through one kind's coordinator resumes on the other kind's coordinator from those offsets.
+Kafka's kafka-reassign-partitions moves replicas from the Kafka broker onto kbroker brokers and
+from kbroker brokers onto the Kafka broker, throttled, while a producer writes (KIP-455 adding and
+removing replicas, applied by both kinds from Kafka's controller's records).
 
 benchmarks/mixed_cluster.py runs the longer campaign (two brokers of each kind, Kafka's
 VerifiableProducer and VerifiableConsumer, transactions with their coordinator on either kind).
@@ -11,6 +14,7 @@ VerifiableProducer and VerifiableConsumer, transactions with their coordinator o
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -19,6 +23,7 @@ from typing import Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
 from kio.schema.alter_partition_reassignments.v0.request import AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
@@ -27,6 +32,7 @@ from benchmarks.mixed_cluster import GROUP_KEY, QUIET, MixedCluster, end_offsets
 from benchmarks.transactions import find_coordinator
 from broker.wire_client import request
 from tests.cluster.cluster import wait_until
+from tests.kafka_tools import kafka_tool
 
 TIMEOUT_S = 30.0
 KAFKA, KBROKER, OTHER_KBROKER = 2, 11, 12
@@ -178,3 +184,107 @@ def test_acks_all_records_survive_a_leader_of_each_kind_killed_and_groups_move_a
         # Every record once: each member started where the previous one committed.
         assert sorted(values) == sorted(log), group
     assert all(sorted(replicas) == isr for _, replicas, isr in mixed.placement(topic).values())
+
+
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
+INTO, OUT_OF = "into-kbroker", "out-of-kbroker"
+# topic: (replicas before, replicas after). Into kbroker: a kbroker broker added as the preferred
+# leader beside the Kafka broker, and one replacing it. Out of kbroker: the kbroker leader and a
+# kbroker follower each replaced by the Kafka broker.
+MOVES = {
+    INTO: ([[KAFKA], [KAFKA]], [[KBROKER, KAFKA], [OTHER_KBROKER]]),
+    OUT_OF: ([[OTHER_KBROKER, KBROKER], [KBROKER, OTHER_KBROKER]], [[KAFKA, KBROKER], [KBROKER, KAFKA]]),
+}
+THROTTLE = "10000000"  # B/s: the configs set, the move not slowed by the little there is to copy
+RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+
+
+def dynamic_configs(mixed: MixedCluster, resources: list[ConfigResource]) -> dict[str, dict[str, str]]:
+    """Each resource's replication throttles set on it (a broker's own, a topic's), as the broker
+    asked answers: a broker resource is described by that broker itself."""
+    own = {ConfigSource.DYNAMIC_BROKER_CONFIG.value, ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    admin = mixed.admin()  # kept referenced until answered: its handle is destroyed with it
+    # One request each, sent together (librdkafka allows one broker resource per call).
+    answers = [admin.describe_configs([r], request_timeout=TIMEOUT_S)[r] for r in resources]
+    return {
+        r.name: {name: e.value for name, e in answer.result(TIMEOUT_S).items() if "throttled" in name and e.source in own}
+        for r, answer in zip(resources, answers)
+    }
+
+
+def partition_dirs(mixed: MixedCluster, node: int, topic: str) -> set[str]:
+    """The partition directories of ``topic`` on a node, not those renamed for deletion."""
+    data = mixed.kbrokers[node].data_dir if node in mixed.kbrokers else mixed.kafka.nodes[node].data_dir
+    return {d.name for d in data.iterdir() if d.name.rpartition("-")[0] == topic}
+
+
+def test_kafka_reassign_partitions_moves_replicas_onto_kbroker_brokers_and_off_them(mixed: MixedCluster, kafka_lib: Path, tmp_path: Path) -> None:
+    for topic, (before, _) in MOVES.items():
+        mixed.create_topic(topic, before, {"min.insync.replicas": "1"})
+    plan = tmp_path / "reassignment.json"
+    partitions = [{"topic": t, "partition": p, "replicas": r} for t, (_, after) in MOVES.items() for p, r in enumerate(after)]
+    plan.write_text(json.dumps({"version": 1, "partitions": partitions}))
+
+    def tool(main_class: str, *args: str) -> str:
+        # Bootstrapped from a kbroker broker, which forwards what it is sent of the reassignment,
+        # the configs and the election to Kafka's controller.
+        done = kafka_tool(kafka_lib, main_class, "--bootstrap-server", mixed.kbrokers[KBROKER].bootstrap, *args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    producing = {topic: Producing(mixed.bootstrap, topic) for topic in MOVES}
+    try:
+        wait_until("records acknowledged before the move", lambda: all(len(p.acked) >= 100 for p in producing.values()), TIMEOUT_S)
+        before_move = sum(len(p.acked) for p in producing.values())
+        assert "Successfully started partition reassignments" in tool(REASSIGN, "--execute", "--reassignment-json-file", str(plan), "--throttle", THROTTLE)
+        # The throttles Kafka's tool sets: both rates on every broker of the move, each kind's own
+        # (IncrementalAlterConfigs sent to the broker itself), and the moving replicas on the topics.
+        brokers = [ConfigResource(ResourceType.BROKER, str(n)) for n in (KAFKA, KBROKER, OTHER_KBROKER)]
+        assert dynamic_configs(mixed, [*brokers, ConfigResource(ResourceType.TOPIC, OUT_OF)]) == {
+            **{b.name: dict.fromkeys(RATES, THROTTLE) for b in brokers},
+            OUT_OF: {
+                "leader.replication.throttled.replicas": f"0:{KBROKER},0:{OTHER_KBROKER},1:{KBROKER},1:{OTHER_KBROKER}",
+                "follower.replication.throttled.replicas": f"0:{KAFKA},1:{KAFKA}",
+            },
+        }
+        # Kafka's controller completes a move once its leader (of either kind) has taken the new
+        # replicas into the ISR with AlterPartition; --verify then clears the throttles.
+        verify = (REASSIGN, "--verify", "--reassignment-json-file", str(plan))
+        verified = wait_until("the reassignment complete", lambda: "Clearing broker-level throttles" in (out := tool(*verify)) and out, TIMEOUT_S, 0.5)
+        during_move = sum(len(p.acked) for p in producing.values()) - before_move
+        assert all(f"Reassignment of partition {p['topic']}-{p['partition']} is completed." in verified for p in partitions), verified
+        assert dynamic_configs(mixed, brokers) == {b.name: {} for b in brokers}
+        assert {t: [r for _, (_, r, _) in sorted(mixed.placement(t).items())] for t in MOVES} == {t: after for t, (_, after) in MOVES.items()}
+        # into-kbroker-0 keeps its Kafka leader until the preferred replica is elected (by the tool,
+        # or by the controller's imbalance check first).
+        elected = tool(ELECTION, "--election-type", "PREFERRED", "--topic", INTO, "--partition", "0")
+        assert any(f"{answer} for partitions {INTO}-0" in elected for answer in ("Successfully completed leader election (PREFERRED)", "Valid replica already elected")), elected
+        for topic in MOVES:
+            mixed.await_preferred_leaders(topic, TIMEOUT_S)
+    finally:
+        for p in producing.values():
+            p.stop()
+
+    assert during_move > 0
+    for topic, p in producing.items():
+        # Read from the leaders: a kbroker broker for every partition of into-kbroker.
+        log = Counter(int(v) for v in read_log(mixed.bootstrap, topic, len(MOVES[topic][1])))
+        assert set(p.acked) <= set(log), f"{topic}: lost {sorted(set(p.acked) - set(log))[:20]}"
+        assert [v for v, n in log.items() if n > 1] == [] and not p.failed, topic
+    # The kbroker leaders of out-of-kbroker asked for the Kafka broker in the ISR. Kafka's controller
+    # answers NEW_LEADER_ELECTED to the one whose request completed the move and removed it: kbroker
+    # then waits for the metadata, as Kafka's Partition does.
+    asked = {
+        (n, e["partition"])
+        for n in (KBROKER, OTHER_KBROKER)
+        for e in mixed.kbrokers[n].log_events()
+        if e["event"] in ("alter_partition.done", "alter_partition.failed") and e["topic"] == OUT_OF and KAFKA in e["isr"]
+    }
+    assert asked == {(OTHER_KBROKER, 0), (KBROKER, 1)}
+    # A replica moved away is deleted where it was, by Kafka as by kbroker (renamed <dir>.<uuid>-delete first).
+    wait_until(
+        "the replicas moved away deleted",
+        lambda: all(partition_dirs(mixed, n, t) == {f"{t}-{p}" for p, r in enumerate(MOVES[t][1]) if n in r} for n in mixed.broker_ids for t in MOVES),
+        TIMEOUT_S,
+    )
