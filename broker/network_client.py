@@ -86,7 +86,8 @@ class DisconnectError(NetworkError):
 
 
 class ConnectionSetupTimeoutError(DisconnectError):
-    """The TCP connection was not established within connection_setup_timeout_ms."""
+    """The TCP connection was not established within connection_setup_timeout_ms, or its discovery
+    ApiVersions not answered within the request timeout."""
 
 
 class AuthenticationError(DisconnectError):
@@ -549,13 +550,17 @@ class NetworkClient:
                     if self._channel.sasl_mechanism is not None:
                         await self._authenticate(connection)
                     if self._discover_api_versions:
-                        connection.api_versions = await self._api_versions(connection)
+                        # An in-flight request like any other (Kafka's NetworkClient): unanswered
+                        # after the request timeout, the connection is given up and made again.
+                        async with asyncio.timeout(self._request_timeout_ms / 1000):
+                            connection.api_versions = await self._api_versions(connection)
             except TimeoutError:
                 if connection is not None:
                     connection.close("not set up in time")
-                self._connect_failed(node, f"not established within {self._connection_setup_timeout_s * 1000:.0f} ms")
+                self._connect_failed(node, "not set up in time")
                 raise ConnectionSetupTimeoutError(
-                    f"connection to {node.label} not established within {self._connection_setup_timeout_s * 1000:.0f} ms"
+                    f"connection to {node.label} not set up in time (connected within {self._connection_setup_timeout_s * 1000:.0f} ms,"
+                    f" ApiVersions answered within {self._request_timeout_ms} ms)"
                 ) from None
             except OSError as e:  # refused, reset, and TLS failures (ssl.SSLError)
                 self._connect_failed(node, str(e))

@@ -130,8 +130,11 @@ class SharedServer:
         to_controllers = controller_channel(cfg)
         self.network = NetworkClient(f"kbroker-{cfg.node_id}", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS, channel=to_controllers)
         # The Raft client's Fetch goes out in the newest version each controller takes, as Kafka's (ApiVersions).
+        # Its requests, the ApiVersions of a new connection included, time out after the quorum's
+        # request timeout, as in Kafka's KafkaRaftManager: an ApiVersions lost in a partition held the
+        # connection, and every Raft request to that node, for the whole connection setup timeout.
         self.raft_network = NetworkClient(
-            f"kbroker-{cfg.node_id}-raft", request_timeout_ms=INTER_NODE_REQUEST_TIMEOUT_MS, channel=to_controllers, discover_api_versions=True
+            f"kbroker-{cfg.node_id}-raft", request_timeout_ms=cfg.controller_quorum_request_timeout_ms, channel=to_controllers, discover_api_versions=True
         )
         if cfg.is_broker:
             self.inter_broker_network = NetworkClient(

@@ -282,6 +282,39 @@ def test_a_discovering_client_sends_the_newest_version_the_peer_takes(run: Any) 
     run(main())
 
 
+def test_an_unanswered_discovery_api_versions_times_out_with_the_request_timeout(run: Any) -> None:
+    """A connection whose ApiVersions is lost (a cut link) is given up after the request timeout,
+    not the connection setup timeout, and the next request makes a new one: the Raft client's
+    requests to that node waited out the whole setup timeout behind it (10 s a partition)."""
+    released = asyncio.Event()
+
+    async def answer(header: RequestHeader, body: Any) -> Any:
+        if header.api_key == 18 and len(server.accepted) == 1:
+            await released.wait()  # the first connection's ApiVersions is never answered
+        return await echo(header, body, {})
+
+    async def main() -> None:
+        nonlocal server
+        server = await ScriptedServer(answer).start()
+        net = client(discover_api_versions=True, request_timeout_ms=300, connection_setup_timeout_ms=10000)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            with pytest.raises(ConnectionSetupTimeoutError):
+                await net.send(server.destination, versions_request(1), timeout_ms=5000)
+            assert loop.time() - started < 3
+            assert answered(await net.send(server.destination, versions_request(2), timeout_ms=5000)) == 2
+            assert len(server.accepted) == 2 and loop.time() - started < 5
+        finally:
+            released.set()
+            net.close()
+            await net.wait_closed()
+            await server.stop()
+
+    server: ScriptedServer
+    run(main())
+
+
 # -- pipelining -------------------------------------------------------------------------------------
 
 
