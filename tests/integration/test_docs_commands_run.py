@@ -76,6 +76,9 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("docs/operations/kafka-data-dir.md", "kafka-server-start.sh"): "needs a node directory kbroker served from: tests/integration/test_kafka_dir_takeover.py runs Kafka and kbroker in turn on one",
     ("docs/operations/kafka-data-dir.md", "kafka-topics.sh --bootstrap-server 127.0.0.1:9092 --describe --under-replicated-partitions"): "needs a cluster just taken over from Kafka: tests/cluster/test_kafka_cluster_takeover.py waits for every ISR of three over the admin client; the tool's --describe runs in tests/cluster/test_runbook_against_kafka.py",
     ("docs/operations/kafka-data-dir.md", "kafka-leader-election.sh"): "needs a cluster just taken over from Kafka; tests/cluster/test_runbook_against_kafka.py runs the same election against kbroker and Kafka 4.4 clusters",
+    ("docs/operations/kafka-data-dir.md", "echo '{\"version\":1,\"partitions\""): "writes the reassignment plan of the commands after it: tests/cluster/test_replication_with_kafka_brokers.py writes its own",
+    ("docs/operations/kafka-data-dir.md", "kafka-reassign-partitions.sh"): "needs kbroker brokers under Kafka's controllers: tests/cluster/test_replication_with_kafka_brokers.py runs --execute --throttle and --verify with Kafka's tool",
+    ("docs/operations/kafka-data-dir.md", "kafka-metadata-quorum.sh --bootstrap-controller KAFKA_CONTROLLER"): "needs a dynamic Kafka 4.4 quorum: tests/cluster/test_kbroker_controller_in_kafka_quorum.py runs describe, add-controller and remove-controller with Kafka's tool",
     ("docs/operations/kafka-data-dir.md", "kbroker storage format --cluster-id CLUSTER_ID"): "needs a running Kafka 4.4 controller quorum: tests/cluster/test_broker_under_kafka_controllers.py formats a broker so with Kafka's cluster id and starts it",
 }
 
