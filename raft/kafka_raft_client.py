@@ -319,6 +319,10 @@ class KafkaRaftClient(Generic[T]):
         voters = self._read_voter_history(log) or voters
         self.quorum = QuorumState(node_id, directory_id, voters if voters is not None else VoterSet([]), config, store, self.random)
         self.quorum.initialize(now_ms)
+        if isinstance(self.quorum.state, ResignedState) and self._is_only_voter():
+            # As Kafka's initialize: the only voter stands at once rather than waiting out an election
+            # timeout no other node can end (every restart of a single node paid 1-2 s of it).
+            self.quorum.state.election_deadline_ms = now_ms
         self._now = now_ms
         self._actions: list[Action] = []
         self._correlation = 0

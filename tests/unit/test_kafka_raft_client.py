@@ -502,6 +502,23 @@ def test_a_restarted_leader_resigns_its_epoch() -> None:
     quorum.run_until(lambda: quorum.leader() is not None and quorum.leader().client.leader_and_epoch[1] > epoch)  # type: ignore[union-attr]
 
 
+def test_a_restarted_only_voter_leads_a_new_epoch_at_once() -> None:
+    """As Kafka's initialize: no election timeout waited out, as no other voter can end it."""
+    quorum = Quorum([1])
+    quorum.step()
+    node = quorum.nodes[1]
+    node.client.append(["a"], quorum.now)
+    quorum.run(10)
+    quorum.crash(1)
+    restarted = quorum.restart(1)
+    state = restarted.client.quorum_state.state
+    assert isinstance(state, ResignedState) and state.epoch == 1
+    quorum.step()  # no virtual time passes
+    assert restarted.client.is_leader() and restarted.client.leader_and_epoch[1] > 1
+    quorum.run(10)
+    assert restarted.records() == ["a"]
+
+
 def test_an_isolated_voter_does_not_disturb_the_leader_when_it_returns() -> None:
     quorum = Quorum([1, 2, 3])
     leader = quorum.elect()
