@@ -4,6 +4,7 @@ jars, and its JVMs started with the JIT that starts fastest; Hypothesis without 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Generator
 
@@ -16,6 +17,12 @@ from benchmarks.apache_kafka import SHORT_LIVED_JVM_OPTS_ENV, fetch_jars
 # of a codec test took 303 ms against Hypothesis's default 200 ms deadline and failed the run.
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+# The brokers, tools and clients tests start (hundreds of interpreters) load the repository's
+# modules from __pycache__ (gitignored) rather than compiling them each time: about 0.4 s of CPU a
+# broker start, where the environment says not to write bytecode (PYTHONDONTWRITEBYTECODE).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Kafka's nodes, formats and tools started by tests compile with C1 only: a node's start takes about
 # half the CPU time, and what a test makes them do is short and light.

@@ -152,6 +152,12 @@ class CuttableLinks:
         self.proxies.heal_all()
 
 
+# Every node's properties before a test's overrides. A classic group's first join waits
+# group.initial.rebalance.delay.ms (3 s by default) for more members; Kafka's own integration
+# harness sets it to 0 too, and a test about the delay sets it itself.
+HARNESS_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+
+
 class KafkaCluster(CuttableLinks):
     def __init__(
         self,
@@ -221,6 +227,7 @@ class KafkaCluster(CuttableLinks):
         if spec.controller_port is not None:
             listeners.append(f"CONTROLLER://127.0.0.1:{spec.controller_port}")
         props = {
+            **HARNESS_DEFAULTS,
             "node.id": str(spec.node_id),
             "process.roles": ",".join(spec.roles),
             "listeners": ",".join(listeners),
