@@ -44,7 +44,7 @@ from tests.simulation.sim_coordinator import OFFSETS_TOPIC, OffsetCommitRequest,
 from tests.simulation.sim_idempotent_producer import IdempotentProducer
 from tests.simulation.sim_transactional_producer import TransactionalProducer
 from tests.simulation.sim_transactions import TXN_TOPIC
-from tests.simulation.simulated_disk import ControlMarker, ProducedRecord
+from tests.simulation.simulated_disk import ControlMarker, ProducedRecord, SimulatedPartitionLog
 from tests.simulation.simulated_network import NetworkFaults, SimulatedNetwork
 from tests.simulation.virtual_loop import VirtualTimeLoop
 
@@ -61,6 +61,10 @@ TRACE_LENGTH = 60
 PRODUCER = -1  # the producer's address on the network: outside the cluster, never cut
 FIRST_PRODUCER_ID = 1000
 FIRST_TRANSACTIONAL_PRODUCER_ID = 5000
+
+# A partition with a leader in the committed image: (partition, leader, leader epoch, the rest of
+# its ISR in order, each with its disk's partition logs: a node keeps its disk across restarts).
+CommittedLeader = tuple[tuple[str, int], SimNode, int, tuple[tuple[SimNode, dict[tuple[str, int], SimulatedPartitionLog]], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +286,8 @@ class Simulation:
         self._done = False
         self._deadline = p.window_ms * 3 + LIVENESS_BOUND_MS
         self._failure: SimulationFailure | None = None
+        self._leaders_image: MetadataImage | None = None  # the committed image _leaders was derived from
+        self._leaders: list[CommittedLeader] = []
 
     # -- the event loop ----------------------------------------------------------------------------
 
@@ -784,32 +790,43 @@ class Simulation:
             return
         self._done = True
 
+    def _committed_leaders(self) -> list[CommittedLeader]:
+        """The partitions of the committed image that have a leader. The image is immutable and
+        replaced by each committed record, while _check_step reads it after every event: derived
+        once per image (held, so that its identity is not reused)."""
+        committed = self.invariants.committed
+        if committed is not self._leaders_image:
+            nodes = self.nodes
+            self._leaders = [
+                ((name, index), nodes[reg.leader], reg.leader_epoch, tuple((nodes[b], nodes[b].disk.partition_logs) for b in reg.isr if b != reg.leader))
+                for name in self.topics
+                if (topic := committed.topics.get(name)) is not None
+                for index, reg in topic.partitions.items()
+                if reg.leader >= 0
+            ]
+            self._leaders_image = committed
+        return self._leaders
+
     def _check_step(self) -> None:
         """After every event: the high watermark of every leader replica on the nodes the event touched,
         and of the current leaders against the committed ISR."""
-        committed = self.invariants.committed
-        nodes = self.nodes
-        for name in self.topics:
-            topic = committed.topics.get(name)
-            if topic is None:
+        for tp, leader, epoch, followers in self._committed_leaders():
+            if not leader.running:
                 continue
-            for index, reg in topic.partitions.items():
-                if reg.leader < 0 or not nodes[reg.leader].running:
-                    continue
-                tp = (name, index)
-                replica = nodes[reg.leader].replicas.get(tp)
-                if replica is None or replica.leader_state is None or replica.leader_epoch != reg.leader_epoch:
-                    continue
-                hw = replica.log.high_watermark
-                for b in reg.isr:
-                    plog = nodes[b].disk.partition_logs.get(tp)
-                    if b != reg.leader and not nodes[b].damaged and plog is not None and plog.log_end_offset < hw:
-                        self.invariants.isr_holds_high_watermark(tp, reg.leader, reg.leader_epoch, hw, {b: plog.log_end_offset})
+            replica = leader.replicas.get(tp)
+            if replica is None or replica.leader_state is None or replica.leader_epoch != epoch:
+                continue
+            hw = replica.log.high_watermark
+            for follower, logs in followers:
+                plog = logs.get(tp)
+                if plog is not None and plog.log_end_offset < hw and not follower.damaged:
+                    self.invariants.isr_holds_high_watermark(tp, leader.node_id, epoch, hw, {follower.node_id: plog.log_end_offset})
+        high_watermark = self.invariants.high_watermark
         for node_id in self.touched:
             node = self.nodes[node_id]
             for tp, replica in node.replicas.items():
                 if replica.leader_state is not None:
-                    self.invariants.high_watermark(tp, replica.leader_epoch, node_id, node.incarnation, replica.log.high_watermark)
+                    high_watermark(tp, replica.leader_epoch, node_id, node.incarnation, replica.log.high_watermark)
         self.touched.clear()
 
     def _check_end(self) -> None:

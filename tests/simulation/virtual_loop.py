@@ -43,6 +43,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def run_ready(self, limit: int = 100_000) -> None:
         """Run callbacks until none is ready and no timer is due at the current virtual time."""
+        if not self._ready and not self._scheduled:  # type: ignore[attr-defined]
+            return  # the common case, after every event of the simulation: nothing to do
         for _ in range(limit):
             if not self.has_work():
                 return
