@@ -39,7 +39,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     c = KafkaCluster(
         tmp_path_factory.mktemp("acls"),
         combined=3,
-        overrides={**AUTHORIZER, "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS},
+        overrides={
+            **AUTHORIZER,
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            # After the whole cluster is killed, the new active controller gives every registered
+            # broker a fresh session, and each restarted broker is refused registration
+            # (DUPLICATE_BROKER_REGISTRATION, as in Kafka) until its old one runs out: 9 s by default.
+            "broker.session.timeout.ms": "3000",
+            "broker.heartbeat.interval.ms": "500",
+        },
     )
     # A SASL_PLAINTEXT listener on each node, on top of the listeners its config file names.
     for node_id, port in c.add_listener("SASL_PLAINTEXT", "SASL_PLAINTEXT").items():

@@ -182,6 +182,7 @@ def test_a_group_consumes_through_the_death_of_its_coordinator(cluster: KafkaClu
             killed = cluster.nodes[coordinator]
             killed.kill()
             killed_at = time.monotonic()
+            killed.warm_up()  # its restart's interpreter imports the broker while the failover is waited for
             before_kill = loop.last_acknowledged()
             survivors = ",".join(n.bootstrap for n in cluster.brokers if n is not killed)
             # The new coordinator has every commit acknowledged before the kill: none goes backwards.
@@ -297,6 +298,7 @@ def test_a_simple_consumers_group_outlives_its_coordinator(cluster: KafkaCluster
     coordinator, _ = partition_state(cluster.bootstrap, GROUP_METADATA_TOPIC, partition_for(group, OFFSETS_PARTITIONS))
     killed = cluster.nodes[coordinator]
     killed.kill()
+    killed.warm_up()
     try:
         survivors = ",".join(n.bootstrap for n in cluster.brokers if n is not killed)
         assert wait_until("the new coordinator's committed offset", lambda: committed(survivors, group, topic), TIMEOUT_S) == {0: 7}

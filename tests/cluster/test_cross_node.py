@@ -8,7 +8,7 @@ import time
 from typing import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.cluster import KafkaCluster, wait_until
@@ -19,6 +19,11 @@ FAST_LOG_JOBS = {
     "log.retention.check.interval.ms": "500",
     "log.segment.delete.delay.ms": "0",
     "log.cleaner.backoff.ms": "200",
+    # Each node's cleaner copies in its own thread: the worker process of the default executor is
+    # spawned (an interpreter importing the broker, at low priority) on a node's first cleaning,
+    # which on a busy machine held the first compaction back 13 s. tests/integration/test_compaction.py
+    # and the cleaner's unit tests run that executor.
+    "log.cleaner.executor": "thread",
     # The transaction and offsets topics spread over the three nodes, so coordinators differ.
     "offsets.topic.num.partitions": "6",
     "transaction.state.log.num.partitions": "6",
@@ -52,21 +57,23 @@ def create(bootstrap: str, name: str, partitions: int, configs: dict[str, str] |
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, expected: int, **extra: str) -> list[tuple[int, int, bytes | None, bytes | None]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("reader"), "enable.auto.commit": False, **extra})
+    """Every record of ``topic`` up to each partition's end (its high watermark, or last stable
+    offset under read_committed): anything past ``expected`` would be a duplicate or an aborted record."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("reader"), "enable.auto.commit": False, "enable.partition.eof": True, **extra})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[tuple[int, int, bytes | None, bytes | None]] = []
+    at_end: set[int] = set()
     deadline = time.monotonic() + TIMEOUT_S
     try:
-        while len(out) < expected and time.monotonic() < deadline:
+        while (len(out) < expected or len(at_end) < partitions) and time.monotonic() < deadline:
             msg = c.poll(0.5)
-            if msg is not None and msg.error() is None:
+            if msg is None:
+                continue
+            if msg.error() is None:
                 out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
-        # A little longer: anything past ``expected`` would be a duplicate or an aborted record.
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            msg = c.poll(0.2)
-            if msg is not None and msg.error() is None:
-                out.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+                at_end.discard(msg.partition())
+            elif msg.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(msg.partition())
     finally:
         c.close()
     return out

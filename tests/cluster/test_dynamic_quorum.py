@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
-from tests.cluster.cluster import FORMAT_TIMEOUT_S, ClusterNode, NodeSpec, quorum_status, wait_until
-from tests.integration.conftest import REPO, retire
+from tests.cluster.cluster import ClusterNode, NodeSpec, wait_until
+from tests.cluster.kbroker_command import run_in_process
+from tests.integration.conftest import retire
 from tests.integration.helpers import unique_topic
 from tests.ports import free_ports
 
-COMMAND_TIMEOUT_S = 60.0
 QUORUM_CHANGE_TIMEOUT_S = 60.0
 FAILOVER_TIMEOUT_S = 60.0
 BROKER_ID = 4
@@ -85,10 +85,21 @@ class DynamicQuorum:
 
 
 def kbroker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run([sys.executable, "-m", "broker", *args], cwd=REPO, capture_output=True, text=True, timeout=max(COMMAND_TIMEOUT_S, FORMAT_TIMEOUT_S))
+    """`kbroker ARGS`, run in this process: the test runs two dozen commands, most of them polled,
+    and an interpreter start for each was most of its wall time (tests/integration/test_cli.py
+    runs `python -m broker` itself). Each command bounds its own requests."""
+    out = run_in_process(*args)
     if check:
         assert out.returncode == 0, f"kbroker {' '.join(args)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
     return out
+
+
+def quorum_status(controller: str) -> dict[str, str] | None:
+    """`kbroker metadata-quorum describe --status` against one controller, as a dict; None if it failed."""
+    out = kbroker("metadata-quorum", "--bootstrap-controller", controller, "describe", "--status", check=False)
+    if out.returncode != 0:
+        return None
+    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.stdout.splitlines() if ":" in line)}
 
 
 def voter_ids(status: dict[str, str] | None) -> set[int] | None:
@@ -107,7 +118,7 @@ def leader_status(quorum: DynamicQuorum, asked: tuple[int, ...]) -> dict[str, st
     """describe --status from whichever of ``asked`` leads: only the leader describes the quorum."""
     for node_id in asked:
         if quorum.nodes[node_id].running:
-            status = quorum_status(quorum.controller(node_id), timeout_s=10.0)
+            status = quorum_status(quorum.controller(node_id))
             if status is not None and status["LeaderId"] == str(node_id):
                 return status
     return None
@@ -117,7 +128,10 @@ def create_topic(broker: str, what: str) -> None:
     """`kbroker topics create`, retried while the controllers settle."""
     topic = unique_topic()
     wait_until(what, lambda: kbroker("topics", "create", "--bootstrap-server", broker, "--topic", topic, "--partitions", "1", "--replication-factor", "1", check=False).returncode == 0, FAILOVER_TIMEOUT_S, interval_s=0.5)
-    assert topic in kbroker("topics", "list", "--bootstrap-server", broker).stdout
+    # What `kbroker topics list` lists (its printer is bound to the real stdout, out of reach of
+    # an in-process run): the broker's Metadata, which has the topic once the broker has read the
+    # controller's record of it, a moment after CreateTopics is answered.
+    wait_until(f"{topic} listed", lambda: topic in AdminClient({"bootstrap.servers": broker}).list_topics(timeout=10).topics, FAILOVER_TIMEOUT_S)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ the controller would race the command for the same elections.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -18,7 +17,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.cluster import KafkaCluster, wait_until
-from tests.integration.conftest import REPO
+from tests.cluster.kbroker_command import run_in_process
 from tests.integration.helpers import unique_topic
 
 TIMEOUT_S = 60.0
@@ -42,7 +41,7 @@ def manual(tmp_path: Path) -> Iterator[KafkaCluster]:
 
 @pytest.fixture
 def automatic(tmp_path: Path) -> Iterator[KafkaCluster]:
-    yield from started(tmp_path, **{"leader.imbalance.check.interval.seconds": "2"})
+    yield from started(tmp_path, **{"leader.imbalance.check.interval.seconds": "1"})
 
 
 def layout(bootstrap: str, name: str) -> dict[int, tuple[int, tuple[int, ...], frozenset[int]]]:
@@ -70,6 +69,7 @@ def kill_and_return(cluster: KafkaCluster, name: str) -> tuple[int, list[int]]:
     state = layout(cluster.bootstrap, name)
     victim = state[0][1][0]
     preferred_by_victim = sorted(i for i, (_, replicas, _) in state.items() if replicas[0] == victim)
+    cluster.nodes[victim].warm_up()  # its next interpreter imports the broker while it is down
     cluster.nodes[victim].kill()
     survivors = cluster.bootstrap
     wait_until(f"broker {victim}'s leaderships to move", lambda: all(leader not in (victim, -1) for leader, _, _ in layout(survivors, name).values()), TIMEOUT_S)
@@ -80,10 +80,8 @@ def kill_and_return(cluster: KafkaCluster, name: str) -> tuple[int, list[int]]:
 
 
 def leader_election(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "broker", "leader-election", "--bootstrap-server", bootstrap, *args],
-        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S,
-    )
+    """`kbroker leader-election`, in process."""
+    return run_in_process("leader-election", "--bootstrap-server", bootstrap, *args)
 
 
 def test_the_command_gives_leadership_back_to_the_preferred_replicas(manual: KafkaCluster) -> None:
@@ -107,5 +105,5 @@ def test_the_command_gives_leadership_back_to_the_preferred_replicas(manual: Kaf
 def test_the_controller_gives_leadership_back_on_its_own(automatic: KafkaCluster) -> None:
     name = unique_topic("auto")
     kill_and_return(automatic, name)
-    # leader.imbalance.check.interval.seconds is 2: a few checks at most once the broker is in sync.
+    # leader.imbalance.check.interval.seconds is 1: a few checks at most once the broker is in sync.
     wait_until("every partition led by its first replica without the command", lambda: preferred_lead(automatic.bootstrap, name), TIMEOUT_S)

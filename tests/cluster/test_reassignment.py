@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,13 +25,14 @@ from kafka.admin import KafkaAdminClient
 
 from benchmarks.apache_kafka import TOOL_JVM_OPTS
 from tests.cluster.cluster import KafkaCluster, wait_until
+from tests.cluster.kbroker_command import run_in_process
 from tests.cluster.test_replication import admin, partition_state, produce
 from tests.cluster.test_replication_faults import Load, assert_acked_once_at_their_offsets, read_to_end, wait_for_isr
 from tests.integration.helpers import unique_topic
 
 TIMEOUT_S = 90.0
-# A held-back replica's fetch, lost in its cut link, is given up after 5 s: once released it
-# catches up soon. A killed broker is fenced (and leaves the ISRs) after 3 s.
+# A held-back replica's fetch, lost in its cut link, is given up after 5 s (a release closes its
+# connections, so it need not wait that out). A killed broker is fenced (and leaves the ISRs) after 3 s.
 OVERRIDES = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500", "replica.socket.timeout.ms": "5000"}
 
 
@@ -90,9 +90,12 @@ def hold_back(cluster: KafkaCluster, follower: int) -> None:
 
 
 def release(cluster: KafkaCluster, follower: int) -> None:
+    """Heal the follower's links and close its connections through them: it fetches again at once
+    on new ones instead of first waiting out the fetch lost in the cut (replica.socket.timeout.ms)."""
     for (a, _), link in cluster.broker_links.items():
         if a == follower:
             link.heal()
+            link.reset()
 
 
 def test_a_move_under_acks_all_loses_nothing_and_deletes_the_removed_replica(cluster: KafkaCluster) -> None:
@@ -101,20 +104,20 @@ def test_a_move_under_acks_all_loses_nothing_and_deletes_the_removed_replica(clu
     client = kafka_python_admin(cluster)
     try:
         with Load(cluster.bootstrap, name) as load:
-            load.wait_for_more(300, "before the move")
+            load.wait_for_more(100, "before the move")
             hold_back(cluster, 4)
             answer = client.alter_partition_reassignments({KafkaPythonTopicPartition(name, 0): [2, 3, 4]})
             assert answer == {KafkaPythonTopicPartition(name, 0): None}
             # Broker 4 cannot fetch: the move waits, the ISR is still {1, 2, 3} and acks=all goes on.
             move = ongoing(client, name)
             assert move == {"replicas": [2, 3, 4, 1], "adding_replicas": [4], "removing_replicas": [1]}
-            load.wait_for_more(300, "while broker 4 is held back")
+            load.wait_for_more(100, "while broker 4 is held back")
             assert ongoing(client, name) is not None
             wait_for_replicas(cluster, name, [2, 3, 4, 1])
             release(cluster, 4)
             # Broker 4 copies the log from the start, joins the ISR, and that completes the move.
             wait_until("the move to complete", lambda: ongoing(client, name) is None or None, TIMEOUT_S)
-            load.wait_for_more(300, "after the move")
+            load.wait_for_more(100, "after the move")
         wait_for_replicas(cluster, name, [2, 3, 4])
         leader, in_sync = partition_state(cluster.bootstrap, name)
         assert leader in (2, 3, 4) and set(in_sync) <= {2, 3, 4}
@@ -155,6 +158,7 @@ def test_a_replica_removed_while_its_broker_was_down_is_deleted_when_it_returns(
     name = unique_topic("stray")
     create_on(cluster, name, [1, 2, 3])
     assert len(produce(cluster.bootstrap, name, [b"s%d" % i for i in range(100)])) == 100
+    cluster.nodes[3].warm_up()  # its next interpreter imports the broker while it is down
     cluster.nodes[3].kill()
     try:
         wait_for_isr(cluster, name, {1, 2})
@@ -176,12 +180,8 @@ def test_a_replica_removed_while_its_broker_was_down_is_deleted_when_it_returns(
 
 
 def reassign(cluster: KafkaCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "broker", "reassign-partitions", "--bootstrap-server", cluster.bootstrap, *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    """`kbroker reassign-partitions`, in process: --verify is polled without an interpreter start each time."""
+    return run_in_process("reassign-partitions", "--bootstrap-server", cluster.bootstrap, *args)
 
 
 def described(cluster: KafkaCluster, resource: ConfigResource) -> dict[str, Any]:
@@ -281,6 +281,12 @@ def test_kafkas_own_tool_moves_a_partition(cluster: KafkaCluster, tmp_path: Path
     assert f"{name}-0: replicas: 4,2,3,1. adding: 4. removing: 1." in listed.stdout, listed.stdout + listed.stderr
     assert broker_config(cluster, 4, "follower.replication.throttled.rate") == "50000000"
     release(cluster, 4)
+    # Each --verify is a JVM start: asked once the move is over, it is asked about once.
+    client = kafka_python_admin(cluster)
+    try:
+        wait_until("the move to complete", lambda: ongoing(client, name) is None or None, TIMEOUT_S)
+    finally:
+        client.close()
 
     def verified() -> str | None:
         out = kafka_tool(lib, cluster, "--verify", "--reassignment-json-file", str(plan)).stdout

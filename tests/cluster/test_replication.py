@@ -158,8 +158,11 @@ def test_killing_the_leader_under_acks_all_loses_no_acknowledged_record(cluster:
     with producing(survivor.bootstrap, name, b"k", 100) as acked:
         wait_until("some records acknowledged", lambda: len(acked) >= 300 or None, TIMEOUT_S)
         cluster.nodes[leader].kill()
+        # Its next run's interpreter imports the broker while the failover is waited for, so that
+        # the restart below does not wait for that too (ClusterNode.warm_up); so in the tests below.
+        cluster.nodes[leader].warm_up()
         wait_until("a new leader for partition 0", lambda: partition_state(survivor.bootstrap, name, 0)[0] not in (leader, -1) or None, TIMEOUT_S)
-        wait_until("more records acknowledged after the failover", lambda: len(acked) >= 1500 or None, TIMEOUT_S)
+        wait_until("more records acknowledged after the failover", lambda: len(acked) >= 900 or None, TIMEOUT_S)
     # Every acknowledged record is there, at the offset it was acknowledged with, once.
     records = read_all(survivor.bootstrap, name, 3, len(acked))
     missing = set(acked) - set(records)
@@ -179,6 +182,7 @@ def test_acks_all_is_refused_below_min_insync_replicas(cluster: KafkaCluster) ->
     leader, _ = partition_state(cluster.bootstrap, name)
     follower = next(n for n in cluster.brokers if n.node_id != leader)
     follower.kill()
+    follower.warm_up()
     try:
         wait_until("the dead follower out of the ISR", lambda: follower.node_id not in partition_state(cluster.bootstrap, name)[1] or None, TIMEOUT_S)
         bootstrap = cluster.nodes[leader].bootstrap
@@ -212,6 +216,7 @@ def test_committed_offsets_survive_the_coordinators_death(cluster: KafkaCluster)
     # The coordinator is the leader of the group's __consumer_offsets partition.
     coordinator, _ = partition_state(cluster.bootstrap, GROUP_METADATA_TOPIC, partition_for(group, 50))
     cluster.nodes[coordinator].kill()
+    cluster.nodes[coordinator].warm_up()
     survivor = next(n for n in cluster.brokers if n.node_id != coordinator)
     try:
         resumed = Consumer({"bootstrap.servers": survivor.bootstrap, "group.id": group, "enable.auto.commit": False})
@@ -239,6 +244,7 @@ def test_a_controlled_shutdown_of_the_leader_loses_nothing_and_hands_leadership_
     try:
         with producing(survivor.bootstrap, name, b"s", 50) as acked:
             wait_until("some records acknowledged", lambda: len(acked) >= 100 or None, TIMEOUT_S)
+            cluster.nodes[leader].warm_up()
             cluster.nodes[leader].stop()  # SIGTERM: a controlled shutdown, which must exit cleanly
             new_leader = wait_until("another leader", lambda: (b := partition_state(survivor.bootstrap, name)[0]) not in (leader, -1) and b, TIMEOUT_S)
             assert new_leader != leader
@@ -279,6 +285,7 @@ def test_a_broker_cut_off_from_the_controllers_stops_once_its_session_is_over(cl
         topics=(FetchTopic(topic=name, partitions=(FetchPartition(partition=0, fetch_offset=log_end, partition_max_bytes=1 << 20),)),),
         forgotten_topics_data=(),
     )
+    victim.warm_up()
     started = time.monotonic()
     try:
         cluster.isolate(victim.node_id)
@@ -325,6 +332,7 @@ def test_a_follower_behind_the_leaders_log_start_starts_over_there(cluster: Kafk
     follower = next(n for n in cluster.brokers if n.node_id != leader)
     survivor = cluster.nodes[leader]
     follower.kill()
+    follower.warm_up()
     try:
         wait_until("the dead follower out of the ISR", lambda: follower.node_id not in partition_state(survivor.bootstrap, name)[1] or None, TIMEOUT_S)
         assert len(produce(survivor.bootstrap, name, [b"after-%d" % i for i in range(200)])) == 200

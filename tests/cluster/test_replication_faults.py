@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_commit.v8 import request as commit_v8
 from kio.schema.produce.v8 import request as produce_v8
@@ -205,6 +205,13 @@ def wait_for_isr(cluster: KafkaCluster, topic: str, expected: set[int], partitio
     wait_until(f"the ISR of {topic}-{partition} to be {sorted(expected)}", lambda: set(isr(cluster, topic, partition)) == expected or None, TIMEOUT_S)
 
 
+def kill(cluster: KafkaCluster, node_id: int) -> None:
+    """SIGKILL; the node's next interpreter imports the broker meanwhile (ClusterNode.warm_up), while
+    the test waits out the failover, so that its restart does not wait for the import too."""
+    cluster.nodes[node_id].kill()
+    cluster.nodes[node_id].warm_up()
+
+
 def restart(cluster: KafkaCluster, node_id: int) -> None:
     cluster.nodes[node_id].launch()
     cluster.nodes[node_id].await_started()
@@ -336,7 +343,7 @@ def test_with_two_replicas_down_acks_all_fails_and_consumers_read_to_the_high_wa
     leader, _ = partition_state(cluster.bootstrap, name)
     others = [n for n in cluster.nodes if n != leader]
     for n in others:
-        cluster.nodes[n].kill()
+        kill(cluster, n)
     bootstrap = cluster.nodes[leader].bootstrap
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "message.timeout.ms": 5000})
     errors: list[KafkaError | None] = []
@@ -363,49 +370,45 @@ def test_with_two_replicas_down_acks_all_fails_and_consumers_read_to_the_high_wa
 # -- 4. the last ISR member lost: no unclean election unless the topic allows it --------------------
 
 
-def lose_the_last_isr_member(cluster: KafkaCluster) -> tuple[str, int, int, int, str]:
-    """A partition whose ISR shrank to its leader, which then died, the other two replicas running:
-    (topic, dead leader, first, second, the survivors' bootstrap)."""
-    name = unique_topic("unclean")
-    create(cluster.bootstrap, name)
-    wait_for_isr(cluster, name, {1, 2, 3})
-    assert len(produce(cluster.bootstrap, name, [b"clean-%d" % i for i in range(100)])) == 100
-    leader, _ = partition_state(cluster.bootstrap, name)
+def lose_the_last_isr_member(cluster: KafkaCluster) -> tuple[list[str], int, int, int, str]:
+    """Two topics on the same replicas whose partitions' ISR shrank to their leader, which then
+    died, the other two replicas running: (topics, dead leader, first, second, the survivors'
+    bootstrap). Two, so that one failure of the leader shows both a topic that allows no unclean
+    election and one that is then given it."""
+    names = [unique_topic("unclean"), unique_topic("unclean")]
+    create(cluster.bootstrap, names[0])
+    wait_for_isr(cluster, names[0], {1, 2, 3})
+    leader, _ = partition_state(cluster.bootstrap, names[0])
     first, second = (n for n in cluster.nodes if n != leader)
+    # The same leader and followers: the kills below shrink both ISRs alike.
+    topic = NewTopic(names[1], num_partitions=1, replica_assignment=[[leader, first, second]], config={"min.insync.replicas": "2"})
+    creator = admin(cluster.bootstrap)  # held: a client dropped before its answer fails the future
+    creator.create_topics([topic], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S)[names[1]].result(timeout=TIMEOUT_S)
+    for name in names:
+        wait_for_isr(cluster, name, {1, 2, 3})
+        assert partition_state(cluster.bootstrap, name)[0] == leader
+        assert len(produce(cluster.bootstrap, name, [b"clean-%d" % i for i in range(100)])) == 100
     # Killed one after the other; each comes back (the metadata quorum needs two of three nodes)
     # cut off from the leader's data, so it stays out of the ISR.
-    cluster.nodes[first].kill()
-    wait_for_isr(cluster, name, {leader, second})
+    kill(cluster, first)
+    for name in names:
+        wait_for_isr(cluster, name, {leader, second})
     cluster.broker_links[(first, leader)].cut()
     restart(cluster, first)
-    cluster.nodes[second].kill()
-    wait_for_isr(cluster, name, {leader})
+    kill(cluster, second)
+    for name in names:
+        wait_for_isr(cluster, name, {leader})
     cluster.broker_links[(second, leader)].cut()
     restart(cluster, second)
     # Only the leader holds these.
-    assert len(produce(cluster.nodes[leader].bootstrap, name, [b"leader-only-%d" % i for i in range(10)], acks="1")) == 10
-    cluster.nodes[leader].kill()
+    for name in names:
+        assert len(produce(cluster.nodes[leader].bootstrap, name, [b"leader-only-%d" % i for i in range(10)], acks="1")) == 10
+    kill(cluster, leader)
     cluster.heal()
     survivors = ",".join(cluster.nodes[n].bootstrap for n in (first, second))
-    wait_until("the partition without a leader", lambda: partition_state(survivors, name)[0] == -1 or None, TIMEOUT_S)
-    return name, leader, first, second, survivors
-
-
-def test_a_partition_whose_last_isr_member_died_stays_leaderless(cluster: KafkaCluster) -> None:
-    name, leader, first, second, survivors = lose_the_last_isr_member(cluster)
-    # unclean.leader.election.enable=false: both live replicas are out of the ISR, neither is
-    # elected, however long they have been back.
-    deadline = time.monotonic() + 3 * SESSION_MS / 1000
-    while time.monotonic() < deadline:
-        assert partition_state(survivors, name)[0] == -1, "a replica outside the ISR was elected with unclean election disabled"
-        time.sleep(0.5)
-    # The last ISR member returns and leads again with every record it had (it restarted uncleanly, so with
-    # eligible leader replicas on it is elected as the partition's last known leader, KIP-966).
-    restart(cluster, leader)
-    wait_until("the old leader leading again", lambda: partition_state(cluster.bootstrap, name)[0] == leader or None, TIMEOUT_S)
-    wait_for_isr(cluster, name, {1, 2, 3})
-    records, _ = read_to_end(cluster.bootstrap, name, [0])
-    assert [v for _, _, v in records] == [b"clean-%d" % i for i in range(100)] + [b"leader-only-%d" % i for i in range(10)]
+    for name in names:
+        wait_until("the partition without a leader", lambda name=name: partition_state(survivors, name)[0] == -1 or None, TIMEOUT_S)  # type: ignore[misc]
+    return names, leader, first, second, survivors
 
 
 def unclean_passes(cluster: KafkaCluster) -> int:
@@ -413,31 +416,48 @@ def unclean_passes(cluster: KafkaCluster) -> int:
     return sum(n.log_path.read_bytes().count(b"controller.unclean_leaders_elected") for n in cluster.nodes.values() if n.log_path.exists())
 
 
-def test_enabling_unclean_leader_election_gives_a_leaderless_partition_a_leader_at_the_periodic_check(cluster: KafkaCluster) -> None:
-    """As Kafka 4.4's controller: the config change elects nothing itself, the periodic check every
-    unclean.leader.election.interval.ms does (docs/design/replication.md has Kafka's run of this)."""
-    name, leader, first, second, survivors = lose_the_last_isr_member(cluster)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+def test_a_partition_whose_last_isr_member_died_stays_leaderless_unless_unclean_election_is_enabled(cluster: KafkaCluster) -> None:
+    """Without unclean.leader.election.enable the partition stays leaderless until its last ISR
+    member returns. Enabling it, as Kafka 4.4's controller does, elects nothing itself: the periodic
+    check every unclean.leader.election.interval.ms does (docs/design/replication.md has Kafka's run
+    of this)."""
+    (clean, unclean), leader, first, second, survivors = lose_the_last_isr_member(cluster)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, unclean, incremental_configs=[
         ConfigEntry("unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET)
     ])
     client = admin(survivors)  # held: a client dropped before its answer fails the future
     passes = unclean_passes(cluster)
+    # unclean.leader.election.enable=false: both live replicas are out of the ISR, neither is
+    # elected, however long they have been back, nor by the periodic check that elects the other topic's.
+    deadline = time.monotonic() + 3 * SESSION_MS / 1000
     client.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT_S)
     new_leader = wait_until(
-        "an unclean leader at the periodic check", lambda: (b := partition_state(survivors, name)[0]) in (first, second) and b, UNCLEAN_INTERVAL_MS / 1000 + 30
+        "an unclean leader at the periodic check", lambda: (b := partition_state(survivors, unclean)[0]) in (first, second) and b, UNCLEAN_INTERVAL_MS / 1000 + 30
     )
     wait_until("the periodic check's election in a controller's log", lambda: unclean_passes(cluster) > passes or None, 10)
+    while True:
+        assert partition_state(survivors, clean)[0] == -1, "a replica outside the ISR was elected with unclean election disabled"
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
     # What the ISR held when the survivors left it was replicated to them: the unclean leader has it.
-    records, _ = read_to_end(survivors, name, [0])
+    records, _ = read_to_end(survivors, unclean, [0])
     assert [v for _, _, v in records] == [b"clean-%d" % i for i in range(100)]
-    wait_for_isr(cluster, name, {first, second})
-    assert len(produce(survivors, name, [b"after-unclean"])) == 1
+    wait_for_isr(cluster, unclean, {first, second})
+    assert len(produce(survivors, unclean, [b"after-unclean"])) == 1
+    # The last ISR member returns. Of the clean topic it leads again with every record it had (it
+    # restarted uncleanly, so with eligible leader replicas on it is elected as the partition's last
+    # known leader, KIP-966).
     restart(cluster, leader)
-    wait_for_isr(cluster, name, {1, 2, 3})
-    # The old leader gave up the records it alone had and holds the unclean leader's log.
+    wait_until("the old leader leading again", lambda: partition_state(cluster.bootstrap, clean)[0] == leader or None, TIMEOUT_S)
+    wait_for_isr(cluster, clean, {1, 2, 3})
+    records, _ = read_to_end(cluster.bootstrap, clean, [0])
+    assert [v for _, _, v in records] == [b"clean-%d" % i for i in range(100)] + [b"leader-only-%d" % i for i in range(10)]
+    # Of the other it gave up the records it alone had and holds the unclean leader's log.
+    wait_for_isr(cluster, unclean, {1, 2, 3})
     wait_until(
         "the old leader's copy equal to the unclean leader's",
-        lambda: replica_bytes(cluster, leader, name, 0) == replica_bytes(cluster, new_leader, name, 0) or None,
+        lambda: replica_bytes(cluster, leader, unclean, 0) == replica_bytes(cluster, new_leader, unclean, 0) or None,
         TIMEOUT_S,
     )
 

@@ -70,10 +70,14 @@ RECORDS = [f"key-{i}:value-{i}" for i in range(12)]
 # A share consumer is assigned its partitions a heartbeat after it joins, once the group
 # coordinator has initialized their state on the share coordinator, whose __share_group_state is
 # created on that first use: at the default 5 s heartbeat and 50 partitions, the step took ~6 s.
+# The other internal topics are created on first use too (the console consumer's group, the perf
+# test's transaction): 5 partitions each rather than 50 of 3 replicas, as no output counts them.
 BROKER_CONFIGS = {
     "group.share.heartbeat.interval.ms": "1000",
     "group.share.min.heartbeat.interval.ms": "1000",
     "share.coordinator.state.topic.num.partitions": "3",
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.num.partitions": "5",
 }
 
 

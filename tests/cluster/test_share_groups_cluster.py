@@ -1,5 +1,5 @@
 """KIP-932 share groups on three combined nodes with their defaults (share.version 2, as a new
-Kafka 4.4 cluster finalizes): the issue's acceptance test.
+Kafka 4.4 cluster finalizes; fast failover and a 1 s share heartbeat): the issue's acceptance test.
 
 - A partition leader SIGKILLed while confluent-kafka's ShareConsumer and Kafka 4.4's
   KafkaShareConsumer share a 3-partition RF=3 topic: nothing produced is lost, nothing is
@@ -64,7 +64,7 @@ from benchmarks.share_groups import (
 from broker.share_coordinator.share_partition_key import SharePartitionKey
 from tests.cluster.cluster import KafkaCluster, wait_until
 from tests.cluster.test_replication import FAST_FAILOVER
-from tests.integration.test_share_fetch_wire import set_group_configs
+from tests.integration.test_share_fetch_wire import FAST_SHARE_HEARTBEAT, set_group_configs
 from tests.integration.test_features import await_finalized
 from tests.integration.wire import request
 
@@ -76,7 +76,7 @@ WAIT_S = 60.0
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    c = KafkaCluster(tmp_path_factory.mktemp("share-groups"), combined=3, overrides=dict(FAST_FAILOVER))
+    c = KafkaCluster(tmp_path_factory.mktemp("share-groups"), combined=3, overrides={**FAST_FAILOVER, **FAST_SHARE_HEARTBEAT})
     try:
         c.start()
         await_finalized(c.bootstrap, "share.version", 2)

@@ -77,7 +77,8 @@ def run_transaction_until_committed(producer: Producer, name: str, values: list[
 
 
 def read_committed(bootstrap: str, name: str, expected: int) -> list[bytes]:
-    """Every committed value of partition 0: waits for ``expected``, then a moment more for any extra."""
+    """Every committed value of partition 0: waits for ``expected``, then reads on to the high
+    watermark, so that any extra is seen."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("reader"), "isolation.level": "read_committed", "enable.auto.commit": False})
     consumer.assign([TopicPartition(name, 0, 0)])
     values: list[bytes] = []
@@ -88,7 +89,15 @@ def read_committed(bootstrap: str, name: str, expected: int) -> list[bytes]:
 
     try:
         wait_until(f"{expected} committed records of {name}", probe, TIMEOUT_S)
-        values.extend(m.value() for m in consumer.consume(500, 1.0) if m.error() is None)
+        # Then on to the end of the partition as it is now, past every marker: a record committed
+        # twice or of an aborted attempt would be before it.
+        end = consumer.get_watermark_offsets(TopicPartition(name, 0), timeout=10, cached=False)[1]
+
+        def at_end() -> bool | None:
+            values.extend(m.value() for m in consumer.consume(500, 0.1) if m.error() is None)
+            return consumer.position([TopicPartition(name, 0)])[0].offset >= end or None
+
+        wait_until(f"{name} read to offset {end}", at_end, TIMEOUT_S)
     finally:
         consumer.close()
     return values
@@ -111,16 +120,13 @@ def test_transactions_go_on_after_the_coordinator_is_killed(cluster: KafkaCluste
     # the data partition's business, not the coordinator's, and are not what this test is about.
     wait_until("A's marker replicated", lambda: high_watermark(cluster.bootstrap, name) >= len(a) + 1 or None, TIMEOUT_S)
 
+    # Not started again: the module's only test, its cluster goes with it.
     cluster.nodes[coordinator].kill()
     survivor = next(n for n in cluster.brokers if n.node_id != coordinator)
-    try:
-        b = [b"b%d" % i for i in range(10)]
-        producer = run_transaction_until_committed(producer, name, b, transactional_id, cluster.bootstrap)
-        new_coordinator, _ = partition_state(survivor.bootstrap, TRANSACTION_STATE_TOPIC, txn_partition)
-        assert new_coordinator not in (coordinator, -1)
-        producer.flush(API_TIMEOUT_S)
-        # Each committed record once, in order; no record of an aborted attempt.
-        assert read_committed(survivor.bootstrap, name, len(a) + len(b)) == a + b
-    finally:
-        cluster.nodes[coordinator].launch()
-        cluster.nodes[coordinator].await_started()
+    b = [b"b%d" % i for i in range(10)]
+    producer = run_transaction_until_committed(producer, name, b, transactional_id, cluster.bootstrap)
+    new_coordinator, _ = partition_state(survivor.bootstrap, TRANSACTION_STATE_TOPIC, txn_partition)
+    assert new_coordinator not in (coordinator, -1)
+    producer.flush(API_TIMEOUT_S)
+    # Each committed record once, in order; no record of an aborted attempt.
+    assert read_committed(survivor.bootstrap, name, len(a) + len(b)) == a + b

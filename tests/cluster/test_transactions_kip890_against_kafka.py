@@ -19,7 +19,20 @@ Before any of that, Kafka reads each partition's first batch to learn whether th
 transactional, and that read refuses some requests as a whole: every partition, a topic ID no topic
 has included, TRANSACTIONAL_ID_AUTHORIZATION_FAILED without a transactional id, CORRUPT_MESSAGE with
 its iterator's message for a batch length below 14 or a magic outside 0 to 2; under acks=0 the
-connection is closed. Refusals of the validation after it are per partition and carry no message."""
+connection is closed. Refusals of the validation after it are per partition and carry no message.
+
+Last, on the same clusters, the order in which a leader refuses an idempotent (not transactional)
+producer's batches while a killed follower shrinks the ISR. Issue 32's fourth long campaign (seed
+1513219335) wrote five of confluent-kafka's records twice, and every answer on the way was one Kafka
+gives. The retry of a batch already in the log was refused NOT_ENOUGH_REPLICAS while the ISR was
+below min.insync.replicas (Kafka's Partition checks the ISR before the log looks for the retry among
+the producer's last batches); once the ISR had grown back, a later batch of the same producer on
+another partition, read after its refused predecessor, was answered OUT_OF_ORDER_SEQUENCE_NUMBER.
+librdkafka took that for skipped sequence numbers, bumped its producer epoch, and sent the refused
+batch again from sequence 0, which no broker can recognise as a retry. The last test plays those
+steps on one partition: killing node 2 shrinks the ISR once the controller fences it (a broker
+session of 4 s, not the default 9 s, on both clusters), and lowering min.insync.replicas stands in
+for the ISR growing back."""
 
 from __future__ import annotations
 
@@ -27,16 +40,18 @@ import datetime
 import socket
 import struct
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from kio.schema.end_txn.v3 import request as end_v3
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as find_v4
+from kio.schema.init_producer_id.v4 import request as init_producer_id_v4
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_fetch.v8 import request as fetch_v8
 from kio.schema.produce.v9 import request as produce_v9
@@ -57,7 +72,13 @@ from tests.integration.wire import request
 
 TIMEOUT_S = 60.0
 # Fewer internal partitions than the 50 of both defaults: created faster, and the same on both.
-OVERRIDES = {"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"}
+# A broker session of 4 s, not 9: the last test waits for the controller to fence a killed node.
+OVERRIDES = {
+    "transaction.state.log.num.partitions": "5",
+    "offsets.topic.num.partitions": "5",
+    "broker.session.timeout.ms": "4000",
+    "broker.heartbeat.interval.ms": "500",
+}
 Cluster = KafkaCluster | KafkaReferenceCluster
 Answers = list[Any]
 
@@ -381,6 +402,74 @@ def refusals(cluster: Cluster, name: str) -> Answers:
     ]
 
 
+def produce_batch(bootstrap: str, topic: str, partition: int, batch: bytes, timeout_s: float = 10) -> tuple[ErrorCode, int]:
+    """An acks=all Produce of one batch: its error and the base offset it was written at (-1 if none)."""
+    body = produce_v9.ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        topic_data=(produce_v9.TopicProduceData(name=topic, partition_data=(produce_v9.PartitionProduceData(index=partition, records=batch),)),),
+    )
+    [answer] = [p for t in request(bootstrap, body).responses for p in t.partition_responses]
+    return ErrorCode(answer.error_code), int(answer.base_offset)
+
+
+def idempotent(pid: int, epoch: int, sequence: int, count: int) -> bytes:
+    now = int(time.time() * 1000)
+    return build_batch([(None, f"seq-{sequence + i}".encode(), (), now) for i in range(count)], producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
+
+
+def answered(leader: str, topic: str, expect: ErrorCode, what: str) -> None:
+    """Wait until a plain acks=all batch to partition 1 is answered ``expect`` (partition 0 holds
+    the producer's records); a second's timeout, as the batches wait for a follower meanwhile."""
+    probe = build_batch([(None, b"probe", (), int(time.time() * 1000))])
+    wait_until(what, lambda: produce_batch(leader, topic, 1, probe, timeout_s=1)[0] == expect, TIMEOUT_S)
+
+
+def set_min_isr(leader: str, topic: str, value: str) -> None:
+    client = AdminClient({"bootstrap.servers": leader})
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[ConfigEntry("min.insync.replicas", value, incremental_operation=AlterConfigOpType.SET)])
+    client.incremental_alter_configs([resource])[resource].result(15)
+
+
+def idempotent_producer(bootstrap: str) -> tuple[int, int]:
+    """An idempotent producer's id and epoch, asked again while the broker is still getting its
+    first block of ids (Kafka answers COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+    ask = init_producer_id_v4.InitProducerIdRequest(transactional_id=None, transaction_timeout=datetime.timedelta(minutes=1), producer_id=-1, producer_epoch=-1)
+
+    def given() -> tuple[int, int] | None:
+        r = request(bootstrap, ask)
+        return (int(r.producer_id), int(r.producer_epoch)) if r.error_code == ErrorCode.none else None
+
+    return wait_until("an idempotent producer id", given, TIMEOUT_S)
+
+
+def idempotent_refusals(cluster: Cluster, topic: str) -> Answers:
+    """The answers of node 1, leading both partitions of ``topic`` replicated on nodes 1 and 2 with
+    min.insync.replicas 2, to one idempotent producer's batches, before and after node 2 is killed."""
+    leader = cluster.nodes[1].bootstrap
+    client = AdminClient({"bootstrap.servers": leader})
+    new = NewTopic(topic, num_partitions=2, replica_assignment=[[1, 2], [1, 2]], config={"min.insync.replicas": "2"})
+    client.create_topics([new])[topic].result(15)
+    answered(leader, topic, ErrorCode.none, "node 1 leading with both replicas in sync")
+    pid, epoch = idempotent_producer(leader)
+    answers: Answers = [produce_batch(leader, topic, 0, idempotent(pid, epoch, 0, 3))]
+    cluster.nodes[2].kill()
+    answered(leader, topic, ErrorCode.not_enough_replicas, "node 2 out of the ISR")
+    answers += [
+        produce_batch(leader, topic, 0, idempotent(pid, epoch, 0, 3)),  # the retry of a batch in the log
+        produce_batch(leader, topic, 0, idempotent(pid, epoch, 3, 2)),
+    ]
+    set_min_isr(leader, topic, "1")
+    answered(leader, topic, ErrorCode.none, "min.insync.replicas 1 applied")
+    return answers + [
+        produce_batch(leader, topic, 0, idempotent(pid, epoch, 5, 1)),  # sent behind the refused one
+        produce_batch(leader, topic, 0, idempotent(pid, epoch, 0, 3)),
+        produce_batch(leader, topic, 0, idempotent(pid, epoch, 3, 2)),
+        produce_batch(leader, topic, 0, idempotent(pid, epoch, 5, 1)),
+    ]
+
+
 def differences(answers: dict[str, Answers]) -> dict[int, tuple[Any, Any]]:
     """Where kbroker's answers differ from Kafka's: step -> (kbroker's, Kafka's)."""
     kbroker, kafka = answers["kbroker"], answers["kafka"]
@@ -485,4 +574,22 @@ def test_produce_refused_as_a_whole_as_kafka_refuses_it(clusters: dict[str, Clus
     ]
     assert answers["kafka"][5][0][2] == ErrorCode.invalid_record
     assert answers["kafka"][6:] == [True, (0, 0)]
+    assert differences(answers) == {}
+
+
+# Last of the module: it kills node 2 of both clusters.
+def test_kbroker_refuses_an_idempotent_producers_batches_in_kafkas_order(clusters: dict[str, Cluster]) -> None:
+    answers = side_by_side(clusters, idempotent_refusals, unique_topic("refusals"))
+    # An ISR below min.insync.replicas refuses even a batch already written, before the log could
+    # recognise it; a batch after a refused one is out of order; the retries are then recognised
+    # and answered with where they were written.
+    assert answers["kafka"] == [
+        (NONE, 0),
+        (ErrorCode.not_enough_replicas, -1),
+        (ErrorCode.not_enough_replicas, -1),
+        (ErrorCode.out_of_order_sequence_number, -1),
+        (NONE, 0),
+        (NONE, 3),
+        (NONE, 5),
+    ]
     assert differences(answers) == {}

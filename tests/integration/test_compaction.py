@@ -144,13 +144,13 @@ def test_null_keys_are_refused_with_invalid_record(broker: BrokerProcess) -> Non
 def test_sigkill_during_a_segment_swap(broker_factory: StartBroker, step: str) -> None:
     broker = broker_factory({**CLEANER, "log.cleaner.enable": "false"})
     topic = unique_topic("swap")
-    create_topic(broker.bootstrap, topic, configs={"cleanup.policy": "compact", "segment.ms": "500", "segment.bytes": "10000000"})
+    create_topic(broker.bootstrap, topic, configs={"cleanup.policy": "compact", "segment.ms": "200", "segment.bytes": "10000000"})
     produced: dict[int, tuple[bytes | None, bytes | None]] = {}
     for burst in range(4):  # small segments, one group: the whole cleaned section swaps at once
         pairs = [(b"k%d" % (i % 50), b"v%d-%d" % (burst, i)) for i in range(500)]
         offsets = produce_pairs(broker.bootstrap, topic, pairs)
         produced.update(zip(offsets, pairs))
-        time.sleep(0.6)
+        time.sleep(0.3)  # past segment.ms: the next append rolls
     produced[produce_pairs(broker.bootstrap, topic, [(b"sentinel", b"s")])[0]] = (b"sentinel", b"s")
     # The cleaner starts with everything written, and stops on the event loop in the middle of its swap.
     broker.stop()
@@ -172,26 +172,27 @@ def test_sigkill_during_a_segment_swap(broker_factory: StartBroker, step: str) -
 
 
 def test_consumer_offsets_shrink_and_keep_the_groups_offsets(broker_factory: StartBroker) -> None:
-    broker = broker_factory({**CLEANER, "offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "1000000", "log.roll.ms": "1500"})
+    # Segments of 100 kB: the commits below fill about ten of them, all of which the cleaner shrinks.
+    broker = broker_factory({**CLEANER, "offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "100000", "log.roll.ms": "500"})
     topic = unique_topic("committed")
     create_topic(broker.bootstrap, topic, partitions=10)
     group = unique_topic("group")
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        # 100,000 offset commit records: 10,000 commits of the topic's 10 partitions.
-        for i in range(10_000):
+        # 10,000 offset commit records: 1,000 commits of the topic's 10 partitions.
+        for i in range(1_000):
             c.commit(offsets=[TopicPartition(topic, p, 10 * i + p) for p in range(10)], asynchronous=True)
             if i % 100 == 0:
                 c.poll(0)
-        final = [TopicPartition(topic, p, 100_000 - 10 + p) for p in range(10)]
+        final = [TopicPartition(topic, p, 10_000 - 10 + p) for p in range(10)]
         c.commit(offsets=final, asynchronous=False)
         before = {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(10)], timeout=30)}
     finally:
         c.close()
-    assert before == {p: 100_000 - 10 + p for p in range(10)}
+    assert before == {p: 10_000 - 10 + p for p in range(10)}
     _, high = watermarks(broker.bootstrap, "__consumer_offsets")
-    assert high > 100_000
-    time.sleep(1.7)
+    assert high > 10_000
+    time.sleep(0.7)  # past log.roll.ms
     probe = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique_topic("probe"), "enable.auto.commit": False})
     try:  # a commit of another group rolls the segment holding the last commits
         probe.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)

@@ -1,5 +1,5 @@
 """KIP-932's ShareFetch and ShareAcknowledge against one node with its defaults (share.version 2,
-as a new Kafka 4.4 cluster finalizes): confluent-kafka's ShareConsumer and
+as a new Kafka 4.4 cluster finalizes; a 1 s share heartbeat): confluent-kafka's ShareConsumer and
 Kafka 4.4's console share consumer read every record of a 3-partition topic, two consumers of one
 group splitting them; and raw requests walk the record states (release, reject, lock timeout, the
 delivery count limit) and the share session errors.
@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from confluent_kafka import Producer, ShareConsumer
@@ -34,7 +34,7 @@ from kio.schema.share_group_describe.v1 import request as describe_v1
 from kio.schema.share_group_heartbeat.v1 import request as heartbeat_v1
 from kio.static.primitive import i8, i32, i64
 
-from tests.integration.conftest import BrokerProcess, StartBroker
+from tests.integration.conftest import BrokerProcess, StartBroker, retire
 from tests.integration.helpers import create_topic, produce_acked
 from tests.integration.test_cli import kbroker
 from tests.integration.test_features import await_finalized
@@ -50,15 +50,24 @@ CONSOLE_SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 
 
+# A member is assigned the share partitions initialized after it joined at its next heartbeat: at
+# the 5 s default interval a new member waits up to 5 s for its first record.
+FAST_SHARE_HEARTBEAT = {"group.share.heartbeat.interval.ms": "1000", "group.share.min.heartbeat.interval.ms": "1000"}
+
+
 def share_node_with(start: StartBroker, props: dict[str, str]) -> BrokerProcess:
-    node = start(props)
+    node = start({**FAST_SHARE_HEARTBEAT, **props})
     await_finalized(node.bootstrap, "share.version", 2)
     return node
 
 
-@pytest.fixture
-def share_node(broker_factory: StartBroker) -> BrokerProcess:
-    return share_node_with(broker_factory, {})
+@pytest.fixture(scope="module")
+def share_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One node for the module's tests that leave share.version alone, each with its own topics and groups."""
+    directory = tmp_path_factory.mktemp("share-node")
+    node = share_node_with(lambda props: BrokerProcess(directory / "data", props).start(), {})
+    yield node
+    retire(node)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from tests.integration.conftest import BrokerProcess, retire
 from tests.integration.helpers import create_topic, produce_acked, unique_topic
 from tests.integration.test_features import await_finalized
 from tests.integration.test_prometheus_metrics import scrape, value
-from tests.integration.test_share_fetch_wire import send_in_transaction, set_group_configs, share_poll_until
+from tests.integration.test_share_fetch_wire import FAST_SHARE_HEARTBEAT, send_in_transaction, set_group_configs, share_poll_until
 from tests.ports import free_port
 
 WAIT_S = 30.0
@@ -64,6 +64,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsShareNode]:
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(keystore),
             "metrics.listener": f"http://127.0.0.1:{metrics_port}",
+            **FAST_SHARE_HEARTBEAT,
         }
     )
     broker.start()

@@ -26,7 +26,7 @@ from benchmarks.apache_kafka import SERVER_JVM_OPTS, KafkaReferenceCluster
 from tests.integration.conftest import BrokerProcess, StartBroker
 from tests.integration.helpers import create_topic, produce_acked
 from tests.integration.test_prometheus_metrics import scrape, value
-from tests.integration.test_share_fetch_wire import WAIT_S, set_group_configs, share_node_with
+from tests.integration.test_share_fetch_wire import FAST_SHARE_HEARTBEAT, WAIT_S, set_group_configs, share_node_with
 from tests.ports import free_ports
 
 T = TypeVar("T")
@@ -218,7 +218,7 @@ def prometheus_series(key: str) -> tuple[str, frozenset[tuple[str, str]]] | None
 def kafka_with_jmx(root: Path, lib: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[KafkaReferenceCluster, int]:
     (jmx_port,) = free_ports(1)
     cluster = KafkaReferenceCluster(
-        root, lib, nodes=1, overrides={"group.share.record.lock.duration.ms": str(LOCK_MS), "group.share.min.record.lock.duration.ms": "1000"}
+        root, lib, nodes=1, overrides={"group.share.record.lock.duration.ms": str(LOCK_MS), "group.share.min.record.lock.duration.ms": "1000", **FAST_SHARE_HEARTBEAT}
     )
     node = cluster.nodes[1]
     jmx = (

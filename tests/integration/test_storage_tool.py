@@ -12,7 +12,9 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -20,6 +22,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from benchmarks.apache_kafka import KafkaReferenceCluster
 from storage.meta_properties import read_meta_properties
 from tests.integration.conftest import REPO, BrokerProcess
+from tests.integration.forked_cli import ForkedCli
 from tests.integration.helpers import create_topic
 from tests.kafka_tools import kafka_tool
 from tests.ports import free_port
@@ -31,7 +34,22 @@ TOPIC = "orders"
 
 
 def kbroker(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m broker ARGS` from a cold start (other modules' tests format their nodes with it)."""
     return subprocess.run([sys.executable, "-m", "broker", *args], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+# This module's commands: each a process of its own, forked from an interpreter that imported the
+# broker once (tests/integration/forked_cli.py), as two dozen cold starts cost about 20 s.
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
+    forks = ForkedCli(REPO, tmp_path_factory.mktemp("cli"))
+    try:
+        yield lambda *args: forks.run(*args, timeout_s=TIMEOUT_S)
+    finally:
+        forks.close()
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -59,13 +77,13 @@ def combined_node(tmp_path: Path, client_port: int = 19092, controller_port: int
     }
 
 
-def test_random_uuid_format_and_info(tmp_path: Path) -> None:
-    uuids = {kbroker("storage", "random-uuid").stdout.strip() for _ in range(2)}
+def test_random_uuid_format_and_info(tmp_path: Path, cli: Cli) -> None:
+    uuids = {cli("storage", "random-uuid").stdout.strip() for _ in range(2)}
     assert len(uuids) == 2 and all(len(u) == 22 for u in uuids)
     config = write_config(tmp_path / "server.properties", combined_node(tmp_path))
-    before = kbroker("storage", "info", "--config", str(config))
+    before = cli("storage", "info", "--config", str(config))
     assert before.returncode == 1 and f"{tmp_path / 'meta'} does not exist" in before.stdout
-    formatted = kbroker("storage", "format", "--cluster-id", CLUSTER, "--config", str(config))
+    formatted = cli("storage", "format", "--cluster-id", CLUSTER, "--config", str(config))
     assert formatted.returncode == 0, formatted.stderr
     assert formatted.stdout.splitlines() == [
         f"Formatting data directory {tmp_path / 'data1'} with cluster.id {CLUSTER}.",
@@ -74,26 +92,26 @@ def test_random_uuid_format_and_info(tmp_path: Path) -> None:
     ]
     metas = [read_meta_properties(tmp_path / d) for d in ("data1", "data2", "meta")]
     assert {(m.cluster_id, m.node_id) for m in metas if m} == {(CLUSTER, 1)} and len({m.directory_id for m in metas if m}) == 3
-    info = kbroker("storage", "info", "-c", str(config))
+    info = cli("storage", "info", "-c", str(config))
     assert info.returncode == 0 and f"cluster.id={CLUSTER}" in info.stdout and "Found log directories:" in info.stdout
     assert f"kbroker found in {tmp_path / 'data1'}:\n  last shutdown: none recorded (no .kafka_cleanshutdown, no partition, no checkpoint)\n" in info.stdout
-    again = kbroker("storage", "format", "-t", CLUSTER, "-c", str(config))
+    again = cli("storage", "format", "-t", CLUSTER, "-c", str(config))
     assert "is already formatted. Use --ignore-formatted" in one_error_line(again)
-    ignored = kbroker("storage", "format", "-t", CLUSTER, "-c", str(config), "--ignore-formatted")
+    ignored = cli("storage", "format", "-t", CLUSTER, "-c", str(config), "--ignore-formatted")
     assert ignored.returncode == 0 and ignored.stdout.strip() == "All of the log directories are already formatted."
-    assert "Invalid cluster.id" in one_error_line(kbroker("storage", "format", "-t", "another", "-c", str(config), "-g"))
+    assert "Invalid cluster.id" in one_error_line(cli("storage", "format", "-t", "another", "-c", str(config), "-g"))
     (tmp_path / "data2" / "meta.properties").unlink()
-    broken = kbroker("storage", "info", "-c", str(config))
+    broken = cli("storage", "info", "-c", str(config))
     assert broken.returncode == 1 and f"{tmp_path / 'data2'} is not formatted." in broken.stdout
 
 
-def test_kip_853_format_options(tmp_path: Path) -> None:
+def test_kip_853_format_options(tmp_path: Path, cli: Cli) -> None:
     broker = write_config(
         tmp_path / "broker.properties",
         {"node.id": "4", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:19092", "controller.quorum.bootstrap.servers": "127.0.0.1:19093", "log.dirs": str(tmp_path / "b")},
     )
-    assert "only use --standalone on a controller" in one_error_line(kbroker("storage", "format", "-t", CLUSTER, "-c", str(broker), "--standalone"))
-    assert kbroker("storage", "format", "-t", CLUSTER, "-c", str(broker)).returncode == 0
+    assert "only use --standalone on a controller" in one_error_line(cli("storage", "format", "-t", CLUSTER, "-c", str(broker), "--standalone"))
+    assert cli("storage", "format", "-t", CLUSTER, "-c", str(broker)).returncode == 0
     controller_props = {
         "node.id": "1",
         "process.roles": "controller",
@@ -102,26 +120,26 @@ def test_kip_853_format_options(tmp_path: Path) -> None:
         "log.dirs": str(tmp_path / "c1"),
     }
     controller = write_config(tmp_path / "c1.properties", controller_props)
-    assert "--standalone, --initial-controllers, or --no-initial-controllers" in one_error_line(kbroker("storage", "format", "-t", CLUSTER, "-c", str(controller)))
+    assert "--standalone, --initial-controllers, or --no-initial-controllers" in one_error_line(cli("storage", "format", "-t", CLUSTER, "-c", str(controller)))
     initial = "1@127.0.0.1:19093:MvDxzVmcRsaTz33bUuRU6A,2@127.0.0.1:19095:07R5amHmR32VDA6jHkGbTA"
-    ok = kbroker("storage", "format", "-t", CLUSTER, "-c", str(controller), "--initial-controllers", initial)
+    ok = cli("storage", "format", "-t", CLUSTER, "-c", str(controller), "--initial-controllers", initial)
     assert ok.returncode == 0 and "dynamic metadata voter directory" in ok.stdout
     assert read_meta_properties(tmp_path / "c1").directory_id == "MvDxzVmcRsaTz33bUuRU6A"  # type: ignore[union-attr]
-    assert "more than once" in one_error_line(kbroker("storage", "format", "-t", CLUSTER, "-c", str(controller), "-I", "1@h:1:MvDxzVmcRsaTz33bUuRU6A,1@h:2:07R5amHmR32VDA6jHkGbTA"))
+    assert "more than once" in one_error_line(cli("storage", "format", "-t", CLUSTER, "-c", str(controller), "-I", "1@h:1:MvDxzVmcRsaTz33bUuRU6A,1@h:2:07R5amHmR32VDA6jHkGbTA"))
     alone = write_config(tmp_path / "c3.properties", controller_props | {"node.id": "3", "log.dirs": str(tmp_path / "c3")})
-    assert kbroker("storage", "format", "-t", CLUSTER, "-c", str(alone), "--standalone").returncode == 0
+    assert cli("storage", "format", "-t", CLUSTER, "-c", str(alone), "--standalone").returncode == 0
     static = write_config(tmp_path / "static.properties", combined_node(tmp_path / "static"))
-    assert "cannot specify controller.quorum.voters" in one_error_line(kbroker("storage", "format", "-t", CLUSTER, "-c", str(static), "-s"))
+    assert "cannot specify controller.quorum.voters" in one_error_line(cli("storage", "format", "-t", CLUSTER, "-c", str(static), "-s"))
 
 
-def test_serve_refuses_unformatted_or_disagreeing_storage(tmp_path: Path) -> None:
+def test_serve_refuses_unformatted_or_disagreeing_storage(tmp_path: Path, cli: Cli) -> None:
     config = write_config(tmp_path / "server.properties", combined_node(tmp_path))
-    line = one_error_line(kbroker("serve", "--config", str(config)))
+    line = one_error_line(cli("serve", "--config", str(config)))
     assert "No meta.properties found in" in line and "kbroker storage format" in line
-    assert kbroker("storage", "format", "-t", CLUSTER, "-c", str(config)).returncode == 0
-    moved = kbroker("serve", "--config", str(config), "--override", "node.id=2", "--override", "controller.quorum.voters=2@127.0.0.1:19093")
+    assert cli("storage", "format", "-t", CLUSTER, "-c", str(config)).returncode == 0
+    moved = cli("serve", "--config", str(config), "--override", "node.id=2", "--override", "controller.quorum.voters=2@127.0.0.1:19093")
     assert "Stored node id 1" in one_error_line(moved)
-    assert f"but read {CLUSTER}" in one_error_line(kbroker("serve", "--config", str(config), "--override", "cluster.id=another"))
+    assert f"but read {CLUSTER}" in one_error_line(cli("serve", "--config", str(config), "--override", "cluster.id=another"))
 
 
 def test_a_formatted_node_starts_with_its_cluster_id(kbroker_ran: tuple[BrokerProcess, dict[int, int]]) -> None:
@@ -189,14 +207,14 @@ def kafka_ran(kafka_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
 
 
 @pytest.fixture(scope="module")
-def kbroker_ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[BrokerProcess, dict[int, int]]:
+def kbroker_ran(tmp_path_factory: pytest.TempPathFactory, cli: Cli) -> tuple[BrokerProcess, dict[int, int]]:
     """A kbroker node formatted by `kbroker storage format` (two log dirs and a metadata log dir),
     written to as write_some does and stopped; and its partitions' log end offsets."""
     root = tmp_path_factory.mktemp("kbroker")
     node = BrokerProcess(root / "data1")
     one_node = {"offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1", "group.initial.rebalance.delay.ms": "0"}
     node.config_file = write_config(root / "server.properties", combined_node(root, client_port=node.port, controller_port=free_port()) | one_node)
-    assert kbroker("storage", "format", "-t", CLUSTER, "-c", str(node.config_file)).returncode == 0
+    assert cli("storage", "format", "-t", CLUSTER, "-c", str(node.config_file)).returncode == 0
     node.start()
     try:
         ends = write_some(node.bootstrap)
@@ -221,7 +239,7 @@ def directory_blocks(text: str) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("written_by", ["Apache Kafka", "kbroker"])
 def test_storage_info_prints_what_kafka_prints_then_what_kbroker_found(
-    written_by: str, kafka_ran: tuple[Path, list[Path], dict[int, int]], kbroker_ran: tuple[BrokerProcess, dict[int, int]], kafka_lib: Path
+    written_by: str, kafka_ran: tuple[Path, list[Path], dict[int, int]], kbroker_ran: tuple[BrokerProcess, dict[int, int]], kafka_lib: Path, cli: Cli
 ) -> None:
     if written_by == "Apache Kafka":
         config, dirs, ends = kafka_ran
@@ -231,8 +249,8 @@ def test_storage_info_prints_what_kafka_prints_then_what_kbroker_found(
         config, dirs = node.config_file, [node.data_dir.parent / d for d in ("data1", "data2", "meta")]
     theirs = kafka_tool(kafka_lib, STORAGE_TOOL, "info", "-c", str(config))
     before = {d: files_and_times(d) for d in dirs}
-    ours = kbroker("storage", "info", "-c", str(config))
-    verbose = kbroker("storage", "info", "--verbose", "-c", str(config))
+    ours = cli("storage", "info", "-c", str(config))
+    verbose = cli("storage", "info", "--verbose", "-c", str(config))
     assert {d: files_and_times(d) for d in dirs} == before
     assert theirs.returncode == ours.returncode == verbose.returncode == 0, (theirs, ours, verbose)
     assert theirs.stdout.startswith("Found log director") and ours.stdout.startswith(theirs.stdout) and verbose.stdout.startswith(theirs.stdout)
