@@ -33,6 +33,7 @@ from kio.static.primitive import i8
 from broker import wire_client
 from broker.cli import main as kbroker_main
 from broker.metadata_quorum_command import CONTROLLER_ENDPOINT_TYPE
+from tests.cluster.kbroker_command import quorum_status
 from tests.cluster.link_proxy import LinkProxy, ProxyLoop
 from tests.integration.conftest import REPO, BrokerProcess, retire
 from tests.ports import free_ports
@@ -340,17 +341,6 @@ def wait_until(what: str, probe: Callable[[], T | None], timeout_s: float, inter
             last_error = e
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}" + (f" (last error: {last_error!r})" if last_error else ""))
-
-
-def quorum_status(controller: str, timeout_s: float = 30.0) -> dict[str, str] | None:
-    """`kbroker metadata-quorum describe --status` against one controller, as a dict; None if it failed."""
-    out = subprocess.run(
-        [sys.executable, "-m", "broker", "metadata-quorum", "--bootstrap-controller", controller, "describe", "--status"],
-        cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
-    )
-    if out.returncode != 0:
-        return None
-    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.stdout.splitlines() if ":" in line)}
 
 
 def leader_id(cluster: KafkaCluster, asked: int) -> int | None:

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from tests.cluster.cluster import ClusterNode, NodeSpec, wait_until
-from tests.cluster.kbroker_command import run_in_process
+from tests.cluster.kbroker_command import quorum_status, run_in_process
 from tests.integration.conftest import retire
 from tests.integration.helpers import unique_topic
 from tests.ports import free_ports
@@ -92,14 +92,6 @@ def kbroker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if check:
         assert out.returncode == 0, f"kbroker {' '.join(args)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
     return out
-
-
-def quorum_status(controller: str) -> dict[str, str] | None:
-    """`kbroker metadata-quorum describe --status` against one controller, as a dict; None if it failed."""
-    out = kbroker("metadata-quorum", "--bootstrap-controller", controller, "describe", "--status", check=False)
-    if out.returncode != 0:
-        return None
-    return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.stdout.splitlines() if ":" in line)}
 
 
 def voter_ids(status: dict[str, str] | None) -> set[int] | None:

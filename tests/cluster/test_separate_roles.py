@@ -18,7 +18,7 @@ from kio.static.primitive import i32
 from broker import wire_client
 
 from tests.cluster.cluster import KafkaCluster, leader_id, wait_until
-from tests.cluster.test_dynamic_quorum import quorum_status
+from tests.cluster.kbroker_command import quorum_status
 from tests.integration.helpers import unique_topic
 
 TIMEOUT_S = 30.0

@@ -23,15 +23,7 @@ from signal import SIGKILL
 from typing import IO
 
 
-def _exit_code(e: SystemExit) -> int:
-    """The status an interpreter leaving with ``e`` exits with (a message is printed, then 1)."""
-    if e.code is None or isinstance(e.code, int):
-        return e.code or 0
-    print(e.code, file=sys.stderr)
-    return 1
-
-
-def _child(main: Callable[[list[str]], int], args: list[str], out: str, err: str) -> None:
+def _child(main: Callable[[list[str]], int], exit_status: Callable[[SystemExit], int], args: list[str], out: str, err: str) -> None:
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
     os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
@@ -39,7 +31,7 @@ def _child(main: Callable[[list[str]], int], args: list[str], out: str, err: str
     try:
         code = main(args)
     except SystemExit as e:
-        code = _exit_code(e)
+        code = exit_status(e)
     except BaseException:  # noqa: BLE001 - printed as an interpreter would print it
         traceback.print_exc()
     finally:
@@ -58,12 +50,13 @@ def serve_forks() -> None:
     import broker.server  # noqa: F401  (serve imports it before it reads meta.properties)
     import broker.storage_tool  # noqa: F401
     from broker.cli import main
+    from tests.cluster.kbroker_command import exit_status
 
     while line := sys.stdin.readline():
         args, out, err = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            _child(main, args, out, err)
+            _child(main, exit_status, args, out, err)
         print(pid, flush=True)
         _, status = os.waitpid(pid, 0)
         print(os.waitstatus_to_exitcode(status), flush=True)
