@@ -64,6 +64,9 @@ BROKER_SHARED = {
     "transaction.state.log.num.partitions": "8",
     "group.initial.rebalance.delay.ms": "0",
     "replica.lag.time.max.ms": "10000",
+    # A consumer-protocol (KIP-848) rebalance takes a few heartbeats: 1 s apart, not 5.
+    "group.consumer.min.heartbeat.interval.ms": "1000",
+    "group.consumer.heartbeat.interval.ms": "1000",
 }
 CONTROLLER_ONLY = {
     "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),

@@ -3,7 +3,10 @@
 survive the SIGKILL of a leader of each kind, in turn, with nothing lost and nothing duplicated;
 every ISR is whole again after each restart (kbroker leaders send AlterPartition to Kafka's
 controller to take the returning Kafka broker back, and the reverse); a consumer group committed
-through one kind's coordinator resumes on the other kind's coordinator from those offsets.
+through one kind's coordinator resumes on the other kind's coordinator from those offsets; a
+consumer-protocol group (KIP-848) keeps its members and their assignments, unfenced, while its
+coordinator moves from Kafka to kbroker (failover) and back (preferred election), each kind
+rebalancing it from the records the other wrote.
 Kafka's kafka-reassign-partitions moves replicas from the Kafka broker onto kbroker brokers and
 from kbroker brokers onto the Kafka broker, throttled, while a producer writes (KIP-455 adding and
 removing replicas, applied by both kinds from Kafka's controller's records).
@@ -19,11 +22,11 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, ConsumerGroupType, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource, ConfigSource, ConsumerGroupDescription, ResourceType
 from kio.schema.alter_partition_reassignments.v0.request import AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32
@@ -81,6 +84,92 @@ class Producing:
         assert self._producer.flush(2 * TIMEOUT_S) == 0
 
 
+class Kip848Member:
+    """A consumer-protocol (KIP-848) group member reading in its own thread, committing what it
+    read after each batch and before giving partitions up; what it read, what it owns, and any
+    partitions it lost (librdkafka's on_lost: the coordinator fenced it)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.values: list[int] = []
+        self.member_id = ""
+        self.owned: set[int] = set()
+        self.lost: list[int] = []
+        self.errors: Counter = Counter()
+        self._stop = threading.Event()
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                   "enable.auto.commit": False, **QUIET})  # fmt: skip
+        self._consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    # ``owned`` is replaced, never changed in place: the test thread reads it. The consumer is used
+    # by this member's thread alone (a call from another blocks while it polls).
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.member_id = self.member_id or consumer.memberid()  # may be "" in a later callback
+        self.owned = self.owned | {tp.partition for tp in partitions}
+
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._commit()
+        self.owned = self.owned - {tp.partition for tp in partitions}
+
+    def _lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.lost += [tp.partition for tp in partitions]
+        self.owned = self.owned - {tp.partition for tp in partitions}
+
+    def _commit(self) -> None:
+        try:
+            self._consumer.commit(asynchronous=False)
+        except KafkaException as e:
+            # Nothing read since the last commit, or the coordinator is moving: the next one covers it.
+            self.errors[e.args[0].name()] += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            batch = [m for m in self._consumer.consume(500, 0.2) if m.error() is None]
+            self.values += [int(m.value()) for m in batch]
+            if batch:
+                self._commit()
+
+    def close(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(TIMEOUT_S)
+        self._commit()
+        self._consumer.close()
+
+
+@pytest.fixture
+def started_members() -> Iterator[list[Kip848Member]]:
+    """Every member a test starts, closed at the end if the test did not."""
+    started: list[Kip848Member] = []
+    yield started
+    for member in started:
+        member.close()
+
+
+def describe_group(mixed: MixedCluster, group: str) -> ConsumerGroupDescription:
+    admin = mixed.admin()  # kept referenced until answered: its handle is destroyed with it
+    return admin.describe_consumer_groups([group], request_timeout=10)[group].result(TIMEOUT_S)
+
+
+def settled(mixed: MixedCluster, group: str, coordinator: int, members: list[Kip848Member]) -> dict[str, set[int]] | None:
+    """The group's assignment (member id: partitions) once ``coordinator`` describes it as a
+    consumer-protocol group of ``members`` alone that has reached its target assignment, each
+    member owning what it was assigned and every partition assigned; None before that."""
+    try:
+        described = describe_group(mixed, group)
+    except KafkaException:
+        return None  # the coordinator moving, or its partition loading
+    assignment = {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in described.members}
+    target = {m.member_id: {tp.partition for tp in m.target_assignment.topic_partitions} for m in described.members if m.target_assignment}
+    if described.coordinator.id != coordinator or described.type != ConsumerGroupType.CONSUMER or target != assignment:
+        return None
+    if sorted(map(frozenset, assignment.values()), key=sorted) != sorted((frozenset(m.owned) for m in members), key=sorted):
+        return None
+    return assignment if set().union(*assignment.values()) == set(range(PARTITIONS)) else None
+
+
 def offsets_partition(group: str, partitions: int) -> int:
     """Kafka's GroupCoordinator.partitionFor: Utils.abs(groupId.hashCode) % partitions (ASCII ids)."""
     h = 0
@@ -90,12 +179,12 @@ def offsets_partition(group: str, partitions: int) -> int:
     return (0 if signed == -(1 << 31) else abs(signed)) % partitions
 
 
-def group_moving_to(mixed: MixedCluster, coordinator: int, successor: int) -> str:
+def group_moving_to(mixed: MixedCluster, coordinator: int, successor: int, prefix: str = "g") -> str:
     """A group coordinated by ``coordinator`` whose __consumer_offsets partition goes to
     ``successor`` when ``coordinator`` dies: Kafka's controller elects the first live ISR member in
     replica order, so the partition's replicas are reordered (same set, nothing moves) if need be."""
     placement = mixed.placement(OFFSETS_TOPIC)
-    group = next(g for i in range(400) if placement[offsets_partition(g := f"g-{coordinator}-{i}", len(placement))][0] == coordinator)
+    group = next(g for i in range(400) if placement[offsets_partition(g := f"{prefix}-{coordinator}-{i}", len(placement))][0] == coordinator)
     assert find_coordinator(mixed.bootstrap, GROUP_KEY, group) == coordinator
     partition = offsets_partition(group, len(placement))
     replicas = placement[partition][1]
@@ -137,9 +226,9 @@ def resume(bootstrap: str, group: str, topic: str) -> list[int]:
     return seen
 
 
-def kill_and_restart(mixed: MixedCluster, node: int, topic: str, while_down: list[str], group: str) -> list[int]:
-    """SIGKILL ``node`` (it leads a partition of ``topic``), let ``group`` resume while it is down,
-    restart it, and wait for every ISR to be whole again."""
+def kill_and_restart(mixed: MixedCluster, node: int, topic: str, while_down: list[str], group: str, during: Callable[[], None] = lambda: None) -> list[int]:
+    """SIGKILL ``node`` (it leads a partition of ``topic``), let ``group`` resume and ``during`` run
+    while it is down, restart it, and wait for every ISR to be whole again."""
     assert any(leader == node for leader, _, _ in mixed.placement(topic).values())
     mixed.kill(node)
     wait_until(f"{topic} led without {node}", lambda: all(leader not in (node, -1) and node not in isr for leader, _, isr in mixed.placement(topic).values()), TIMEOUT_S)
@@ -147,6 +236,7 @@ def kill_and_restart(mixed: MixedCluster, node: int, topic: str, while_down: lis
     moved = wait_until(f"{group}'s coordinator moved", lambda: (c := find_coordinator(mixed.bootstrap, GROUP_KEY, group)) != node and c, TIMEOUT_S)
     while_down.append(f"{group}@{moved}")
     seen = resume(mixed.bootstrap, group, topic)
+    during()
     mixed.launch(node)
     mixed.await_started(node)
     for t in (topic, OFFSETS_TOPIC):
@@ -154,7 +244,7 @@ def kill_and_restart(mixed: MixedCluster, node: int, topic: str, while_down: lis
     return seen
 
 
-def test_acks_all_records_survive_a_leader_of_each_kind_killed_and_groups_move_across_kinds(mixed: MixedCluster) -> None:
+def test_acks_all_records_survive_a_leader_of_each_kind_killed_and_groups_move_across_kinds(mixed: MixedCluster, started_members: list[Kip848Member]) -> None:
     topic = "mixed"
     mixed.create_topic(topic, ASSIGNMENT)
     assert {p: leader for p, (leader, _, _) in mixed.placement(topic).items()} == {0: KAFKA, 1: KBROKER, 2: OTHER_KBROKER}
@@ -163,13 +253,39 @@ def test_acks_all_records_survive_a_leader_of_each_kind_killed_and_groups_move_a
     # Committed through Kafka's coordinator, resumed through a kbroker one; and the reverse.
     kafka_group = group_moving_to(mixed, KAFKA, KBROKER)
     kbroker_group = group_moving_to(mixed, KBROKER, KAFKA)
+    # A consumer-protocol group on Kafka's coordinator, moved to kbroker's by the first kill and back
+    # to Kafka's by the preferred election after the restart.
+    kip848_group = group_moving_to(mixed, KAFKA, KBROKER, prefix="kip848")
 
     producing = Producing(mixed.bootstrap, topic)
+    first = Kip848Member(mixed.bootstrap, kip848_group, topic)
+    members = [first]
+    started_members.append(first)
     try:
         wait_until("records acknowledged", lambda: len(producing.acked) >= 200, TIMEOUT_S)
+        on_kafka = wait_until(f"{kip848_group} settled on Kafka's coordinator", lambda: settled(mixed, kip848_group, KAFKA, members), TIMEOUT_S)
+        assert on_kafka == {first.member_id: set(range(PARTITIONS))}
         seen = {g: resume(mixed.bootstrap, g, topic) for g in (kafka_group, kbroker_group)}
         while_down: list[str] = []
-        seen[kafka_group] += kill_and_restart(mixed, KAFKA, topic, while_down, kafka_group)
+        on_kbroker: dict[str, set[int]] = {}
+
+        def second_member_joins() -> None:
+            # kbroker's coordinator, from the records Kafka's wrote, keeps the first member as it
+            # was and gives the newcomer a share, revoked from the first member.
+            members.append(Kip848Member(mixed.bootstrap, kip848_group, topic))
+            started_members.append(members[-1])
+            on_kbroker.update(wait_until(f"{kip848_group} settled on kbroker's coordinator", lambda: settled(mixed, kip848_group, KBROKER, members), TIMEOUT_S))
+
+        seen[kafka_group] += kill_and_restart(mixed, KAFKA, topic, while_down, kafka_group, second_member_joins)
+        assert set(on_kbroker) == {first.member_id, members[1].member_id} and all(on_kbroker.values())
+        # Kafka's coordinator, from the records kbroker's wrote: the same members and assignment,
+        # and the leaver's partitions given to the one left.
+        back = wait_until(f"{kip848_group} back on Kafka's coordinator", lambda: settled(mixed, kip848_group, KAFKA, members), TIMEOUT_S)
+        assert back == on_kbroker
+        leaving = members.pop()
+        leaving.close()
+        alone = wait_until(f"{kip848_group} rebalanced by Kafka's coordinator", lambda: settled(mixed, kip848_group, KAFKA, members), TIMEOUT_S)
+        assert alone == {first.member_id: set(range(PARTITIONS))}
         seen[kbroker_group] += kill_and_restart(mixed, KBROKER, topic, while_down, kbroker_group)
     finally:
         producing.stop()
@@ -183,6 +299,14 @@ def test_acks_all_records_survive_a_leader_of_each_kind_killed_and_groups_move_a
         values += resume(mixed.bootstrap, group, topic)
         # Every record once: each member started where the previous one committed.
         assert sorted(values) == sorted(log), group
+    wait_until(f"{kip848_group} read to the log end", lambda: len(first.values) + len(leaving.values) >= len(log), TIMEOUT_S)
+    first.close()
+    # Never fenced through either move, and every record read once by one member or the other.
+    assert first.lost == leaving.lost == []
+    assert sorted(first.values + leaving.values) == sorted(log)
+    admin = mixed.admin()
+    committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(kip848_group)])[kip848_group].result(TIMEOUT_S)
+    assert {tp.partition: tp.offset for tp in committed.topic_partitions} == end_offsets(mixed.bootstrap, topic, PARTITIONS)
     assert all(sorted(replicas) == isr for _, replicas, isr in mixed.placement(topic).values())
 
 
