@@ -1,6 +1,6 @@
 """A live Apache Kafka 4.4 cluster converted to kbroker one node at a time, and back (issue 36, M3).
 
-    python -m benchmarks.rolling_migration [--runs 2] [--back/--no-back] [--scenario combined|brokers-only] [--kill-step N]
+    python -m benchmarks.rolling_migration [--runs 2] [--back/--no-back] [--scenario combined|brokers-only] [--kill-step N ...]
 
 One run: three Kafka nodes (``combined``: broker+controller, a static quorum of the three;
 ``brokers-only``: three Kafka controller-only nodes stay, three broker-only nodes convert). A
@@ -12,10 +12,10 @@ gets M1's takeover while the load goes on: SIGTERM (Kafka's controlled shutdown)
 started on that node's own server.properties and log directory (same node id, ports and quorum),
 and the step ends once the node is unfenced and every ISR (the two topics, __consumer_offsets,
 __transaction_state) is full again. With --back the same is done from kbroker to Kafka.
-``--kill-step N`` stops the node of step N (1, 2, ... in that order: the steps to kbroker, then
-the steps back) with SIGKILL instead: a crash in the middle of the live conversion, the new
-process recovering the old one's unclean log directory, and the active controller refusing the
-new registration until the old broker session times out. ``--txn-interval`` pauses the transactional
+``--kill-step N`` (as often as wanted) stops the node of step N (1, 2, ... in that order: the steps
+to kbroker, then the steps back) with SIGKILL instead: a crash in the middle of the live
+conversion, the new process recovering the old one's unclean log directory, and the active
+controller refusing the new registration until the old broker session times out. ``--txn-interval`` pauses the transactional
 loop after each commit (tests/cluster/test_rolling_migration.py runs a short, light run). Checked
 at the end, as benchmarks/mixed_cluster.py checks: every acknowledged record in the log once, the
 group read every one and committed to the log end, every committed transaction read by a
@@ -37,7 +37,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Collection
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -229,14 +229,15 @@ def in_window(events: list[dict], step: Step) -> list[dict]:
 
 
 def run_once(
-    root: Path, lib: Path, scenario: str, back: bool, settle_s: float, throughput: int, kill_step: int | None = None, txn_interval_s: float = 0.0
+    root: Path, lib: Path, scenario: str, back: bool, settle_s: float, throughput: int, kill_steps: Collection[int] = (), txn_interval_s: float = 0.0
 ) -> dict:
-    """One run; ``kill_step`` (1-based, in plan order) SIGKILLs that step's node instead of SIGTERM."""
+    """One run; ``kill_steps`` (1-based, in plan order) SIGKILL their steps' nodes instead of SIGTERM."""
     started = time.monotonic()
     cluster = RollingCluster(root, lib, scenario)
     plan = [(n, "kbroker") for n in cluster.converting] + ([(n, "kafka") for n in cluster.converting] if back else [])
-    if kill_step is not None and not 1 <= kill_step <= len(plan):
-        raise ValueError(f"--kill-step {kill_step}: the run has steps 1 to {len(plan)}")
+    for kill_step in kill_steps:
+        if not 1 <= kill_step <= len(plan):
+            raise ValueError(f"--kill-step {kill_step}: the run has steps 1 to {len(plan)}")
     tools: list[VerifiableTool] = []
     loop = PacedTransactionalLoop(cluster.bootstrap, TXN_TOPIC, TXN_ID, pause_s=txn_interval_s)
     thread = threading.Thread(target=loop.run, daemon=True)
@@ -275,7 +276,7 @@ def run_once(
             for number, (node_id, to) in enumerate(plan, 1):
                 txn_before, committed_before = Counter(loop.errors), len(loop.committed)
                 try:
-                    step = cluster.convert(node_id, to, load_alive, kill=number == kill_step)
+                    step = cluster.convert(node_id, to, load_alive, kill=number in kill_steps)
                 except Exception as e:  # a step that never completes ends the run: what died, and why
                     leadership = cluster.leadership_log()
                     return {"scenario": scenario, "failure": f"node {node_id} to {to}: {e}", "exited": cluster.exited(),
@@ -386,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", choices=("combined", "brokers-only"), default="combined")
     parser.add_argument("--settle", type=float, default=8.0, help="seconds of load before the first step and after each")
     parser.add_argument("--throughput", type=int, default=200, help="VerifiableProducer's records per second")
-    parser.add_argument("--kill-step", type=int, metavar="N", help="SIGKILL instead of SIGTERM at step N (1-based: the steps to kbroker, then back)")
+    parser.add_argument(
+        "--kill-step", type=int, action="append", default=[], metavar="N", help="SIGKILL instead of SIGTERM at step N (1-based: the steps to kbroker, then back); repeatable"
+    )
     parser.add_argument("--txn-interval", type=float, default=0.0, help="seconds the transactional loop pauses after each commit")
     parser.add_argument("--dir", type=Path, help="keep every run's logs here")
     parser.add_argument("--json", type=Path, help="write the rows here")
