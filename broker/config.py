@@ -1016,8 +1016,12 @@ class BrokerConfig(BaseModel):
 
 def read_properties(path: Path) -> dict[str, str]:
     """Java .properties, the subset Kafka's files use: key=value or key:value, # and ! comments."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from e
     props: dict[str, str] = {}
-    for raw in path.read_text().splitlines():
+    for raw in text.splitlines():
         line = raw.strip()
         if not line or line[0] in "#!":
             continue

@@ -37,3 +37,6 @@ def test_clear_errors() -> None:
     assert nobody.returncode == 1 and "no broker answered at 127.0.0.1:1" in nobody.stderr
     bad = kbroker("serve", "--override", "num.partitions=abc")
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].startswith("error: Invalid value 'abc' for configuration num.partitions")
+    for command in ("serve", "storage info"):
+        missing = kbroker(*command.split(), "--config", "/nonexistent/server.properties")
+        assert (missing.returncode, missing.stderr) == (1, "error: cannot read /nonexistent/server.properties: No such file or directory\n"), command
