@@ -68,7 +68,7 @@ class LogLoader:
         if swap_files or any(name.endswith(SWAP_END_FILE_SUFFIX) for name in names):
             self._complete_swaps(swap_files)
             names = self._file_names()
-        rebuilt = self._load_segment_files(names)
+        rebuilt, cut_by_rebuild = self._load_segment_files(names)
         # After a crash, snapshots taken past the flushed segments may describe data that is gone.
         unflushed_from = None
         if not self._clean and local.segments:
@@ -92,7 +92,7 @@ class LogLoader:
             log_end_offset=log_end_offset,
             recovery_point=new_recovery_point,
             segments_recovered=recovered,
-            bytes_truncated=truncated,
+            bytes_truncated=cut_by_rebuild + truncated,
             indexes_rebuilt=len(rebuilt),
             producers=len(self._producer_state.producers),
         )
@@ -157,9 +157,12 @@ class LogLoader:
             elif path.is_file() and path.name.endswith(SWAP_END_FILE_SUFFIX):
                 path.unlink()
 
-    def _load_segment_files(self, names: list[str]) -> set[int]:
-        """Open every segment; rebuild the indexes of those whose index files are missing or corrupt."""
+    def _load_segment_files(self, names: list[str]) -> tuple[set[int], int]:
+        """Open every segment; rebuild the indexes of those whose index files are missing or corrupt.
+        Returns their base offsets and the bytes the rebuilds cut: a rebuild reads the segment
+        through and drops a torn tail, which the recovery after it then no longer sees."""
         rebuilt: set[int] = set()
+        cut = 0
         now = self._now_ms()
         present = set(names)
         config = self._local.config
@@ -177,10 +180,10 @@ class LogLoader:
                     self._log.warning("log.index_rebuilt", segment=segment.base_offset, reason=str(e))
                     # No leader epochs from here: segments are met in file-name order, and after a
                     # crash the recovery below assigns them in offset order from the recovery point.
-                    segment.recover(MAX_BATCH_SIZE)
+                    cut += segment.recover(MAX_BATCH_SIZE)
                     rebuilt.add(segment.base_offset)
                 self._local.add_segment(segment)
-        return rebuilt
+        return rebuilt, cut
 
     def _recover_log(self) -> tuple[int, int, int, int]:
         """Kafka's recoverLog; returns (recovery point, log end offset, segments recovered, bytes truncated)."""

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from storage.unified_log import UnifiedLog
 from storage.log_config import LogConfig
@@ -69,9 +70,13 @@ def test_torn_tail_is_truncated_and_indexes_rebuilt(log_dir: Path, clock: FakeCl
     (log_dir / f"{SEGMENT}.index").unlink(missing_ok=True)  # a crash before any flush leaves none
     (log_dir / f"{SEGMENT}.timeindex").unlink(missing_ok=True)
 
-    reopened = open_log(log_dir, clock, clean=False, index_interval_bytes="100")
+    with capture_logs() as logged:
+        reopened = open_log(log_dir, clock, clean=False, index_interval_bytes="100")
     assert (log_dir / f"{SEGMENT}.log").stat().st_size == good_size
     assert reopened.log_end_offset == 40 and reopened.recovery_point == 0
+    # The index rebuild cut the torn tail before the recovery ran: the summary still counts it.
+    [loaded] = [e for e in logged if e["event"] == "log.loaded"]
+    assert (loaded["bytes_truncated"], loaded["indexes_rebuilt"]) == (70, 1)
     assert values_read(reopened) == values
     segment = reopened.active_segment
     assert [segment.offset_index.entry(i) for i in range(segment.offset_index.entries)] == index_entries
