@@ -1,4 +1,7 @@
-"""The CLI's client commands: plain Kafka clients (confluent-kafka) that work against any broker."""
+"""The CLI's client commands: plain Kafka clients (confluent-kafka) that work against any broker.
+
+An ``out`` left None prints to sys.stdout as it is at the call (print's own default), so that a
+caller redirecting it, a test running a command in process, sees the output."""
 
 from __future__ import annotations
 
@@ -80,13 +83,13 @@ def topics_create(bootstrap: str, name: str, partitions: int, replication_factor
     print(f"Created topic {name}.")
 
 
-def topics_list(bootstrap: str, out: TextIO = sys.stdout) -> None:
+def topics_list(bootstrap: str, out: TextIO | None = None) -> None:
     metadata = admin(bootstrap).list_topics(timeout=CONNECT_TIMEOUT_S)
     for name in sorted(metadata.topics):
         print(name, file=out)
 
 
-def topics_describe(bootstrap: str, name: str | None, out: TextIO = sys.stdout) -> None:
+def topics_describe(bootstrap: str, name: str | None, out: TextIO | None = None) -> None:
     client = admin(bootstrap)
     metadata = client.list_topics(topic=name, timeout=CONNECT_TIMEOUT_S) if name else client.list_topics(timeout=CONNECT_TIMEOUT_S)
     names = [name] if name else sorted(metadata.topics)
@@ -184,7 +187,7 @@ def topics_alter(bootstrap: str, name: str, partitions: int | None, set_configs:
         raise SystemExit(1)
 
 
-def configs_describe(bootstrap: str, entity_type: str, entity_name: str, out: TextIO = sys.stdout) -> None:
+def configs_describe(bootstrap: str, entity_type: str, entity_name: str, out: TextIO | None = None) -> None:
     client = admin(bootstrap)
     resource = ConfigResource(_resource_type(entity_type), entity_name)
     try:
@@ -252,7 +255,7 @@ def produce(bootstrap: str, topic: str, key_separator: str | None, headers: dict
         fail(f"{len(errors) + remaining} of {count} records not delivered: {errors[:1]}")
 
 
-def consume(bootstrap: str, topic: str, from_beginning: bool, partition: int | None, offset: int | None, max_messages: int | None, timeout_ms: int | None, print_key: bool, key_separator: str, out: TextIO = sys.stdout) -> None:
+def consume(bootstrap: str, topic: str, from_beginning: bool, partition: int | None, offset: int | None, max_messages: int | None, timeout_ms: int | None, print_key: bool, key_separator: str, out: TextIO | None = None) -> None:
     client = admin(bootstrap)
     metadata = client.list_topics(topic=topic, timeout=CONNECT_TIMEOUT_S).topics.get(topic)
     if metadata is None or metadata.error is not None:
@@ -471,7 +474,7 @@ def _all_group_ids(client: AdminClient, states: set[Any] | None = None) -> list[
     return sorted(result.valid or [], key=lambda g: g.group_id)
 
 
-def groups_list(bootstrap: str, states: str | None, out: TextIO = sys.stdout) -> None:
+def groups_list(bootstrap: str, states: str | None, out: TextIO | None = None) -> None:
     """`--list`: group ids; with `--state [S,S]` a GROUP/STATE table filtered by the broker (ListGroups v4)."""
     client = admin(bootstrap)
     if states is None:
@@ -491,7 +494,7 @@ def _resolve_groups(client: AdminClient, groups: list[str] | None, all_groups: b
     return list(dict.fromkeys(groups))
 
 
-def groups_describe(bootstrap: str, groups: list[str] | None, all_groups: bool, members: bool = False, state: bool = False, verbose: bool = False, out: TextIO = sys.stdout) -> None:
+def groups_describe(bootstrap: str, groups: list[str] | None, all_groups: bool, members: bool = False, state: bool = False, verbose: bool = False, out: TextIO | None = None) -> None:
     client = admin(bootstrap)
     names = _resolve_groups(client, groups, all_groups)
     if not names:
@@ -543,7 +546,7 @@ def groups_describe(bootstrap: str, groups: list[str] | None, all_groups: bool, 
         raise SystemExit(1)
 
 
-def groups_delete(bootstrap: str, groups: list[str] | None, all_groups: bool, out: TextIO = sys.stdout) -> None:
+def groups_delete(bootstrap: str, groups: list[str] | None, all_groups: bool, out: TextIO | None = None) -> None:
     client = admin(bootstrap)
     names = _resolve_groups(client, groups, all_groups)
     if not names:
@@ -579,7 +582,7 @@ def plan_reset(
     earliest: dict[tuple[str, int], int],
     latest: dict[tuple[str, int], int],
     by_time: dict[tuple[str, int], int] | None = None,
-    warn: TextIO = sys.stderr,
+    warn: TextIO | None = None,
 ) -> dict[tuple[str, int], int]:
     """Kafka's ResetOffsets arithmetic: the new offset of every partition, kept within [earliest, latest]."""
     plan: dict[tuple[str, int], int] = {}
@@ -607,10 +610,10 @@ def plan_reset(
         else:
             fail(f"unknown reset scenario {scenario}")
         if wanted > latest[key]:
-            print(f"New offset ({wanted}) is higher than latest offset for topic partition {topic_partition}. Value will be set to {latest[key]}", file=warn)
+            print(f"New offset ({wanted}) is higher than latest offset for topic partition {topic_partition}. Value will be set to {latest[key]}", file=warn or sys.stderr)
             wanted = latest[key]
         elif wanted < earliest[key]:
-            print(f"New offset ({wanted}) is lower than earliest offset for topic partition {topic_partition}. Value will be set to {earliest[key]}", file=warn)
+            print(f"New offset ({wanted}) is lower than earliest offset for topic partition {topic_partition}. Value will be set to {earliest[key]}", file=warn or sys.stderr)
             wanted = earliest[key]
         plan[key] = wanted
     return plan
@@ -631,7 +634,7 @@ def groups_reset_offsets(
     value: Any,
     execute: bool,
     dry_run: bool,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions
     from confluent_kafka.admin import OffsetSpec
