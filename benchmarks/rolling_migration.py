@@ -15,8 +15,9 @@ __transaction_state) is full again. With --back the same is done from kbroker to
 ``--kill-step N`` (as often as wanted) stops the node of step N (1, 2, ... in that order: the steps
 to kbroker, then the steps back) with SIGKILL instead: a crash in the middle of the live
 conversion, the new process recovering the old one's unclean log directory, and the active
-controller refusing the new registration until the old broker session times out. ``--txn-interval`` pauses the transactional
-loop after each commit (tests/cluster/test_rolling_migration.py runs a short, light run). Checked
+controller refusing the new registration until the old broker session times out.
+``--txn-interval`` pauses the transactional loop after each commit
+(tests/cluster/test_rolling_migration.py runs a short, light run). Checked
 at the end, as benchmarks/mixed_cluster.py checks: every acknowledged record in the log once, the
 group read every one and committed to the log end, every committed transaction read by a
 read_committed consumer whole and once, no aborted one read.

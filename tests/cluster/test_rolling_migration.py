@@ -9,10 +9,10 @@ VerifiableConsumer group, and a transactional producer pausing half a second aft
 Step 2 SIGKILLs the second Kafka node and kbroker recovers its unclean log directory; step 5
 SIGKILLs that node's kbroker, leading partitions, and Kafka recovers the directory kbroker's crash
 left. Each time the active controller (Kafka's or kbroker's) refuses the new registration until
-the old broker session ends. The campaign's checks, each asserted on its own: no acknowledged record lost or written
-twice, the group read every one and committed to the log end, no committed transaction lost,
-partly visible or read twice, no aborted one read, every ISR full at the end; and every step had
-records acknowledged while it ran.
+the old broker session ends. The campaign's checks, each asserted on its own: no acknowledged
+record lost or written twice, the group read every one and committed to the log end, no committed
+transaction lost, partly visible or read twice, no aborted one read, every ISR full at the end;
+and every step had records acknowledged while it ran.
 """
 
 from __future__ import annotations
